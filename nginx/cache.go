@@ -1,0 +1,92 @@
+package nginx
+
+import (
+	"sync"
+
+	networkingv1 "k8s.io/api/networking/v1"
+	"k8s.io/apimachinery/pkg/types"
+)
+
+// TranslationCache remembers the translation (or the rejection) of each Ingress, keyed by the Ingress's
+// UID and resourceVersion, the resourceVersions of the Services it references and the options. Asking
+// again for an unchanged Ingress costs a map lookup and one Service lookup per referenced Service, so the
+// renderer can re-translate every Ingress after one changed. It is safe for concurrent use.
+type TranslationCache struct {
+	mu      sync.Mutex
+	entries map[types.NamespacedName]*cacheEntry
+	hits    uint64
+	misses  uint64
+}
+
+type cacheEntry struct {
+	uid  types.UID
+	rv   string
+	opts TranslateOptions
+	// services are the Services the translation looked at, with their versions then.
+	services []ServiceVersion
+	t        *IngressTranslation
+	err      error
+}
+
+// NewTranslationCache returns an empty cache.
+func NewTranslationCache() *TranslationCache {
+	return &TranslationCache{entries: make(map[types.NamespacedName]*cacheEntry)}
+}
+
+// Translate returns the cached translation of ing when nothing it depends on changed, and translates it
+// with TranslateIngress otherwise. Rejections are cached too. The returned translation is shared: do not
+// modify it.
+func (c *TranslationCache) Translate(ing *networkingv1.Ingress, svc ServiceLookup, opts TranslateOptions) (*IngressTranslation, error) {
+	key := types.NamespacedName{Namespace: ing.Namespace, Name: ing.Name}
+	c.mu.Lock()
+	e := c.entries[key]
+	c.mu.Unlock()
+	if e != nil && e.uid == ing.UID && e.rv == ing.ResourceVersion && e.opts == opts && servicesUnchanged(e.services, svc) {
+		c.mu.Lock()
+		c.hits++
+		c.mu.Unlock()
+		return e.t, e.err
+	}
+	t, services, err := translate(ing, svc, opts)
+	e = &cacheEntry{uid: ing.UID, rv: ing.ResourceVersion, opts: opts, services: services, t: t, err: err}
+	c.mu.Lock()
+	c.entries[key] = e
+	c.misses++
+	c.mu.Unlock()
+	return t, err
+}
+
+// Evict forgets an Ingress that was deleted or is no longer ours.
+func (c *TranslationCache) Evict(key types.NamespacedName) {
+	c.mu.Lock()
+	delete(c.entries, key)
+	c.mu.Unlock()
+}
+
+// Len returns the number of cached Ingresses.
+func (c *TranslationCache) Len() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return len(c.entries)
+}
+
+// Stats returns how many Translate calls were answered from the cache and how many translated.
+func (c *TranslationCache) Stats() (hits, misses uint64) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.hits, c.misses
+}
+
+func servicesUnchanged(seen []ServiceVersion, svc ServiceLookup) bool {
+	for _, s := range seen {
+		cur, ok := svc.Service(s.Key)
+		rv := ""
+		if ok {
+			rv = cur.ResourceVersion
+		}
+		if rv != s.ResourceVersion {
+			return false
+		}
+	}
+	return true
+}

@@ -1,0 +1,193 @@
+package nginx
+
+import (
+	"cmp"
+	"fmt"
+	"slices"
+	"strings"
+
+	"k8s.io/apimachinery/pkg/types"
+)
+
+// ConflictKind says what two Ingresses disagree about.
+type ConflictKind string
+
+const (
+	// ConflictPath: two Ingresses route the same host, path and path type.
+	ConflictPath ConflictKind = "path"
+	// ConflictTLS: two Ingresses name different Secrets for the same TLS host.
+	ConflictTLS ConflictKind = "tls"
+)
+
+// Conflict records a part of an Ingress that lost to an older Ingress. The caller emits a Warning Event
+// on Loser with Message.
+type Conflict struct {
+	Kind   ConflictKind
+	Loser  types.NamespacedName
+	Winner types.NamespacedName
+	Host   Hostname
+	// Path and PathType are empty for TLS conflicts.
+	Path     string
+	PathType PathType
+}
+
+// Message explains the conflict to the owner of the losing Ingress.
+func (c Conflict) Message() string {
+	if c.Kind == ConflictTLS {
+		return fmt.Sprintf("TLS for host %s is already configured with another secret by Ingress %s, which is older; this Ingress's TLS entry for the host is ignored",
+			hostForMessage(c.Host), c.Winner)
+	}
+	return fmt.Sprintf("path %q (%s) on host %s is already served by Ingress %s, which is older; this Ingress's path is ignored",
+		c.Path, c.PathType, hostForMessage(c.Host), c.Winner)
+}
+
+// Merge builds the model from the translations of all accepted Ingresses (rejected Ingresses are simply
+// left out). When Ingresses claim the same host, path and path type, the oldest (creationTimestamp, then
+// namespace/name) wins and every loser is reported as a Conflict. Routes added by spec.defaultBackend
+// yield silently to explicit paths. defaultBackend (--default-backend-service) answers requests no route
+// matches; nil means a built-in 404. The result does not depend on the order of translations.
+func Merge(translations []*IngressTranslation, defaultBackend *Upstream) (Model, []Conflict) {
+	ts := make([]*IngressTranslation, 0, len(translations))
+	for _, t := range translations {
+		if t != nil {
+			ts = append(ts, t)
+		}
+	}
+	slices.SortFunc(ts, olderFirst)
+
+	type owner struct {
+		t *IngressTranslation
+		r *Route
+	}
+	winners := make(map[routeKey]owner, len(ts)*2)
+	var conflicts []Conflict
+	for _, implicit := range []bool{false, true} {
+		for _, t := range ts {
+			for i := range t.Routes {
+				r := &t.Routes[i]
+				if r.FromDefaultBackend != implicit {
+					continue
+				}
+				k := routeKey{r.Host, r.Path, r.PathType}
+				w, taken := winners[k]
+				if !taken {
+					winners[k] = owner{t, r}
+					continue
+				}
+				if w.t == t || (implicit && !w.r.FromDefaultBackend) {
+					continue
+				}
+				conflicts = append(conflicts, Conflict{Kind: ConflictPath, Loser: t.Ingress, Winner: w.t.Ingress, Host: r.Host, Path: r.Path, PathType: r.PathType})
+			}
+		}
+	}
+
+	type tlsOwner struct {
+		t *IngressTranslation
+		h TLSHost
+	}
+	tlsWinners := make(map[Hostname]tlsOwner)
+	for _, t := range ts {
+		for _, h := range t.TLS {
+			w, taken := tlsWinners[h.Host]
+			if !taken {
+				tlsWinners[h.Host] = tlsOwner{t, h}
+				continue
+			}
+			if w.h.Secret != h.Secret && w.t != t {
+				conflicts = append(conflicts, Conflict{Kind: ConflictTLS, Loser: t.Ingress, Winner: w.t.Ingress, Host: h.Host})
+			}
+		}
+	}
+
+	servers := map[Hostname]*Server{"": {Host: ""}}
+	upstreams := make(map[UpstreamName]Upstream)
+	for _, t := range ts {
+		for _, u := range t.Upstreams {
+			upstreams[u.Name] = u
+		}
+	}
+	used := make(map[UpstreamName]bool, len(upstreams))
+	for k, w := range winners {
+		s := servers[k.host]
+		if s == nil {
+			s = &Server{Host: k.host}
+			servers[k.host] = s
+			if k.host != "" {
+				if tw, ok := lookupTLS(tlsWinners, k.host); ok {
+					s.TLS = &ServerTLS{Secret: tw.h.Secret, SSLRedirect: tw.t.SSLRedirect}
+				}
+			}
+		}
+		s.Locations = append(s.Locations, Location{Path: k.path, PathType: k.pathType, Upstream: w.r.Upstream, Ingress: w.t.Ingress, SSLRedirect: w.t.SSLRedirect})
+		used[w.r.Upstream] = true
+	}
+
+	m := Model{Servers: make([]Server, 0, len(servers))}
+	for _, s := range servers {
+		if s.TLS == nil {
+			for i := range s.Locations {
+				s.Locations[i].SSLRedirect = false
+			}
+		}
+		slices.SortFunc(s.Locations, func(a, b Location) int {
+			return cmp.Or(strings.Compare(a.Path, b.Path), strings.Compare(string(a.PathType), string(b.PathType)))
+		})
+		m.Servers = append(m.Servers, *s)
+	}
+	slices.SortFunc(m.Servers, func(a, b Server) int { return strings.Compare(string(a.Host), string(b.Host)) })
+
+	if defaultBackend != nil {
+		m.DefaultBackend = defaultBackend.Name
+		upstreams[defaultBackend.Name] = *defaultBackend
+		used[defaultBackend.Name] = true
+	}
+	m.Upstreams = make([]Upstream, 0, len(used))
+	for n := range used {
+		m.Upstreams = append(m.Upstreams, upstreams[n])
+	}
+	slices.SortFunc(m.Upstreams, func(a, b Upstream) int { return strings.Compare(string(a.Name), string(b.Name)) })
+
+	slices.SortFunc(conflicts, func(a, b Conflict) int {
+		return cmp.Or(
+			strings.Compare(a.Loser.String(), b.Loser.String()),
+			strings.Compare(string(a.Kind), string(b.Kind)),
+			strings.Compare(string(a.Host), string(b.Host)),
+			strings.Compare(a.Path, b.Path),
+			strings.Compare(string(a.PathType), string(b.PathType)),
+		)
+	})
+	return m, conflicts
+}
+
+// olderFirst orders translations by creationTimestamp, then namespace/name.
+func olderFirst(a, b *IngressTranslation) int {
+	return cmp.Or(
+		a.CreationTimestamp.Compare(b.CreationTimestamp),
+		strings.Compare(a.Ingress.Namespace, b.Ingress.Namespace),
+		strings.Compare(a.Ingress.Name, b.Ingress.Name),
+	)
+}
+
+// lookupTLS finds the TLS entry for host: the exact host first, then the longest wildcard that covers it
+// with nginx's semantics ("*.example.com" covers "a.example.com" and "a.b.example.com").
+func lookupTLS[V any](m map[Hostname]V, host Hostname) (V, bool) {
+	if v, ok := m[host]; ok {
+		return v, true
+	}
+	rest := string(host)
+	if host.IsWildcard() {
+		rest = rest[2:]
+	}
+	for {
+		i := strings.IndexByte(rest, '.')
+		if i < 0 {
+			var zero V
+			return zero, false
+		}
+		rest = rest[i+1:]
+		if v, ok := m[Hostname("*."+rest)]; ok {
+			return v, true
+		}
+	}
+}

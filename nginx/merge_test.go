@@ -1,0 +1,269 @@
+package nginx
+
+import (
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
+	"k8s.io/apimachinery/pkg/types"
+)
+
+// buildModel translates every Ingress in objs (with the Services in objs) and merges the accepted ones.
+func buildModel(t *testing.T, objs []any, defaultBackend *Upstream) (Model, []Conflict) {
+	t.Helper()
+	svcs := services{}
+	var ings []*networkingv1.Ingress
+	for _, o := range objs {
+		switch o := o.(type) {
+		case *corev1.Service:
+			svcs[nn(o.Namespace, o.Name)] = o
+		case *networkingv1.Ingress:
+			ings = append(ings, o)
+		default:
+			t.Fatalf("unexpected object %T", o)
+		}
+	}
+	var ts []*IngressTranslation
+	for _, ing := range ings {
+		tr, err := TranslateIngress(ing, svcs, DefaultTranslateOptions())
+		if err != nil {
+			continue // rejected alone
+		}
+		ts = append(ts, tr)
+	}
+	return Merge(ts, defaultBackend)
+}
+
+func TestMerge(t *testing.T) {
+	web := service("default", "web", port(80, "http"))
+	api := service("default", "api", port(8080, "http"))
+	web80, api8080 := up("default", "web", 80), up("default", "api", 8080)
+	catchAll := Server{Host: ""}
+	defaultBE := up("kube-system", "default-http-backend", 80)
+
+	tests := map[string]struct {
+		objs           []any
+		defaultBackend *Upstream
+		want           Model
+		wantConflicts  []Conflict
+	}{
+		"nothing: only the catch-all server (built-in 404)": {
+			want: Model{Servers: []Server{catchAll}, Upstreams: []Upstream{}},
+		},
+		"--default-backend-service is the catch-all's fallback and an upstream": {
+			defaultBackend: &defaultBE,
+			want:           Model{Servers: []Server{catchAll}, Upstreams: []Upstream{defaultBE}, DefaultBackend: defaultBE.Name},
+		},
+		"two Ingresses for one host merge, locations sorted": {
+			objs: []any{web, api,
+				ingress("default", "a", rule("foo.example.com", prefix("/web", "web", 80))),
+				ingress("default", "b", rule("foo.example.com", prefix("/api", "api", 8080), exact("/api", "web", 80))),
+			},
+			want: Model{
+				Servers: []Server{catchAll, {Host: "foo.example.com", Locations: []Location{
+					{Path: "/api", PathType: PathExact, Upstream: web80.Name, Ingress: nn("default", "b")},
+					{Path: "/api", PathType: PathPrefix, Upstream: api8080.Name, Ingress: nn("default", "b")},
+					{Path: "/web", PathType: PathPrefix, Upstream: web80.Name, Ingress: nn("default", "a")},
+				}}},
+				Upstreams: sortedUpstreams(api8080, web80),
+			},
+		},
+		"conflicting path: the oldest Ingress wins, the younger one gets a conflict": {
+			objs: []any{web, api,
+				ingress("default", "young", age(time.Hour), rule("foo.example.com", prefix("/", "api", 8080), prefix("/only-young", "api", 8080))),
+				ingress("default", "old", rule("foo.example.com", prefix("/", "web", 80))),
+			},
+			want: Model{
+				Servers: []Server{catchAll, {Host: "foo.example.com", Locations: []Location{
+					{Path: "/", PathType: PathPrefix, Upstream: web80.Name, Ingress: nn("default", "old")},
+					{Path: "/only-young", PathType: PathPrefix, Upstream: api8080.Name, Ingress: nn("default", "young")},
+				}}},
+				Upstreams: sortedUpstreams(api8080, web80),
+			},
+			wantConflicts: []Conflict{{Kind: ConflictPath, Loser: nn("default", "young"), Winner: nn("default", "old"), Host: "foo.example.com", Path: "/", PathType: PathPrefix}},
+		},
+		"same age: namespace/name decides": {
+			objs: []any{web, api,
+				ingress("default", "b", rule("foo.example.com", prefix("/", "api", 8080))),
+				ingress("default", "a", rule("foo.example.com", prefix("/", "web", 80))),
+			},
+			want: Model{
+				Servers: []Server{catchAll, {Host: "foo.example.com", Locations: []Location{
+					{Path: "/", PathType: PathPrefix, Upstream: web80.Name, Ingress: nn("default", "a")},
+				}}},
+				Upstreams: []Upstream{web80},
+			},
+			wantConflicts: []Conflict{{Kind: ConflictPath, Loser: nn("default", "b"), Winner: nn("default", "a"), Host: "foo.example.com", Path: "/", PathType: PathPrefix}},
+		},
+		"Prefix /foo and /foo/ are the same path": {
+			objs: []any{web, api,
+				ingress("default", "a", rule("foo.example.com", prefix("/foo", "web", 80))),
+				ingress("default", "b", age(time.Second), rule("foo.example.com", prefix("/foo/", "api", 8080))),
+			},
+			want: Model{
+				Servers: []Server{catchAll, {Host: "foo.example.com", Locations: []Location{
+					{Path: "/foo", PathType: PathPrefix, Upstream: web80.Name, Ingress: nn("default", "a")},
+				}}},
+				Upstreams: []Upstream{web80},
+			},
+			wantConflicts: []Conflict{{Kind: ConflictPath, Loser: nn("default", "b"), Winner: nn("default", "a"), Host: "foo.example.com", Path: "/foo", PathType: PathPrefix}},
+		},
+		"a rejected Ingress is left out; the others are served": {
+			objs: []any{web,
+				ingress("default", "bad", rule("foo.example.com", prefix("/a;b", "web", 80))),
+				ingress("default", "good", rule("foo.example.com", prefix("/good", "web", 80))),
+			},
+			want: Model{
+				Servers: []Server{catchAll, {Host: "foo.example.com", Locations: []Location{
+					{Path: "/good", PathType: PathPrefix, Upstream: web80.Name, Ingress: nn("default", "good")},
+				}}},
+				Upstreams: []Upstream{web80},
+			},
+		},
+		"spec.defaultBackend yields silently to an explicit / of a younger Ingress": {
+			objs: []any{web, api,
+				ingress("default", "old", withDefaultBackend("web", 80), rule("foo.example.com", prefix("/x", "web", 80))),
+				ingress("default", "young", age(time.Hour), rule("foo.example.com", prefix("/", "api", 8080))),
+			},
+			want: Model{
+				Servers: []Server{catchAll, {Host: "foo.example.com", Locations: []Location{
+					{Path: "/", PathType: PathPrefix, Upstream: api8080.Name, Ingress: nn("default", "young")},
+					{Path: "/x", PathType: PathPrefix, Upstream: web80.Name, Ingress: nn("default", "old")},
+				}}},
+				Upstreams: sortedUpstreams(api8080, web80),
+			},
+		},
+		"spec.defaultBackend without rules takes the catch-all's /; two of them conflict": {
+			objs: []any{web, api,
+				ingress("default", "old", withDefaultBackend("web", 80)),
+				ingress("default", "young", age(time.Hour), withDefaultBackend("api", 8080)),
+			},
+			defaultBackend: &defaultBE,
+			want: Model{
+				Servers: []Server{{Host: "", Locations: []Location{
+					{Path: "/", PathType: PathPrefix, Upstream: web80.Name, Ingress: nn("default", "old")},
+				}}},
+				Upstreams:      sortedUpstreams(defaultBE, web80),
+				DefaultBackend: defaultBE.Name,
+			},
+			wantConflicts: []Conflict{{Kind: ConflictPath, Loser: nn("default", "young"), Winner: nn("default", "old"), Host: "", Path: "/", PathType: PathPrefix}},
+		},
+		"TLS: exact host, wildcard cover, redirect flags; a host without TLS is not redirected": {
+			objs: []any{web,
+				ingress("default", "a",
+					rule("a.example.com", prefix("/", "web", 80)),
+					rule("b.sub.example.com", prefix("/", "web", 80)),
+					rule("plain.test", prefix("/", "web", 80)),
+					withTLS("a-cert", "a.example.com"),
+					withTLS("wild-cert", "*.example.com"),
+				),
+				ingress("default", "b", rule("a.example.com", prefix("/b", "web", 80))),
+			},
+			want: Model{
+				Servers: []Server{
+					catchAll,
+					{Host: "a.example.com", TLS: &ServerTLS{Secret: nn("default", "a-cert"), SSLRedirect: true}, Locations: []Location{
+						{Path: "/", PathType: PathPrefix, Upstream: web80.Name, Ingress: nn("default", "a"), SSLRedirect: true},
+						{Path: "/b", PathType: PathPrefix, Upstream: web80.Name, Ingress: nn("default", "b"), SSLRedirect: true},
+					}},
+					{Host: "b.sub.example.com", TLS: &ServerTLS{Secret: nn("default", "wild-cert"), SSLRedirect: true}, Locations: []Location{
+						{Path: "/", PathType: PathPrefix, Upstream: web80.Name, Ingress: nn("default", "a"), SSLRedirect: true},
+					}},
+					{Host: "plain.test", Locations: []Location{
+						{Path: "/", PathType: PathPrefix, Upstream: web80.Name, Ingress: nn("default", "a")},
+					}},
+				},
+				Upstreams: []Upstream{web80},
+			},
+		},
+		"TLS: two Secrets for one host, the oldest wins": {
+			objs: []any{web,
+				ingress("default", "old", rule("a.example.com", prefix("/", "web", 80)), withTLS("old-cert", "a.example.com")),
+				ingress("default", "young", age(time.Minute), rule("a.example.com", prefix("/y", "web", 80)), withTLS("young-cert", "a.example.com")),
+			},
+			want: Model{
+				Servers: []Server{catchAll, {Host: "a.example.com", TLS: &ServerTLS{Secret: nn("default", "old-cert"), SSLRedirect: true}, Locations: []Location{
+					{Path: "/", PathType: PathPrefix, Upstream: web80.Name, Ingress: nn("default", "old"), SSLRedirect: true},
+					{Path: "/y", PathType: PathPrefix, Upstream: web80.Name, Ingress: nn("default", "young"), SSLRedirect: true},
+				}}},
+				Upstreams: []Upstream{web80},
+			},
+			wantConflicts: []Conflict{{Kind: ConflictTLS, Loser: nn("default", "young"), Winner: nn("default", "old"), Host: "a.example.com"}},
+		},
+		"upstreams of losing routes are not in the model": {
+			objs: []any{web, api,
+				ingress("default", "old", rule("a.example.com", prefix("/", "web", 80))),
+				ingress("default", "young", age(time.Minute), rule("a.example.com", prefix("/", "api", 8080))),
+			},
+			want: Model{
+				Servers: []Server{catchAll, {Host: "a.example.com", Locations: []Location{
+					{Path: "/", PathType: PathPrefix, Upstream: web80.Name, Ingress: nn("default", "old")},
+				}}},
+				Upstreams: []Upstream{web80},
+			},
+			wantConflicts: []Conflict{{Kind: ConflictPath, Loser: nn("default", "young"), Winner: nn("default", "old"), Host: "a.example.com", Path: "/", PathType: PathPrefix}},
+		},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			got, conflicts := buildModel(t, tc.objs, tc.defaultBackend)
+			same(t, "model", got, tc.want)
+			same(t, "conflicts", conflicts, tc.wantConflicts)
+			// The input order must not matter.
+			reversed := make([]any, len(tc.objs))
+			for i, o := range tc.objs {
+				reversed[len(tc.objs)-1-i] = o
+			}
+			again, _ := buildModel(t, reversed, tc.defaultBackend)
+			same(t, "model from reversed input", again, got)
+		})
+	}
+}
+
+func TestConflictMessage(t *testing.T) {
+	tests := map[string]struct {
+		c    Conflict
+		want string
+	}{
+		"path": {
+			c:    Conflict{Kind: ConflictPath, Loser: nn("ns", "b"), Winner: nn("ns", "a"), Host: "foo.example.com", Path: "/api", PathType: PathPrefix},
+			want: `path "/api" (Prefix) on host foo.example.com is already served by Ingress ns/a, which is older; this Ingress's path is ignored`,
+		},
+		"catch-all path": {
+			c:    Conflict{Kind: ConflictPath, Loser: nn("ns", "b"), Winner: nn("ns", "a"), Path: "/", PathType: PathExact},
+			want: `path "/" (Exact) on host (any) is already served by Ingress ns/a, which is older; this Ingress's path is ignored`,
+		},
+		"tls": {
+			c:    Conflict{Kind: ConflictTLS, Loser: nn("ns", "b"), Winner: nn("ns", "a"), Host: "foo.example.com"},
+			want: `TLS for host foo.example.com is already configured with another secret by Ingress ns/a, which is older; this Ingress's TLS entry for the host is ignored`,
+		},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			if got := tc.c.Message(); got != tc.want {
+				t.Errorf("got  %s\nwant %s", got, tc.want)
+			}
+		})
+	}
+}
+
+func TestModelLookups(t *testing.T) {
+	m, _ := buildModel(t, []any{
+		service("default", "web", port(80, "")),
+		ingress("default", "a",
+			rule("a.example.com", prefix("/", "web", 80)),
+			rule("b.example.com", prefix("/", "web", 80)),
+			rule("c.example.com", prefix("/", "web", 80)),
+			withTLS("a-cert", "a.example.com"),
+			withTLS("", "b.example.com"),
+		),
+	}, nil)
+	same(t, "TLS hosts", m.TLSHosts(), map[Hostname]types.NamespacedName{"a.example.com": nn("default", "a-cert")})
+	if u, ok := m.Upstream(up("default", "web", 80).Name); !ok || u.Service != nn("default", "web") {
+		t.Errorf("Upstream lookup: %v %v", u, ok)
+	}
+	if _, ok := m.Upstream("nope"); ok {
+		t.Error("found an upstream that does not exist")
+	}
+}

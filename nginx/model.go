@@ -1,0 +1,204 @@
+package nginx
+
+import (
+	"fmt"
+	"hash/fnv"
+	"net/netip"
+	"strconv"
+	"strings"
+
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/intstr"
+)
+
+// Model is the data plane's structure: what nginx.conf says, built only from validated values. Endpoint
+// lists are not part of it; they travel through the endpoint lane (Client.PushEndpoints) without reloads.
+// Slices are sorted so that equal inputs give byte-identical configurations.
+type Model struct {
+	// Servers are sorted by host; the catch-all server (Host "") is always first.
+	Servers []Server
+	// Upstreams lists every upstream a location or the default backend refers to, sorted by name.
+	// The endpoint lane fills exactly these names.
+	Upstreams []Upstream
+	// DefaultBackend answers requests that no rule matches. Empty means a built-in 404.
+	DefaultBackend UpstreamName
+}
+
+// Server is one virtual host.
+type Server struct {
+	// Host is an exact hostname, a "*."-wildcard, or "" for the catch-all (default) server.
+	Host Hostname
+	// Locations are sorted by path, then path type (Exact before Prefix).
+	Locations []Location
+	// TLS is set when an Ingress lists this host (or a wildcard covering it) in spec.tls.
+	TLS *ServerTLS
+}
+
+// ServerTLS says how a host is served over HTTPS.
+type ServerTLS struct {
+	// Secret is the kubernetes.io/tls Secret whose certificate the host presents. The zero value means
+	// the default certificate.
+	Secret types.NamespacedName
+	// SSLRedirect redirects plain-HTTP requests that no location of the server matches (the fallback
+	// location) to HTTPS. Locations carry their own flag.
+	SSLRedirect bool
+}
+
+// Location routes one path of one host to an upstream.
+type Location struct {
+	Path     string
+	PathType PathType
+	Upstream UpstreamName
+	// Ingress is the Ingress the location comes from; several Ingresses may share a server.
+	Ingress types.NamespacedName
+	// SSLRedirect answers plain-HTTP requests with a 308 to HTTPS. Only set on servers with TLS.
+	SSLRedirect bool
+}
+
+// PathType is the matching mode of a location, after ImplementationSpecific has been mapped to Prefix.
+type PathType string
+
+const (
+	// PathExact matches the path exactly, case-sensitively.
+	PathExact PathType = "Exact"
+	// PathPrefix matches element-wise: "/foo" matches "/foo" and "/foo/bar", not "/foobar".
+	PathPrefix PathType = "Prefix"
+)
+
+// Hostname is a validated host: a lowercase RFC 1123 name, a "*."-wildcard of one, or "" for the catch-all.
+type Hostname string
+
+// IsWildcard says whether h is a "*." wildcard.
+func (h Hostname) IsWildcard() bool { return strings.HasPrefix(string(h), "*.") }
+
+// UpstreamName names an upstream in nginx.conf and in the endpoint lane. It only ever holds lowercase
+// letters, digits and '-', so it is safe in configuration, Lua tables, metrics labels and URLs alike.
+type UpstreamName string
+
+// Upstream is a Service port that locations send traffic to.
+type Upstream struct {
+	Name UpstreamName
+	// Service is the backend Service.
+	Service types.NamespacedName
+	// Port is the Service port as the Ingress names it: a number (spec.ports[].port) or a name
+	// (spec.ports[].name). The endpoint lane resolves it against the Service and its EndpointSlices.
+	Port intstr.IntOrString
+}
+
+// Endpoint is one address that backs an upstream.
+type Endpoint struct {
+	// Address is an IPv4 or IPv6 literal. DNS names (ExternalName Services) must be resolved by the
+	// caller: nginx's Lua balancer can only connect to addresses.
+	Address string `json:"address"`
+	Port    int32  `json:"port"`
+}
+
+// Validate checks that e can be handed to the balancer.
+func (e Endpoint) Validate() error {
+	if _, err := netip.ParseAddr(e.Address); err != nil {
+		return fmt.Errorf("endpoint address %q is not an IP address", e.Address)
+	}
+	if e.Port < 1 || e.Port > 65535 {
+		return fmt.Errorf("endpoint %s: port %d out of range", e.Address, e.Port)
+	}
+	return nil
+}
+
+// NewUpstream returns the upstream for a Service port, with its derived name.
+func NewUpstream(service types.NamespacedName, port intstr.IntOrString) Upstream {
+	return Upstream{Name: upstreamName(service, port), Service: service, Port: port}
+}
+
+// upstreamName derives "<namespace>-<service>-<port>-<hash>". Namespace and Service names are DNS labels
+// and port names IANA service names, so the readable part is already in [a-z0-9-]; the FNV-1a hash of
+// the unambiguous tuple keeps "a-b"/"c" and "a"/"b-c" apart.
+func upstreamName(service types.NamespacedName, port intstr.IntOrString) UpstreamName {
+	p := port.String()
+	h := fnv.New32a()
+	_, _ = h.Write([]byte(service.Namespace))
+	_, _ = h.Write([]byte{'/'})
+	_, _ = h.Write([]byte(service.Name))
+	_, _ = h.Write([]byte{':'})
+	if port.Type == intstr.String {
+		_, _ = h.Write([]byte{'s'})
+	}
+	_, _ = h.Write([]byte(p))
+	var b strings.Builder
+	b.Grow(len(service.Namespace) + len(service.Name) + len(p) + 12)
+	b.WriteString(sanitizeLabel(service.Namespace))
+	b.WriteByte('-')
+	b.WriteString(sanitizeLabel(service.Name))
+	b.WriteByte('-')
+	b.WriteString(sanitizeLabel(p))
+	b.WriteByte('-')
+	sum := strconv.FormatUint(uint64(h.Sum32()), 16)
+	for i := len(sum); i < 8; i++ {
+		b.WriteByte('0')
+	}
+	b.WriteString(sum)
+	return UpstreamName(b.String())
+}
+
+// sanitizeLabel maps anything outside [a-z0-9-] to 'x'. Names from a validating API server never need
+// it; it guarantees the charset even for objects built by hand.
+func sanitizeLabel(s string) string {
+	for i := 0; i < len(s); i++ {
+		if !isLabelByte(s[i]) {
+			b := []byte(s)
+			for j := i; j < len(b); j++ {
+				if !isLabelByte(b[j]) {
+					b[j] = 'x'
+				}
+			}
+			return string(b)
+		}
+	}
+	return s
+}
+
+func isLabelByte(c byte) bool {
+	return c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '-'
+}
+
+// ValidUpstreamName says whether s has the shape of an UpstreamName.
+func ValidUpstreamName(s string) bool {
+	if s == "" || len(s) > 255 {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		if !isLabelByte(s[i]) {
+			return false
+		}
+	}
+	return true
+}
+
+// TLSHosts returns, for every server with TLS and a Secret, the Secret it presents. The reloader uses it
+// to build the host table of Client.ReplaceCertificates; hosts that are missing use the default certificate.
+func (m *Model) TLSHosts() map[Hostname]types.NamespacedName {
+	out := make(map[Hostname]types.NamespacedName)
+	for i := range m.Servers {
+		s := &m.Servers[i]
+		if s.TLS != nil && s.TLS.Secret.Name != "" {
+			out[s.Host] = s.TLS.Secret
+		}
+	}
+	return out
+}
+
+// Upstream returns the upstream named n.
+func (m *Model) Upstream(n UpstreamName) (Upstream, bool) {
+	lo, hi := 0, len(m.Upstreams)
+	for lo < hi {
+		mid := (lo + hi) / 2
+		if m.Upstreams[mid].Name < n {
+			lo = mid + 1
+		} else {
+			hi = mid
+		}
+	}
+	if lo < len(m.Upstreams) && m.Upstreams[lo].Name == n {
+		return m.Upstreams[lo], true
+	}
+	return Upstream{}, false
+}

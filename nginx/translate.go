@@ -1,0 +1,392 @@
+package nginx
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/intstr"
+)
+
+// ServiceLookup finds Services for translation, usually from an informer's lister.
+type ServiceLookup interface {
+	// Service returns the Service, or false when it does not exist.
+	Service(key types.NamespacedName) (*corev1.Service, bool)
+}
+
+// ServiceLookupFunc adapts a function to ServiceLookup.
+type ServiceLookupFunc func(key types.NamespacedName) (*corev1.Service, bool)
+
+// Service calls f.
+func (f ServiceLookupFunc) Service(key types.NamespacedName) (*corev1.Service, bool) { return f(key) }
+
+// TranslateOptions are the controller-wide settings that shape a translation. It is comparable, so the
+// TranslationCache can tell when a change of options invalidates its entries.
+type TranslateOptions struct {
+	// SSLRedirect redirects plain HTTP to HTTPS on hosts with TLS (ingress-nginx's ssl-redirect, on by default).
+	SSLRedirect bool
+}
+
+// DefaultTranslateOptions returns ingress-nginx's defaults.
+func DefaultTranslateOptions() TranslateOptions {
+	return TranslateOptions{SSLRedirect: true}
+}
+
+// IngressTranslation is what one Ingress contributes to the model. It is immutable once returned:
+// the TranslationCache hands the same value to every caller.
+type IngressTranslation struct {
+	Ingress           types.NamespacedName
+	UID               types.UID
+	ResourceVersion   string
+	CreationTimestamp time.Time
+	// Routes in spec order, duplicates removed.
+	Routes []Route
+	// Upstreams that Routes refer to, sorted by name and unique.
+	Upstreams []Upstream
+	// TLS lists hosts this Ingress terminates TLS for.
+	TLS []TLSHost
+	// SSLRedirect says whether this Ingress's paths redirect plain HTTP on hosts with TLS.
+	SSLRedirect bool
+	// Services are the Services the Ingress references, with the resourceVersion seen ("" when missing).
+	Services []ServiceVersion
+	// Warnings are problems that do not reject the Ingress (for example a Service that does not exist yet);
+	// the caller may publish them as Warning Events.
+	Warnings []string
+}
+
+// Route is one (host, path) of an Ingress.
+type Route struct {
+	// Host is "" for rules without host: they are served by the catch-all server.
+	Host     Hostname
+	Path     string
+	PathType PathType
+	Upstream UpstreamName
+	// FromDefaultBackend marks the "/" route that spec.defaultBackend adds to each of the Ingress's hosts.
+	// It yields, without a conflict, to any path an Ingress states explicitly.
+	FromDefaultBackend bool
+}
+
+// TLSHost is one host of spec.tls.
+type TLSHost struct {
+	Host Hostname
+	// Secret is the certificate Secret; the zero value means the default certificate.
+	Secret types.NamespacedName
+}
+
+// ServiceVersion records which version of a Service a translation used.
+type ServiceVersion struct {
+	Key             types.NamespacedName
+	ResourceVersion string
+}
+
+// maxReportedErrors bounds the errors joined into one rejection, so the Event message stays readable.
+const maxReportedErrors = 5
+
+// TranslateIngress translates one Ingress. It is pure: the result depends only on the Ingress, the
+// Services svc returns and opts. An error rejects the whole Ingress; its message names the fields at
+// fault (for example `spec.rules[0].http.paths[1].path "/a;b": character ";" is not allowed ...`) and is
+// meant to be shown to the Ingress's owner as a Warning Event.
+func TranslateIngress(ing *networkingv1.Ingress, svc ServiceLookup, opts TranslateOptions) (*IngressTranslation, error) {
+	t, _, err := translate(ing, svc, opts)
+	return t, err
+}
+
+// translate also returns the Services looked at, which a rejection depends on too.
+func translate(ing *networkingv1.Ingress, svc ServiceLookup, opts TranslateOptions) (*IngressTranslation, []ServiceVersion, error) {
+	tr := &translator{
+		ing:  ing,
+		svc:  svc,
+		seen: make(map[routeKey]int),
+		out: &IngressTranslation{
+			Ingress:           types.NamespacedName{Namespace: ing.Namespace, Name: ing.Name},
+			UID:               ing.UID,
+			ResourceVersion:   ing.ResourceVersion,
+			CreationTimestamp: ing.CreationTimestamp.Time,
+			SSLRedirect:       opts.SSLRedirect,
+		},
+	}
+	tr.rules()
+	tr.defaultBackend()
+	tr.tls()
+	if len(tr.errs) > 0 {
+		errs := tr.errs
+		if len(errs) > maxReportedErrors {
+			errs = append(errs[:maxReportedErrors:maxReportedErrors], fmt.Errorf("and %d more errors", len(tr.errs)-maxReportedErrors))
+		}
+		return nil, tr.out.Services, fmt.Errorf("ingress %s rejected: %w", tr.out.Ingress, errors.Join(errs...))
+	}
+	slices.SortFunc(tr.out.Upstreams, func(a, b Upstream) int { return strings.Compare(string(a.Name), string(b.Name)) })
+	tr.out.Upstreams = slices.CompactFunc(tr.out.Upstreams, func(a, b Upstream) bool { return a.Name == b.Name })
+	return tr.out, tr.out.Services, nil
+}
+
+type routeKey struct {
+	host     Hostname
+	path     string
+	pathType PathType
+}
+
+type translator struct {
+	ing  *networkingv1.Ingress
+	svc  ServiceLookup
+	out  *IngressTranslation
+	errs []error
+	// seen maps a route to its index in out.Routes, to drop duplicates within the Ingress.
+	seen map[routeKey]int
+	// hosts in rule order, without duplicates; "" for host-less rules.
+	hosts []Hostname
+}
+
+func (t *translator) fail(format string, args ...any) {
+	t.errs = append(t.errs, fmt.Errorf(format, args...))
+}
+
+func (t *translator) addHost(h Hostname) {
+	if !slices.Contains(t.hosts, h) {
+		t.hosts = append(t.hosts, h)
+	}
+}
+
+func (t *translator) rules() {
+	for i := range t.ing.Spec.Rules {
+		rule := &t.ing.Spec.Rules[i]
+		host := Hostname(rule.Host)
+		if rule.Host != "" {
+			if err := ValidateHost(rule.Host); err != nil {
+				t.fail("spec.rules[%d].host: %w", i, err)
+				continue
+			}
+		}
+		t.addHost(host)
+		if rule.HTTP == nil {
+			continue
+		}
+		for j := range rule.HTTP.Paths {
+			field := fmt.Sprintf("spec.rules[%d].http.paths[%d]", i, j)
+			t.path(field, host, &rule.HTTP.Paths[j])
+		}
+	}
+}
+
+func (t *translator) path(field string, host Hostname, p *networkingv1.HTTPIngressPath) {
+	pathType := PathPrefix
+	if p.PathType != nil {
+		switch *p.PathType {
+		case networkingv1.PathTypeExact:
+			pathType = PathExact
+		case networkingv1.PathTypePrefix, networkingv1.PathTypeImplementationSpecific:
+		default:
+			t.fail("%s.pathType %q is not supported (want Exact, Prefix or ImplementationSpecific)", field, *p.PathType)
+			return
+		}
+	}
+	path := p.Path
+	if path == "" {
+		// The API server allows an empty path only for ImplementationSpecific; it means "everything".
+		path = "/"
+	}
+	if err := ValidatePath(path); err != nil {
+		t.fail("%s.path: %w", field, err)
+		return
+	}
+	if pathType == PathPrefix && len(path) > 1 {
+		// The Ingress API ignores a trailing slash on Prefix paths: "/foo/" matches "/foo" too.
+		path = strings.TrimRight(path, "/")
+	}
+	up, ok := t.backend(field+".backend", &p.Backend)
+	if !ok {
+		return
+	}
+	t.addRoute(field, Route{Host: host, Path: path, PathType: pathType, Upstream: up.Name})
+}
+
+func (t *translator) addRoute(field string, r Route) {
+	k := routeKey{r.Host, r.Path, r.PathType}
+	if i, dup := t.seen[k]; dup {
+		if prev := t.out.Routes[i]; prev.Upstream != r.Upstream {
+			t.out.Warnings = append(t.out.Warnings, fmt.Sprintf("%s: path %q (%s) on host %s is listed twice with different backends; the first one is used",
+				field, r.Path, r.PathType, hostForMessage(r.Host)))
+		}
+		return
+	}
+	t.seen[k] = len(t.out.Routes)
+	t.out.Routes = append(t.out.Routes, r)
+}
+
+// backend resolves an Ingress backend to an upstream. A Service that does not exist is not an error: the
+// path answers 503 until the Service appears (as with ingress-nginx), and the translation carries a warning.
+// A port the existing Service does not have is an error.
+func (t *translator) backend(field string, b *networkingv1.IngressBackend) (Upstream, bool) {
+	if b.Resource != nil {
+		t.fail("%s: resource backends (%s %q) are not supported; use a Service backend", field, b.Resource.Kind, b.Resource.Name)
+		return Upstream{}, false
+	}
+	if b.Service == nil || b.Service.Name == "" {
+		t.fail("%s: no service name", field)
+		return Upstream{}, false
+	}
+	key := types.NamespacedName{Namespace: t.ing.Namespace, Name: b.Service.Name}
+	var port intstr.IntOrString
+	switch sp := b.Service.Port; {
+	case sp.Name != "" && sp.Number != 0:
+		t.fail("%s.service.port: set either name or number, not both", field)
+		return Upstream{}, false
+	case sp.Name != "":
+		port = intstr.FromString(sp.Name)
+	case sp.Number > 0 && sp.Number <= 65535:
+		port = intstr.FromInt32(sp.Number)
+	default:
+		t.fail("%s.service.port: want a port name or a number between 1 and 65535, got %d", field, sp.Number)
+		return Upstream{}, false
+	}
+	svc, found := t.svc.Service(key)
+	t.recordService(key, svc, found)
+	switch {
+	case !found:
+		t.out.Warnings = append(t.out.Warnings, fmt.Sprintf("%s: service %s does not exist; requests get 503 until it does", field, key))
+	case svc.Spec.Type == corev1.ServiceTypeExternalName:
+		// ExternalName Services may list no ports; the Ingress's port is the one to connect to.
+	case !hasPort(svc, port):
+		t.fail("%s: service %s has no port %s (it has %s)", field, key, describePort(port), describePorts(svc))
+		return Upstream{}, false
+	}
+	up := NewUpstream(key, port)
+	t.out.Upstreams = append(t.out.Upstreams, up)
+	return up, true
+}
+
+func (t *translator) recordService(key types.NamespacedName, svc *corev1.Service, found bool) {
+	for _, s := range t.out.Services {
+		if s.Key == key {
+			return
+		}
+	}
+	v := ServiceVersion{Key: key}
+	if found {
+		v.ResourceVersion = svc.ResourceVersion
+	}
+	t.out.Services = append(t.out.Services, v)
+}
+
+func hasPort(svc *corev1.Service, port intstr.IntOrString) bool {
+	for _, p := range svc.Spec.Ports {
+		if port.Type == intstr.String && p.Name == port.StrVal || port.Type == intstr.Int && p.Port == port.IntVal {
+			return true
+		}
+	}
+	return false
+}
+
+func describePort(p intstr.IntOrString) string {
+	if p.Type == intstr.String {
+		return fmt.Sprintf("named %q", p.StrVal)
+	}
+	return fmt.Sprintf("%d", p.IntVal)
+}
+
+func describePorts(svc *corev1.Service) string {
+	if len(svc.Spec.Ports) == 0 {
+		return "no ports"
+	}
+	parts := make([]string, 0, len(svc.Spec.Ports))
+	for _, p := range svc.Spec.Ports {
+		if p.Name != "" {
+			parts = append(parts, fmt.Sprintf("%d (%q)", p.Port, p.Name))
+		} else {
+			parts = append(parts, fmt.Sprintf("%d", p.Port))
+		}
+	}
+	return "ports " + strings.Join(parts, ", ")
+}
+
+// defaultBackend adds spec.defaultBackend as the "/" route of every host of the Ingress, or of the
+// catch-all server when the Ingress has no rules, as ingress-nginx does.
+func (t *translator) defaultBackend() {
+	b := t.ing.Spec.DefaultBackend
+	if b == nil {
+		return
+	}
+	up, ok := t.backend("spec.defaultBackend", b)
+	if !ok {
+		return
+	}
+	hosts := t.hosts
+	if len(t.ing.Spec.Rules) == 0 {
+		hosts = []Hostname{""}
+	}
+	for _, h := range hosts {
+		if _, explicit := t.seen[routeKey{h, "/", PathPrefix}]; explicit {
+			continue
+		}
+		t.addRoute("spec.defaultBackend", Route{Host: h, Path: "/", PathType: PathPrefix, Upstream: up.Name, FromDefaultBackend: true})
+	}
+}
+
+// tls records spec.tls. An entry without hosts applies to every host of the Ingress's rules; an entry
+// without secretName uses the default certificate.
+func (t *translator) tls() {
+	for i := range t.ing.Spec.TLS {
+		entry := &t.ing.Spec.TLS[i]
+		var secret types.NamespacedName
+		if entry.SecretName != "" {
+			if err := validateObjectName(entry.SecretName); err != nil {
+				t.fail("spec.tls[%d].secretName %q: %w", i, entry.SecretName, err)
+				continue
+			}
+			secret = types.NamespacedName{Namespace: t.ing.Namespace, Name: entry.SecretName}
+		}
+		if len(entry.Hosts) == 0 {
+			for _, h := range t.hosts {
+				if h != "" {
+					t.addTLS(TLSHost{Host: h, Secret: secret})
+				}
+			}
+			continue
+		}
+		for j, h := range entry.Hosts {
+			if err := ValidateHost(h); err != nil {
+				t.fail("spec.tls[%d].hosts[%d]: %w", i, j, err)
+				continue
+			}
+			t.addTLS(TLSHost{Host: Hostname(h), Secret: secret})
+		}
+	}
+}
+
+func (t *translator) addTLS(h TLSHost) {
+	for _, prev := range t.out.TLS {
+		if prev.Host == h.Host {
+			if prev.Secret != h.Secret {
+				t.out.Warnings = append(t.out.Warnings, fmt.Sprintf("spec.tls: host %s is listed with secrets %q and %q; the first one is used",
+					h.Host, prev.Secret.Name, h.Secret.Name))
+			}
+			return
+		}
+	}
+	t.out.TLS = append(t.out.TLS, h)
+}
+
+// validateObjectName checks a Kubernetes object name (RFC 1123 subdomain).
+func validateObjectName(n string) error {
+	if len(n) > 253 {
+		return fmt.Errorf("longer than 253 bytes")
+	}
+	for _, label := range strings.Split(n, ".") {
+		if err := validateLabel(label); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func hostForMessage(h Hostname) string {
+	if h == "" {
+		return "(any)"
+	}
+	return string(h)
+}
