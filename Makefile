@@ -1,0 +1,72 @@
+# ingress-reactor: build, run and test. `make run` and `make test` are the two commands a newcomer needs.
+SHELL := /bin/bash
+.DEFAULT_GOAL := build
+
+GO        ?= go
+BIN       := $(CURDIR)/bin
+CACHE     := $(CURDIR)/.cache
+VERSION   ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
+COMMIT    ?= $(shell git rev-parse --short HEAD 2>/dev/null || echo unknown)
+LDFLAGS   := -s -w -X main.version=$(VERSION) -X main.commit=$(COMMIT)
+STATICCHECK_VERSION := v0.8.2
+export GOTOOLCHAIN := local
+
+# Local demo ports (unprivileged).
+RUN_DIR        ?= $(CACHE)/run
+RUN_HTTP_PORT  ?= 8080
+RUN_HTTPS_PORT ?= 8443
+
+.PHONY: deps deps-test build run test test-unit test-integration fuzz bench fmt lint clean
+
+## deps: install NGINX with the Lua and stream modules from Debian (only what is missing) and download Go modules.
+deps:
+	hack/install-nginx.sh
+	$(GO) mod download
+
+## deps-test: also build kube-apiserver and etcd for the integration tests (about 5 minutes cold, cached after).
+deps-test: deps
+	hack/build-kube-binaries.sh
+
+## build: the controller and the echo backend into ./bin.
+build:
+	@mkdir -p $(BIN)
+	$(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN)/ingress-reactor ./cmd/ingress-reactor
+	$(GO) build -trimpath -o $(BIN)/echoserver ./cmd/echoserver
+
+## run: the controller in local mode on examples/local, serving through real NGINX on :$(RUN_HTTP_PORT). Ctrl-C stops everything.
+run: deps build
+	hack/run-local.sh $(BIN) $(RUN_DIR) $(RUN_HTTP_PORT) $(RUN_HTTPS_PORT)
+
+## test: everything CI runs: lint, unit tests with -race, short fuzzing, integration tests on real kube-apiserver, etcd and NGINX.
+test: lint test-unit fuzz test-integration
+
+## test-unit: fast unit tests with the race detector.
+test-unit:
+	$(GO) test -race -count=1 ./...
+
+## fuzz: a short run of every fuzz target (seed corpora always run as part of test-unit).
+fuzz:
+	hack/fuzz.sh 10s
+
+## test-integration: end-to-end tests inside a private network namespace.
+test-integration: deps-test
+	hack/in-netns.sh $(GO) test -tags integration -count=1 -timeout 30m -v ./test/integration/...
+
+## bench: every Go benchmark once with memory statistics (see docs/benchmarks.md for the documented runs).
+bench:
+	$(GO) test -run '^$$' -bench . -benchmem -count 1 ./...
+
+## fmt: format the code.
+fmt:
+	gofmt -s -w $$(git ls-files '*.go')
+
+## lint: gofmt, go vet (unit and integration code) and staticcheck.
+lint:
+	@out=$$(gofmt -s -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
+	$(GO) vet ./...
+	$(GO) vet -tags integration ./test/...
+	$(GO) run honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION) ./...
+
+## clean: remove build output and local run state (keeps the kube binaries cache; `rm -rf .cache` removes it).
+clean:
+	rm -rf $(BIN) $(RUN_DIR)

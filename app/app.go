@@ -1,0 +1,106 @@
+// Package app assembles the controller: configuration and flags, the logger, the Kubernetes source, the
+// health/metrics server, and the list of modules that the feature flags switch on. It is the only package
+// that names modules; teams that want a different implementation of a part pass fx.Replace or fx.Decorate
+// options to New instead of forking.
+package app
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"go.uber.org/fx"
+	"go.uber.org/fx/fxevent"
+	"go.uber.org/zap"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/kubernetes/scheme"
+	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
+	"k8s.io/client-go/tools/record"
+
+	"github.com/ingress-reactor/ingress-reactor/pipeline"
+)
+
+// New builds the fx application for cfg. The extra options are applied last, so fx.Replace and fx.Decorate
+// in them override what the modules provide.
+func New(cfg Config, log *zap.Logger, extra ...fx.Option) *fx.App {
+	opts := []fx.Option{
+		fx.WithLogger(func() fxevent.Logger {
+			l := &fxevent.ZapLogger{Logger: log.Named("fx")}
+			l.UseLogLevel(zap.DebugLevel)
+			return l
+		}),
+		fx.StartTimeout(cfg.ShutdownTimeout),
+		fx.StopTimeout(cfg.ShutdownTimeout),
+		fx.Supply(cfg, log),
+		fx.Provide(
+			NewRegistry,
+			pipeline.NewMetrics,
+			NewKubeSource,
+			NewEventRecorder,
+		),
+		fx.Invoke(RunHealthServer),
+	}
+	opts = append(opts, Modules(cfg)...)
+	opts = append(opts, extra...)
+	return fx.New(opts...)
+}
+
+// Run starts the controller and blocks until SIGTERM or SIGINT, then stops it within --shutdown-timeout.
+func Run(cfg Config) error {
+	if err := cfg.Validate(); err != nil {
+		return err
+	}
+	log, err := NewLogger(cfg)
+	if err != nil {
+		return err
+	}
+	defer func() { _ = log.Sync() }()
+	log.Info("starting ingress-reactor", zap.String("version", cfg.Version), zap.String("commit", cfg.Commit))
+
+	a := New(cfg, log)
+	if err := a.Err(); err != nil {
+		return fmt.Errorf("assemble application: %w", err)
+	}
+	startCtx, cancel := context.WithTimeout(context.Background(), cfg.ShutdownTimeout)
+	defer cancel()
+	if err := a.Start(startCtx); err != nil {
+		return fmt.Errorf("start: %w", err)
+	}
+	sigs := make(chan os.Signal, 1)
+	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT)
+	sig := <-sigs
+	signal.Stop(sigs)
+	log.Info("stopping", zap.Stringer("signal", sig), zap.Duration("timeout", cfg.ShutdownTimeout))
+	stopCtx, cancelStop := context.WithTimeout(context.Background(), cfg.ShutdownTimeout)
+	defer cancelStop()
+	if err := a.Stop(stopCtx); err != nil {
+		return fmt.Errorf("stop: %w", err)
+	}
+	log.Info("stopped")
+	return nil
+}
+
+// NewEventRecorder returns the recorder modules use to put Events on the objects they act on.
+// Events are also logged, so local mode shows them without kubectl.
+func NewEventRecorder(client kubernetes.Interface, log *zap.Logger, lc fx.Lifecycle) record.EventRecorder {
+	b := record.NewBroadcaster()
+	elog := log.Named("event")
+	b.StartEventWatcher(func(e *corev1.Event) {
+		fields := []zap.Field{
+			zap.String("type", e.Type), zap.String("reason", e.Reason),
+			zap.String("object", e.InvolvedObject.Kind+" "+e.InvolvedObject.Namespace+"/"+e.InvolvedObject.Name),
+			zap.String("message", e.Message),
+		}
+		if e.Type == corev1.EventTypeWarning {
+			elog.Warn("event", fields...)
+		} else {
+			elog.Info("event", fields...)
+		}
+	})
+	b.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: client.CoreV1().Events("")})
+	lc.Append(fx.Hook{OnStop: func(context.Context) error { b.Shutdown(); return nil }})
+	return b.NewRecorder(scheme.Scheme, corev1.EventSource{Component: "ingress-reactor"})
+}

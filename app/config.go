@@ -1,0 +1,192 @@
+package app
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"strings"
+	"time"
+
+	"go.uber.org/zap/zapcore"
+	"k8s.io/apimachinery/pkg/types"
+)
+
+// Config is everything the controller needs to start. It is filled from flags by BindFlags and checked by Validate.
+// Flag names follow ingress-nginx wherever the concept is the same.
+type Config struct {
+	// Kubernetes source.
+	KubeConfig     string
+	LocalManifests string
+	WatchNamespace string
+	SyncPeriod     time.Duration
+
+	// Process-level serving and logging.
+	HealthzHost     string
+	HealthzPort     int
+	Profiling       bool
+	LogLevel        string
+	LogFormat       string
+	ShutdownTimeout time.Duration
+
+	// Which Ingresses are ours.
+	IngressClass             string
+	ControllerClass          string
+	IngressClassByName       bool
+	WatchIngressWithoutClass bool
+
+	// Data plane.
+	NginxBinary           string
+	NginxDir              string
+	NginxModulesDir       string
+	NginxStatusPort       int
+	HTTPPort              int
+	HTTPSPort             int
+	WorkerProcesses       string
+	TemplatePath          string
+	DefaultBackendService string
+	ReloadRetries         int
+
+	// TLS.
+	SSLDir                string
+	DefaultSSLCertificate string
+
+	// Status.
+	UpdateStatus           bool
+	UpdateStatusOnShutdown bool
+	ElectionID             string
+	DisableLeaderElection  bool
+	ElectionLeaseDuration  time.Duration
+	ElectionRenewDeadline  time.Duration
+	ElectionRetryPeriod    time.Duration
+	PublishService         string
+	PublishStatusAddress   string
+	StatusUpdateInterval   time.Duration
+
+	// Optional modules.
+	EnableSSLPassthrough      bool
+	SSLPassthroughProxyPort   int
+	PassthroughHelloTimeout   time.Duration
+	PassthroughMaxConnections int
+	PassthroughIdleTimeout    time.Duration
+	UseProxyProtocol          bool
+	EnableAutoIngress         bool
+
+	// Version information, set by main from linker flags; not a flag.
+	Version string
+	Commit  string
+}
+
+// DefaultConfig returns the configuration used when no flag is given.
+func DefaultConfig() Config {
+	return Config{
+		SyncPeriod:                0,
+		HealthzPort:               10254,
+		LogLevel:                  "info",
+		LogFormat:                 "json",
+		ShutdownTimeout:           30 * time.Second,
+		IngressClass:              "ingress-reactor",
+		ControllerClass:           "k8s.io/ingress-reactor",
+		NginxBinary:               "nginx",
+		NginxDir:                  "/tmp/ingress-reactor/nginx",
+		NginxStatusPort:           10246,
+		HTTPPort:                  80,
+		HTTPSPort:                 443,
+		WorkerProcesses:           "auto",
+		ReloadRetries:             10,
+		SSLDir:                    "/tmp/ingress-reactor/ssl",
+		UpdateStatus:              true,
+		UpdateStatusOnShutdown:    true,
+		ElectionID:                "ingress-reactor-leader",
+		ElectionLeaseDuration:     30 * time.Second,
+		ElectionRenewDeadline:     20 * time.Second,
+		ElectionRetryPeriod:       4 * time.Second,
+		StatusUpdateInterval:      60 * time.Second,
+		SSLPassthroughProxyPort:   442,
+		PassthroughHelloTimeout:   10 * time.Second,
+		PassthroughMaxConnections: 10000,
+		PassthroughIdleTimeout:    10 * time.Minute,
+	}
+}
+
+// BindFlags registers every configuration flag on fs, with c's current values as defaults.
+func BindFlags(fs *flag.FlagSet, c *Config) {
+	fs.StringVar(&c.KubeConfig, "kubeconfig", c.KubeConfig, "Path to a kubeconfig file. Empty means in-cluster configuration.")
+	fs.StringVar(&c.LocalManifests, "local-manifests", c.LocalManifests, "Run without a cluster: load every YAML manifest in this directory into an in-process API and follow file changes.")
+	fs.StringVar(&c.WatchNamespace, "watch-namespace", c.WatchNamespace, "Namespace to watch for Ingresses and their objects. Empty means all namespaces.")
+	fs.DurationVar(&c.SyncPeriod, "sync-period", c.SyncPeriod, "Period at which informers re-deliver every cached object. 0 disables resyncs.")
+
+	fs.StringVar(&c.HealthzHost, "healthz-host", c.HealthzHost, "Address the health, metrics and profiling server binds to. Empty means all interfaces.")
+	fs.IntVar(&c.HealthzPort, "healthz-port", c.HealthzPort, "Port of the /healthz, /readyz and /metrics server.")
+	fs.BoolVar(&c.Profiling, "profiling", c.Profiling, "Serve Go profiling data under /debug/pprof/ on the healthz port.")
+	fs.StringVar(&c.LogLevel, "log-level", c.LogLevel, "Log level: debug, info, warn or error.")
+	fs.StringVar(&c.LogFormat, "log-format", c.LogFormat, "Log format: json or console.")
+	fs.DurationVar(&c.ShutdownTimeout, "shutdown-timeout", c.ShutdownTimeout, "Upper bound for a graceful stop after SIGTERM or SIGINT.")
+
+	fs.StringVar(&c.IngressClass, "ingress-class", c.IngressClass, "Name of the IngressClass (and legacy kubernetes.io/ingress.class value) this controller serves.")
+	fs.StringVar(&c.ControllerClass, "controller-class", c.ControllerClass, "IngressClass spec.controller value this controller serves. Use k8s.io/ingress-nginx to keep ingress-nginx's IngressClass.")
+	fs.BoolVar(&c.IngressClassByName, "ingress-class-by-name", c.IngressClassByName, "Also accept Ingresses whose spec.ingressClassName equals --ingress-class, whatever the IngressClass's controller.")
+	fs.BoolVar(&c.WatchIngressWithoutClass, "watch-ingress-without-class", c.WatchIngressWithoutClass, "Serve Ingresses that name no class at all.")
+
+	fs.StringVar(&c.NginxBinary, "nginx-binary", c.NginxBinary, "NGINX executable to run (looked up in PATH).")
+	fs.StringVar(&c.NginxDir, "nginx-dir", c.NginxDir, "Working directory for NGINX: prefix, nginx.conf, Lua files, temp paths, logs.")
+	fs.StringVar(&c.NginxModulesDir, "nginx-modules-dir", c.NginxModulesDir, "Directory holding NGINX dynamic modules (Lua, stream). Empty means detect Debian's locations.")
+	fs.IntVar(&c.NginxStatusPort, "nginx-status-port", c.NginxStatusPort, "Loopback-only port of NGINX's internal server used by the controller for dynamic configuration.")
+	fs.IntVar(&c.HTTPPort, "http-port", c.HTTPPort, "Port NGINX serves HTTP on.")
+	fs.IntVar(&c.HTTPSPort, "https-port", c.HTTPSPort, "Port NGINX serves HTTPS on.")
+	fs.StringVar(&c.WorkerProcesses, "worker-processes", c.WorkerProcesses, "NGINX worker_processes: a number or auto.")
+	fs.StringVar(&c.TemplatePath, "template", c.TemplatePath, "Path to an nginx.conf template that replaces the embedded one; the file is watched for changes.")
+	fs.StringVar(&c.DefaultBackendService, "default-backend-service", c.DefaultBackendService, "Service (namespace/name) that answers requests no rule matches. Empty means a built-in 404.")
+	fs.IntVar(&c.ReloadRetries, "reload-retries", c.ReloadRetries, "How often a failing NGINX configuration is retried before the controller gives up on that version.")
+
+	fs.StringVar(&c.SSLDir, "ssl-dir", c.SSLDir, "Directory (mode 0700) for certificate files (mode 0600).")
+	fs.StringVar(&c.DefaultSSLCertificate, "default-ssl-certificate", c.DefaultSSLCertificate, "Secret (namespace/name) with the certificate for hosts without one. Empty means a generated self-signed certificate.")
+}
+
+// Validate reports configuration errors an operator must fix before the controller can start.
+func (c *Config) Validate() error {
+	var errs []error
+	if c.KubeConfig != "" && c.LocalManifests != "" {
+		errs = append(errs, errors.New("--kubeconfig and --local-manifests are mutually exclusive"))
+	}
+	if _, err := zapcore.ParseLevel(c.LogLevel); err != nil {
+		errs = append(errs, fmt.Errorf("--log-level: %w", err))
+	}
+	if c.LogFormat != "json" && c.LogFormat != "console" {
+		errs = append(errs, fmt.Errorf("--log-format must be json or console, got %q", c.LogFormat))
+	}
+	for name, p := range map[string]int{"--healthz-port": c.HealthzPort, "--http-port": c.HTTPPort, "--https-port": c.HTTPSPort, "--nginx-status-port": c.NginxStatusPort} {
+		if p < 1 || p > 65535 {
+			errs = append(errs, fmt.Errorf("%s must be between 1 and 65535, got %d", name, p))
+		}
+	}
+	if c.SyncPeriod < 0 {
+		errs = append(errs, errors.New("--sync-period must not be negative"))
+	}
+	if c.ShutdownTimeout <= 0 {
+		errs = append(errs, errors.New("--shutdown-timeout must be positive"))
+	}
+	if c.ControllerClass == "" {
+		errs = append(errs, errors.New("--controller-class must not be empty"))
+	}
+	if c.ReloadRetries < 0 {
+		errs = append(errs, errors.New("--reload-retries must not be negative"))
+	}
+	for name, v := range map[string]string{"--default-backend-service": c.DefaultBackendService, "--default-ssl-certificate": c.DefaultSSLCertificate} {
+		if v == "" {
+			continue
+		}
+		if _, err := ParseNamespacedName(v); err != nil {
+			errs = append(errs, fmt.Errorf("%s: %w", name, err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// ParseNamespacedName parses "namespace/name".
+func ParseNamespacedName(s string) (types.NamespacedName, error) {
+	ns, name, ok := strings.Cut(s, "/")
+	if !ok || ns == "" || name == "" || strings.Contains(name, "/") {
+		return types.NamespacedName{}, fmt.Errorf("want namespace/name, got %q", s)
+	}
+	return types.NamespacedName{Namespace: ns, Name: name}, nil
+}

@@ -1,0 +1,171 @@
+package app
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"go.uber.org/fx"
+	"go.uber.org/zap"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/kubernetes/fake"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/ingress-reactor/ingress-reactor/modules"
+	"github.com/ingress-reactor/ingress-reactor/pipeline"
+)
+
+// KubeSource is where the controller reads Kubernetes objects from: a real API server, or the in-process local one.
+type KubeSource struct {
+	Client  kubernetes.Interface
+	Factory informers.SharedInformerFactory
+	// Local is set in --local-manifests mode.
+	Local *LocalManifests
+
+	log    *zap.Logger
+	synced chan struct{}
+	events *prometheus.CounterVec
+	stop   chan struct{}
+}
+
+// KubeSourceParams are the fx inputs of NewKubeSource.
+type KubeSourceParams struct {
+	fx.In
+	Config    Config
+	Log       *zap.Logger
+	Registry  prometheus.Registerer
+	Lifecycle fx.Lifecycle
+}
+
+// KubeSourceResult exposes the source's parts to the modules.
+type KubeSourceResult struct {
+	fx.Out
+	Source  *KubeSource
+	Client  kubernetes.Interface
+	Factory informers.SharedInformerFactory
+	Ready   modules.ReadyCheck `group:"readyz"`
+}
+
+// restConfig builds the client configuration from --kubeconfig or the in-cluster environment.
+func restConfig(c Config) (*rest.Config, error) {
+	if c.KubeConfig != "" {
+		cfg, err := clientcmd.BuildConfigFromFlags("", c.KubeConfig)
+		if err != nil {
+			return nil, fmt.Errorf("load kubeconfig %s: %w", c.KubeConfig, err)
+		}
+		return cfg, nil
+	}
+	cfg, err := rest.InClusterConfig()
+	if err != nil {
+		return nil, fmt.Errorf("in-cluster configuration (set --kubeconfig or --local-manifests outside a cluster): %w", err)
+	}
+	return cfg, nil
+}
+
+// NewKubeSource connects to the configured source and prepares the single shared informer factory.
+// Informers that modules obtain from the factory during construction are started in OnStart.
+func NewKubeSource(p KubeSourceParams) (KubeSourceResult, error) {
+	s := &KubeSource{
+		log:    p.Log.Named("kube"),
+		synced: make(chan struct{}),
+		stop:   make(chan struct{}),
+		events: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "ingress_reactor_informer_events_total",
+			Help: "Informer events received, by resource and event (add, update, delete).",
+		}, []string{"resource", "event"}),
+	}
+	if err := p.Registry.Register(s.events); err != nil {
+		return KubeSourceResult{}, fmt.Errorf("register informer metrics: %w", err)
+	}
+	if p.Config.LocalManifests != "" {
+		cs := fake.NewClientset()
+		s.Client = cs
+		s.Local = NewLocalManifests(p.Config.LocalManifests, cs, p.Log.Named("local"))
+	} else {
+		rc, err := restConfig(p.Config)
+		if err != nil {
+			return KubeSourceResult{}, err
+		}
+		rc.UserAgent = "ingress-reactor/" + p.Config.Version
+		rc.QPS, rc.Burst = 50, 100
+		cs, err := kubernetes.NewForConfig(rc)
+		if err != nil {
+			return KubeSourceResult{}, fmt.Errorf("kubernetes client: %w", err)
+		}
+		s.Client = cs
+	}
+	opts := []informers.SharedInformerOption{informers.WithTransform(pipeline.StripTransform)}
+	if p.Config.WatchNamespace != "" {
+		opts = append(opts, informers.WithNamespace(p.Config.WatchNamespace))
+	}
+	s.Factory = informers.NewSharedInformerFactoryWithOptions(s.Client, p.Config.SyncPeriod, opts...)
+
+	// The core informers every configuration needs are registered here, so their caches exist before
+	// any module asks and their events are counted.
+	s.track("ingresses", s.Factory.Networking().V1().Ingresses().Informer())
+	s.track("ingressclasses", s.Factory.Networking().V1().IngressClasses().Informer())
+	s.track("services", s.Factory.Core().V1().Services().Informer())
+	s.track("endpointslices", s.Factory.Discovery().V1().EndpointSlices().Informer())
+
+	p.Lifecycle.Append(fx.Hook{OnStart: s.start, OnStop: s.shutdown})
+	ready := modules.ReadyCheck{Name: "informers", Check: func() error {
+		select {
+		case <-s.synced:
+			return nil
+		default:
+			return fmt.Errorf("informer caches not synced yet")
+		}
+	}}
+	return KubeSourceResult{Source: s, Client: s.Client, Factory: s.Factory, Ready: ready}, nil
+}
+
+// Track counts a module's own informer's events in ingress_reactor_informer_events_total under resource.
+func (s *KubeSource) track(resource string, inf cache.SharedIndexInformer) {
+	add := s.events.WithLabelValues(resource, "add")
+	upd := s.events.WithLabelValues(resource, "update")
+	del := s.events.WithLabelValues(resource, "delete")
+	_, _ = inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    func(any) { add.Inc() },
+		UpdateFunc: func(any, any) { upd.Inc() },
+		DeleteFunc: func(any) { del.Inc() },
+	})
+}
+
+// Synced is closed once every informer started at OnStart has synced its cache.
+func (s *KubeSource) Synced() <-chan struct{} { return s.synced }
+
+func (s *KubeSource) start(context.Context) error {
+	if s.Local != nil {
+		// Load before informers list, so the first list already holds the manifests.
+		s.Local.LoadAll()
+		if err := s.Local.Start(); err != nil {
+			return err
+		}
+	}
+	s.Factory.Start(s.stop)
+	go func() {
+		began := time.Now()
+		for typ, ok := range s.Factory.WaitForCacheSync(s.stop) {
+			if !ok {
+				s.log.Warn("informer cache did not sync before shutdown", zap.String("type", typ.String()))
+				return
+			}
+		}
+		s.log.Info("informer caches synced", zap.Duration("took", time.Since(began)))
+		close(s.synced)
+	}()
+	return nil
+}
+
+func (s *KubeSource) shutdown(context.Context) error {
+	close(s.stop)
+	if s.Local != nil {
+		s.Local.Stop()
+	}
+	s.Factory.Shutdown()
+	return nil
+}

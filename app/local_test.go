@@ -1,0 +1,134 @@
+package app
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"go.uber.org/zap/zaptest"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes/fake"
+)
+
+const twoServices = `
+apiVersion: v1
+kind: Service
+metadata:
+  name: a
+  namespace: demo
+spec:
+  ports: [{port: 80}]
+---
+# a comment-only document is skipped
+---
+apiVersion: v1
+kind: Service
+metadata:
+  name: b
+spec:
+  ports: [{port: 81}]
+`
+
+func writeFile(t *testing.T, path, content string) {
+	t.Helper()
+	if err := os.WriteFile(path, []byte(content), 0o600); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func serviceNames(t *testing.T, cs *fake.Clientset) map[string]string {
+	t.Helper()
+	list, err := cs.CoreV1().Services("").List(context.Background(), metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]string{}
+	for _, s := range list.Items {
+		got[s.Namespace+"/"+s.Name] = s.ResourceVersion
+	}
+	return got
+}
+
+func TestLocalManifestsFollowFileChanges(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "svc.yaml")
+	writeFile(t, path, twoServices)
+	cs := fake.NewClientset()
+	l := NewLocalManifests(dir, cs, zaptest.NewLogger(t))
+
+	l.LoadAll()
+	got := serviceNames(t, cs)
+	if len(got) != 2 || got["demo/a"] == "" || got["default/b"] == "" {
+		t.Fatalf("after load: want demo/a and default/b (namespace defaulted), got %v", got)
+	}
+	firstRV := got["demo/a"]
+
+	// Edit: b is removed, a is updated with a new resourceVersion and keeps its creation time.
+	before, _ := cs.CoreV1().Services("demo").Get(context.Background(), "a", metav1.GetOptions{})
+	writeFile(t, path, "apiVersion: v1\nkind: Service\nmetadata: {name: a, namespace: demo}\nspec:\n  ports: [{port: 8080}]\n")
+	l.Sync(path)
+	got = serviceNames(t, cs)
+	if len(got) != 1 || got["demo/a"] == "" {
+		t.Fatalf("after edit: want only demo/a, got %v", got)
+	}
+	if got["demo/a"] == firstRV {
+		t.Fatalf("after edit: resourceVersion did not change (%s)", firstRV)
+	}
+	after, _ := cs.CoreV1().Services("demo").Get(context.Background(), "a", metav1.GetOptions{})
+	if after.Spec.Ports[0].Port != 8080 {
+		t.Fatalf("after edit: want port 8080, got %d", after.Spec.Ports[0].Port)
+	}
+	if !after.CreationTimestamp.Equal(&before.CreationTimestamp) {
+		t.Fatalf("creationTimestamp changed on update: %v -> %v", before.CreationTimestamp, after.CreationTimestamp)
+	}
+
+	// An invalid file changes nothing.
+	writeFile(t, path, "apiVersion: v1\nkind: Service\nmetadata: {name: [broken\n")
+	l.Sync(path)
+	if got2 := serviceNames(t, cs); len(got2) != 1 || got2["demo/a"] != got["demo/a"] {
+		t.Fatalf("invalid file changed objects: before %v, after %v", got, got2)
+	}
+
+	// An unknown kind is an error for the whole file too.
+	writeFile(t, path, "apiVersion: example.com/v1\nkind: Widget\nmetadata: {name: w}\n")
+	l.Sync(path)
+	if got2 := serviceNames(t, cs); len(got2) != 1 {
+		t.Fatalf("file with unknown kind changed objects: %v", got2)
+	}
+
+	// Deleting the file deletes its objects.
+	if err := os.Remove(path); err != nil {
+		t.Fatal(err)
+	}
+	l.Sync(path)
+	if got := serviceNames(t, cs); len(got) != 0 {
+		t.Fatalf("after delete: want no services, got %v", got)
+	}
+}
+
+func TestLocalManifestsDuplicateObjectRejected(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "dup.yaml")
+	doc := "apiVersion: v1\nkind: Service\nmetadata: {name: a, namespace: demo}\n"
+	writeFile(t, path, doc+"---\n"+doc)
+	cs := fake.NewClientset()
+	NewLocalManifests(dir, cs, zaptest.NewLogger(t)).LoadAll()
+	if got := serviceNames(t, cs); len(got) != 0 {
+		t.Fatalf("file defining an object twice must load nothing, got %v", got)
+	}
+}
+
+func TestExamplesLocalLoad(t *testing.T) {
+	cs := fake.NewClientset()
+	NewLocalManifests("../examples/local", cs, zaptest.NewLogger(t)).LoadAll()
+	ctx := context.Background()
+	ings, err := cs.NetworkingV1().Ingresses("demo").List(ctx, metav1.ListOptions{})
+	if err != nil || len(ings.Items) == 0 {
+		t.Fatalf("examples/local: want Ingresses in namespace demo, got %v (err %v)", ings, err)
+	}
+	slices, err := cs.DiscoveryV1().EndpointSlices("demo").List(ctx, metav1.ListOptions{})
+	if err != nil || len(slices.Items) != 2 {
+		t.Fatalf("examples/local: want 2 EndpointSlices, got %d (err %v)", len(slices.Items), err)
+	}
+}

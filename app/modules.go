@@ -1,0 +1,39 @@
+package app
+
+import (
+	"context"
+
+	"go.uber.org/fx"
+	"go.uber.org/zap"
+
+	"github.com/ingress-reactor/ingress-reactor/modules"
+	"github.com/ingress-reactor/ingress-reactor/modules/classfilter"
+	"github.com/ingress-reactor/ingress-reactor/pipeline"
+)
+
+// Modules returns the fx modules that cfg switches on. This list is the one place that names modules.
+func Modules(cfg Config) []fx.Option {
+	return []fx.Option{
+		fx.Provide(topics...),
+		fx.Supply(classfilter.Options{
+			IngressClass:      cfg.IngressClass,
+			ControllerClass:   cfg.ControllerClass,
+			ByName:            cfg.IngressClassByName,
+			WatchWithoutClass: cfg.WatchIngressWithoutClass,
+		}),
+		classfilter.Module,
+	}
+}
+
+// topics are the typed channels between modules; each is closed when the application stops.
+var topics = []any{
+	newTopic[modules.IngressChange]("ingress-changes"),
+}
+
+func newTopic[T any](name string) func(*zap.Logger, *pipeline.Metrics, fx.Lifecycle) *pipeline.Topic[T] {
+	return func(log *zap.Logger, m *pipeline.Metrics, lc fx.Lifecycle) *pipeline.Topic[T] {
+		t := pipeline.NewTopic[T](name, pipeline.WithTopicLogger(log.Named("topic")), pipeline.WithTopicMetrics(m))
+		lc.Append(fx.Hook{OnStop: func(context.Context) error { t.Close(); return nil }})
+		return t
+	}
+}

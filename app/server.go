@@ -1,0 +1,100 @@
+package app
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"net/http/pprof"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"go.uber.org/fx"
+	"go.uber.org/zap"
+
+	"github.com/ingress-reactor/ingress-reactor/modules"
+)
+
+// NewRegistry returns the Prometheus registry that every module registers on, with Go and process collectors.
+func NewRegistry() (*prometheus.Registry, prometheus.Registerer) {
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	return reg, reg
+}
+
+// HealthServerParams are the fx inputs of the health, metrics and profiling server.
+type HealthServerParams struct {
+	fx.In
+	Config    Config
+	Log       *zap.Logger
+	Registry  *prometheus.Registry
+	Checks    []modules.ReadyCheck `group:"readyz"`
+	Lifecycle fx.Lifecycle
+}
+
+// NewHealthMux builds the handler of the healthz port: /healthz, /readyz, /metrics and, with --profiling, /debug/pprof/.
+func NewHealthMux(profiling bool, reg *prometheus.Registry, checks []modules.ReadyCheck) http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		_, _ = w.Write([]byte("ok\n"))
+	})
+	mux.HandleFunc("/readyz", func(w http.ResponseWriter, r *http.Request) {
+		var failed []string
+		for _, c := range checks {
+			if err := c.Check(); err != nil {
+				failed = append(failed, fmt.Sprintf("[-] %s: %v", c.Name, err))
+			}
+		}
+		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		w.Header().Set("X-Content-Type-Options", "nosniff")
+		if len(failed) > 0 {
+			w.WriteHeader(http.StatusServiceUnavailable)
+			_, _ = w.Write([]byte(strings.Join(failed, "\n") + "\nreadyz check failed\n"))
+			return
+		}
+		_, _ = w.Write([]byte("ok\n"))
+	})
+	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
+	if profiling {
+		mux.HandleFunc("/debug/pprof/", pprof.Index)
+		mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
+		mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+		mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
+		mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+	}
+	return mux
+}
+
+// RunHealthServer binds the healthz port at start (failing start if it is taken) and shuts the server down at stop.
+func RunHealthServer(p HealthServerParams) {
+	log := p.Log.Named("healthz")
+	srv := &http.Server{
+		Addr:              net.JoinHostPort(p.Config.HealthzHost, strconv.Itoa(p.Config.HealthzPort)),
+		Handler:           NewHealthMux(p.Config.Profiling, p.Registry, p.Checks),
+		ReadHeaderTimeout: 10 * time.Second,
+	}
+	p.Lifecycle.Append(fx.Hook{
+		OnStart: func(context.Context) error {
+			ln, err := net.Listen("tcp", srv.Addr)
+			if err != nil {
+				return fmt.Errorf("healthz server: %w", err)
+			}
+			log.Info("serving health, readiness and metrics", zap.String("address", ln.Addr().String()), zap.Bool("profiling", p.Config.Profiling))
+			go func() {
+				if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+					log.Error("healthz server stopped", zap.Error(err))
+				}
+			}()
+			return nil
+		},
+		OnStop: func(ctx context.Context) error {
+			return srv.Shutdown(ctx)
+		},
+	})
+}

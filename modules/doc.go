@@ -1,0 +1,15 @@
+// Package modules holds the typed messages that flow between the controller's modules, and the few small
+// values every module shares with the application (readiness checks).
+//
+// Each module lives in its own sub-package and talks to the others only through these messages,
+// published on pipeline.Topic values that the application provides. Changing a message is changing a
+// contract: update every producer and consumer in the same commit.
+package modules
+
+// ReadyCheck is one condition of the /readyz endpoint. Modules contribute them to the fx value group "readyz".
+type ReadyCheck struct {
+	// Name appears in /readyz output when the check fails.
+	Name string
+	// Check returns nil when this part of the controller is ready to serve.
+	Check func() error
+}
