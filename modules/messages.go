@@ -1,6 +1,10 @@
 package modules
 
-import "k8s.io/apimachinery/pkg/types"
+import (
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/ingress-reactor/ingress-reactor/nginx"
+)
 
 // IngressChange says that an Ingress became ours, changed while ours, or stopped being ours (deleted or
 // moved to another class). Consumers read the Ingress itself from the informer cache, so a change never
@@ -9,4 +13,15 @@ type IngressChange struct {
 	Key types.NamespacedName
 	// Accepted is true while the Ingress is served by this controller, false once it is not.
 	Accepted bool
+}
+
+// EndpointsChange carries the complete, current endpoint list of one upstream. It is the endpoint lane's
+// message: consumers apply it without touching NGINX's structure (no reload).
+type EndpointsChange struct {
+	// Upstream names the Service port, exactly as the renderer names it in the model.
+	Upstream nginx.Upstream
+	// Endpoints are sorted and de-duplicated; empty means the upstream has no usable endpoint (503).
+	Endpoints []nginx.Endpoint
+	// Removed is set when no accepted Ingress refers to the upstream any more; consumers forget it.
+	Removed bool
 }

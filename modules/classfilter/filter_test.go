@@ -5,8 +5,8 @@ import (
 
 	networkingv1 "k8s.io/api/networking/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/tools/cache"
 	listersv1 "k8s.io/client-go/listers/networking/v1"
+	"k8s.io/client-go/tools/cache"
 )
 
 func class(name, controller string, isDefault bool) *networkingv1.IngressClass {

@@ -1,0 +1,405 @@
+package endpoints
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"go.uber.org/fx"
+	"go.uber.org/zap"
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	networkingv1 "k8s.io/api/networking/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/client-go/informers"
+	listerscorev1 "k8s.io/client-go/listers/core/v1"
+	listersnetv1 "k8s.io/client-go/listers/networking/v1"
+	"k8s.io/client-go/tools/cache"
+
+	"github.com/ingress-reactor/ingress-reactor/modules"
+	"github.com/ingress-reactor/ingress-reactor/nginx"
+	"github.com/ingress-reactor/ingress-reactor/pipeline"
+)
+
+// Module wires the endpoint watcher into the application.
+var Module = fx.Module("endpoints",
+	fx.Provide(New),
+	fx.Invoke(func(*Watcher) {}),
+)
+
+// byService indexes EndpointSlices by the Service they belong to ("namespace/name").
+const byService = "service"
+
+// Options configure the endpoint watcher.
+type Options struct {
+	// DefaultBackend is --default-backend-service; its ports are always watched.
+	DefaultBackend types.NamespacedName
+	// ExternalNameRefresh is how often ExternalName Services are resolved again; default 30s.
+	ExternalNameRefresh time.Duration
+	// Resolver resolves ExternalName Services; nil means net.DefaultResolver.
+	Resolver Resolver
+}
+
+// Params are the endpoint watcher's fx inputs.
+type Params struct {
+	fx.In
+	Options        Options
+	Factory        informers.SharedInformerFactory
+	IngressChanges *pipeline.Topic[modules.IngressChange]
+	Endpoints      *pipeline.Topic[modules.EndpointsChange]
+	Metrics        *pipeline.Metrics
+	Registry       prometheus.Registerer
+	Log            *zap.Logger
+	Lifecycle      fx.Lifecycle `optional:"true"`
+}
+
+// Watcher keeps the endpoint lists of every upstream an accepted Ingress uses, and publishes changes.
+type Watcher struct {
+	opts      Options
+	ingresses listersnetv1.IngressLister
+	services  listerscorev1.ServiceLister
+	slices    cache.Indexer
+	out       *pipeline.Topic[modules.EndpointsChange]
+	ctrl      *pipeline.Controller[types.NamespacedName]
+	synced    []cache.InformerSynced
+	log       *zap.Logger
+	published *prometheus.CounterVec
+
+	mu sync.Mutex
+	// byIngress holds the upstreams each accepted Ingress uses.
+	byIngress map[types.NamespacedName][]nginx.Upstream
+	// refs counts, per Service and upstream, how many Ingresses use it.
+	refs map[types.NamespacedName]map[nginx.UpstreamName]*ref
+
+	// last is touched only by sync, which never runs twice for one Service at a time.
+	lastMu sync.Mutex
+	last   map[types.NamespacedName]map[nginx.UpstreamName][]nginx.Endpoint
+}
+
+type ref struct {
+	up nginx.Upstream
+	n  int
+}
+
+// New builds the watcher and registers its informer handlers and topic subscription.
+func New(p Params) (*Watcher, error) {
+	if p.Options.ExternalNameRefresh <= 0 {
+		p.Options.ExternalNameRefresh = 30 * time.Second
+	}
+	if p.Options.Resolver == nil {
+		p.Options.Resolver = net.DefaultResolver
+	}
+	sliceInf := p.Factory.Discovery().V1().EndpointSlices().Informer()
+	svcInf := p.Factory.Core().V1().Services().Informer()
+	ingInf := p.Factory.Networking().V1().Ingresses().Informer()
+	if err := sliceInf.AddIndexers(cache.Indexers{byService: serviceOfSlice}); err != nil {
+		return nil, fmt.Errorf("endpoints: add slice index: %w", err)
+	}
+	log := p.Log.Named("endpoints")
+	w := &Watcher{
+		opts:      p.Options,
+		ingresses: p.Factory.Networking().V1().Ingresses().Lister(),
+		services:  p.Factory.Core().V1().Services().Lister(),
+		slices:    sliceInf.GetIndexer(),
+		out:       p.Endpoints,
+		synced:    []cache.InformerSynced{sliceInf.HasSynced, svcInf.HasSynced, ingInf.HasSynced},
+		log:       log,
+		published: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "ingress_reactor_endpoints_changes_total",
+			Help: "Endpoint lists published to the endpoint lane, by kind (update, remove).",
+		}, []string{"kind"}),
+		byIngress: map[types.NamespacedName][]nginx.Upstream{},
+		refs:      map[types.NamespacedName]map[nginx.UpstreamName]*ref{},
+		last:      map[types.NamespacedName]map[nginx.UpstreamName][]nginx.Endpoint{},
+	}
+	if err := p.Registry.Register(w.published); err != nil {
+		return nil, fmt.Errorf("endpoints: register metrics: %w", err)
+	}
+	q := pipeline.NewQueue(pipeline.QueueOptions[types.NamespacedName]{
+		Name: "endpoints", Metrics: p.Metrics, Logger: log,
+		// The endpoint lane must keep up with rolling updates of many Services at once.
+		QPS: 500, Burst: 5000,
+	})
+	w.ctrl = pipeline.NewController(q, w.sync, pipeline.ControllerOptions{Workers: 4})
+	if p.Options.DefaultBackend.Name != "" {
+		w.refs[p.Options.DefaultBackend] = map[nginx.UpstreamName]*ref{}
+	}
+
+	if _, err := sliceInf.AddEventHandler(pipeline.Handler[types.NamespacedName]{
+		Keys:         w.serviceKeyOfSlice,
+		UpdateFilter: pipeline.ResourceVersionChanged,
+	}.For(q)); err != nil {
+		return nil, fmt.Errorf("endpoints: slice handler: %w", err)
+	}
+	if _, err := svcInf.AddEventHandler(pipeline.Handler[types.NamespacedName]{
+		Keys:         w.referencedService,
+		UpdateFilter: pipeline.ResourceVersionChanged,
+	}.For(q)); err != nil {
+		return nil, fmt.Errorf("endpoints: service handler: %w", err)
+	}
+	p.IngressChanges.Subscribe(func(c modules.IngressChange) {
+		for _, svc := range w.ingressChanged(c) {
+			q.Add(svc)
+		}
+	})
+	if p.Lifecycle != nil {
+		ctx, cancel := context.WithCancel(context.Background())
+		p.Lifecycle.Append(fx.Hook{
+			OnStart: func(context.Context) error { w.Start(ctx); return nil },
+			OnStop:  func(stopCtx context.Context) error { cancel(); return w.Stop(stopCtx) },
+		})
+	}
+	return w, nil
+}
+
+// Start waits for the caches in the background, then starts the workers. The default backend Service,
+// if any, is resolved right away.
+func (w *Watcher) Start(ctx context.Context) {
+	go func() {
+		if !cache.WaitForCacheSync(ctx.Done(), w.synced...) {
+			return
+		}
+		w.ctrl.Start(ctx)
+		if w.opts.DefaultBackend.Name != "" {
+			w.ctrl.Queue().Add(w.opts.DefaultBackend)
+		}
+	}()
+}
+
+// Stop stops the workers, letting in-flight work finish within ctx.
+func (w *Watcher) Stop(ctx context.Context) error { return w.ctrl.Stop(ctx) }
+
+// ingressChanged updates the reference counts for one Ingress and returns the Services whose upstream set changed.
+func (w *Watcher) ingressChanged(c modules.IngressChange) []types.NamespacedName {
+	var now []nginx.Upstream
+	if c.Accepted {
+		if ing, err := w.ingresses.Ingresses(c.Key.Namespace).Get(c.Key.Name); err == nil {
+			now = UpstreamsOf(ing)
+		}
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	before := w.byIngress[c.Key]
+	if slices.Equal(before, now) {
+		return nil
+	}
+	affected := map[types.NamespacedName]struct{}{}
+	for _, up := range before {
+		if r := w.refs[up.Service][up.Name]; r != nil {
+			if r.n--; r.n == 0 {
+				delete(w.refs[up.Service], up.Name)
+				if len(w.refs[up.Service]) == 0 && up.Service != w.opts.DefaultBackend {
+					delete(w.refs, up.Service)
+				}
+			}
+		}
+		affected[up.Service] = struct{}{}
+	}
+	for _, up := range now {
+		m := w.refs[up.Service]
+		if m == nil {
+			m = map[nginx.UpstreamName]*ref{}
+			w.refs[up.Service] = m
+		}
+		if r := m[up.Name]; r != nil {
+			r.n++
+		} else {
+			m[up.Name] = &ref{up: up, n: 1}
+		}
+		affected[up.Service] = struct{}{}
+	}
+	if len(now) == 0 {
+		delete(w.byIngress, c.Key)
+	} else {
+		w.byIngress[c.Key] = now
+	}
+	out := make([]types.NamespacedName, 0, len(affected))
+	for k := range affected {
+		out = append(out, k)
+	}
+	return out
+}
+
+// upstreamsOfService returns the upstreams that currently use a Service. For the default backend
+// Service every port is an upstream, numbered, as the renderer names them.
+func (w *Watcher) upstreamsOfService(key types.NamespacedName, svc *corev1.Service) ([]nginx.Upstream, bool) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	m, ok := w.refs[key]
+	if !ok {
+		return nil, false
+	}
+	ups := make([]nginx.Upstream, 0, len(m)+1)
+	for _, r := range m {
+		ups = append(ups, r.up)
+	}
+	if key == w.opts.DefaultBackend && svc != nil {
+		for _, p := range svc.Spec.Ports {
+			up := nginx.NewUpstream(key, intstr.FromInt32(p.Port))
+			if _, dup := m[up.Name]; !dup {
+				ups = append(ups, up)
+			}
+		}
+	}
+	return ups, true
+}
+
+func (w *Watcher) sync(ctx context.Context, key types.NamespacedName) error {
+	svc, err := w.services.Services(key.Namespace).Get(key.Name)
+	if err != nil && !apierrors.IsNotFound(err) {
+		return fmt.Errorf("get service %s: %w", key, err)
+	}
+	if err != nil {
+		svc = nil
+	}
+	ups, _ := w.upstreamsOfService(key, svc)
+
+	w.lastMu.Lock()
+	defer w.lastMu.Unlock()
+	last := w.last[key]
+	if last == nil {
+		last = map[nginx.UpstreamName][]nginx.Endpoint{}
+	}
+	var slicesOfSvc []*discoveryv1.EndpointSlice
+	if svc != nil && svc.Spec.Type != corev1.ServiceTypeExternalName {
+		objs, _ := w.slices.ByIndex(byService, key.String())
+		for _, o := range objs {
+			if s, ok := o.(*discoveryv1.EndpointSlice); ok {
+				slicesOfSvc = append(slicesOfSvc, s)
+			}
+		}
+	}
+	keep := make(map[nginx.UpstreamName]bool, len(ups))
+	var resolveErr error
+	for _, up := range ups {
+		keep[up.Name] = true
+		var eps []nginx.Endpoint
+		switch {
+		case svc == nil:
+		case svc.Spec.Type == corev1.ServiceTypeExternalName:
+			rctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+			eps, err = ResolveExternalName(rctx, w.opts.Resolver, svc, up.Port)
+			cancel()
+			if err != nil {
+				resolveErr = err
+				if prev, had := last[up.Name]; had {
+					eps = prev // keep serving the last known addresses while DNS fails
+				}
+			}
+			w.ctrl.Queue().AddAfter(key, w.opts.ExternalNameRefresh)
+		default:
+			eps = Resolve(svc, up.Port, slicesOfSvc)
+		}
+		if prev, had := last[up.Name]; had && slices.Equal(prev, eps) {
+			continue
+		}
+		last[up.Name] = eps
+		w.published.WithLabelValues("update").Inc()
+		w.log.Debug("endpoints changed", zap.String("upstream", string(up.Name)), zap.Strings("endpoints", endpointsString(eps)))
+		w.out.Publish(modules.EndpointsChange{Upstream: up, Endpoints: eps})
+	}
+	for name := range last {
+		if keep[name] {
+			continue
+		}
+		delete(last, name)
+		w.published.WithLabelValues("remove").Inc()
+		w.out.Publish(modules.EndpointsChange{Upstream: nginx.Upstream{Name: name, Service: key}, Removed: true})
+	}
+	if len(last) == 0 {
+		delete(w.last, key)
+	} else {
+		w.last[key] = last
+	}
+	if resolveErr != nil {
+		// Not retried through the error path: the periodic refresh above already re-resolves.
+		w.log.Warn("cannot resolve ExternalName service", zap.Error(resolveErr))
+	}
+	return nil
+}
+
+// referencedService returns the Service's key when an accepted Ingress (or the default backend) uses it.
+func (w *Watcher) referencedService(obj any) []types.NamespacedName {
+	k, ok := pipeline.KeyOf(obj)
+	if !ok {
+		return nil
+	}
+	return w.usedService(k)
+}
+
+func (w *Watcher) usedService(k types.NamespacedName) []types.NamespacedName {
+	w.mu.Lock()
+	_, used := w.refs[k]
+	w.mu.Unlock()
+	if !used {
+		return nil
+	}
+	return []types.NamespacedName{k}
+}
+
+// serviceKeyOfSlice maps an EndpointSlice to its Service, if that Service is used.
+func (w *Watcher) serviceKeyOfSlice(obj any) []types.NamespacedName {
+	if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+		obj = d.Obj
+	}
+	s, ok := obj.(*discoveryv1.EndpointSlice)
+	if !ok {
+		return nil
+	}
+	name := s.Labels[discoveryv1.LabelServiceName]
+	if name == "" {
+		return nil
+	}
+	return w.usedService(types.NamespacedName{Namespace: s.Namespace, Name: name})
+}
+
+func serviceOfSlice(obj any) ([]string, error) {
+	s, ok := obj.(*discoveryv1.EndpointSlice)
+	if !ok {
+		return nil, nil
+	}
+	name := s.Labels[discoveryv1.LabelServiceName]
+	if name == "" {
+		return nil, nil
+	}
+	return []string{s.Namespace + "/" + name}, nil
+}
+
+// UpstreamsOf lists the Service ports an Ingress sends traffic to, named as the renderer names them.
+// Backends that cannot be translated are skipped here; the renderer reports them.
+func UpstreamsOf(ing *networkingv1.Ingress) []nginx.Upstream {
+	var ups []nginx.Upstream
+	add := func(b *networkingv1.IngressBackend) {
+		if b == nil || b.Service == nil || b.Service.Name == "" {
+			return
+		}
+		var port intstr.IntOrString
+		switch sp := b.Service.Port; {
+		case sp.Name != "" && sp.Number == 0:
+			port = intstr.FromString(sp.Name)
+		case sp.Name == "" && sp.Number > 0 && sp.Number <= 65535:
+			port = intstr.FromInt32(sp.Number)
+		default:
+			return
+		}
+		ups = append(ups, nginx.NewUpstream(types.NamespacedName{Namespace: ing.Namespace, Name: b.Service.Name}, port))
+	}
+	add(ing.Spec.DefaultBackend)
+	for _, r := range ing.Spec.Rules {
+		if r.HTTP == nil {
+			continue
+		}
+		for i := range r.HTTP.Paths {
+			add(&r.HTTP.Paths[i].Backend)
+		}
+	}
+	slices.SortFunc(ups, func(a, b nginx.Upstream) int { return strings.Compare(string(a.Name), string(b.Name)) })
+	return slices.CompactFunc(ups, func(a, b nginx.Upstream) bool { return a.Name == b.Name })
+}

@@ -1,0 +1,150 @@
+// Package endpoints is the endpoint lane's producer: for every Service port that an accepted Ingress uses,
+// it publishes the ready endpoints from the Service's EndpointSlices as an EndpointsChange. It never waits
+// for, and never triggers, an NGINX reload.
+package endpoints
+
+import (
+	"cmp"
+	"context"
+	"fmt"
+	"net"
+	"slices"
+	"strconv"
+
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+
+	"github.com/ingress-reactor/ingress-reactor/nginx"
+)
+
+// Resolve returns the endpoints of svc's port (a number or a name, as an Ingress backend names it) from
+// the Service's EndpointSlices. Ready, non-terminating endpoints are used; when there is none, serving ones
+// are used instead, as kube-proxy does, so connections drain to terminating pods rather than failing.
+// The port of each endpoint comes from the slice port whose name equals the Service port's name, so named
+// and numeric target ports both work. The result is sorted and de-duplicated.
+func Resolve(svc *corev1.Service, port intstr.IntOrString, slicesOfService []*discoveryv1.EndpointSlice) []nginx.Endpoint {
+	sp, ok := servicePort(svc, port)
+	if !ok {
+		return nil
+	}
+	var ready, serving []nginx.Endpoint
+	for _, slice := range slicesOfService {
+		if slice.AddressType != discoveryv1.AddressTypeIPv4 && slice.AddressType != discoveryv1.AddressTypeIPv6 {
+			continue
+		}
+		target, ok := slicePort(slice, sp.Name)
+		if !ok {
+			continue
+		}
+		for i := range slice.Endpoints {
+			ep := &slice.Endpoints[i]
+			if len(ep.Addresses) == 0 {
+				continue
+			}
+			// Consumers use the first address only: the others are the same endpoint (API contract).
+			e := nginx.Endpoint{Address: ep.Addresses[0], Port: target}
+			if e.Validate() != nil {
+				continue
+			}
+			isReady := ep.Conditions.Ready == nil || *ep.Conditions.Ready
+			terminating := ep.Conditions.Terminating != nil && *ep.Conditions.Terminating
+			isServing := isReady
+			if ep.Conditions.Serving != nil {
+				isServing = *ep.Conditions.Serving
+			}
+			switch {
+			case isReady && !terminating:
+				ready = append(ready, e)
+			case isServing:
+				serving = append(serving, e)
+			}
+		}
+	}
+	if len(ready) == 0 {
+		ready = serving
+	}
+	return sortUnique(ready)
+}
+
+// servicePort finds the Service port an Ingress backend refers to.
+func servicePort(svc *corev1.Service, port intstr.IntOrString) (corev1.ServicePort, bool) {
+	for _, p := range svc.Spec.Ports {
+		if port.Type == intstr.String && p.Name == port.StrVal || port.Type == intstr.Int && p.Port == port.IntVal {
+			return p, true
+		}
+	}
+	return corev1.ServicePort{}, false
+}
+
+// slicePort returns the endpoint port of the slice port named like the Service port ("" for unnamed).
+func slicePort(slice *discoveryv1.EndpointSlice, name string) (int32, bool) {
+	for _, p := range slice.Ports {
+		pn := ""
+		if p.Name != nil {
+			pn = *p.Name
+		}
+		if pn == name && p.Port != nil && (p.Protocol == nil || *p.Protocol == corev1.ProtocolTCP) {
+			return *p.Port, true
+		}
+	}
+	return 0, false
+}
+
+func sortUnique(eps []nginx.Endpoint) []nginx.Endpoint {
+	if len(eps) == 0 {
+		return nil
+	}
+	slices.SortFunc(eps, func(a, b nginx.Endpoint) int {
+		return cmp.Or(cmp.Compare(a.Address, b.Address), cmp.Compare(a.Port, b.Port))
+	})
+	return slices.Compact(eps)
+}
+
+// Resolver looks up host names; net.DefaultResolver satisfies it.
+type Resolver interface {
+	LookupIPAddr(ctx context.Context, host string) ([]net.IPAddr, error)
+}
+
+// ResolveExternalName returns the endpoints of an ExternalName Service: its DNS name resolved now, at the
+// Ingress's port number. ExternalName Services have no EndpointSlices; a named port cannot be resolved.
+func ResolveExternalName(ctx context.Context, r Resolver, svc *corev1.Service, port intstr.IntOrString) ([]nginx.Endpoint, error) {
+	number := port.IntVal
+	if port.Type == intstr.String {
+		p, ok := servicePort(svc, port)
+		if !ok {
+			return nil, fmt.Errorf("ExternalName service %s/%s: port %q is not defined in spec.ports; use a port number", svc.Namespace, svc.Name, port.StrVal)
+		}
+		number = p.Port
+	}
+	host := svc.Spec.ExternalName
+	if host == "" {
+		return nil, fmt.Errorf("ExternalName service %s/%s has no spec.externalName", svc.Namespace, svc.Name)
+	}
+	addrs, err := r.LookupIPAddr(ctx, host)
+	if err != nil {
+		return nil, fmt.Errorf("ExternalName service %s/%s: resolve %s: %w", svc.Namespace, svc.Name, host, err)
+	}
+	eps := make([]nginx.Endpoint, 0, len(addrs))
+	for _, a := range addrs {
+		if a.Zone != "" {
+			continue
+		}
+		e := nginx.Endpoint{Address: a.IP.String(), Port: number}
+		if e.Validate() == nil {
+			eps = append(eps, e)
+		}
+	}
+	if len(eps) == 0 {
+		return nil, fmt.Errorf("ExternalName service %s/%s: %s has no usable address", svc.Namespace, svc.Name, host)
+	}
+	return sortUnique(eps), nil
+}
+
+func endpointsString(eps []nginx.Endpoint) []string {
+	out := make([]string, len(eps))
+	for i, e := range eps {
+		out[i] = net.JoinHostPort(e.Address, strconv.Itoa(int(e.Port)))
+	}
+	return out
+}

@@ -1,0 +1,141 @@
+package endpoints
+
+import (
+	"context"
+	"net"
+	"slices"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/utils/ptr"
+
+	"github.com/ingress-reactor/ingress-reactor/nginx"
+)
+
+func service(ports ...corev1.ServicePort) *corev1.Service {
+	return &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "svc"}, Spec: corev1.ServiceSpec{Ports: ports}}
+}
+
+type epOpt func(*discoveryv1.Endpoint)
+
+func notReady(e *discoveryv1.Endpoint)    { e.Conditions.Ready = ptr.To(false) }
+func terminating(e *discoveryv1.Endpoint) { e.Conditions.Terminating = ptr.To(true) }
+func serving(e *discoveryv1.Endpoint)     { e.Conditions.Serving = ptr.To(true) }
+func notServing(e *discoveryv1.Endpoint)  { e.Conditions.Serving = ptr.To(false) }
+
+func ep(addr string, opts ...epOpt) discoveryv1.Endpoint {
+	e := discoveryv1.Endpoint{Addresses: []string{addr}, Conditions: discoveryv1.EndpointConditions{Ready: ptr.To(true)}}
+	for _, o := range opts {
+		o(&e)
+	}
+	return e
+}
+
+func slice(portName string, port int32, eps ...discoveryv1.Endpoint) *discoveryv1.EndpointSlice {
+	return &discoveryv1.EndpointSlice{
+		AddressType: discoveryv1.AddressTypeIPv4,
+		Ports:       []discoveryv1.EndpointPort{{Name: ptr.To(portName), Port: ptr.To(port)}},
+		Endpoints:   eps,
+	}
+}
+
+func TestResolve(t *testing.T) {
+	web := corev1.ServicePort{Name: "web", Port: 80, TargetPort: intstr.FromString("http")}
+	metrics := corev1.ServicePort{Name: "metrics", Port: 9100}
+	tests := map[string]struct {
+		svc    *corev1.Service
+		port   intstr.IntOrString
+		slices []*discoveryv1.EndpointSlice
+		want   []nginx.Endpoint
+	}{
+		"ready endpoints by port number": {
+			svc: service(web), port: intstr.FromInt32(80),
+			slices: []*discoveryv1.EndpointSlice{slice("web", 8080, ep("192.0.2.2"), ep("192.0.2.1"))},
+			want:   []nginx.Endpoint{{Address: "192.0.2.1", Port: 8080}, {Address: "192.0.2.2", Port: 8080}},
+		},
+		"by port name": {
+			svc: service(web), port: intstr.FromString("web"),
+			slices: []*discoveryv1.EndpointSlice{slice("web", 8080, ep("192.0.2.1"))},
+			want:   []nginx.Endpoint{{Address: "192.0.2.1", Port: 8080}},
+		},
+		"port picks the slice port of the same name": {
+			svc: service(web, metrics), port: intstr.FromInt32(9100),
+			slices: []*discoveryv1.EndpointSlice{slice("web", 8080, ep("192.0.2.1")), slice("metrics", 9100, ep("192.0.2.1"))},
+			want:   []nginx.Endpoint{{Address: "192.0.2.1", Port: 9100}},
+		},
+		"unknown service port": {
+			svc: service(web), port: intstr.FromInt32(81),
+			slices: []*discoveryv1.EndpointSlice{slice("web", 8080, ep("192.0.2.1"))},
+		},
+		"not ready and terminating are excluded": {
+			svc: service(web), port: intstr.FromInt32(80),
+			slices: []*discoveryv1.EndpointSlice{slice("web", 8080, ep("192.0.2.1"), ep("192.0.2.2", notReady), ep("192.0.2.3", terminating, serving))},
+			want:   []nginx.Endpoint{{Address: "192.0.2.1", Port: 8080}},
+		},
+		"serving terminating endpoints are used when none is ready": {
+			svc: service(web), port: intstr.FromInt32(80),
+			slices: []*discoveryv1.EndpointSlice{slice("web", 8080, ep("192.0.2.2", notReady, terminating, serving), ep("192.0.2.3", notReady, terminating, notServing))},
+			want:   []nginx.Endpoint{{Address: "192.0.2.2", Port: 8080}},
+		},
+		"endpoints across slices are merged and de-duplicated": {
+			svc: service(web), port: intstr.FromInt32(80),
+			slices: []*discoveryv1.EndpointSlice{slice("web", 8080, ep("192.0.2.1")), slice("web", 8080, ep("192.0.2.1"), ep("192.0.2.9"))},
+			want:   []nginx.Endpoint{{Address: "192.0.2.1", Port: 8080}, {Address: "192.0.2.9", Port: 8080}},
+		},
+		"nil ready means ready": {
+			svc: service(web), port: intstr.FromInt32(80),
+			slices: []*discoveryv1.EndpointSlice{slice("web", 8080, discoveryv1.Endpoint{Addresses: []string{"192.0.2.4"}})},
+			want:   []nginx.Endpoint{{Address: "192.0.2.4", Port: 8080}},
+		},
+		"FQDN slices and invalid addresses are skipped": {
+			svc: service(web), port: intstr.FromInt32(80),
+			slices: []*discoveryv1.EndpointSlice{
+				{AddressType: discoveryv1.AddressTypeFQDN, Ports: []discoveryv1.EndpointPort{{Name: ptr.To("web"), Port: ptr.To(int32(8080))}}, Endpoints: []discoveryv1.Endpoint{ep("example.com")}},
+				slice("web", 8080, ep("not-an-ip"), ep("192.0.2.5")),
+			},
+			want: []nginx.Endpoint{{Address: "192.0.2.5", Port: 8080}},
+		},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			got := Resolve(tc.svc, tc.port, tc.slices)
+			if !slices.Equal(got, tc.want) {
+				t.Fatalf("Resolve = %v, want %v", got, tc.want)
+			}
+		})
+	}
+}
+
+type fakeResolver map[string][]net.IPAddr
+
+func (f fakeResolver) LookupIPAddr(_ context.Context, host string) ([]net.IPAddr, error) {
+	if a, ok := f[host]; ok {
+		return a, nil
+	}
+	return nil, &net.DNSError{Err: "no such host", Name: host, IsNotFound: true}
+}
+
+func TestResolveExternalName(t *testing.T) {
+	svc := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "ext"}, Spec: corev1.ServiceSpec{
+		Type: corev1.ServiceTypeExternalName, ExternalName: "db.example.com", Ports: []corev1.ServicePort{{Name: "pg", Port: 5432}},
+	}}
+	r := fakeResolver{"db.example.com": {{IP: net.ParseIP("192.0.2.7")}, {IP: net.ParseIP("2001:db8::1")}}}
+	got, err := ResolveExternalName(context.Background(), r, svc, intstr.FromString("pg"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []nginx.Endpoint{{Address: "192.0.2.7", Port: 5432}, {Address: "2001:db8::1", Port: 5432}}
+	if !slices.Equal(got, want) {
+		t.Fatalf("got %v, want %v", got, want)
+	}
+	if _, err := ResolveExternalName(context.Background(), r, svc, intstr.FromString("nope")); err == nil {
+		t.Fatal("unknown named port: want an error")
+	}
+	svc.Spec.ExternalName = "missing.example.com"
+	if _, err := ResolveExternalName(context.Background(), r, svc, intstr.FromInt32(80)); err == nil {
+		t.Fatal("unresolvable name: want an error")
+	}
+}
