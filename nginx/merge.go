@@ -101,13 +101,7 @@ func Merge(translations []*IngressTranslation, defaultBackend *Upstream) (Model,
 	}
 
 	servers := map[Hostname]*Server{"": {Host: ""}}
-	upstreams := make(map[UpstreamName]Upstream)
-	for _, t := range ts {
-		for _, u := range t.Upstreams {
-			upstreams[u.Name] = u
-		}
-	}
-	used := make(map[UpstreamName]bool, len(upstreams))
+	used := make(map[UpstreamName]Upstream, len(winners))
 	for k, w := range winners {
 		s := servers[k.host]
 		if s == nil {
@@ -120,11 +114,20 @@ func Merge(translations []*IngressTranslation, defaultBackend *Upstream) (Model,
 			}
 		}
 		s.Locations = append(s.Locations, Location{Path: k.path, PathType: k.pathType, Upstream: w.r.Upstream, Ingress: w.t.Ingress, SSLRedirect: w.t.SSLRedirect})
-		used[w.r.Upstream] = true
+		if _, ok := used[w.r.Upstream]; !ok {
+			used[w.r.Upstream] = w.t.upstream(w.r.Upstream)
+		}
 	}
 
+	// Sort names, then copy the values once: sorting the structs themselves moves far more memory.
+	hosts := make([]Hostname, 0, len(servers))
+	for h := range servers {
+		hosts = append(hosts, h)
+	}
+	slices.Sort(hosts)
 	m := Model{Servers: make([]Server, 0, len(servers))}
-	for _, s := range servers {
+	for _, h := range hosts {
+		s := servers[h]
 		if s.TLS == nil {
 			for i := range s.Locations {
 				s.Locations[i].SSLRedirect = false
@@ -135,18 +138,20 @@ func Merge(translations []*IngressTranslation, defaultBackend *Upstream) (Model,
 		})
 		m.Servers = append(m.Servers, *s)
 	}
-	slices.SortFunc(m.Servers, func(a, b Server) int { return strings.Compare(string(a.Host), string(b.Host)) })
 
 	if defaultBackend != nil {
 		m.DefaultBackend = defaultBackend.Name
-		upstreams[defaultBackend.Name] = *defaultBackend
-		used[defaultBackend.Name] = true
+		used[defaultBackend.Name] = *defaultBackend
 	}
-	m.Upstreams = make([]Upstream, 0, len(used))
+	names := make([]UpstreamName, 0, len(used))
 	for n := range used {
-		m.Upstreams = append(m.Upstreams, upstreams[n])
+		names = append(names, n)
 	}
-	slices.SortFunc(m.Upstreams, func(a, b Upstream) int { return strings.Compare(string(a.Name), string(b.Name)) })
+	slices.Sort(names)
+	m.Upstreams = make([]Upstream, 0, len(used))
+	for _, n := range names {
+		m.Upstreams = append(m.Upstreams, used[n])
+	}
 
 	slices.SortFunc(conflicts, func(a, b Conflict) int {
 		return cmp.Or(
@@ -158,6 +163,20 @@ func Merge(translations []*IngressTranslation, defaultBackend *Upstream) (Model,
 		)
 	})
 	return m, conflicts
+}
+
+// upstream returns the translation's upstream named n. TranslateIngress sorts Upstreams; a translation
+// built by hand may not be sorted, or lack the upstream.
+func (t *IngressTranslation) upstream(n UpstreamName) Upstream {
+	if i, ok := slices.BinarySearchFunc(t.Upstreams, n, func(u Upstream, n UpstreamName) int { return strings.Compare(string(u.Name), string(n)) }); ok {
+		return t.Upstreams[i]
+	}
+	for _, u := range t.Upstreams {
+		if u.Name == n {
+			return u
+		}
+	}
+	return Upstream{Name: n}
 }
 
 // olderFirst orders translations by creationTimestamp, then namespace/name.

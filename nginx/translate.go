@@ -99,9 +99,8 @@ func TranslateIngress(ing *networkingv1.Ingress, svc ServiceLookup, opts Transla
 // translate also returns the Services looked at, which a rejection depends on too.
 func translate(ing *networkingv1.Ingress, svc ServiceLookup, opts TranslateOptions) (*IngressTranslation, []ServiceVersion, error) {
 	tr := &translator{
-		ing:  ing,
-		svc:  svc,
-		seen: make(map[routeKey]int),
+		ing: ing,
+		svc: svc,
 		out: &IngressTranslation{
 			Ingress:           types.NamespacedName{Namespace: ing.Namespace, Name: ing.Name},
 			UID:               ing.UID,
@@ -136,7 +135,8 @@ type translator struct {
 	svc  ServiceLookup
 	out  *IngressTranslation
 	errs []error
-	// seen maps a route to its index in out.Routes, to drop duplicates within the Ingress.
+	// seen maps a route to its index in out.Routes, to drop duplicates within the Ingress. It is built
+	// only for Ingresses with many paths; a linear scan is cheaper for the usual few.
 	seen map[routeKey]int
 	// hosts in rule order, without duplicates; "" for host-less rules.
 	hosts []Hostname
@@ -167,13 +167,12 @@ func (t *translator) rules() {
 			continue
 		}
 		for j := range rule.HTTP.Paths {
-			field := fmt.Sprintf("spec.rules[%d].http.paths[%d]", i, j)
-			t.path(field, host, &rule.HTTP.Paths[j])
+			t.path(fieldRef{rule: i, path: j}, host, &rule.HTTP.Paths[j])
 		}
 	}
 }
 
-func (t *translator) path(field string, host Hostname, p *networkingv1.HTTPIngressPath) {
+func (t *translator) path(field fieldRef, host Hostname, p *networkingv1.HTTPIngressPath) {
 	pathType := PathPrefix
 	if p.PathType != nil {
 		switch *p.PathType {
@@ -198,30 +197,55 @@ func (t *translator) path(field string, host Hostname, p *networkingv1.HTTPIngre
 		// The Ingress API ignores a trailing slash on Prefix paths: "/foo/" matches "/foo" too.
 		path = strings.TrimRight(path, "/")
 	}
-	up, ok := t.backend(field+".backend", &p.Backend)
+	up, ok := t.backend(field.backend(), &p.Backend)
 	if !ok {
 		return
 	}
 	t.addRoute(field, Route{Host: host, Path: path, PathType: pathType, Upstream: up.Name})
 }
 
-func (t *translator) addRoute(field string, r Route) {
+func (t *translator) addRoute(field fieldRef, r Route) {
 	k := routeKey{r.Host, r.Path, r.PathType}
-	if i, dup := t.seen[k]; dup {
+	if i, dup := t.find(k); dup {
 		if prev := t.out.Routes[i]; prev.Upstream != r.Upstream {
 			t.out.Warnings = append(t.out.Warnings, fmt.Sprintf("%s: path %q (%s) on host %s is listed twice with different backends; the first one is used",
 				field, r.Path, r.PathType, hostForMessage(r.Host)))
 		}
 		return
 	}
-	t.seen[k] = len(t.out.Routes)
+	if t.seen != nil {
+		t.seen[k] = len(t.out.Routes)
+	}
 	t.out.Routes = append(t.out.Routes, r)
+}
+
+// manyRoutes is where find switches from a linear scan to a map.
+const manyRoutes = 16
+
+// find returns the index of the route with key k.
+func (t *translator) find(k routeKey) (int, bool) {
+	if t.seen == nil && len(t.out.Routes) >= manyRoutes {
+		t.seen = make(map[routeKey]int, 2*len(t.out.Routes))
+		for i, r := range t.out.Routes {
+			t.seen[routeKey{r.Host, r.Path, r.PathType}] = i
+		}
+	}
+	if t.seen != nil {
+		i, ok := t.seen[k]
+		return i, ok
+	}
+	for i := range t.out.Routes {
+		if r := &t.out.Routes[i]; r.Host == k.host && r.Path == k.path && r.PathType == k.pathType {
+			return i, true
+		}
+	}
+	return 0, false
 }
 
 // backend resolves an Ingress backend to an upstream. A Service that does not exist is not an error: the
 // path answers 503 until the Service appears (as with ingress-nginx), and the translation carries a warning.
 // A port the existing Service does not have is an error.
-func (t *translator) backend(field string, b *networkingv1.IngressBackend) (Upstream, bool) {
+func (t *translator) backend(field fieldRef, b *networkingv1.IngressBackend) (Upstream, bool) {
 	if b.Resource != nil {
 		t.fail("%s: resource backends (%s %q) are not supported; use a Service backend", field, b.Resource.Kind, b.Resource.Name)
 		return Upstream{}, false
@@ -311,7 +335,7 @@ func (t *translator) defaultBackend() {
 	if b == nil {
 		return
 	}
-	up, ok := t.backend("spec.defaultBackend", b)
+	up, ok := t.backend(fieldRef{rule: -1}, b)
 	if !ok {
 		return
 	}
@@ -320,10 +344,10 @@ func (t *translator) defaultBackend() {
 		hosts = []Hostname{""}
 	}
 	for _, h := range hosts {
-		if _, explicit := t.seen[routeKey{h, "/", PathPrefix}]; explicit {
+		if _, explicit := t.find(routeKey{h, "/", PathPrefix}); explicit {
 			continue
 		}
-		t.addRoute("spec.defaultBackend", Route{Host: h, Path: "/", PathType: PathPrefix, Upstream: up.Name, FromDefaultBackend: true})
+		t.addRoute(fieldRef{rule: -1}, Route{Host: h, Path: "/", PathType: PathPrefix, Upstream: up.Name, FromDefaultBackend: true})
 	}
 }
 
@@ -372,6 +396,28 @@ func (t *translator) addTLS(h TLSHost) {
 }
 
 // validateObjectName checks a Kubernetes object name (RFC 1123 subdomain).
+// fieldRef names an Ingress field in messages. It is formatted only when a message is, so accepted
+// Ingresses pay nothing for it.
+type fieldRef struct {
+	// rule and path index spec.rules[rule].http.paths[path]; rule -1 is spec.defaultBackend.
+	rule, path int
+	// inBackend appends ".backend" for a path.
+	inBackend bool
+}
+
+func (f fieldRef) backend() fieldRef { f.inBackend = true; return f }
+
+func (f fieldRef) String() string {
+	if f.rule < 0 {
+		return "spec.defaultBackend"
+	}
+	s := fmt.Sprintf("spec.rules[%d].http.paths[%d]", f.rule, f.path)
+	if f.inBackend {
+		s += ".backend"
+	}
+	return s
+}
+
 func validateObjectName(n string) error {
 	if len(n) > 253 {
 		return fmt.Errorf("longer than 253 bytes")

@@ -3,6 +3,7 @@ package nginx
 import (
 	"encoding/json"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 
@@ -199,16 +200,9 @@ func TestTranslateIngress(t *testing.T) {
 }
 
 func sortedUpstreams(us ...Upstream) []Upstream {
-	m, _ := Merge([]*IngressTranslation{{Upstreams: us, Routes: routesTo(us)}}, nil)
-	return m.Upstreams
-}
-
-func routesTo(us []Upstream) []Route {
-	var rs []Route
-	for i, u := range us {
-		rs = append(rs, Route{Host: "x", Path: "/" + string(rune('a'+i)), PathType: PathExact, Upstream: u.Name})
-	}
-	return rs
+	us = slices.Clone(us)
+	slices.SortFunc(us, func(a, b Upstream) int { return strings.Compare(string(a.Name), string(b.Name)) })
+	return us
 }
 
 func TestTranslateIngressRejects(t *testing.T) {

@@ -1,0 +1,113 @@
+-- Round-robin load balancing over endpoint lists that the controller pushes into a shared dict
+-- (see configuration.lua). Every location sets $proxy_upstream_name; access() checks that the upstream
+-- has endpoints (503 otherwise, which balancer_by_lua cannot send) and balance() picks the peer.
+--
+-- Each worker keeps the decoded list per upstream with the version it was decoded at, so a request
+-- costs one shared-dict read of a number, and a list is decoded again only after it changed.
+local ngx_balancer = require("ngx.balancer")
+local cjson = require("cjson.safe")
+
+local ngx = ngx
+local ngx_log = ngx.log
+local ERR = ngx.ERR
+local math_min = math.min
+local math_random = math.random
+
+local dict = ngx.shared.ingress_reactor_endpoints
+
+local _M = {}
+
+-- Shared-dict keys; configuration.lua writes them.
+_M.VERSION_PREFIX = "v:"
+_M.DATA_PREFIX = "e:"
+
+-- upstream name -> { version = number, peers = { { address = ip, host = "ip or [ipv6]", port = n }, ... }, next = index }
+local cache = {}
+
+local function lookup(name)
+    local version = dict:get(_M.VERSION_PREFIX .. name)
+    if not version then
+        cache[name] = nil
+        return nil
+    end
+    local entry = cache[name]
+    if entry and entry.version == version then
+        return entry
+    end
+    local raw = dict:get(_M.DATA_PREFIX .. name)
+    if not raw then
+        return nil
+    end
+    local peers, err = cjson.decode(raw)
+    if type(peers) ~= "table" or #peers == 0 then
+        ngx_log(ERR, "endpoints of upstream ", name, " are unreadable: ", err or "empty list")
+        return nil
+    end
+    for _, peer in ipairs(peers) do
+        -- ngx.balancer parses "host:port" URLs, where IPv6 addresses need brackets.
+        if peer.address:find(":", 1, true) then
+            peer.host = "[" .. peer.address .. "]"
+        else
+            peer.host = peer.address
+        end
+    end
+    -- Start each worker at a random position so that workers do not hit the same endpoint in lockstep.
+    entry = { version = version, peers = peers, next = math_random(#peers) }
+    cache[name] = entry
+    return entry
+end
+
+function _M.init_worker()
+    math.randomseed(ngx.now() * 1000 + ngx.worker.pid())
+end
+
+-- access() runs for every proxied request (access_by_lua at http level).
+function _M.access()
+    local name = ngx.var.proxy_upstream_name
+    if not name or name == "" then
+        return
+    end
+    local entry = lookup(name)
+    if not entry then
+        return ngx.exit(ngx.HTTP_SERVICE_UNAVAILABLE)
+    end
+    ngx.ctx.ingress_reactor_upstream = entry
+end
+
+function _M.balance()
+    local ctx = ngx.ctx
+    local entry = ctx.ingress_reactor_upstream
+    if not entry then
+        -- access() did not run (a custom template without it): look the upstream up here.
+        entry = lookup(ngx.var.proxy_upstream_name or "")
+        if not entry then
+            return ngx.exit(ngx.HTTP_SERVICE_UNAVAILABLE)
+        end
+        ctx.ingress_reactor_upstream = entry
+    end
+    local peers = entry.peers
+    local n = #peers
+    if not ctx.ingress_reactor_tried then
+        ctx.ingress_reactor_tried = true
+        if n > 1 then
+            -- Retries (proxy_next_upstream) go to the next endpoints, at most two more.
+            local ok, err = ngx_balancer.set_more_tries(math_min(n, 3) - 1)
+            if not ok then
+                ngx_log(ERR, "set_more_tries: ", err)
+            end
+        end
+    end
+    local i = entry.next
+    if i > n then
+        i = 1
+    end
+    entry.next = i % n + 1
+    local peer = peers[i]
+    local ok, err = ngx_balancer.set_current_peer(peer.host, peer.port)
+    if not ok then
+        ngx_log(ERR, "set_current_peer ", peer.host, ":", peer.port, ": ", err)
+        return ngx.exit(ngx.HTTP_INTERNAL_SERVER_ERROR)
+    end
+end
+
+return _M

@@ -1,0 +1,104 @@
+-- Serves certificates per SNI name from the shared dict that configuration.lua fills
+-- (ssl_certificate_by_lua at http level). A name without an entry keeps the default certificate
+-- of the ssl_certificate directives, so a missing or broken Secret degrades to the default
+-- certificate instead of failing the handshake. Rotation is a push: no reload, open connections stay.
+local ssl = require("ngx.ssl")
+local cjson = require("cjson.safe")
+
+local ngx = ngx
+local ngx_log = ngx.log
+local ERR = ngx.ERR
+local string_lower = string.lower
+
+local dict = ngx.shared.ingress_reactor_certificates
+
+local _M = {}
+
+-- Shared-dict keys; configuration.lua writes them.
+_M.HOST_PREFIX = "h:"    -- "h:<host>" -> certificate id
+_M.VERSION_PREFIX = "cv:" -- "cv:<id>" -> version
+_M.DATA_PREFIX = "c:"     -- "c:<id>" -> {"cert": PEM, "key": PEM}
+
+-- id -> { version = number, cert = cdata, key = cdata }: parsed once per worker and version.
+local cache = {}
+
+-- certificate_id finds the id for an SNI name: the exact host, then the longest "*." wildcard
+-- covering it, as nginx's server_name does.
+local function certificate_id(name)
+    local id = dict:get(_M.HOST_PREFIX .. name)
+    if id then
+        return id
+    end
+    local rest = name
+    while true do
+        local dot = rest:find(".", 1, true)
+        if not dot then
+            return nil
+        end
+        rest = rest:sub(dot + 1)
+        id = dict:get(_M.HOST_PREFIX .. "*." .. rest)
+        if id then
+            return id
+        end
+    end
+end
+
+local function load(id)
+    local version = dict:get(_M.VERSION_PREFIX .. id)
+    if not version then
+        cache[id] = nil
+        return nil
+    end
+    local entry = cache[id]
+    if entry and entry.version == version then
+        return entry
+    end
+    local pair = cjson.decode(dict:get(_M.DATA_PREFIX .. id) or "null")
+    if type(pair) ~= "table" then
+        return nil, "no data"
+    end
+    local cert, err = ssl.parse_pem_cert(pair.cert)
+    if not cert then
+        return nil, "certificate: " .. tostring(err)
+    end
+    local key
+    key, err = ssl.parse_pem_priv_key(pair.key)
+    if not key then
+        return nil, "private key: " .. tostring(err)
+    end
+    entry = { version = version, cert = cert, key = key }
+    cache[id] = entry
+    return entry
+end
+
+function _M.serve()
+    local name = ssl.server_name()
+    if not name then
+        return -- no SNI: the default certificate
+    end
+    local id = certificate_id(string_lower(name))
+    if not id then
+        return
+    end
+    local entry, err = load(id)
+    if not entry then
+        if err then
+            ngx_log(ERR, "certificate ", id, " for ", name, " is unusable, serving the default: ", err)
+        end
+        return
+    end
+    local ok
+    ok, err = ssl.clear_certs()
+    if ok then
+        ok, err = ssl.set_cert(entry.cert)
+    end
+    if ok then
+        ok, err = ssl.set_priv_key(entry.key)
+    end
+    if not ok then
+        ngx_log(ERR, "setting certificate ", id, " for ", name, ": ", err)
+        return ngx.exit(ngx.ERROR)
+    end
+end
+
+return _M

@@ -1,0 +1,311 @@
+-- The controller-only API of the internal status server (content_by_lua). It fills the shared dicts
+-- that balancer.lua and certificates.lua read, so endpoint and certificate changes need no reload.
+--
+--   POST /configuration/endpoints     {"full": bool, "upstreams": {"<name>": [{"address": "10.0.0.1", "port": 8080}, ...]}}
+--   GET  /configuration/endpoints     {"upstreams": {...}}
+--   POST /configuration/certificates  {"full": bool, "certificates": {"<id>": {"cert": "<PEM>", "key": "<PEM>"} | null},
+--                                      "hosts": {"<host>": "<id>" | null}}
+--   GET  /configuration/certificates  {"hosts": {"<host>": "<id>"}, "certificates": ["<id>", ...]}
+--
+-- "full": true replaces everything (entries not in the body are removed); otherwise only the listed
+-- entries change, and an empty endpoint list or a null removes one. A request is validated completely
+-- before anything is written. Errors answer 4xx/5xx with {"error": "..."}.
+local cjson = require("cjson.safe")
+local ssl = require("ngx.ssl")
+local balancer = require("ingress_reactor.balancer")
+local certificates = require("ingress_reactor.certificates")
+
+local ngx = ngx
+local null = cjson.null
+
+local endpoints_dict = ngx.shared.ingress_reactor_endpoints
+local certificates_dict = ngx.shared.ingress_reactor_certificates
+
+local SEQUENCE = "seq"
+
+local _M = {}
+
+local function respond(status, body)
+    ngx.status = status
+    ngx.header["Content-Type"] = "application/json"
+    ngx.say(cjson.encode(body))
+    return ngx.exit(status)
+end
+
+local function fail(status, message)
+    return respond(status, { error = message })
+end
+
+local function read_body()
+    ngx.req.read_body()
+    local body = ngx.req.get_body_data()
+    if body then
+        return body
+    end
+    local path = ngx.req.get_body_file()
+    if not path then
+        return nil
+    end
+    local f, err = io.open(path, "rb")
+    if not f then
+        return nil, err
+    end
+    body = f:read("*a")
+    f:close()
+    return body
+end
+
+local function decode_request()
+    local body, err = read_body()
+    if not body then
+        return nil, "empty request body" .. (err and (": " .. err) or "")
+    end
+    local req
+    req, err = cjson.decode(body)
+    if type(req) ~= "table" then
+        return nil, "request body is not a JSON object: " .. (err or type(req))
+    end
+    if req.full ~= nil and type(req.full) ~= "boolean" then
+        return nil, "\"full\" must be a boolean"
+    end
+    return req
+end
+
+local function valid_ip(a)
+    if type(a) ~= "string" then
+        return false
+    end
+    local o1, o2, o3, o4 = a:match("^(%d+)%.(%d+)%.(%d+)%.(%d+)$")
+    if o1 then
+        return tonumber(o1) < 256 and tonumber(o2) < 256 and tonumber(o3) < 256 and tonumber(o4) < 256
+    end
+    return a:find(":", 1, true) ~= nil and a:match("^[%x:%.]+$") ~= nil
+end
+
+local function valid_port(p)
+    return type(p) == "number" and p >= 1 and p <= 65535 and p == math.floor(p)
+end
+
+local function next_version(dict)
+    local v, err = dict:incr(SEQUENCE, 1, 0)
+    if not v then
+        return nil, "incr: " .. tostring(err)
+    end
+    return v
+end
+
+-- store writes value under data_key, then a new version under version_key. safe_set never evicts
+-- other entries: a full dict is an error the controller sees, not silently lost endpoints.
+local function store(dict, data_key, version_key, value)
+    local ok, err = dict:safe_set(data_key, value)
+    if not ok then
+        return nil, err
+    end
+    local v
+    v, err = next_version(dict)
+    if not v then
+        return nil, err
+    end
+    ok, err = dict:safe_set(version_key, v)
+    if not ok then
+        return nil, err
+    end
+    return true
+end
+
+local function keys_with_prefix(dict, prefix)
+    local out = {}
+    local n = #prefix
+    for _, k in ipairs(dict:get_keys(0)) do
+        if k:sub(1, n) == prefix then
+            out[#out + 1] = k:sub(n + 1)
+        end
+    end
+    return out
+end
+
+local function get_endpoints()
+    local upstreams = {}
+    for _, name in ipairs(keys_with_prefix(endpoints_dict, balancer.DATA_PREFIX)) do
+        local list = cjson.decode(endpoints_dict:get(balancer.DATA_PREFIX .. name) or "[]")
+        if list then
+            upstreams[name] = list
+        end
+    end
+    return respond(200, { upstreams = upstreams })
+end
+
+function _M.endpoints()
+    local method = ngx.req.get_method()
+    if method == "GET" then
+        return get_endpoints()
+    end
+    if method ~= "POST" then
+        return fail(405, "use GET or POST")
+    end
+    local req, err = decode_request()
+    if not req then
+        return fail(400, err)
+    end
+    if type(req.upstreams) ~= "table" then
+        return fail(400, "\"upstreams\" must be an object of upstream name to endpoint list")
+    end
+
+    -- Validate everything and build the normalized values first.
+    local updates, removals = {}, {}
+    for name, list in pairs(req.upstreams) do
+        if type(name) ~= "string" or not name:match("^[a-z0-9-]+$") then
+            return fail(400, "invalid upstream name " .. tostring(name))
+        end
+        if list == null or (type(list) == "table" and #list == 0) then
+            removals[#removals + 1] = name
+        elseif type(list) ~= "table" then
+            return fail(400, "endpoints of " .. name .. " must be a list")
+        else
+            local normalized = {}
+            for i, ep in ipairs(list) do
+                if type(ep) ~= "table" or not valid_ip(ep.address) or not valid_port(ep.port) then
+                    return fail(400, "upstream " .. name .. ": endpoint " .. i .. " needs an IP \"address\" and a \"port\" in 1-65535")
+                end
+                normalized[i] = { address = ep.address, port = ep.port }
+            end
+            updates[name] = cjson.encode(normalized)
+        end
+    end
+    if req.full then
+        for _, name in ipairs(keys_with_prefix(endpoints_dict, balancer.VERSION_PREFIX)) do
+            if req.upstreams[name] == nil then
+                removals[#removals + 1] = name
+            end
+        end
+    end
+
+    local changed, unchanged = 0, 0
+    for name, value in pairs(updates) do
+        -- An identical list keeps its version: workers keep their decoded list and round-robin position.
+        if endpoints_dict:get(balancer.DATA_PREFIX .. name) == value and endpoints_dict:get(balancer.VERSION_PREFIX .. name) then
+            unchanged = unchanged + 1
+        else
+            local ok
+            ok, err = store(endpoints_dict, balancer.DATA_PREFIX .. name, balancer.VERSION_PREFIX .. name, value)
+            if not ok then
+                return fail(507, "storing endpoints of " .. name .. ": " .. tostring(err) .. " (increase the endpoints shared dict)")
+            end
+            changed = changed + 1
+        end
+    end
+    for _, name in ipairs(removals) do
+        endpoints_dict:delete(balancer.VERSION_PREFIX .. name)
+        endpoints_dict:delete(balancer.DATA_PREFIX .. name)
+    end
+    return respond(200, { changed = changed, unchanged = unchanged, removed = #removals })
+end
+
+local function get_certificates()
+    local hosts = {}
+    for _, host in ipairs(keys_with_prefix(certificates_dict, certificates.HOST_PREFIX)) do
+        hosts[host] = certificates_dict:get(certificates.HOST_PREFIX .. host)
+    end
+    local ids = keys_with_prefix(certificates_dict, certificates.VERSION_PREFIX)
+    table.sort(ids)
+    return respond(200, { hosts = hosts, certificates = ids })
+end
+
+function _M.certificates()
+    local method = ngx.req.get_method()
+    if method == "GET" then
+        return get_certificates()
+    end
+    if method ~= "POST" then
+        return fail(405, "use GET or POST")
+    end
+    local req, err = decode_request()
+    if not req then
+        return fail(400, err)
+    end
+    local certs = req.certificates or {}
+    local hosts = req.hosts or {}
+    if type(certs) ~= "table" or type(hosts) ~= "table" then
+        return fail(400, "\"certificates\" and \"hosts\" must be objects")
+    end
+
+    local updates, removed_ids = {}, {}
+    for id, pair in pairs(certs) do
+        if type(id) ~= "string" or not id:match("^[a-z0-9.-]+/[a-z0-9.-]+$") then
+            return fail(400, "invalid certificate id " .. tostring(id) .. " (want namespace/name)")
+        end
+        if pair == null then
+            removed_ids[#removed_ids + 1] = id
+        else
+            if type(pair) ~= "table" or type(pair.cert) ~= "string" or type(pair.key) ~= "string" then
+                return fail(400, "certificate " .. id .. " needs \"cert\" and \"key\" PEM strings")
+            end
+            local _, perr = ssl.parse_pem_cert(pair.cert)
+            if perr then
+                return fail(400, "certificate " .. id .. ": cannot parse the certificate chain: " .. perr)
+            end
+            _, perr = ssl.parse_pem_priv_key(pair.key)
+            if perr then
+                -- The message of the parser names no key material.
+                return fail(400, "certificate " .. id .. ": cannot parse the private key: " .. perr)
+            end
+            updates[id] = cjson.encode({ cert = pair.cert, key = pair.key })
+        end
+    end
+    local host_updates, removed_hosts = {}, {}
+    for host, id in pairs(hosts) do
+        if type(host) ~= "string" or not host:match("^[a-z0-9*][a-z0-9.-]*$") then
+            return fail(400, "invalid host " .. tostring(host))
+        end
+        if id == null then
+            removed_hosts[#removed_hosts + 1] = host
+        elseif type(id) ~= "string" then
+            return fail(400, "host " .. host .. ": certificate id must be a string")
+        elseif not updates[id] and (req.full or not certificates_dict:get(certificates.VERSION_PREFIX .. id)) then
+            return fail(400, "host " .. host .. " refers to unknown certificate " .. id)
+        else
+            host_updates[host] = id
+        end
+    end
+    if req.full then
+        for _, host in ipairs(keys_with_prefix(certificates_dict, certificates.HOST_PREFIX)) do
+            if hosts[host] == nil then
+                removed_hosts[#removed_hosts + 1] = host
+            end
+        end
+        for _, id in ipairs(keys_with_prefix(certificates_dict, certificates.VERSION_PREFIX)) do
+            if certs[id] == nil then
+                removed_ids[#removed_ids + 1] = id
+            end
+        end
+    end
+
+    local changed = 0
+    for id, value in pairs(updates) do
+        if certificates_dict:get(certificates.DATA_PREFIX .. id) ~= value or not certificates_dict:get(certificates.VERSION_PREFIX .. id) then
+            local ok
+            ok, err = store(certificates_dict, certificates.DATA_PREFIX .. id, certificates.VERSION_PREFIX .. id, value)
+            if not ok then
+                return fail(507, "storing certificate " .. id .. ": " .. tostring(err) .. " (increase the certificates shared dict)")
+            end
+            changed = changed + 1
+        end
+    end
+    for _, host in ipairs(removed_hosts) do
+        certificates_dict:delete(certificates.HOST_PREFIX .. host)
+    end
+    for host, id in pairs(host_updates) do
+        local ok
+        ok, err = certificates_dict:safe_set(certificates.HOST_PREFIX .. host, id)
+        if not ok then
+            return fail(507, "storing host " .. host .. ": " .. tostring(err) .. " (increase the certificates shared dict)")
+        end
+    end
+    for _, id in ipairs(removed_ids) do
+        certificates_dict:delete(certificates.VERSION_PREFIX .. id)
+        certificates_dict:delete(certificates.DATA_PREFIX .. id)
+    end
+    return respond(200, { changed = changed, removed = #removed_ids, removed_hosts = #removed_hosts })
+end
+
+return _M

@@ -1,0 +1,542 @@
+package nginx
+
+import (
+	"bytes"
+	"crypto/sha256"
+	_ "embed"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"math/bits"
+	"net/netip"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"text/template"
+	"time"
+)
+
+//go:embed nginx.tmpl
+var defaultTemplateText string
+
+// RenderConfig is the controller-level part of nginx.conf: ports, paths, tuning. Zero values of the
+// optional fields mean the documented default.
+type RenderConfig struct {
+	// HTTPPort and HTTPSPort are the public listeners. HTTPSPort 0 disables HTTPS (and redirects).
+	HTTPPort  int
+	HTTPSPort int
+	// StatusPort is the internal server on 127.0.0.1 for the controller (dynamic configuration, config hash).
+	StatusPort int
+	// ListenAddress restricts the public listeners to one IPv4 or IPv6 address; empty means all IPv4
+	// addresses (and all IPv6 addresses too when IPv6 is set).
+	ListenAddress string
+	// IPv6 adds [::] listeners next to the IPv4 ones (only when ListenAddress is empty).
+	IPv6 bool
+	// RedirectHTTPSPort is the HTTPS port written into HTTP->HTTPS redirects, when clients reach NGINX
+	// through a port other than HTTPSPort (a Service or a NAT). 0 means HTTPSPort.
+	RedirectHTTPSPort int
+
+	Paths Paths
+	// Modules are the load_module paths (see DetectModules); empty for builds with the modules compiled in.
+	Modules []string
+	// User is the "user" directive (for example "www-data"). It only matters when NGINX starts as root;
+	// empty means NGINX's default, "nobody". Workers must be able to traverse Paths.Prefix.
+	User string
+	// WorkerProcesses is "auto" (the default) or a positive number.
+	WorkerProcesses string
+	// WorkerConnections defaults to 16384.
+	WorkerConnections int
+	// WorkerShutdownTimeout bounds how long old workers finish open requests after a reload; default 240s.
+	WorkerShutdownTimeout time.Duration
+	// ErrorLog is "stderr" (the default: the Process forwards it) or an absolute file path.
+	ErrorLog string
+	// ErrorLogLevel is one of debug, info, notice (the default), warn, error, crit, alert, emerg.
+	ErrorLogLevel string
+	// AccessLog is an absolute path, "stdout", or "" for no access log.
+	AccessLog string
+
+	// DefaultCertificate and DefaultCertificateKey are PEM files of the certificate served when no
+	// Secret matches the SNI name. Required when HTTPSPort is set. NGINX's master reads them, so 0600 is fine.
+	DefaultCertificate    string
+	DefaultCertificateKey string
+
+	// EndpointsDictMB and CertificatesDictMB size the Lua shared dicts; defaults 32 and 16.
+	EndpointsDictMB    int
+	CertificatesDictMB int
+	// UpstreamKeepalive is the number of idle keepalive connections to upstreams per worker; default 320.
+	UpstreamKeepalive int
+	// ProxyConnectTimeout, ProxyReadTimeout and ProxySendTimeout default to 5s, 60s and 60s.
+	ProxyConnectTimeout time.Duration
+	ProxyReadTimeout    time.Duration
+	ProxySendTimeout    time.Duration
+	// ClientMaxBodySize is in bytes; default 1 MiB as with ingress-nginx.
+	ClientMaxBodySize int64
+}
+
+var logLevels = map[string]bool{"debug": true, "info": true, "notice": true, "warn": true, "error": true, "crit": true, "alert": true, "emerg": true}
+
+// withDefaults fills optional fields and validates the rest.
+func (c RenderConfig) withDefaults() (RenderConfig, error) {
+	var errs []error
+	if c.WorkerProcesses == "" {
+		c.WorkerProcesses = "auto"
+	}
+	if c.WorkerConnections == 0 {
+		c.WorkerConnections = 16384
+	}
+	if c.WorkerShutdownTimeout == 0 {
+		c.WorkerShutdownTimeout = 240 * time.Second
+	}
+	if c.ErrorLog == "" {
+		c.ErrorLog = "stderr"
+	}
+	if c.ErrorLogLevel == "" {
+		c.ErrorLogLevel = "notice"
+	}
+	if c.EndpointsDictMB == 0 {
+		c.EndpointsDictMB = 32
+	}
+	if c.CertificatesDictMB == 0 {
+		c.CertificatesDictMB = 16
+	}
+	if c.UpstreamKeepalive == 0 {
+		c.UpstreamKeepalive = 320
+	}
+	if c.ProxyConnectTimeout == 0 {
+		c.ProxyConnectTimeout = 5 * time.Second
+	}
+	if c.ProxyReadTimeout == 0 {
+		c.ProxyReadTimeout = 60 * time.Second
+	}
+	if c.ProxySendTimeout == 0 {
+		c.ProxySendTimeout = 60 * time.Second
+	}
+	if c.ClientMaxBodySize == 0 {
+		c.ClientMaxBodySize = 1 << 20
+	}
+	if c.RedirectHTTPSPort == 0 {
+		c.RedirectHTTPSPort = c.HTTPSPort
+	}
+
+	ports := map[string]int{"HTTP port": c.HTTPPort, "status port": c.StatusPort}
+	if c.HTTPSPort != 0 {
+		ports["HTTPS port"] = c.HTTPSPort
+	}
+	seen := map[int]string{}
+	for name, p := range ports {
+		if p < 1 || p > 65535 {
+			errs = append(errs, fmt.Errorf("%s %d out of range 1-65535", name, p))
+		} else if other, dup := seen[p]; dup {
+			errs = append(errs, fmt.Errorf("%s and %s are both %d", name, other, p))
+		}
+		seen[p] = name
+	}
+	if c.RedirectHTTPSPort < 0 || c.RedirectHTTPSPort > 65535 {
+		errs = append(errs, fmt.Errorf("redirect HTTPS port %d out of range", c.RedirectHTTPSPort))
+	}
+	if c.ListenAddress != "" {
+		if _, err := netip.ParseAddr(c.ListenAddress); err != nil {
+			errs = append(errs, fmt.Errorf("listen address %q is not an IP address", c.ListenAddress))
+		}
+	}
+	if !filepath.IsAbs(c.Paths.Prefix) {
+		errs = append(errs, fmt.Errorf("nginx prefix %q must be an absolute path", c.Paths.Prefix))
+	}
+	if c.WorkerProcesses != "auto" {
+		if n, err := strconv.Atoi(c.WorkerProcesses); err != nil || n < 1 {
+			errs = append(errs, fmt.Errorf("worker processes %q: want auto or a positive number", c.WorkerProcesses))
+		}
+	}
+	if c.User != "" && !validUser(c.User) {
+		errs = append(errs, fmt.Errorf("user %q: want a user name, optionally followed by a space and a group name", c.User))
+	}
+	if !logLevels[c.ErrorLogLevel] {
+		errs = append(errs, fmt.Errorf("error log level %q is not an nginx level", c.ErrorLogLevel))
+	}
+	if c.ErrorLog != "stderr" && !filepath.IsAbs(c.ErrorLog) {
+		errs = append(errs, fmt.Errorf("error log %q: want stderr or an absolute path", c.ErrorLog))
+	}
+	if c.AccessLog != "" && c.AccessLog != "stdout" && !filepath.IsAbs(c.AccessLog) {
+		errs = append(errs, fmt.Errorf("access log %q: want stdout, an absolute path, or empty for none", c.AccessLog))
+	}
+	if c.HTTPSPort != 0 && (!filepath.IsAbs(c.DefaultCertificate) || !filepath.IsAbs(c.DefaultCertificateKey)) {
+		errs = append(errs, errors.New("HTTPS needs the default certificate and key as absolute file paths"))
+	}
+	for _, m := range c.Modules {
+		if !filepath.IsAbs(m) {
+			errs = append(errs, fmt.Errorf("module %q must be an absolute path", m))
+		}
+	}
+	for name, v := range map[string]int{"worker connections": c.WorkerConnections, "endpoints dict size": c.EndpointsDictMB,
+		"certificates dict size": c.CertificatesDictMB, "upstream keepalive": c.UpstreamKeepalive} {
+		if v < 1 {
+			errs = append(errs, fmt.Errorf("%s must be positive, got %d", name, v))
+		}
+	}
+	for name, d := range map[string]time.Duration{"worker shutdown timeout": c.WorkerShutdownTimeout, "proxy connect timeout": c.ProxyConnectTimeout,
+		"proxy read timeout": c.ProxyReadTimeout, "proxy send timeout": c.ProxySendTimeout} {
+		if d < time.Millisecond {
+			errs = append(errs, fmt.Errorf("%s must be at least 1ms, got %s", name, d))
+		}
+	}
+	if c.ClientMaxBodySize < 0 {
+		errs = append(errs, fmt.Errorf("client max body size must not be negative"))
+	}
+	if len(errs) > 0 {
+		return c, fmt.Errorf("invalid nginx configuration settings: %w", errors.Join(errs...))
+	}
+	return c, nil
+}
+
+func validUser(u string) bool {
+	parts := strings.Split(u, " ")
+	if len(parts) > 2 {
+		return false
+	}
+	for _, p := range parts {
+		if p == "" || len(p) > 32 {
+			return false
+		}
+		for i := 0; i < len(p); i++ {
+			c := p[i]
+			if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '-' || c == '_' || c == '.') {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+// Template renders nginx.conf. The embedded default is DefaultTemplate; ParseTemplate reads an
+// operator's replacement (--template).
+//
+// A template only ever sees the view types below: every string in them is already quoted by Quote,
+// every other value is an integer or a boolean, so a replacement template cannot inject anything that
+// did not pass validation. A replacement must keep the status server and its Lua locations, the
+// balancer upstream and access phase, and report {{.ConfigHash}} at /configuration/hash: the
+// controller confirms each reload through it.
+type Template struct {
+	tmpl *template.Template
+}
+
+var defaultTemplate = mustParse(defaultTemplateText)
+
+func mustParse(text string) *Template {
+	t, err := ParseTemplate(text)
+	if err != nil {
+		panic(fmt.Sprintf("embedded nginx.tmpl: %v", err))
+	}
+	return t
+}
+
+// DefaultTemplate returns the embedded template.
+func DefaultTemplate() *Template { return defaultTemplate }
+
+// DefaultTemplateText returns the embedded template's source, a starting point for --template.
+func DefaultTemplateText() string { return defaultTemplateText }
+
+// ParseTemplate parses a template and renders it once with a small model, so that a mistake (an
+// unknown field, a missing config hash) is reported now rather than at the first Ingress.
+func ParseTemplate(text string) (*Template, error) {
+	tmpl, err := template.New("nginx.conf").Option("missingkey=error").Parse(text)
+	if err != nil {
+		return nil, fmt.Errorf("parse nginx template: %w", err)
+	}
+	t := &Template{tmpl: tmpl}
+	probe := RenderConfig{HTTPPort: 80, HTTPSPort: 443, StatusPort: 10246, Paths: Paths{Prefix: "/nginx"},
+		DefaultCertificate: "/ssl/default.crt", DefaultCertificateKey: "/ssl/default.key"}
+	m := Model{Servers: []Server{{Host: ""}, {Host: "example.com", TLS: &ServerTLS{SSLRedirect: true},
+		Locations: []Location{{Path: "/", PathType: PathPrefix, Upstream: "probe-upstream-80-00000000", SSLRedirect: true}}}}}
+	conf, _, err := t.Render(m, probe)
+	if err != nil {
+		return nil, err
+	}
+	if !bytes.Contains(conf, []byte("/configuration/hash")) {
+		return nil, errors.New("nginx template must serve /configuration/hash with {{.ConfigHash}}: the controller confirms reloads through it")
+	}
+	return t, nil
+}
+
+// Render renders the embedded template; see Template.Render.
+func Render(m Model, cfg RenderConfig) (conf []byte, hash string, err error) {
+	return defaultTemplate.Render(m, cfg)
+}
+
+// hashPlaceholder stands for the config hash while rendering. It contains '%', which no validated
+// value can, so it is never confused with a host or a path.
+const hashPlaceholder = "%ingress-reactor-config-hash%"
+
+// Render returns nginx.conf for m and cfg, and the configuration's hash: the hex SHA-256 of the
+// rendered text (with the hash itself left out), which the status server reports at
+// GET /configuration/hash. Equal inputs give equal bytes and hashes.
+func (t *Template) Render(m Model, cfg RenderConfig) (conf []byte, hash string, err error) {
+	cfg, err = cfg.withDefaults()
+	if err != nil {
+		return nil, "", err
+	}
+	data, size, err := newView(m, cfg)
+	if err != nil {
+		return nil, "", err
+	}
+	var buf bytes.Buffer
+	buf.Grow(size)
+	if err := t.tmpl.Execute(&buf, data); err != nil {
+		return nil, "", fmt.Errorf("render nginx template: %w", err)
+	}
+	conf = buf.Bytes()
+	sum := sha256.Sum256(conf)
+	hash = hex.EncodeToString(sum[:])
+	conf = bytes.ReplaceAll(conf, []byte(hashPlaceholder), []byte(hash))
+	return conf, hash, nil
+}
+
+// The view: what templates see. Strings are quoted nginx strings, ready to print.
+
+// view is the template's root value.
+type view struct {
+	// ConfigHash is the quoted config hash, for GET /configuration/hash.
+	ConfigHash string
+	Modules    []string
+	User       string // quoted user and optional group, or "" for no user directive
+	// WorkerProcesses is "auto" or a number, unquoted (both are safe literals).
+	WorkerProcesses          string
+	WorkerConnections        int
+	WorkerShutdownTimeoutSec int
+	PIDFile                  string
+	ErrorLog                 string
+	ErrorLogLevel            string
+	AccessLog                string // quoted, or "" for off
+	LuaPackagePath           string
+	TempDir                  tempDirs
+	EndpointsDictMB          int
+	CertificatesDictMB       int
+	UpstreamKeepalive        int
+	ProxyConnectTimeoutMS    int64
+	ProxyReadTimeoutMS       int64
+	ProxySendTimeoutMS       int64
+	ClientMaxBodySize        int64
+	ServerNamesHashMaxSize   int
+	ServerNamesHashBucket    int
+
+	// HTTPListen and HTTPSListen are the quoted listen addresses ("80", "127.0.0.1:80", "[::]:80").
+	HTTPListen  []string
+	HTTPSListen []string
+	// HTTPS is false when HTTPS is disabled.
+	HTTPS                 bool
+	DefaultCertificate    string
+	DefaultCertificateKey string
+	// RedirectPortSuffix is ":8443" when redirects need a port, else "".
+	RedirectPortSuffix string
+	StatusListen       string
+
+	// Servers start with the catch-all server (Default is true).
+	Servers []serverView
+}
+
+type tempDirs struct {
+	ClientBody, Proxy, FastCGI, UWSGI, SCGI string
+}
+
+type serverView struct {
+	// ServerName is quoted; "_" for the catch-all server.
+	ServerName string
+	Default    bool
+	// TLS says the host has TLS configured by an Ingress (HTTPS is served for every host anyway).
+	TLS bool
+	// RedirectAll: every location of the server redirects plain HTTP, so the server does it once.
+	RedirectAll bool
+	Locations   []locationView
+}
+
+type locationView struct {
+	// Exact renders "location = path"; otherwise a prefix location.
+	Exact bool
+	// Path is quoted.
+	Path string
+	// Upstream is the quoted upstream name, or "" for the built-in 404.
+	Upstream string
+	// Redirect sends plain-HTTP requests to HTTPS (308) when RedirectAll is not set.
+	Redirect bool
+}
+
+func newView(m Model, cfg RenderConfig) (*view, int, error) {
+	q := quoter{}
+	v := &view{
+		ConfigHash:               q.quote(hashPlaceholder),
+		User:                     quoteUser(&q, cfg.User),
+		WorkerProcesses:          cfg.WorkerProcesses,
+		WorkerConnections:        cfg.WorkerConnections,
+		WorkerShutdownTimeoutSec: int(cfg.WorkerShutdownTimeout.Round(time.Second) / time.Second),
+		PIDFile:                  q.quote(cfg.Paths.PIDFile()),
+		ErrorLog:                 q.quote(cfg.ErrorLog),
+		ErrorLogLevel:            cfg.ErrorLogLevel,
+		AccessLog:                q.quoteOptional(accessLogPath(cfg.AccessLog)),
+		LuaPackagePath:           q.quote(cfg.Paths.LuaDir() + "/?.lua;;"),
+		TempDir: tempDirs{
+			ClientBody: q.quote(filepath.Join(cfg.Paths.TempDir(), "client_body")),
+			Proxy:      q.quote(filepath.Join(cfg.Paths.TempDir(), "proxy")),
+			FastCGI:    q.quote(filepath.Join(cfg.Paths.TempDir(), "fastcgi")),
+			UWSGI:      q.quote(filepath.Join(cfg.Paths.TempDir(), "uwsgi")),
+			SCGI:       q.quote(filepath.Join(cfg.Paths.TempDir(), "scgi")),
+		},
+		EndpointsDictMB:       cfg.EndpointsDictMB,
+		CertificatesDictMB:    cfg.CertificatesDictMB,
+		UpstreamKeepalive:     cfg.UpstreamKeepalive,
+		ProxyConnectTimeoutMS: cfg.ProxyConnectTimeout.Milliseconds(),
+		ProxyReadTimeoutMS:    cfg.ProxyReadTimeout.Milliseconds(),
+		ProxySendTimeoutMS:    cfg.ProxySendTimeout.Milliseconds(),
+		ClientMaxBodySize:     cfg.ClientMaxBodySize,
+		HTTPS:                 cfg.HTTPSPort != 0,
+		StatusListen:          q.quote(fmt.Sprintf("127.0.0.1:%d", cfg.StatusPort)),
+		Servers:               make([]serverView, 0, len(m.Servers)+1),
+	}
+	for _, mod := range cfg.Modules {
+		v.Modules = append(v.Modules, q.quote(mod))
+	}
+	v.HTTPListen = listens(&q, cfg, cfg.HTTPPort)
+	if v.HTTPS {
+		v.HTTPSListen = listens(&q, cfg, cfg.HTTPSPort)
+		v.DefaultCertificate = q.quote(cfg.DefaultCertificate)
+		v.DefaultCertificateKey = q.quote(cfg.DefaultCertificateKey)
+		if cfg.RedirectHTTPSPort != 443 {
+			v.RedirectPortSuffix = ":" + strconv.Itoa(cfg.RedirectHTTPSPort)
+		}
+	}
+
+	defaultUpstream := q.quoteOptional(string(m.DefaultBackend))
+	size := 8192
+	longest := 0
+	if len(m.Servers) == 0 || m.Servers[0].Host != "" {
+		// Merge always makes the catch-all server; a hand-built model may lack it. It comes first
+		// because it carries default_server.
+		v.Servers = append(v.Servers, serverFor(&q, &Server{}, v.HTTPS, defaultUpstream))
+	}
+	for i := range m.Servers {
+		s := &m.Servers[i]
+		if s.Host == "" && i != 0 {
+			return nil, 0, errors.New("model: the catch-all server must come first")
+		}
+		longest = max(longest, len(s.Host))
+		v.Servers = append(v.Servers, serverFor(&q, s, v.HTTPS, defaultUpstream))
+		size += 200 + 260*len(s.Locations)
+	}
+	// server_names_hash: NGINX needs a bucket that holds the longest name, and a table size at which no
+	// bucket overflows; it tries sizes one by one up to the maximum and warns when none fits. A bucket
+	// of about four of the longest entries (pointer, length, name, aligned to 8) and a maximum of twice
+	// the number of names find a layout quickly and quietly.
+	entry := (longest+2+7)&^7 + 8
+	v.ServerNamesHashBucket = max(64, 1<<bits.Len(uint(4*entry-1)))
+	v.ServerNamesHashMaxSize = max(1024, 1<<bits.Len(uint(2*len(v.Servers))))
+	if q.err != nil {
+		return nil, 0, q.err
+	}
+	return v, size, nil
+}
+
+// quoteUser quotes "user [group]" as one or two arguments.
+func quoteUser(q *quoter, u string) string {
+	if u == "" {
+		return ""
+	}
+	parts := strings.Fields(u)
+	for i, p := range parts {
+		parts[i] = q.quote(p)
+	}
+	return strings.Join(parts, " ")
+}
+
+// accessLogPath maps "stdout", which nginx does not know, to the device file.
+func accessLogPath(p string) string {
+	if p == "stdout" {
+		return "/dev/stdout"
+	}
+	return p
+}
+
+func listens(q *quoter, cfg RenderConfig, port int) []string {
+	p := strconv.Itoa(port)
+	if cfg.ListenAddress != "" {
+		a := netip.MustParseAddr(cfg.ListenAddress)
+		return []string{q.quote(netip.AddrPortFrom(a, uint16(port)).String())}
+	}
+	out := []string{q.quote(p)}
+	if cfg.IPv6 {
+		out = append(out, q.quote("[::]:"+p))
+	}
+	return out
+}
+
+// serverFor builds a server's locations. Exact p becomes "location = p"; Prefix p becomes
+// "location = p" (unless an Exact p exists: Exact wins at equal length) and "location p/", which is
+// element-wise prefix matching without regular expressions; Prefix "/" is "location /". A server
+// without Prefix "/" gets a fallback "location /" to the default backend or the built-in 404.
+func serverFor(q *quoter, s *Server, https bool, defaultUpstream string) serverView {
+	sv := serverView{ServerName: q.quote(string(s.Host)), Default: s.Host == "", TLS: s.TLS != nil}
+	if s.Host == "" {
+		sv.ServerName = q.quote("_")
+	}
+	exact := make(map[string]bool)
+	for i := range s.Locations {
+		if s.Locations[i].PathType == PathExact {
+			exact[s.Locations[i].Path] = true
+		}
+	}
+	sv.Locations = make([]locationView, 0, 2*len(s.Locations)+1)
+	hasRoot := false
+	allRedirect := https && s.TLS != nil
+	for i := range s.Locations {
+		l := &s.Locations[i]
+		redirect := https && l.SSLRedirect
+		allRedirect = allRedirect && redirect
+		upstream := q.quote(string(l.Upstream))
+		switch {
+		case l.PathType == PathExact:
+			sv.Locations = append(sv.Locations, locationView{Exact: true, Path: q.quote(l.Path), Upstream: upstream, Redirect: redirect})
+		case l.Path == "/":
+			hasRoot = true
+			sv.Locations = append(sv.Locations, locationView{Path: q.quote("/"), Upstream: upstream, Redirect: redirect})
+		default:
+			if !exact[l.Path] {
+				sv.Locations = append(sv.Locations, locationView{Exact: true, Path: q.quote(l.Path), Upstream: upstream, Redirect: redirect})
+			}
+			sv.Locations = append(sv.Locations, locationView{Path: q.quote(l.Path + "/"), Upstream: upstream, Redirect: redirect})
+		}
+	}
+	if !hasRoot {
+		redirect := https && s.TLS != nil && s.TLS.SSLRedirect
+		allRedirect = allRedirect && redirect
+		sv.Locations = append(sv.Locations, locationView{Path: q.quote("/"), Upstream: defaultUpstream, Redirect: redirect})
+	}
+	if allRedirect {
+		sv.RedirectAll = true
+		for i := range sv.Locations {
+			sv.Locations[i].Redirect = false
+		}
+	}
+	return sv
+}
+
+// quoter applies Quote and keeps the first error, so view building reads straight.
+type quoter struct {
+	buf []byte
+	err error
+}
+
+func (q *quoter) quote(s string) string {
+	var err error
+	q.buf, err = appendQuoted(q.buf[:0], s)
+	if err != nil {
+		if q.err == nil {
+			q.err = err
+		}
+		return `""`
+	}
+	return string(q.buf)
+}
+
+func (q *quoter) quoteOptional(s string) string {
+	if s == "" {
+		return ""
+	}
+	return q.quote(s)
+}

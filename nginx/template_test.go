@@ -1,0 +1,365 @@
+package nginx
+
+import (
+	"bytes"
+	"fmt"
+	"os"
+	"strings"
+	"testing"
+	"time"
+)
+
+// baseRenderConfig is a valid configuration that needs no files (Render does not read them).
+func baseRenderConfig() RenderConfig {
+	return RenderConfig{HTTPPort: 80, HTTPSPort: 443, StatusPort: 10246, Paths: Paths{Prefix: "/var/lib/ingress-reactor"},
+		DefaultCertificate: "/ssl/default.crt", DefaultCertificateKey: "/ssl/default.key"}
+}
+
+// serverBlock returns the server block whose server_name is name, from "server {" to its closing brace.
+func serverBlock(t *testing.T, conf []byte, name string) string {
+	t.Helper()
+	s := string(conf)
+	i := strings.Index(s, "\t\tserver_name "+name+";")
+	if i < 0 {
+		t.Fatalf("no server %s in\n%s", name, conf)
+	}
+	start := strings.LastIndex(s[:i], "\tserver {")
+	end := strings.Index(s[i:], "\n\t}\n")
+	return s[start : i+end+4]
+}
+
+func TestRenderServers(t *testing.T) {
+	web := service("default", "web", port(80, ""))
+	api := service("default", "api", port(80, ""))
+	webUp, apiUp := up("default", "web", 80).Name, up("default", "api", 80).Name
+	tests := map[string]struct {
+		objs           []any
+		defaultBackend *Upstream
+		cfg            func(*RenderConfig)
+		server         string
+		want           string
+	}{
+		"Prefix is element-wise: = p and p/; a fallback / answers 404": {
+			objs:   []any{web, ingress("default", "a", rule("a.example.com", prefix("/foo", "web", 80)))},
+			server: `"a.example.com"`,
+			want: `	server {
+		listen "80";
+		listen "443" ssl http2;
+		server_name "a.example.com";
+		location = "/foo" {
+			set $proxy_upstream_name "` + string(webUp) + `";
+			proxy_pass http://upstream_balancer;
+		}
+		location "/foo/" {
+			set $proxy_upstream_name "` + string(webUp) + `";
+			proxy_pass http://upstream_balancer;
+		}
+		location "/" {
+			return 404;
+		}
+	}
+`,
+		},
+		"Exact wins over Prefix at equal length; Prefix / needs no fallback": {
+			objs: []any{web, api, ingress("default", "a", rule("a.example.com",
+				prefix("/foo", "web", 80), exact("/foo", "api", 80), prefix("/", "web", 80)))},
+			server: `"a.example.com"`,
+			want: `	server {
+		listen "80";
+		listen "443" ssl http2;
+		server_name "a.example.com";
+		location "/" {
+			set $proxy_upstream_name "` + string(webUp) + `";
+			proxy_pass http://upstream_balancer;
+		}
+		location = "/foo" {
+			set $proxy_upstream_name "` + string(apiUp) + `";
+			proxy_pass http://upstream_balancer;
+		}
+		location "/foo/" {
+			set $proxy_upstream_name "` + string(webUp) + `";
+			proxy_pass http://upstream_balancer;
+		}
+	}
+`,
+		},
+		"default backend: the fallback proxies to it; catch-all is the default server": {
+			objs:           []any{web, ingress("default", "a", rule("", exact("/x", "web", 80)))},
+			defaultBackend: ptr(up("kube-system", "default-backend", 80)),
+			server:         `"_"`,
+			want: `	server {
+		listen "80" default_server;
+		listen "443" ssl http2 default_server;
+		server_name "_";
+		location = "/x" {
+			set $proxy_upstream_name "` + string(webUp) + `";
+			proxy_pass http://upstream_balancer;
+		}
+		location "/" {
+			set $proxy_upstream_name "` + string(up("kube-system", "default-backend", 80).Name) + `";
+			proxy_pass http://upstream_balancer;
+		}
+	}
+`,
+		},
+		"TLS host: one server-level redirect, with the port when it is not 443": {
+			objs:   []any{web, ingress("default", "a", rule("a.example.com", exact("/x", "web", 80)), withTLS("cert", "a.example.com"))},
+			cfg:    func(c *RenderConfig) { c.RedirectHTTPSPort = 8443 },
+			server: `"a.example.com"`,
+			want: `	server {
+		listen "80";
+		listen "443" ssl http2;
+		server_name "a.example.com";
+		if ($scheme = http) {
+			return 308 https://$host:8443$request_uri;
+		}
+		location = "/x" {
+			set $proxy_upstream_name "` + string(webUp) + `";
+			proxy_pass http://upstream_balancer;
+		}
+		location "/" {
+			return 404;
+		}
+	}
+`,
+		},
+		"TLS host with an Ingress that does not redirect: per-location redirects": {
+			objs: []any{web, ingress("default", "a", rule("a.example.com", exact("/x", "web", 80)), withTLS("cert", "a.example.com"))},
+			// The acme-like Ingress: its location must stay reachable over plain HTTP.
+			server: `"a.example.com"`,
+			want: `	server {
+		listen "80";
+		listen "443" ssl http2;
+		server_name "a.example.com";
+		location = "/x" {
+			set $proxy_upstream_name "` + string(webUp) + `";
+			proxy_pass http://upstream_balancer;
+		}
+		location "/" {
+			if ($scheme = http) {
+				return 308 https://$host$request_uri;
+			}
+			return 404;
+		}
+	}
+`,
+		},
+		"HTTPS disabled: no TLS listener, no redirect; IPv6 and address listeners": {
+			objs: []any{web, ingress("default", "a", rule("*.example.com", exact("/x", "web", 80)), withTLS("cert", "*.example.com"))},
+			cfg: func(c *RenderConfig) {
+				c.HTTPSPort = 0
+				c.IPv6 = true
+			},
+			server: `"*.example.com"`,
+			want: `	server {
+		listen "80";
+		listen "[::]:80";
+		server_name "*.example.com";
+		location = "/x" {
+			set $proxy_upstream_name "` + string(webUp) + `";
+			proxy_pass http://upstream_balancer;
+		}
+		location "/" {
+			return 404;
+		}
+	}
+`,
+		},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			m, _ := buildModel(t, tc.objs, tc.defaultBackend)
+			if name == "TLS host with an Ingress that does not redirect: per-location redirects" {
+				m.Servers[1].Locations[0].SSLRedirect = false
+			}
+			cfg := baseRenderConfig()
+			if tc.cfg != nil {
+				tc.cfg(&cfg)
+			}
+			conf, _, err := Render(m, cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := serverBlock(t, conf, tc.server); got != tc.want {
+				t.Errorf("server block:\n%s\nwant:\n%s", got, tc.want)
+			}
+		})
+	}
+}
+
+func TestRenderHash(t *testing.T) {
+	m, _ := buildModel(t, []any{service("default", "web", port(80, "")),
+		ingress("default", "a", rule("a.example.com", prefix("/", "web", 80)))}, nil)
+	conf, hash, err := Render(m, baseRenderConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	again, hashAgain, _ := Render(m, baseRenderConfig())
+	if !bytes.Equal(conf, again) || hash != hashAgain {
+		t.Error("rendering the same model twice gave different output")
+	}
+	if len(hash) != 64 || !bytes.Contains(conf, []byte(`return 200 "`+hash+`";`)) {
+		t.Errorf("the status server does not report hash %q", hash)
+	}
+	if bytes.Contains(conf, []byte(hashPlaceholder)) {
+		t.Error("placeholder left in the output")
+	}
+	m.Servers[1].Locations[0].Path = "/other"
+	_, changed, _ := Render(m, baseRenderConfig())
+	if changed == hash {
+		t.Error("a different model has the same hash")
+	}
+	cfg := baseRenderConfig()
+	cfg.HTTPPort = 8080
+	if _, h, _ := Render(m, cfg); h == changed {
+		t.Error("a different configuration has the same hash")
+	}
+}
+
+func TestRenderRejects(t *testing.T) {
+	tests := map[string]struct {
+		cfg     func(*RenderConfig)
+		model   Model
+		wantErr string
+	}{
+		"port out of range":         {cfg: func(c *RenderConfig) { c.HTTPPort = 70000 }, wantErr: "HTTP port 70000 out of range"},
+		"same port twice":           {cfg: func(c *RenderConfig) { c.StatusPort = 80 }, wantErr: "are both 80"},
+		"relative prefix":           {cfg: func(c *RenderConfig) { c.Paths.Prefix = "nginx" }, wantErr: `prefix "nginx" must be an absolute path`},
+		"HTTPS without cert":        {cfg: func(c *RenderConfig) { c.DefaultCertificate = "" }, wantErr: "HTTPS needs the default certificate"},
+		"bad worker processes":      {cfg: func(c *RenderConfig) { c.WorkerProcesses = "4; user root" }, wantErr: `worker processes "4; user root"`},
+		"user with syntax":          {cfg: func(c *RenderConfig) { c.User = "www-data; load_module x" }, wantErr: `user "www-data; load_module x"`},
+		"bad log level":             {cfg: func(c *RenderConfig) { c.ErrorLogLevel = "loud" }, wantErr: `error log level "loud"`},
+		"listen address not an IP":  {cfg: func(c *RenderConfig) { c.ListenAddress = "localhost" }, wantErr: `listen address "localhost"`},
+		"cert path with a variable": {cfg: func(c *RenderConfig) { c.DefaultCertificate = "/ssl/$host.crt" }, wantErr: "'$' would be read as a variable"},
+		"prefix with a newline":     {cfg: func(c *RenderConfig) { c.Paths.Prefix = "/tmp/a\nb" }, wantErr: "control character 0x0a"},
+		"hand-made model with an unsafe path": {
+			model:   Model{Servers: []Server{{Host: "a.example.com", Locations: []Location{{Path: "/a\"; }\n", PathType: PathExact, Upstream: "x"}}}}},
+			wantErr: "control character",
+		},
+		"hand-made model with the catch-all not first": {
+			model:   Model{Servers: []Server{{Host: "a.example.com"}, {Host: ""}}},
+			wantErr: "catch-all server must come first",
+		},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			cfg := baseRenderConfig()
+			if tc.cfg != nil {
+				tc.cfg(&cfg)
+			}
+			conf, _, err := Render(tc.model, cfg)
+			if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+				t.Fatalf("err = %v, want it to contain %q; config:\n%s", err, tc.wantErr, conf)
+			}
+		})
+	}
+}
+
+func TestParseTemplate(t *testing.T) {
+	tests := map[string]struct {
+		text    string
+		wantErr string
+	}{
+		"the default template":       {text: DefaultTemplateText()},
+		"syntax error":               {text: "{{range .Servers}", wantErr: "parse nginx template"},
+		"unknown field":              {text: "{{.Nope}} /configuration/hash", wantErr: "can't evaluate field Nope"},
+		"no config hash location":    {text: "events {}", wantErr: "must serve /configuration/hash"},
+		"a raw upstream in the view": {text: "{{range .Servers}}{{range .Locations}}{{.Upstream}}{{end}}{{end}} /configuration/hash {{.ConfigHash}}"},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			tmpl, err := ParseTemplate(tc.text)
+			if tc.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+					t.Fatalf("err = %v, want %q", err, tc.wantErr)
+				}
+				return
+			}
+			if err != nil || tmpl == nil {
+				t.Fatalf("unexpected error %v", err)
+			}
+		})
+	}
+}
+
+// TestRenderNginxAccepts runs the real "nginx -t" on rendered configurations.
+func TestRenderNginxAccepts(t *testing.T) {
+	requireNginx(t)
+	paths := nginxDir(t)
+	base := testRenderConfig(t, paths)
+	web := service("default", "web", port(80, "http"))
+	manyHosts := []any{web}
+	// Each location costs NGINX's Lua module an SSL context at load time (about 0.1 ms), so this
+	// stays at a size that exercises the server_names_hash sizing without slowing the suite down.
+	for i := range 1500 {
+		manyHosts = append(manyHosts, ingress("default", fmt.Sprintf("i%d", i),
+			rule(fmt.Sprintf("host-%d.%s.example.com", i, strings.Repeat("long-label", 5)), exact("/b", "web", "http"))))
+	}
+	manyHosts = append(manyHosts, ingress("default", "longest",
+		rule(strings.Repeat("a", 63)+"."+strings.Repeat("b", 63)+"."+strings.Repeat("c", 63)+"."+strings.Repeat("d", 61), exact("/b", "web", 80))))
+	tests := map[string]struct {
+		objs           []any
+		defaultBackend *Upstream
+		cfg            func(*RenderConfig)
+	}{
+		"no Ingress at all": {},
+		"hosts, wildcards, TLS, default backend, all path kinds": {
+			objs: []any{web,
+				ingress("default", "a",
+					rule("a.example.com", prefix("/", "web", 80), prefix("/api", "web", 80), exact("/api", "web", "http"), exact("/api/", "web", 80)),
+					rule("*.example.com", prefix("/w", "web", 80)),
+					rule("", prefix("/anyhost", "web", 80)),
+					withTLS("cert", "a.example.com"),
+				),
+				ingress("default", "b", withDefaultBackend("web", 80)),
+			},
+			defaultBackend: ptr(up("default", "web", 80)),
+		},
+		"odd but valid paths": {
+			objs: []any{web, ingress("default", "a", rule("a.example.com",
+				prefix("/a-b_c.d~e!f*g(h)i,j+k=l:m@n&o", "web", 80), exact("/=", "web", 80), exact("/~", "web", 80), prefix("/^", "web", 80)))},
+		},
+		"1,500 hosts with long names and a 253-byte one (server_names_hash sizing)": {objs: manyHosts},
+		"HTTP only, IPv6, access log, user, single worker": {
+			objs: []any{web, ingress("default", "a", rule("a.example.com", prefix("/", "web", 80)))},
+			cfg: func(c *RenderConfig) {
+				c.HTTPSPort = 0
+				c.ListenAddress = ""
+				c.IPv6 = true
+				c.AccessLog = "stdout"
+				if os.Geteuid() == 0 { // NGINX warns about "user" when it is not root
+					c.User = "nobody nogroup"
+				}
+				c.WorkerProcesses = "1"
+				c.ErrorLog = paths.Prefix + "/logs/error.log"
+				c.WorkerShutdownTimeout = 5 * time.Second
+			},
+		},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			m, _ := buildModel(t, tc.objs, tc.defaultBackend)
+			cfg := base
+			if tc.cfg != nil {
+				tc.cfg(&cfg)
+			}
+			nginxTest(t, m, cfg)
+		})
+	}
+}
+
+// TestLeanConfig reports the configuration size per Ingress path (ingress-nginx: about 3.6 KB per
+// location) and keeps it from creeping up unnoticed.
+func TestLeanConfig(t *testing.T) {
+	const n = 1000
+	m, _ := Merge(benchTranslations(n), nil)
+	conf, _, err := Render(m, baseRenderConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	perPath := float64(len(conf)) / (2 * n)
+	t.Logf("%d Ingresses, %d paths: %d bytes, %.0f bytes per path", n, 2*n, len(conf), perPath)
+	if perPath > 600 {
+		t.Errorf("%.0f bytes of nginx.conf per Ingress path; the template grew (budget 600)", perPath)
+	}
+}
