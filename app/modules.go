@@ -13,7 +13,7 @@ import (
 
 // Modules returns the fx modules that cfg switches on. This list is the one place that names modules.
 func Modules(cfg Config) []fx.Option {
-	return []fx.Option{
+	return append([]fx.Option{
 		fx.Provide(topics...),
 		fx.Supply(classfilter.Options{
 			IngressClass:      cfg.IngressClass,
@@ -22,12 +22,14 @@ func Modules(cfg Config) []fx.Option {
 			WatchWithoutClass: cfg.WatchIngressWithoutClass,
 		}),
 		classfilter.Module,
-	}
+	}, dataPlaneModules(cfg)...)
 }
 
 // topics are the typed channels between modules; each is closed when the application stops.
 var topics = []any{
 	newTopic[modules.IngressChange]("ingress-changes"),
+	newTopic[modules.EndpointsChange]("endpoints-changes"),
+	newTopic[modules.Rendered]("rendered"),
 }
 
 func newTopic[T any](name string) func(*zap.Logger, *pipeline.Metrics, fx.Lifecycle) *pipeline.Topic[T] {

@@ -25,3 +25,12 @@ type EndpointsChange struct {
 	// Removed is set when no accepted Ingress refers to the upstream any more; consumers forget it.
 	Removed bool
 }
+
+// Rendered is a complete NGINX configuration built from the model. The structure lane's message:
+// applying it may reload NGINX.
+type Rendered struct {
+	Model  nginx.Model
+	Config []byte
+	// Hash identifies Config; NGINX reports it once the configuration is live.
+	Hash string
+}

@@ -1,0 +1,184 @@
+package app
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/fsnotify/fsnotify"
+	"go.uber.org/fx"
+	"go.uber.org/zap"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/ingress-reactor/ingress-reactor/certs"
+	"github.com/ingress-reactor/ingress-reactor/modules/endpoints"
+	"github.com/ingress-reactor/ingress-reactor/modules/reloader"
+	"github.com/ingress-reactor/ingress-reactor/modules/renderer"
+	"github.com/ingress-reactor/ingress-reactor/nginx"
+)
+
+// DataPlane is the configuration shared by the renderer and the reloader: NGINX's paths, modules, ports and
+// the default certificate, derived once from Config.
+type DataPlane struct {
+	Paths   nginx.Paths
+	Render  nginx.RenderConfig
+	Runtime nginx.RuntimeConfig
+	// Template is the parsed --template, nil for the embedded one.
+	Template *nginx.Template
+	// SSLStore holds certificate files (--ssl-dir).
+	SSLStore *certs.Store
+}
+
+// NewDataPlane prepares the data-plane configuration: it detects NGINX's dynamic modules, parses --template,
+// and generates the fake default certificate into --ssl-dir.
+func NewDataPlane(cfg Config, log *zap.Logger) (*DataPlane, error) {
+	paths, err := nginx.NewPaths(cfg.NginxDir)
+	if err != nil {
+		return nil, err
+	}
+	var dirs []string
+	if cfg.NginxModulesDir != "" {
+		dirs = []string{cfg.NginxModulesDir}
+	}
+	mods, err := nginx.DetectModules(false, dirs...)
+	if err != nil {
+		return nil, fmt.Errorf("%w (run `make deps` to install NGINX with its Lua module)", err)
+	}
+	store, err := certs.NewStore(cfg.SSLDir)
+	if err != nil {
+		return nil, err
+	}
+	fake, err := certs.GenerateFakeDefault(time.Now())
+	if err != nil {
+		return nil, fmt.Errorf("generate default certificate: %w", err)
+	}
+	fakePaths, err := store.Write(fake)
+	if err != nil {
+		return nil, fmt.Errorf("write default certificate: %w", err)
+	}
+	dp := &DataPlane{
+		Paths:    paths,
+		SSLStore: store,
+		Render: nginx.RenderConfig{
+			HTTPPort:              cfg.HTTPPort,
+			HTTPSPort:             cfg.HTTPSPort,
+			StatusPort:            cfg.NginxStatusPort,
+			Paths:                 paths,
+			Modules:               mods,
+			WorkerProcesses:       cfg.WorkerProcesses,
+			DefaultCertificate:    fakePaths.Cert,
+			DefaultCertificateKey: fakePaths.Key,
+		},
+		Runtime: nginx.RuntimeConfig{
+			Process:    nginx.ProcessConfig{Binary: cfg.NginxBinary, Paths: paths, Log: log.Named("nginx")},
+			StatusPort: cfg.NginxStatusPort,
+		},
+	}
+	if cfg.TemplatePath != "" {
+		t, err := loadTemplate(cfg.TemplatePath)
+		if err != nil {
+			return nil, err
+		}
+		dp.Template = t
+	}
+	return dp, nil
+}
+
+func loadTemplate(path string) (*nginx.Template, error) {
+	text, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("--template: %w", err)
+	}
+	t, err := nginx.ParseTemplate(string(text))
+	if err != nil {
+		return nil, fmt.Errorf("--template %s: %w", path, err)
+	}
+	return t, nil
+}
+
+// dataPlaneModules are the modules of the HTTP data plane and their options.
+func dataPlaneModules(cfg Config) []fx.Option {
+	var defaultBackend types.NamespacedName
+	if cfg.DefaultBackendService != "" {
+		defaultBackend, _ = ParseNamespacedName(cfg.DefaultBackendService) // validated by Config.Validate
+	}
+	return []fx.Option{
+		fx.Provide(NewDataPlane),
+		fx.Supply(endpoints.Options{DefaultBackend: defaultBackend}),
+		fx.Provide(func(dp *DataPlane) renderer.Options {
+			return renderer.Options{
+				Render:         dp.Render,
+				Template:       dp.Template,
+				DefaultBackend: defaultBackend,
+				Translate:      nginx.DefaultTranslateOptions(),
+			}
+		}),
+		fx.Provide(func(dp *DataPlane) reloader.NginxOptions {
+			return reloader.NginxOptions{Runtime: dp.Runtime, StopTimeout: cfg.ShutdownTimeout * 2 / 3}
+		}),
+		fx.Supply(reloader.Options{MaxRetries: cfg.ReloadRetries, Pod: podFromEnv()}),
+		endpoints.Module,
+		renderer.Module,
+		reloader.Module,
+		fx.Invoke(watchTemplate),
+	}
+}
+
+// podFromEnv returns the controller's own Pod from the downward-API variables POD_NAMESPACE and POD_NAME.
+func podFromEnv() types.NamespacedName {
+	return types.NamespacedName{Namespace: os.Getenv("POD_NAMESPACE"), Name: os.Getenv("POD_NAME")}
+}
+
+// watchTemplate re-reads --template when the file changes. A template that does not parse is logged and the
+// previous one stays in use.
+func watchTemplate(cfg Config, r *renderer.Renderer, log *zap.Logger, lc fx.Lifecycle) error {
+	if cfg.TemplatePath == "" {
+		return nil
+	}
+	log = log.Named("template")
+	w, err := fsnotify.NewWatcher()
+	if err != nil {
+		return fmt.Errorf("watch --template: %w", err)
+	}
+	path, err := filepath.Abs(cfg.TemplatePath)
+	if err != nil {
+		return fmt.Errorf("watch --template: %w", err)
+	}
+	// Watch the directory: editors and ConfigMap mounts replace the file rather than write it in place.
+	if err := w.Add(filepath.Dir(path)); err != nil {
+		return errors.Join(fmt.Errorf("watch --template: %w", err), w.Close())
+	}
+	done := make(chan struct{})
+	go func() {
+		for {
+			select {
+			case <-done:
+				return
+			case err, ok := <-w.Errors:
+				if !ok {
+					return
+				}
+				log.Error("template watch error", zap.Error(err))
+			case ev, ok := <-w.Events:
+				if !ok {
+					return
+				}
+				if filepath.Clean(ev.Name) != path && filepath.Base(ev.Name) != "..data" {
+					continue
+				}
+				t, err := loadTemplate(path)
+				if err != nil {
+					log.Error("template changed but cannot be used; keeping the previous one", zap.Error(err))
+					continue
+				}
+				log.Info("template reloaded", zap.String("path", path))
+				r.SetTemplate(t)
+			}
+		}
+	}()
+	lc.Append(fx.Hook{OnStop: func(context.Context) error { close(done); return w.Close() }})
+	return nil
+}

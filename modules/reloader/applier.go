@@ -1,0 +1,118 @@
+package reloader
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"go.uber.org/fx"
+	"go.uber.org/zap"
+
+	"github.com/ingress-reactor/ingress-reactor/nginx"
+	"github.com/ingress-reactor/ingress-reactor/pipeline"
+)
+
+// Applier is the data plane as the reloader sees it. The default is NGINX (NewNginxApplier); a team can
+// swap it with fx.Decorate or fx.Replace in app.New's extra options, for example to wrap it with auditing
+// or to drive another proxy.
+type Applier interface {
+	// Apply makes conf, identified by hash, the running configuration, or returns why not. A failed Apply
+	// must leave the running configuration untouched.
+	Apply(ctx context.Context, conf []byte, hash string) error
+	// SetEndpoints replaces the endpoint lists of the given upstreams without a reload. With full, the
+	// given upstreams are the complete set and all others are emptied.
+	SetEndpoints(ctx context.Context, upstreams map[nginx.UpstreamName][]nginx.Endpoint, full bool) error
+	// Ready returns nil once a configuration is live.
+	Ready() error
+}
+
+// Restarts carries the start count of the data plane each time a fresh instance is ready to receive
+// dynamic configuration (the first start included). A fresh instance holds no endpoints: the reloader
+// pushes all of them again.
+type Restarts = pipeline.Latest[uint64]
+
+// NewRestarts returns the mailbox an Applier reports fresh starts into.
+func NewRestarts() *Restarts { return pipeline.NewLatest[uint64]() }
+
+// NginxOptions configure the default Applier.
+type NginxOptions struct {
+	Runtime nginx.RuntimeConfig
+	// StopTimeout bounds NGINX's graceful stop; after it NGINX is killed.
+	StopTimeout time.Duration
+}
+
+// NginxParams are the fx inputs of NewNginxApplier.
+type NginxParams struct {
+	fx.In
+	Options   NginxOptions
+	Restarts  *Restarts
+	Registry  prometheus.Registerer
+	Log       *zap.Logger
+	Lifecycle fx.Lifecycle
+}
+
+// NginxApplier drives a supervised NGINX through nginx.Runtime.
+type NginxApplier struct {
+	rt *nginx.Runtime
+}
+
+// NewNginxApplier prepares NGINX's working directory; NGINX itself starts with the first Apply and is
+// stopped gracefully (SIGQUIT, then SIGKILL after StopTimeout) when the application stops.
+func NewNginxApplier(p NginxParams) (Applier, error) {
+	cfg := p.Options.Runtime
+	userOnReady := cfg.OnReady
+	cfg.OnReady = func(starts uint64) {
+		if userOnReady != nil {
+			userOnReady(starts)
+		}
+		p.Restarts.Set(starts)
+	}
+	if cfg.Process.Log == nil {
+		cfg.Process.Log = p.Log.Named("nginx")
+	}
+	rt, err := nginx.NewRuntime(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("prepare nginx: %w", err)
+	}
+	restarts := prometheus.NewCounterFunc(prometheus.CounterOpts{
+		Name: "ingress_reactor_nginx_restarts_total",
+		Help: "Times the NGINX master died and was started again by the controller.",
+	}, func() float64 { return float64(rt.Process().Restarts()) })
+	if err := p.Registry.Register(restarts); err != nil {
+		return nil, fmt.Errorf("register nginx metrics: %w", err)
+	}
+	stopTimeout := p.Options.StopTimeout
+	if stopTimeout <= 0 {
+		stopTimeout = 20 * time.Second
+	}
+	p.Lifecycle.Append(fx.Hook{OnStop: func(ctx context.Context) error {
+		ctx, cancel := context.WithTimeout(ctx, stopTimeout)
+		defer cancel()
+		if err := rt.Stop(ctx); err != nil && !errors.Is(err, nginx.ErrNotRunning) {
+			return fmt.Errorf("stop nginx: %w", err)
+		}
+		return nil
+	}})
+	return &NginxApplier{rt: rt}, nil
+}
+
+// Apply tests, installs and reloads conf; see nginx.Runtime.Apply.
+func (a *NginxApplier) Apply(ctx context.Context, conf []byte, hash string) error {
+	return a.rt.Apply(ctx, conf, hash)
+}
+
+// SetEndpoints posts endpoint lists to NGINX's internal status server.
+func (a *NginxApplier) SetEndpoints(ctx context.Context, ups map[nginx.UpstreamName][]nginx.Endpoint, full bool) error {
+	if full {
+		return a.rt.Client().ReplaceEndpoints(ctx, ups)
+	}
+	return a.rt.Client().PushEndpoints(ctx, ups)
+}
+
+// Ready reports whether a configuration is live and NGINX runs.
+func (a *NginxApplier) Ready() error { return a.rt.Ready() }
+
+// Runtime exposes the underlying runtime, for diagnostics and tests.
+func (a *NginxApplier) Runtime() *nginx.Runtime { return a.rt }

@@ -1,0 +1,301 @@
+// Package reloader owns the data plane: it applies each Rendered configuration (the structure lane: test,
+// install, reload, confirm) and pushes endpoint lists (the endpoint lane: no reload). The two lanes have
+// their own queues and workers, so endpoint updates never wait behind a reload.
+package reloader
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"go.uber.org/fx"
+	"go.uber.org/zap"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/record"
+
+	"github.com/ingress-reactor/ingress-reactor/modules"
+	"github.com/ingress-reactor/ingress-reactor/nginx"
+	"github.com/ingress-reactor/ingress-reactor/pipeline"
+)
+
+// Module wires the reloader and its default NGINX Applier into the application.
+var Module = fx.Module("reloader",
+	fx.Provide(NewRestarts, NewNginxApplier, New),
+	fx.Invoke(func(*Reloader) {}),
+)
+
+// ReasonReloadFailed is the Event reason for a configuration NGINX refused.
+const ReasonReloadFailed = "ReloadFailed"
+
+// Options configure the reloader.
+type Options struct {
+	// MaxRetries is --reload-retries: attempts at one configuration before giving up until the next one.
+	MaxRetries int
+	// Pod is the controller's own Pod (from POD_NAMESPACE and POD_NAME), which receives reload-failure
+	// Events; empty means failures are only logged and counted.
+	Pod types.NamespacedName
+}
+
+// Params are the reloader's fx inputs.
+type Params struct {
+	fx.In
+	Options   Options
+	Applier   Applier
+	Restarts  *Restarts
+	Rendered  *pipeline.Topic[modules.Rendered]
+	Endpoints *pipeline.Topic[modules.EndpointsChange]
+	Recorder  record.EventRecorder
+	Metrics   *pipeline.Metrics
+	Registry  prometheus.Registerer
+	Log       *zap.Logger
+	Lifecycle fx.Lifecycle `optional:"true"`
+}
+
+// ReadyResult contributes the reloader's readiness ("first configuration live") to /readyz.
+type ReadyResult struct {
+	fx.Out
+	Reloader *Reloader
+	Ready    modules.ReadyCheck `group:"readyz"`
+}
+
+type applyKey struct{}
+type pushKey struct{}
+
+// Reloader drives an Applier from the Rendered and EndpointsChange topics.
+type Reloader struct {
+	opts      Options
+	applier   Applier
+	restarts  *Restarts
+	recorder  record.EventRecorder
+	log       *zap.Logger
+	latest    *pipeline.Latest[modules.Rendered]
+	structure *pipeline.Controller[applyKey]
+	endpoints *pipeline.Controller[pushKey]
+	m         reloaderMetrics
+	done      chan struct{}
+	wg        sync.WaitGroup
+
+	mu      sync.Mutex
+	desired map[nginx.UpstreamName][]nginx.Endpoint
+	dirty   map[nginx.UpstreamName]struct{}
+	full    bool
+	// fresh is true once the data plane has reported a start: pushes before that would only fail.
+	fresh bool
+}
+
+type reloaderMetrics struct {
+	reloads     *prometheus.CounterVec
+	lastSuccess prometheus.Gauge
+	lastTime    prometheus.Gauge
+	hash        prometheus.Gauge
+	duration    prometheus.Histogram
+	epUpdates   *prometheus.CounterVec
+}
+
+// New builds the reloader.
+func New(p Params) (ReadyResult, error) {
+	log := p.Log.Named("reloader")
+	r := &Reloader{
+		opts:     p.Options,
+		applier:  p.Applier,
+		restarts: p.Restarts,
+		recorder: p.Recorder,
+		log:      log,
+		latest:   pipeline.NewLatest[modules.Rendered](),
+		done:     make(chan struct{}),
+		desired:  map[nginx.UpstreamName][]nginx.Endpoint{},
+		dirty:    map[nginx.UpstreamName]struct{}{},
+		m: reloaderMetrics{
+			reloads: prometheus.NewCounterVec(prometheus.CounterOpts{
+				Name: "ingress_reactor_reloads_total",
+				Help: "Attempts to apply a new NGINX configuration (test, install, reload, confirm), by result.",
+			}, []string{"result"}),
+			lastSuccess: prometheus.NewGauge(prometheus.GaugeOpts{
+				Name: "ingress_reactor_last_reload_success",
+				Help: "1 if the last attempt to apply a configuration succeeded, 0 if it failed.",
+			}),
+			lastTime: prometheus.NewGauge(prometheus.GaugeOpts{
+				Name: "ingress_reactor_last_reload_success_timestamp_seconds",
+				Help: "Unix time of the last configuration that went live.",
+			}),
+			hash: prometheus.NewGauge(prometheus.GaugeOpts{
+				Name: "ingress_reactor_config_hash",
+				Help: "The live configuration's hash (its first 52 bits as a number), to spot replicas that differ.",
+			}),
+			duration: prometheus.NewHistogram(prometheus.HistogramOpts{
+				Name:    "ingress_reactor_reload_duration_seconds",
+				Help:    "Time to apply a configuration: test, install, reload and confirm it is live.",
+				Buckets: prometheus.ExponentialBuckets(0.005, 2, 12),
+			}),
+			epUpdates: prometheus.NewCounterVec(prometheus.CounterOpts{
+				Name: "ingress_reactor_endpoint_updates_total",
+				Help: "Endpoint pushes to the data plane (no reload), by result.",
+			}, []string{"result"}),
+		},
+	}
+	for _, c := range []prometheus.Collector{r.m.reloads, r.m.lastSuccess, r.m.lastTime, r.m.hash, r.m.duration, r.m.epUpdates} {
+		if err := p.Registry.Register(c); err != nil {
+			return ReadyResult{}, fmt.Errorf("reloader: register metrics: %w", err)
+		}
+	}
+	for _, res := range []string{"success", "failure"} {
+		r.m.reloads.WithLabelValues(res)
+		r.m.epUpdates.WithLabelValues(res)
+	}
+	retries := p.Options.MaxRetries
+	if retries == 0 {
+		retries = -1 // pipeline: negative means "do not retry"
+	}
+	sq := pipeline.NewQueue(pipeline.QueueOptions[applyKey]{
+		Name: "reloader-structure", Metrics: p.Metrics, Logger: log,
+		BaseDelay: 500 * time.Millisecond, MaxDelay: time.Minute, QPS: 2, Burst: 4,
+		MaxRetries: retries,
+		OnGiveUp: func(_ applyKey, err error) {
+			v, _ := r.latest.Get()
+			log.Error("giving up on configuration until the next change", zap.String("hash", v.Hash), zap.Error(err))
+		},
+	})
+	r.structure = pipeline.NewController(sq, r.apply, pipeline.ControllerOptions{Workers: 1})
+	eq := pipeline.NewQueue(pipeline.QueueOptions[pushKey]{
+		Name: "reloader-endpoints", Metrics: p.Metrics, Logger: log,
+		BaseDelay: 50 * time.Millisecond, MaxDelay: 10 * time.Second, QPS: 1000, Burst: 1000,
+		MaxRetries: 20,
+	})
+	r.endpoints = pipeline.NewController(eq, r.push, pipeline.ControllerOptions{Workers: 1})
+
+	p.Rendered.Subscribe(func(v modules.Rendered) {
+		r.latest.Set(v)
+		sq.Add(applyKey{})
+	})
+	p.Endpoints.Subscribe(func(c modules.EndpointsChange) {
+		r.mu.Lock()
+		if c.Removed {
+			delete(r.desired, c.Upstream.Name)
+		} else {
+			r.desired[c.Upstream.Name] = c.Endpoints
+		}
+		r.dirty[c.Upstream.Name] = struct{}{}
+		r.mu.Unlock()
+		eq.Add(pushKey{})
+	})
+	if p.Lifecycle != nil {
+		ctx, cancel := context.WithCancel(context.Background())
+		p.Lifecycle.Append(fx.Hook{
+			OnStart: func(context.Context) error { r.Start(ctx); return nil },
+			OnStop:  func(stopCtx context.Context) error { cancel(); return r.Stop(stopCtx) },
+		})
+	}
+	return ReadyResult{Reloader: r, Ready: modules.ReadyCheck{Name: "nginx", Check: r.applier.Ready}}, nil
+}
+
+// Start starts both lanes and the watch for data-plane restarts.
+func (r *Reloader) Start(ctx context.Context) {
+	r.structure.Start(ctx)
+	r.endpoints.Start(ctx)
+	r.wg.Add(1)
+	go func() {
+		defer r.wg.Done()
+		for {
+			select {
+			case <-r.done:
+				return
+			case <-r.restarts.C():
+				starts, _ := r.restarts.Get()
+				r.log.Info("nginx ready; pushing all endpoints", zap.Uint64("starts", starts))
+				r.mu.Lock()
+				r.fresh, r.full = true, true
+				r.mu.Unlock()
+				r.endpoints.Queue().Add(pushKey{})
+			}
+		}
+	}()
+}
+
+// Stop stops both lanes, letting in-flight work finish within ctx.
+func (r *Reloader) Stop(ctx context.Context) error {
+	close(r.done)
+	r.wg.Wait()
+	return errors.Join(r.structure.Stop(ctx), r.endpoints.Stop(ctx))
+}
+
+func (r *Reloader) apply(ctx context.Context, _ applyKey) error {
+	v, ok := r.latest.Get()
+	if !ok {
+		return nil
+	}
+	began := time.Now()
+	err := r.applier.Apply(ctx, v.Config, v.Hash)
+	r.m.duration.Observe(time.Since(began).Seconds())
+	if err != nil {
+		r.m.reloads.WithLabelValues("failure").Inc()
+		r.m.lastSuccess.Set(0)
+		r.log.Error("nginx configuration not applied; the running one stays", zap.String("hash", v.Hash), zap.Error(err))
+		if r.opts.Pod.Name != "" {
+			r.recorder.Event(&corev1.ObjectReference{Kind: "Pod", Namespace: r.opts.Pod.Namespace, Name: r.opts.Pod.Name, APIVersion: "v1"},
+				corev1.EventTypeWarning, ReasonReloadFailed, fmt.Sprintf("configuration %.12s not applied: %v", v.Hash, err))
+		}
+		return err
+	}
+	r.m.reloads.WithLabelValues("success").Inc()
+	r.m.lastSuccess.Set(1)
+	r.m.lastTime.Set(float64(time.Now().Unix()))
+	r.m.hash.Set(hashNumber(v.Hash))
+	return nil
+}
+
+func (r *Reloader) push(ctx context.Context, _ pushKey) error {
+	r.mu.Lock()
+	if !r.fresh {
+		r.mu.Unlock()
+		return nil // the first start pushes everything
+	}
+	full := r.full
+	var batch map[nginx.UpstreamName][]nginx.Endpoint
+	if full {
+		batch = maps.Clone(r.desired)
+	} else {
+		batch = make(map[nginx.UpstreamName][]nginx.Endpoint, len(r.dirty))
+		for name := range r.dirty {
+			batch[name] = r.desired[name] // nil for removed upstreams: emptied
+		}
+	}
+	dirty := r.dirty
+	r.dirty = map[nginx.UpstreamName]struct{}{}
+	r.full = false
+	r.mu.Unlock()
+	if len(batch) == 0 && !full {
+		return nil
+	}
+	if err := r.applier.SetEndpoints(ctx, batch, full); err != nil {
+		r.m.epUpdates.WithLabelValues("failure").Inc()
+		r.mu.Lock()
+		r.full = r.full || full
+		for name := range dirty {
+			r.dirty[name] = struct{}{}
+		}
+		r.mu.Unlock()
+		return err
+	}
+	r.m.epUpdates.WithLabelValues("success").Inc()
+	r.log.Debug("endpoints pushed", zap.Int("upstreams", len(batch)), zap.Bool("full", full))
+	return nil
+}
+
+// hashNumber maps a hex hash to a float64 that a gauge can carry exactly (52 bits).
+func hashNumber(hash string) float64 {
+	if len(hash) > 13 {
+		hash = hash[:13]
+	}
+	n, err := strconv.ParseUint(hash, 16, 64)
+	if err != nil {
+		return 0
+	}
+	return float64(n)
+}
+

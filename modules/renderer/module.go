@@ -1,0 +1,337 @@
+// Package renderer is the structure lane's producer: it translates every accepted Ingress into the model,
+// renders nginx.conf and publishes it as Rendered when the configuration actually changed. A bad Ingress is
+// rejected alone, with a Warning Event and a metric; everything else keeps being served.
+package renderer
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"go.uber.org/fx"
+	"go.uber.org/zap"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/client-go/informers"
+	listerscorev1 "k8s.io/client-go/listers/core/v1"
+	listersnetv1 "k8s.io/client-go/listers/networking/v1"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/tools/record"
+
+	"github.com/ingress-reactor/ingress-reactor/modules"
+	"github.com/ingress-reactor/ingress-reactor/nginx"
+	"github.com/ingress-reactor/ingress-reactor/pipeline"
+)
+
+// Module wires the renderer into the application.
+var Module = fx.Module("renderer",
+	fx.Provide(New),
+	fx.Invoke(func(*Renderer) {}),
+)
+
+// Event reasons, as they appear in `kubectl describe ingress`.
+const (
+	ReasonRejected = "Rejected"
+	ReasonConflict = "Conflict"
+	ReasonWarning  = "BackendWarning"
+)
+
+// Options configure the renderer.
+type Options struct {
+	// Render is the controller-level part of nginx.conf.
+	Render nginx.RenderConfig
+	// Template replaces the embedded template when set (--template).
+	Template *nginx.Template
+	// DefaultBackend is --default-backend-service.
+	DefaultBackend types.NamespacedName
+	// Translate shapes every Ingress's translation.
+	Translate nginx.TranslateOptions
+}
+
+// Params are the renderer's fx inputs.
+type Params struct {
+	fx.In
+	Options        Options
+	Factory        informers.SharedInformerFactory
+	IngressChanges *pipeline.Topic[modules.IngressChange]
+	Rendered       *pipeline.Topic[modules.Rendered]
+	Recorder       record.EventRecorder
+	Metrics        *pipeline.Metrics
+	Registry       prometheus.Registerer
+	Log            *zap.Logger
+	Lifecycle      fx.Lifecycle `optional:"true"`
+}
+
+// renderKey is the structure lane's single work item: every change coalesces into one render.
+type renderKey struct{}
+
+// Renderer turns the accepted Ingresses into nginx.conf.
+type Renderer struct {
+	opts      Options
+	ingresses listersnetv1.IngressLister
+	services  listerscorev1.ServiceLister
+	recorder  record.EventRecorder
+	out       *pipeline.Topic[modules.Rendered]
+	ctrl      *pipeline.Controller[renderKey]
+	cache     *nginx.TranslationCache
+	synced    []cache.InformerSynced
+	log       *zap.Logger
+	metrics   rendererMetrics
+
+	mu       sync.Mutex
+	accepted map[types.NamespacedName]struct{}
+	// usedServices are the Services the last render depended on; a change to one re-renders.
+	usedServices map[types.NamespacedName]struct{}
+
+	// Touched only by sync (one worker).
+	lastHash string
+	// reported remembers the last Event sent per Ingress, so an unchanged problem is not repeated on
+	// every render.
+	reported map[types.NamespacedName]string
+}
+
+type rendererMetrics struct {
+	renders   *prometheus.CounterVec
+	rejected  prometheus.Gauge
+	rejects   *prometheus.CounterVec
+	conflicts prometheus.Gauge
+	duration  prometheus.Histogram
+	confBytes prometheus.Gauge
+}
+
+// New builds the renderer, subscribes it to IngressChange and watches Services that Ingresses use.
+func New(p Params) (*Renderer, error) {
+	log := p.Log.Named("renderer")
+	r := &Renderer{
+		opts:         p.Options,
+		ingresses:    p.Factory.Networking().V1().Ingresses().Lister(),
+		services:     p.Factory.Core().V1().Services().Lister(),
+		recorder:     p.Recorder,
+		out:          p.Rendered,
+		cache:        nginx.NewTranslationCache(),
+		log:          log,
+		accepted:     map[types.NamespacedName]struct{}{},
+		usedServices: map[types.NamespacedName]struct{}{},
+		reported:     map[types.NamespacedName]string{},
+		synced: []cache.InformerSynced{
+			p.Factory.Networking().V1().Ingresses().Informer().HasSynced,
+			p.Factory.Core().V1().Services().Informer().HasSynced,
+		},
+		metrics: rendererMetrics{
+			renders: prometheus.NewCounterVec(prometheus.CounterOpts{
+				Name: "ingress_reactor_renders_total",
+				Help: "Renders of nginx.conf, by result: changed (published), unchanged (same hash, skipped), error.",
+			}, []string{"result"}),
+			rejected: prometheus.NewGauge(prometheus.GaugeOpts{
+				Name: "ingress_reactor_ingresses_rejected",
+				Help: "Accepted Ingresses that cannot be translated and are left out of the configuration.",
+			}),
+			rejects: prometheus.NewCounterVec(prometheus.CounterOpts{
+				Name: "ingress_reactor_ingress_rejections_total",
+				Help: "Ingress versions rejected by translation, by namespace.",
+			}, []string{"namespace"}),
+			conflicts: prometheus.NewGauge(prometheus.GaugeOpts{
+				Name: "ingress_reactor_ingress_conflicts",
+				Help: "Paths or TLS hosts of Ingresses ignored because an older Ingress claims them.",
+			}),
+			duration: prometheus.NewHistogram(prometheus.HistogramOpts{
+				Name:    "ingress_reactor_render_duration_seconds",
+				Help:    "Time to translate the accepted Ingresses and render nginx.conf.",
+				Buckets: prometheus.ExponentialBuckets(0.0005, 2, 14),
+			}),
+			confBytes: prometheus.NewGauge(prometheus.GaugeOpts{
+				Name: "ingress_reactor_config_bytes",
+				Help: "Size of the last rendered nginx.conf.",
+			}),
+		},
+	}
+	for _, c := range []prometheus.Collector{r.metrics.renders, r.metrics.rejected, r.metrics.rejects, r.metrics.conflicts, r.metrics.duration, r.metrics.confBytes} {
+		if err := p.Registry.Register(c); err != nil {
+			return nil, fmt.Errorf("renderer: register metrics: %w", err)
+		}
+	}
+	q := pipeline.NewQueue(pipeline.QueueOptions[renderKey]{
+		Name: "renderer", Metrics: p.Metrics, Logger: log,
+		// Rendering is coalesced into one key; the bucket caps renders at a few per second under churn.
+		QPS: 5, Burst: 10, MaxRetries: 5,
+	})
+	r.ctrl = pipeline.NewController(q, r.sync, pipeline.ControllerOptions{Workers: 1})
+
+	p.IngressChanges.Subscribe(func(c modules.IngressChange) {
+		r.mu.Lock()
+		if c.Accepted {
+			r.accepted[c.Key] = struct{}{}
+		} else {
+			delete(r.accepted, c.Key)
+			r.cache.Evict(c.Key)
+		}
+		r.mu.Unlock()
+		q.Add(renderKey{})
+	})
+	svcInf := p.Factory.Core().V1().Services().Informer()
+	if _, err := svcInf.AddEventHandler(pipeline.Handler[renderKey]{
+		Keys:         r.renderIfUsed,
+		UpdateFilter: pipeline.ResourceVersionChanged,
+	}.For(q)); err != nil {
+		return nil, fmt.Errorf("renderer: service handler: %w", err)
+	}
+	if p.Lifecycle != nil {
+		ctx, cancel := context.WithCancel(context.Background())
+		p.Lifecycle.Append(fx.Hook{
+			OnStart: func(context.Context) error { r.Start(ctx); return nil },
+			OnStop:  func(stopCtx context.Context) error { cancel(); return r.Stop(stopCtx) },
+		})
+	}
+	return r, nil
+}
+
+// Start waits for the caches, then renders once (so an empty cluster still gets a configuration) and on
+// every change after that.
+func (r *Renderer) Start(ctx context.Context) {
+	go func() {
+		if !cache.WaitForCacheSync(ctx.Done(), r.synced...) {
+			return
+		}
+		r.ctrl.Start(ctx)
+		r.ctrl.Queue().Add(renderKey{})
+	}()
+}
+
+// Stop stops rendering, letting an in-flight render finish within ctx.
+func (r *Renderer) Stop(ctx context.Context) error { return r.ctrl.Stop(ctx) }
+
+// Trigger asks for a render, for example after the template changed.
+func (r *Renderer) Trigger() { r.ctrl.Queue().Add(renderKey{}) }
+
+// SetTemplate replaces the template used from the next render on (nil means the embedded one).
+func (r *Renderer) SetTemplate(t *nginx.Template) {
+	r.mu.Lock()
+	r.opts.Template = t
+	r.mu.Unlock()
+	r.Trigger()
+}
+
+func (r *Renderer) renderIfUsed(obj any) []renderKey {
+	k, ok := pipeline.KeyOf(obj)
+	if !ok {
+		return nil
+	}
+	r.mu.Lock()
+	_, used := r.usedServices[k]
+	r.mu.Unlock()
+	if !used && k != r.opts.DefaultBackend {
+		return nil
+	}
+	return []renderKey{{}}
+}
+
+func (r *Renderer) lookupService(key types.NamespacedName) (*corev1.Service, bool) {
+	svc, err := r.services.Services(key.Namespace).Get(key.Name)
+	return svc, err == nil
+}
+
+func (r *Renderer) sync(context.Context, renderKey) error {
+	timer := prometheus.NewTimer(r.metrics.duration)
+	r.mu.Lock()
+	keys := make([]types.NamespacedName, 0, len(r.accepted))
+	for k := range r.accepted {
+		keys = append(keys, k)
+	}
+	tmpl := r.opts.Template
+	r.mu.Unlock()
+	slices.SortFunc(keys, func(a, b types.NamespacedName) int { return strings.Compare(a.String(), b.String()) })
+
+	lookup := nginx.ServiceLookupFunc(r.lookupService)
+	translations := make([]*nginx.IngressTranslation, 0, len(keys))
+	used := map[types.NamespacedName]struct{}{}
+	rejected := 0
+	problems := map[types.NamespacedName]string{}
+	for _, key := range keys {
+		ing, err := r.ingresses.Ingresses(key.Namespace).Get(key.Name)
+		if err != nil {
+			r.cache.Evict(key)
+			continue
+		}
+		tr, err := r.cache.Translate(ing, lookup, r.opts.Translate)
+		if err != nil {
+			rejected++
+			msg := "Ingress not served: " + err.Error()
+			if r.reported[key] != ing.ResourceVersion+msg {
+				r.metrics.rejects.WithLabelValues(key.Namespace).Inc()
+				r.recorder.Event(ing, corev1.EventTypeWarning, ReasonRejected, msg)
+				r.log.Warn("ingress rejected", zap.Stringer("ingress", key), zap.String("reason", err.Error()))
+			}
+			problems[key] = ing.ResourceVersion + msg
+			continue
+		}
+		for _, s := range tr.Services {
+			used[s.Key] = struct{}{}
+		}
+		if len(tr.Warnings) > 0 {
+			msg := strings.Join(tr.Warnings, "; ")
+			if r.reported[key] != ing.ResourceVersion+msg {
+				r.recorder.Event(ing, corev1.EventTypeWarning, ReasonWarning, msg)
+			}
+			problems[key] = ing.ResourceVersion + msg
+		}
+		translations = append(translations, tr)
+	}
+
+	var defaultBackend *nginx.Upstream
+	if db := r.opts.DefaultBackend; db.Name != "" {
+		if svc, ok := r.lookupService(db); ok && len(svc.Spec.Ports) > 0 {
+			up := nginx.NewUpstream(db, intstr.FromInt32(svc.Spec.Ports[0].Port))
+			defaultBackend = &up
+		} else {
+			r.log.Warn("default backend service not found or without ports; serving the built-in 404", zap.Stringer("service", db))
+		}
+	}
+	model, conflicts := nginx.Merge(translations, defaultBackend)
+	for _, c := range conflicts {
+		msg := c.Message()
+		key := c.Loser
+		if ing, err := r.ingresses.Ingresses(key.Namespace).Get(key.Name); err == nil {
+			if !strings.Contains(r.reported[key], ing.ResourceVersion+msg) {
+				r.recorder.Event(ing, corev1.EventTypeWarning, ReasonConflict, msg)
+			}
+			problems[key] += ing.ResourceVersion + msg
+		}
+	}
+	r.reported = problems
+	r.metrics.rejected.Set(float64(rejected))
+	r.metrics.conflicts.Set(float64(len(conflicts)))
+	r.mu.Lock()
+	r.usedServices = used
+	r.mu.Unlock()
+
+	var (
+		conf []byte
+		hash string
+		err  error
+	)
+	if tmpl != nil {
+		conf, hash, err = tmpl.Render(model, r.opts.Render)
+	} else {
+		conf, hash, err = nginx.Render(model, r.opts.Render)
+	}
+	timer.ObserveDuration()
+	if err != nil {
+		r.metrics.renders.WithLabelValues("error").Inc()
+		return fmt.Errorf("render nginx.conf: %w", err)
+	}
+	if hash == r.lastHash {
+		r.metrics.renders.WithLabelValues("unchanged").Inc()
+		return nil
+	}
+	r.lastHash = hash
+	r.metrics.renders.WithLabelValues("changed").Inc()
+	r.metrics.confBytes.Set(float64(len(conf)))
+	r.log.Info("configuration rendered", zap.String("hash", hash), zap.Int("ingresses", len(translations)),
+		zap.Int("rejected", rejected), zap.Int("servers", len(model.Servers)), zap.Int("bytes", len(conf)))
+	r.out.Publish(modules.Rendered{Model: model, Config: conf, Hash: hash})
+	return nil
+}
