@@ -38,7 +38,7 @@ run: deps build
 	hack/run-local.sh $(BIN) $(RUN_DIR) $(RUN_HTTP_PORT) $(RUN_HTTPS_PORT)
 
 ## test: everything CI runs: lint, unit tests with -race, short fuzzing, integration tests on real kube-apiserver, etcd and NGINX.
-test: lint test-unit fuzz test-integration
+test: deps-test lint test-unit fuzz test-integration
 
 ## test-unit: fast unit tests with the race detector.
 test-unit:

@@ -298,4 +298,3 @@ func hashNumber(hash string) float64 {
 	}
 	return float64(n)
 }
-

@@ -1,0 +1,114 @@
+package app
+
+import (
+	"bytes"
+	"context"
+	"net"
+	"sync"
+	"testing"
+	"time"
+
+	"go.uber.org/fx"
+	"go.uber.org/zap/zaptest"
+
+	"github.com/ingress-reactor/ingress-reactor/modules/reloader"
+	"github.com/ingress-reactor/ingress-reactor/nginx"
+)
+
+// recordingApplier stands in for NGINX: it shows that a team can swap the data plane with fx.Replace.
+type recordingApplier struct {
+	mu        sync.Mutex
+	confs     [][]byte
+	endpoints map[nginx.UpstreamName][]nginx.Endpoint
+	restarts  *reloader.Restarts
+	started   bool
+}
+
+func (a *recordingApplier) Apply(_ context.Context, conf []byte, _ string) error {
+	a.mu.Lock()
+	a.confs = append(a.confs, conf)
+	first := !a.started
+	a.started = true
+	a.mu.Unlock()
+	if first {
+		a.restarts.Set(1) // a fresh data plane: the reloader pushes every endpoint
+	}
+	return nil
+}
+
+func (a *recordingApplier) SetEndpoints(_ context.Context, ups map[nginx.UpstreamName][]nginx.Endpoint, full bool) error {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if full || a.endpoints == nil {
+		a.endpoints = map[nginx.UpstreamName][]nginx.Endpoint{}
+	}
+	for k, v := range ups {
+		a.endpoints[k] = v
+	}
+	return nil
+}
+
+func (a *recordingApplier) Ready() error { return nil }
+
+func freePort(t *testing.T) int {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port
+}
+
+func TestApplierCanBeSwapped(t *testing.T) {
+	if _, err := nginx.DetectModules(false); err != nil {
+		t.Skipf("NGINX's Lua module is not installed (run make deps): %v", err)
+	}
+	cfg := DefaultConfig()
+	cfg.LocalManifests = "../examples/local"
+	cfg.HealthzHost = "127.0.0.1"
+	cfg.HealthzPort = freePort(t)
+	cfg.NginxDir = t.TempDir()
+	cfg.SSLDir = t.TempDir() + "/ssl"
+	cfg.UpdateStatus = false
+	cfg.ShutdownTimeout = 10 * time.Second
+
+	// fx.Replace swaps the Applier (and the restart mailbox it reports into) without touching the module.
+	restarts := reloader.NewRestarts()
+	rec := &recordingApplier{restarts: restarts}
+	app := New(cfg, zaptest.NewLogger(t),
+		fx.Replace(restarts),
+		fx.Replace(fx.Annotate(rec, fx.As(new(reloader.Applier)))),
+	)
+	if err := app.Err(); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := app.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		if err := app.Stop(context.Background()); err != nil {
+			t.Error(err)
+		}
+	}()
+
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		rec.mu.Lock()
+		var conf []byte
+		if len(rec.confs) > 0 {
+			conf = rec.confs[len(rec.confs)-1]
+		}
+		eps := len(rec.endpoints)
+		rec.mu.Unlock()
+		if bytes.Contains(conf, []byte("demo.localhost")) && eps == 2 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("swapped applier: want a configuration naming demo.localhost and 2 upstreams with endpoints, got config of %d bytes and %d upstreams", len(conf), eps)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
