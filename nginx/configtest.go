@@ -5,6 +5,8 @@ import (
 	"context"
 	"fmt"
 	"os/exec"
+	"regexp"
+	"slices"
 	"strings"
 )
 
@@ -19,11 +21,31 @@ func Test(ctx context.Context, binary string, paths Paths, confFile string) erro
 	cmd.Stdout = &out
 	cmd.Stderr = &out
 	if err := cmd.Run(); err != nil {
-		msg := strings.TrimSpace(out.String())
+		msg := cleanNginxOutput(out.String())
 		if msg == "" {
 			msg = err.Error()
 		}
 		return fmt.Errorf("nginx -t: %s", msg)
 	}
 	return nil
+}
+
+// nginxLogPrefix matches the timestamp and pid#tid of an NGINX log line.
+var nginxLogPrefix = regexp.MustCompile(`^\d{4}/\d\d/\d\d \d\d:\d\d:\d\d (\[\w+\]) \d+#\d+: (\*\d+ )?`)
+
+// cleanNginxOutput keeps NGINX's messages without timestamps and process ids, and drops the
+// "test failed" summary and repeated lines, so that they read well in an Event.
+func cleanNginxOutput(out string) string {
+	var lines []string
+	for _, line := range strings.Split(out, "\n") {
+		line = strings.TrimSpace(line)
+		if line == "" || strings.HasPrefix(line, "nginx: configuration file") {
+			continue
+		}
+		line = nginxLogPrefix.ReplaceAllString(line, "$1 ")
+		if !slices.Contains(lines, line) {
+			lines = append(lines, line)
+		}
+	}
+	return strings.Join(lines, "; ")
 }

@@ -95,7 +95,8 @@ type Endpoint struct {
 
 // Validate checks that e can be handed to the balancer.
 func (e Endpoint) Validate() error {
-	if _, err := netip.ParseAddr(e.Address); err != nil {
+	a, err := netip.ParseAddr(e.Address)
+	if err != nil || a.Zone() != "" {
 		return fmt.Errorf("endpoint address %q is not an IP address", e.Address)
 	}
 	if e.Port < 1 || e.Port > 65535 {

@@ -1,0 +1,256 @@
+package nginx
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"k8s.io/apimachinery/pkg/types"
+)
+
+// Client talks to the internal status server of the running NGINX (127.0.0.1:StatusPort): it pushes
+// endpoints and certificates into the Lua shared dicts (no reload) and reads the live config hash.
+// The shared dicts survive reloads but not restarts: push everything again after Runtime's OnReady.
+type Client struct {
+	base string
+	hc   *http.Client
+}
+
+// NewClient returns a client for the status server on 127.0.0.1:statusPort.
+func NewClient(statusPort int) *Client {
+	return &Client{
+		base: "http://" + net.JoinHostPort("127.0.0.1", strconv.Itoa(statusPort)),
+		hc: &http.Client{
+			Timeout: 30 * time.Second,
+			Transport: &http.Transport{
+				Proxy:               nil, // never through an HTTP proxy from the environment
+				MaxIdleConnsPerHost: 4,
+				IdleConnTimeout:     30 * time.Second,
+				DialContext:         (&net.Dialer{Timeout: 2 * time.Second}).DialContext,
+			},
+		},
+	}
+}
+
+// endpointsRequest is the body of POST /configuration/endpoints.
+type endpointsRequest struct {
+	Full      bool                            `json:"full"`
+	Upstreams map[UpstreamName]endpointsValue `json:"upstreams"`
+}
+
+// endpointsValue marshals a nil or empty list as [] (which removes the upstream's endpoints).
+type endpointsValue []Endpoint
+
+func (v endpointsValue) MarshalJSON() ([]byte, error) {
+	if len(v) == 0 {
+		return []byte("[]"), nil
+	}
+	return json.Marshal([]Endpoint(v))
+}
+
+// PushEndpoints replaces the endpoint lists of the given upstreams and leaves the others alone. An
+// empty list means "no endpoints" (requests get 503). Addresses must be IP literals.
+func (c *Client) PushEndpoints(ctx context.Context, upstreams map[UpstreamName][]Endpoint) error {
+	return c.postEndpoints(ctx, upstreams, false)
+}
+
+// ReplaceEndpoints makes upstreams the complete set: upstreams not listed lose their endpoints. Use it
+// after OnReady (a restarted NGINX starts empty) and for periodic full syncs.
+func (c *Client) ReplaceEndpoints(ctx context.Context, upstreams map[UpstreamName][]Endpoint) error {
+	return c.postEndpoints(ctx, upstreams, true)
+}
+
+func (c *Client) postEndpoints(ctx context.Context, upstreams map[UpstreamName][]Endpoint, full bool) error {
+	req := endpointsRequest{Full: full, Upstreams: make(map[UpstreamName]endpointsValue, len(upstreams))}
+	for name, eps := range upstreams {
+		if !ValidUpstreamName(string(name)) {
+			return fmt.Errorf("push endpoints: invalid upstream name %q", name)
+		}
+		for _, e := range eps {
+			if err := e.Validate(); err != nil {
+				return fmt.Errorf("push endpoints of %s: %w", name, err)
+			}
+		}
+		req.Upstreams[name] = eps
+	}
+	if err := c.post(ctx, "/configuration/endpoints", req); err != nil {
+		return fmt.Errorf("push endpoints: %w", err)
+	}
+	return nil
+}
+
+// Endpoints returns what the data plane currently holds.
+func (c *Client) Endpoints(ctx context.Context) (map[UpstreamName][]Endpoint, error) {
+	var out struct {
+		Upstreams map[UpstreamName][]Endpoint `json:"upstreams"`
+	}
+	if err := c.getJSON(ctx, "/configuration/endpoints", &out); err != nil {
+		return nil, fmt.Errorf("read endpoints: %w", err)
+	}
+	if out.Upstreams == nil {
+		out.Upstreams = map[UpstreamName][]Endpoint{}
+	}
+	return out.Upstreams, nil
+}
+
+// CertificatePEM is a certificate chain and its private key, PEM encoded.
+type CertificatePEM struct {
+	Cert []byte
+	Key  []byte
+}
+
+// CertificateID names a certificate in the data plane: the Secret's "namespace/name".
+func CertificateID(secret types.NamespacedName) string { return secret.Namespace + "/" + secret.Name }
+
+// CertificateUpdate changes the certificates served per SNI name.
+type CertificateUpdate struct {
+	// Certificates by CertificateID. In PushCertificates a nil value removes the certificate.
+	Certificates map[string]*CertificatePEM
+	// Hosts maps SNI names (exact or "*." wildcard, as in Model.TLSHosts) to certificate IDs. In
+	// PushCertificates an empty ID removes the host, which then gets the default certificate.
+	Hosts map[Hostname]string
+}
+
+type certificatePair struct {
+	Cert string `json:"cert"`
+	Key  string `json:"key"`
+}
+
+type certificatesRequest struct {
+	Full         bool                        `json:"full"`
+	Certificates map[string]*certificatePair `json:"certificates"`
+	Hosts        map[Hostname]*string        `json:"hosts"`
+}
+
+// PushCertificates changes the listed certificates and hosts and leaves the others alone. The data
+// plane rejects certificates or keys it cannot parse, and hosts that name an unknown certificate.
+func (c *Client) PushCertificates(ctx context.Context, u CertificateUpdate) error {
+	return c.postCertificates(ctx, u, false)
+}
+
+// ReplaceCertificates makes u the complete set of certificates and hosts.
+func (c *Client) ReplaceCertificates(ctx context.Context, u CertificateUpdate) error {
+	return c.postCertificates(ctx, u, true)
+}
+
+func (c *Client) postCertificates(ctx context.Context, u CertificateUpdate, full bool) error {
+	req := certificatesRequest{
+		Full:         full,
+		Certificates: make(map[string]*certificatePair, len(u.Certificates)),
+		Hosts:        make(map[Hostname]*string, len(u.Hosts)),
+	}
+	for id, pem := range u.Certificates {
+		if pem == nil {
+			if full {
+				continue
+			}
+			req.Certificates[id] = nil
+			continue
+		}
+		req.Certificates[id] = &certificatePair{Cert: string(pem.Cert), Key: string(pem.Key)}
+	}
+	for host, id := range u.Hosts {
+		if id == "" {
+			if full {
+				continue
+			}
+			req.Hosts[host] = nil
+			continue
+		}
+		req.Hosts[host] = &id
+	}
+	if err := c.post(ctx, "/configuration/certificates", req); err != nil {
+		return fmt.Errorf("push certificates: %w", err)
+	}
+	return nil
+}
+
+// CertificateHosts returns the SNI host table the data plane holds (host -> certificate ID).
+func (c *Client) CertificateHosts(ctx context.Context) (map[Hostname]string, error) {
+	var out struct {
+		Hosts map[Hostname]string `json:"hosts"`
+	}
+	if err := c.getJSON(ctx, "/configuration/certificates", &out); err != nil {
+		return nil, fmt.Errorf("read certificates: %w", err)
+	}
+	if out.Hosts == nil {
+		out.Hosts = map[Hostname]string{}
+	}
+	return out.Hosts, nil
+}
+
+// ConfigHash returns the hash of the configuration the running NGINX workers serve.
+func (c *Client) ConfigHash(ctx context.Context) (string, error) {
+	body, err := c.get(ctx, "/configuration/hash")
+	if err != nil {
+		return "", fmt.Errorf("read config hash: %w", err)
+	}
+	return strings.TrimSpace(string(body)), nil
+}
+
+// Healthz returns nil when NGINX answers on the status server.
+func (c *Client) Healthz(ctx context.Context) error {
+	if _, err := c.get(ctx, "/healthz"); err != nil {
+		return fmt.Errorf("nginx health: %w", err)
+	}
+	return nil
+}
+
+func (c *Client) post(ctx context.Context, path string, body any) error {
+	data, err := json.Marshal(body)
+	if err != nil {
+		return err
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, c.base+path, bytes.NewReader(data))
+	if err != nil {
+		return err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	_, err = c.do(req)
+	return err
+}
+
+func (c *Client) get(ctx context.Context, path string) ([]byte, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, c.base+path, nil)
+	if err != nil {
+		return nil, err
+	}
+	return c.do(req)
+}
+
+func (c *Client) getJSON(ctx context.Context, path string, out any) error {
+	body, err := c.get(ctx, path)
+	if err != nil {
+		return err
+	}
+	return json.Unmarshal(body, out)
+}
+
+func (c *Client) do(req *http.Request) ([]byte, error) {
+	resp, err := c.hc.Do(req)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(io.LimitReader(resp.Body, 64<<20))
+	if err != nil {
+		return nil, fmt.Errorf("read response: %w", err)
+	}
+	if resp.StatusCode/100 != 2 {
+		var e struct {
+			Error string `json:"error"`
+		}
+		if json.Unmarshal(body, &e) == nil && e.Error != "" {
+			return nil, fmt.Errorf("%s %s: %s: %s", req.Method, req.URL.Path, resp.Status, e.Error)
+		}
+		return nil, fmt.Errorf("%s %s: %s", req.Method, req.URL.Path, resp.Status)
+	}
+	return body, nil
+}

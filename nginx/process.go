@@ -1,0 +1,399 @@
+package nginx
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"go.uber.org/zap"
+)
+
+// ErrNotRunning is returned when an operation needs the NGINX master and none is running.
+var ErrNotRunning = errors.New("nginx is not running")
+
+// ProcessConfig configures a supervised NGINX master process.
+type ProcessConfig struct {
+	// Binary is the nginx executable; default "nginx" (looked up in PATH).
+	Binary string
+	Paths  Paths
+	// Log receives the Process's own events and, unless OnStderrLine is set, NGINX's stderr lines at the
+	// level NGINX gave them. Default: no logging.
+	Log *zap.Logger
+	// OnStderrLine, when set, receives each line NGINX writes to stderr (its error log by default)
+	// instead of Log.
+	OnStderrLine func(line string)
+	// Stdout receives NGINX's stdout (the access log when RenderConfig.AccessLog is "stdout").
+	// Default os.Stdout.
+	Stdout io.Writer
+
+	// MinBackoff and MaxBackoff bound the delay before restarting NGINX after it died; defaults 100ms and 30s.
+	MinBackoff time.Duration
+	MaxBackoff time.Duration
+	// StableAfter is how long NGINX must run for a later crash to count as a new series; default 30s.
+	StableAfter time.Duration
+	// MaxFailures is how many quick deaths in a row the Process tolerates before it gives up and stays
+	// stopped (Start may be called again); default 10.
+	MaxFailures int
+
+	// OnStart is called after each successful start of the master (the first one included), with the
+	// start count (1 for the first). NGINX is not serving yet when it runs; it must return quickly.
+	// It is called without locks held, so it may call the Process.
+	OnStart func(starts uint64)
+	// OnExit is called when the master exits without Stop having been called.
+	OnExit func(err error)
+}
+
+func (c ProcessConfig) withDefaults() ProcessConfig {
+	if c.Binary == "" {
+		c.Binary = "nginx"
+	}
+	if c.Log == nil {
+		c.Log = zap.NewNop()
+	}
+	if c.Stdout == nil {
+		c.Stdout = os.Stdout
+	}
+	if c.MinBackoff <= 0 {
+		c.MinBackoff = 100 * time.Millisecond
+	}
+	if c.MaxBackoff <= 0 {
+		c.MaxBackoff = 30 * time.Second
+	}
+	if c.StableAfter <= 0 {
+		c.StableAfter = 30 * time.Second
+	}
+	if c.MaxFailures <= 0 {
+		c.MaxFailures = 10
+	}
+	return c
+}
+
+// Process runs NGINX in the foreground ("daemon off;" in the configuration) as a child, in its own
+// process group, and restarts it with exponential backoff when it dies. Reload sends SIGHUP; Stop
+// sends SIGQUIT (graceful) and SIGKILLs the group when the context ends first.
+type Process struct {
+	cfg  ProcessConfig
+	tail *lineTail
+
+	mu       sync.Mutex
+	cmd      *exec.Cmd
+	running  bool
+	stopping bool
+	starts   uint64
+	restarts uint64
+	lastErr  error
+	wake     chan struct{} // closed by Stop to end a backoff wait
+	done     chan struct{} // closed when the supervisor goroutine ends
+}
+
+// NewProcess returns a Process; nothing runs before Start.
+func NewProcess(cfg ProcessConfig) *Process {
+	return &Process{cfg: cfg.withDefaults(), tail: newLineTail(40)}
+}
+
+// Start starts NGINX on Paths.ConfFile() and supervises it. It returns once the master is forked (not
+// once it serves) and fails if it is already supervised or cannot be executed.
+func (p *Process) Start() error {
+	p.mu.Lock()
+	if p.done != nil {
+		select {
+		case <-p.done:
+		default:
+			p.mu.Unlock()
+			return errors.New("nginx is already supervised")
+		}
+	}
+	p.stopping = false
+	p.wake = make(chan struct{})
+	p.done = make(chan struct{})
+	cmd, err := p.startLocked()
+	if err != nil {
+		close(p.done)
+		p.mu.Unlock()
+		return err
+	}
+	starts := p.starts
+	go p.supervise(cmd, p.wake, p.done)
+	p.mu.Unlock()
+	p.notifyStart(starts)
+	return nil
+}
+
+func (p *Process) startLocked() (*exec.Cmd, error) {
+	cmd := exec.Command(p.cfg.Binary, "-p", p.cfg.Paths.Prefix, "-c", p.cfg.Paths.ConfFile(), "-e", "stderr")
+	cmd.Dir = p.cfg.Paths.Prefix
+	cmd.Stdout = p.cfg.Stdout
+	// Workers inherit the pipe; WaitDelay keeps Wait from blocking on them if the master dies alone.
+	cmd.WaitDelay = time.Second
+	r, w, err := os.Pipe()
+	if err != nil {
+		return nil, fmt.Errorf("nginx stderr pipe: %w", err)
+	}
+	cmd.Stderr = w
+	cmd.SysProcAttr = &syscall.SysProcAttr{
+		// Its own group, so that workers left behind by a killed master can be killed with it.
+		Setpgid: true,
+		// If the controller dies, NGINX stops too instead of holding the ports.
+		Pdeathsig: syscall.SIGTERM,
+	}
+	if err := cmd.Start(); err != nil {
+		_ = r.Close()
+		_ = w.Close()
+		return nil, fmt.Errorf("start %s: %w", p.cfg.Binary, err)
+	}
+	_ = w.Close()
+	go p.readStderr(r)
+	p.cmd = cmd
+	p.running = true
+	p.starts++
+	p.cfg.Log.Info("nginx started", zap.Int("pid", cmd.Process.Pid), zap.Uint64("starts", p.starts))
+	return cmd, nil
+}
+
+func (p *Process) notifyStart(starts uint64) {
+	if p.cfg.OnStart != nil {
+		p.cfg.OnStart(starts)
+	}
+}
+
+func (p *Process) readStderr(r *os.File) {
+	defer r.Close()
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 0, 4096), 1<<20)
+	for sc.Scan() {
+		line := sc.Text()
+		p.tail.add(line)
+		if p.cfg.OnStderrLine != nil {
+			p.cfg.OnStderrLine(line)
+			continue
+		}
+		logNginxLine(p.cfg.Log, line)
+	}
+}
+
+// logNginxLine logs an NGINX error-log line at the level NGINX gave it.
+func logNginxLine(log *zap.Logger, line string) {
+	switch {
+	case strings.Contains(line, "[emerg]"), strings.Contains(line, "[alert]"), strings.Contains(line, "[crit]"), strings.Contains(line, "[error]"):
+		log.Error("nginx", zap.String("line", line))
+	case strings.Contains(line, "[warn]"):
+		log.Warn("nginx", zap.String("line", line))
+	case strings.Contains(line, "[debug]"):
+		log.Debug("nginx", zap.String("line", line))
+	default:
+		log.Info("nginx", zap.String("line", line))
+	}
+}
+
+func (p *Process) supervise(cmd *exec.Cmd, wake, done chan struct{}) {
+	defer close(done)
+	backoff := p.cfg.MinBackoff
+	failures := 0
+	for {
+		started := time.Now()
+		err := cmd.Wait()
+		// Workers of a master that died abruptly keep the listening sockets: kill the whole group.
+		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+
+		p.mu.Lock()
+		p.running = false
+		stopping := p.stopping
+		if err == nil {
+			err = errors.New("nginx exited")
+		}
+		p.lastErr = fmt.Errorf("%w; last output: %s", err, p.tail.String())
+		p.mu.Unlock()
+		if stopping {
+			return
+		}
+		p.cfg.Log.Error("nginx exited unexpectedly", zap.Error(err), zap.String("output", p.tail.String()))
+		if p.cfg.OnExit != nil {
+			p.cfg.OnExit(err)
+		}
+		if time.Since(started) >= p.cfg.StableAfter {
+			backoff, failures = p.cfg.MinBackoff, 0
+		}
+		for {
+			failures++
+			if failures > p.cfg.MaxFailures {
+				p.cfg.Log.Error("nginx keeps dying; giving up until the next start", zap.Int("failures", failures-1))
+				return
+			}
+			timer := time.NewTimer(backoff)
+			select {
+			case <-wake:
+				timer.Stop()
+				return
+			case <-timer.C:
+			}
+			backoff = min(2*backoff, p.cfg.MaxBackoff)
+			p.mu.Lock()
+			if p.stopping {
+				p.mu.Unlock()
+				return
+			}
+			var startErr error
+			cmd, startErr = p.startLocked()
+			if startErr == nil {
+				p.restarts++
+			} else {
+				p.lastErr = startErr
+			}
+			starts := p.starts
+			p.mu.Unlock()
+			if startErr == nil {
+				p.notifyStart(starts)
+				break
+			}
+			p.cfg.Log.Error("restart nginx", zap.Error(startErr))
+		}
+	}
+}
+
+// Reload asks the running master to load the configuration file again (SIGHUP).
+func (p *Process) Reload() error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if !p.running {
+		return ErrNotRunning
+	}
+	if err := p.cmd.Process.Signal(syscall.SIGHUP); err != nil {
+		return fmt.Errorf("reload nginx: %w", err)
+	}
+	return nil
+}
+
+// Stop stops NGINX gracefully (SIGQUIT: open requests finish) and waits for it. When ctx ends first,
+// the process group is killed. Stop on a Process that is not running returns nil.
+func (p *Process) Stop(ctx context.Context) error {
+	p.mu.Lock()
+	if p.done == nil {
+		p.mu.Unlock()
+		return nil
+	}
+	done := p.done
+	if !p.stopping {
+		p.stopping = true
+		close(p.wake)
+	}
+	var pid int
+	if p.running {
+		pid = p.cmd.Process.Pid
+		_ = p.cmd.Process.Signal(syscall.SIGQUIT)
+	}
+	p.mu.Unlock()
+
+	select {
+	case <-done:
+		return nil
+	case <-ctx.Done():
+	}
+	if pid != 0 {
+		_ = syscall.Kill(-pid, syscall.SIGKILL)
+	}
+	<-done
+	return fmt.Errorf("nginx did not stop gracefully, killed: %w", ctx.Err())
+}
+
+// Running says whether the master is alive.
+func (p *Process) Running() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.running
+}
+
+// PID returns the master's PID, or 0 when it is not running.
+func (p *Process) PID() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if !p.running {
+		return 0
+	}
+	return p.cmd.Process.Pid
+}
+
+// Starts counts successful starts, the first one included.
+func (p *Process) Starts() uint64 {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.starts
+}
+
+// Restarts counts starts after NGINX died unexpectedly.
+func (p *Process) Restarts() uint64 {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.restarts
+}
+
+// Err returns why NGINX last exited, with its last output; nil if it never exited.
+func (p *Process) Err() error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.lastErr
+}
+
+// RecentOutput returns NGINX's last stderr lines.
+func (p *Process) RecentOutput() string { return p.tail.String() }
+
+// OutputMark returns a position in NGINX's stderr for ErrorsSince.
+func (p *Process) OutputMark() uint64 { return p.tail.mark() }
+
+// ErrorsSince returns NGINX's error lines ([emerg], [alert], [crit], [error]) written after mark,
+// without timestamps, joined by "; " (at most the last 40 lines are kept).
+func (p *Process) ErrorsSince(mark uint64) string {
+	var errs []string
+	for _, line := range p.tail.since(mark) {
+		if strings.Contains(line, "[emerg]") || strings.Contains(line, "[alert]") || strings.Contains(line, "[crit]") || strings.Contains(line, "[error]") {
+			errs = append(errs, line)
+		}
+	}
+	return cleanNginxOutput(strings.Join(errs, "\n"))
+}
+
+// lineTail keeps the last lines written, for error messages.
+type lineTail struct {
+	mu    sync.Mutex
+	lines []string
+	total uint64 // lines ever added
+}
+
+func newLineTail(n int) *lineTail { return &lineTail{lines: make([]string, n)} }
+
+func (t *lineTail) add(line string) {
+	t.mu.Lock()
+	t.lines[t.total%uint64(len(t.lines))] = line
+	t.total++
+	t.mu.Unlock()
+}
+
+// mark returns a position for since.
+func (t *lineTail) mark() uint64 {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.total
+}
+
+// since returns the kept lines added after mark, oldest first.
+func (t *lineTail) since(mark uint64) []string {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	n := uint64(len(t.lines))
+	first := max(mark, t.total-min(t.total, n))
+	out := make([]string, 0, t.total-first)
+	for i := first; i < t.total; i++ {
+		out = append(out, t.lines[i%n])
+	}
+	return out
+}
+
+// String returns the kept lines, oldest first.
+func (t *lineTail) String() string { return strings.Join(t.since(0), "\n") }
