@@ -218,6 +218,11 @@ func (e *Env) startAPIServer() error {
 	}
 	api := te.ControlPlane.GetAPIServer()
 	api.Out, api.Err = logFile, logFile
+	// The private network namespace has no default route, from which kube-apiserver
+	// would otherwise derive the address it advertises; and the "kubernetes" Service's
+	// endpoints need no reconciling in tests (loopback is not a valid endpoint address).
+	api.Configure().Set("advertise-address", "127.0.0.1")
+	api.Configure().Set("endpoint-reconciler-type", "none")
 	te.ControlPlane.Etcd = &envtest.Etcd{Out: logFile, Err: logFile}
 	e.testEnv = te
 

@@ -81,7 +81,7 @@ func New(t *testing.T) *Fixture {
 			t.Logf("delete namespace %s: %v", f.Namespace, err)
 		}
 		if t.Failed() {
-			t.Logf("kube-apiserver and etcd output: %s (kept with INTEGRATION_KEEP=1)", e.APIServerLog)
+			t.Logf("kube-apiserver and etcd output: %s (removed after the run unless INTEGRATION_KEEP=1)", e.APIServerLog)
 		}
 	})
 	return f

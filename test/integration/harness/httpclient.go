@@ -110,11 +110,15 @@ func (r *Reactor) GetHTTPS(host, path string) (*Response, error) {
 	return r.Do(Request{HTTPS: true, Host: host, Path: path})
 }
 
-// DoRequest sends req to 127.0.0.1:port on a fresh connection (no keep-alive, so every
-// request does its own TLS handshake with its own SNI). Certificates are not verified;
-// the served chain is returned for the test to check.
+// DoRequest sends req to 127.0.0.1:port; see DoRequestTo.
 func DoRequest(port int, req Request) (*Response, error) {
-	addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
+	return DoRequestTo(net.JoinHostPort("127.0.0.1", strconv.Itoa(port)), req)
+}
+
+// DoRequestTo sends req to addr (host:port) on a fresh connection (no keep-alive, so
+// every request does its own TLS handshake with its own SNI). Certificates are not
+// verified; the served chain is returned for the test to check.
+func DoRequestTo(addr string, req Request) (*Response, error) {
 	scheme := "http"
 	if req.HTTPS {
 		scheme = "https"
