@@ -140,6 +140,8 @@ func BindFlags(fs *flag.FlagSet, c *Config) {
 
 	fs.StringVar(&c.SSLDir, "ssl-dir", c.SSLDir, "Directory (mode 0700) for certificate files (mode 0600).")
 	fs.StringVar(&c.DefaultSSLCertificate, "default-ssl-certificate", c.DefaultSSLCertificate, "Secret (namespace/name) with the certificate for hosts without one. Empty means a generated self-signed certificate.")
+
+	bindAutoIngressFlags(fs, c)
 }
 
 // Validate reports configuration errors an operator must fix before the controller can start.

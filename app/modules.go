@@ -2,6 +2,7 @@ package app
 
 import (
 	"context"
+	"slices"
 
 	"go.uber.org/fx"
 	"go.uber.org/zap"
@@ -22,7 +23,7 @@ func Modules(cfg Config) []fx.Option {
 			WatchWithoutClass: cfg.WatchIngressWithoutClass,
 		}),
 		classfilter.Module,
-	}, dataPlaneModules(cfg)...)
+	}, slices.Concat(dataPlaneModules(cfg), autoIngressModules(cfg))...)
 }
 
 // topics are the typed channels between modules; each is closed when the application stops.
