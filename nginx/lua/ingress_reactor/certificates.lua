@@ -23,7 +23,7 @@ _M.DATA_PREFIX = "c:"     -- "c:<id>" -> {"cert": PEM, "key": PEM}
 local cache = {}
 
 -- certificate_id finds the id for an SNI name: the exact host, then the longest "*." wildcard
--- covering it, as nginx's server_name does.
+-- covering it, as nginx's server_name does, then the default certificate pushed as host "*".
 local function certificate_id(name)
     local id = dict:get(_M.HOST_PREFIX .. name)
     if id then
@@ -33,7 +33,8 @@ local function certificate_id(name)
     while true do
         local dot = rest:find(".", 1, true)
         if not dot then
-            return nil
+            -- "*" alone is the --default-ssl-certificate Secret, when the controller pushed one.
+            return dict:get(_M.HOST_PREFIX .. "*")
         end
         rest = rest:sub(dot + 1)
         id = dict:get(_M.HOST_PREFIX .. "*." .. rest)
@@ -73,10 +74,12 @@ end
 
 function _M.serve()
     local name = ssl.server_name()
-    if not name then
-        return -- no SNI: the default certificate
+    local id
+    if name then
+        id = certificate_id(string_lower(name))
+    else
+        id = dict:get(_M.HOST_PREFIX .. "*") -- no SNI: the default certificate
     end
-    local id = certificate_id(string_lower(name))
     if not id then
         return
     end
