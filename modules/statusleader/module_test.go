@@ -1,0 +1,498 @@
+package statusleader
+
+import (
+	"context"
+	"errors"
+	"reflect"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
+	"go.uber.org/zap"
+	coordinationv1 "k8s.io/api/coordination/v1"
+	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes/fake"
+	k8stesting "k8s.io/client-go/testing"
+	"k8s.io/client-go/tools/record"
+	clocktesting "k8s.io/utils/clock/testing"
+	"k8s.io/utils/ptr"
+
+	"github.com/ingress-reactor/ingress-reactor/modules"
+	"github.com/ingress-reactor/ingress-reactor/pipeline"
+	"github.com/ingress-reactor/ingress-reactor/status"
+)
+
+const (
+	waitLimit = 10 * time.Second
+	ns        = "apps"
+	ctlNS     = "ingress"
+)
+
+func ip(s string) status.Address { return status.Address{IP: s} }
+
+// env is a Leader on a fake clientset, started, with the parts a test drives.
+type env struct {
+	t        *testing.T
+	client   *fake.Clientset
+	changes  *pipeline.Topic[modules.IngressChange]
+	recorder *record.FakeRecorder
+	reg      *prometheus.Registry
+	clock    *clocktesting.FakeClock
+	leader   *Leader
+	stopped  bool
+
+	mu      sync.Mutex
+	patches []string // names of Ingresses whose status was patched
+	fail    func(name string) error
+}
+
+// staticOptions publish 192.0.2.1 and 192.0.2.2 without leader election.
+func staticOptions() Options {
+	return Options{
+		Discovery:      status.DiscoveryOptions{Static: []status.Address{ip("192.0.2.2"), ip("192.0.2.1")}, Pod: types.NamespacedName{Namespace: ctlNS, Name: "self"}},
+		Election:       status.ElectionOptions{Disabled: true},
+		UpdateInterval: time.Minute,
+		WriteQPS:       1000, WriteBurst: 1000,
+	}
+}
+
+func newEnv(t *testing.T, opts Options, objs ...runtime.Object) *env {
+	t.Helper()
+	e := &env{
+		t:        t,
+		client:   fake.NewClientset(objs...),
+		changes:  pipeline.NewTopic[modules.IngressChange]("ingress-changes"),
+		recorder: record.NewFakeRecorder(100),
+		reg:      prometheus.NewRegistry(),
+		clock:    clocktesting.NewFakeClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)),
+	}
+	// Installed before anything uses the client: the fake's reactor chain is not safe to change later.
+	e.client.PrependReactor("patch", "ingresses", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		name := a.(k8stesting.PatchAction).GetName()
+		e.mu.Lock()
+		defer e.mu.Unlock()
+		if e.fail != nil {
+			if err := e.fail(name); err != nil {
+				return true, nil, err
+			}
+		}
+		e.patches = append(e.patches, name)
+		return false, nil, nil
+	})
+	opts.Clock = e.clock
+	factory := informers.NewSharedInformerFactory(e.client, 0)
+	l, err := New(Params{
+		Options: opts, Client: e.client, Factory: factory, IngressChanges: e.changes,
+		Recorder: e.recorder, Metrics: pipeline.NewMetrics(nil), Registry: e.reg, Log: zap.NewNop(),
+	})
+	if err != nil {
+		t.Fatalf("New: %v", err)
+	}
+	e.leader = l
+	stop := make(chan struct{})
+	factory.Start(stop)
+	l.Start(context.Background())
+	t.Cleanup(func() {
+		if !e.stopped {
+			e.stop()
+		}
+		close(stop)
+		factory.Shutdown()
+		e.changes.Close()
+	})
+	return e
+}
+
+func (e *env) stop() {
+	e.t.Helper()
+	e.stopped = true
+	ctx, cancel := context.WithTimeout(context.Background(), waitLimit)
+	defer cancel()
+	if err := e.leader.Stop(ctx); err != nil {
+		e.t.Errorf("Stop: %v", err)
+	}
+}
+
+func (e *env) setFail(f func(name string) error) {
+	e.mu.Lock()
+	e.fail = f
+	e.mu.Unlock()
+}
+
+func (e *env) patchCount(name string) int {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	n := 0
+	for _, p := range e.patches {
+		if p == name {
+			n++
+		}
+	}
+	return n
+}
+
+func (e *env) accept(name string) {
+	e.changes.Publish(modules.IngressChange{Key: key(name), Accepted: true})
+}
+func (e *env) notOurs(name string) {
+	e.changes.Publish(modules.IngressChange{Key: key(name), Accepted: false})
+}
+func key(name string) types.NamespacedName { return types.NamespacedName{Namespace: ns, Name: name} }
+
+func (e *env) status(name string) []status.Address {
+	e.t.Helper()
+	ing, err := e.client.NetworkingV1().Ingresses(ns).Get(context.Background(), name, metav1.GetOptions{})
+	if err != nil {
+		e.t.Fatalf("get ingress %s: %v", name, err)
+	}
+	return ing.Status.LoadBalancer.Ingress
+}
+
+// waitStatus polls until the Ingress's status equals want.
+func (e *env) waitStatus(name string, want ...status.Address) {
+	e.t.Helper()
+	eventually(e.t, "status of "+name+" to be "+status.String(want), func() bool {
+		return reflect.DeepEqual(e.status(name), want)
+	})
+}
+
+func (e *env) metric(m prometheus.Metric) float64 { return value(e.t, m) }
+
+// value reads a gauge or counter.
+func value(t *testing.T, m prometheus.Metric) float64 {
+	t.Helper()
+	var d dto.Metric
+	if err := m.Write(&d); err != nil {
+		t.Fatal(err)
+	}
+	if d.Gauge != nil {
+		return d.Gauge.GetValue()
+	}
+	return d.Counter.GetValue()
+}
+
+func eventually(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(waitLimit)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+}
+
+func ingress(name string, addrs ...status.Address) *networkingv1.Ingress {
+	return &networkingv1.Ingress{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns, ResourceVersion: "1"},
+		Status:     networkingv1.IngressStatus{LoadBalancer: networkingv1.IngressLoadBalancerStatus{Ingress: addrs}},
+	}
+}
+
+// setStatus writes an Ingress's status as someone else would.
+func (e *env) setStatus(name string, addrs ...status.Address) {
+	e.t.Helper()
+	ing, err := e.client.NetworkingV1().Ingresses(ns).Get(context.Background(), name, metav1.GetOptions{})
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	ing.Status.LoadBalancer.Ingress = addrs
+	ing.ResourceVersion += "0"
+	if _, err := e.client.NetworkingV1().Ingresses(ns).UpdateStatus(context.Background(), ing, metav1.UpdateOptions{}); err != nil {
+		e.t.Fatal(err)
+	}
+	eventually(e.t, "the cache to see the new status", func() bool {
+		c, err := e.leader.ingresses.Ingresses(ns).Get(name)
+		return err == nil && reflect.DeepEqual(c.Status.LoadBalancer.Ingress, addrs)
+	})
+}
+
+func TestAcceptedIngressGetsPublishedAddressesSorted(t *testing.T) {
+	e := newEnv(t, staticOptions(), ingress("web"), ingress("other-class"), ingress("current", ip("192.0.2.2"), ip("192.0.2.1")))
+	e.accept("web")
+	e.accept("current")
+	e.waitStatus("web", ip("192.0.2.1"), ip("192.0.2.2"))
+
+	// The Ingress that already had the addresses (in another order) is not written; the one that is not
+	// ours is never touched.
+	e.accept("web") // a later change of web queues it again: still no write, it is current
+	eventually(t, "the queue to drain", func() bool { return e.leader.ctrl.Queue().Len() == 0 })
+	if n := e.patchCount("current"); n != 0 {
+		t.Errorf("an Ingress whose status already matched was written %d times", n)
+	}
+	if got := e.status("other-class"); got != nil {
+		t.Errorf("an Ingress that is not ours got status %v", got)
+	}
+	if got := e.metric(e.leader.m.leader); got != 1 {
+		t.Errorf("ingress_reactor_leader = %v with leader election disabled, want 1", got)
+	}
+	if got := e.metric(e.leader.m.addresses); got != 2 {
+		t.Errorf("ingress_reactor_status_addresses = %v, want 2", got)
+	}
+}
+
+func TestIngressThatStopsBeingOursLosesOnlyOurAddresses(t *testing.T) {
+	e := newEnv(t, staticOptions(), ingress("web"))
+	e.accept("web")
+	e.waitStatus("web", ip("192.0.2.1"), ip("192.0.2.2"))
+
+	// The Ingress moves to another controller, which has already added its own address.
+	e.setStatus("web", ip("192.0.2.1"), ip("192.0.2.2"), ip("198.51.100.9"))
+	e.notOurs("web")
+	e.waitStatus("web", ip("198.51.100.9"))
+
+	// Once it is cleared, periodic re-checks leave it alone.
+	before := e.patchCount("web")
+	eventually(t, "the periodic ticker", e.clock.HasWaiters)
+	e.clock.Step(time.Minute)
+	eventually(t, "the queue to drain", func() bool { return e.leader.ctrl.Queue().Len() == 0 })
+	if got := e.patchCount("web"); got != before {
+		t.Errorf("a cleared Ingress that is not ours was written again (%d writes)", got-before)
+	}
+}
+
+func TestDeletedIngressIsForgotten(t *testing.T) {
+	e := newEnv(t, staticOptions(), ingress("web"))
+	e.accept("web")
+	e.waitStatus("web", ip("192.0.2.1"), ip("192.0.2.2"))
+	if err := e.client.NetworkingV1().Ingresses(ns).Delete(context.Background(), "web", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the cache to see the deletion", func() bool {
+		_, err := e.leader.ingresses.Ingresses(ns).Get("web")
+		return apierrors.IsNotFound(err)
+	})
+	e.notOurs("web")
+	eventually(t, "the ingress to be forgotten", func() bool {
+		e.leader.mu.Lock()
+		defer e.leader.mu.Unlock()
+		_, ours := e.leader.ours[key("web")]
+		_, lost := e.leader.lost[key("web")]
+		return !ours && !lost
+	})
+}
+
+func TestPeriodicRecheckRestoresStatus(t *testing.T) {
+	e := newEnv(t, staticOptions(), ingress("web"))
+	e.accept("web")
+	e.waitStatus("web", ip("192.0.2.1"), ip("192.0.2.2"))
+
+	e.setStatus("web", ip("203.0.113.66"))
+	eventually(t, "the periodic ticker", e.clock.HasWaiters)
+	e.clock.Step(time.Minute)
+	e.waitStatus("web", ip("192.0.2.1"), ip("192.0.2.2"))
+}
+
+func TestPublishServiceChangeRewritesEveryIngress(t *testing.T) {
+	svc := &corev1.Service{
+		ObjectMeta: metav1.ObjectMeta{Name: "lb", Namespace: ctlNS, ResourceVersion: "1"},
+		Spec:       corev1.ServiceSpec{Type: corev1.ServiceTypeLoadBalancer},
+		Status:     corev1.ServiceStatus{LoadBalancer: corev1.LoadBalancerStatus{Ingress: []corev1.LoadBalancerIngress{{IP: "203.0.113.1"}}}},
+	}
+	opts := staticOptions()
+	opts.Discovery = status.DiscoveryOptions{PublishService: types.NamespacedName{Namespace: ctlNS, Name: "lb"}}
+	e := newEnv(t, opts, svc, ingress("a"), ingress("b"))
+	e.accept("a")
+	e.accept("b")
+	e.waitStatus("a", ip("203.0.113.1"))
+	e.waitStatus("b", ip("203.0.113.1"))
+
+	svc = svc.DeepCopy()
+	svc.ResourceVersion = "2"
+	svc.Status.LoadBalancer.Ingress = []corev1.LoadBalancerIngress{{IP: "203.0.113.2"}, {Hostname: "lb.example"}}
+	if _, err := e.client.CoreV1().Services(ctlNS).UpdateStatus(context.Background(), svc, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	e.waitStatus("a", ip("203.0.113.2"), status.Address{Hostname: "lb.example"})
+	e.waitStatus("b", ip("203.0.113.2"), status.Address{Hostname: "lb.example"})
+}
+
+func TestUnknownAddressesLeaveStatusAlone(t *testing.T) {
+	opts := staticOptions()
+	opts.Discovery = status.DiscoveryOptions{PublishService: types.NamespacedName{Namespace: ctlNS, Name: "missing"}}
+	e := newEnv(t, opts, ingress("web", ip("203.0.113.1")))
+	e.accept("web")
+	eventually(t, "the leader to report the missing Service", func() bool {
+		_, err := e.leader.Addresses()
+		return errors.Is(err, status.ErrNoPublishService)
+	})
+	eventually(t, "the queue to drain", func() bool { return e.leader.ctrl.Queue().Len() == 0 })
+	if got := e.status("web"); !reflect.DeepEqual(got, []status.Address{ip("203.0.113.1")}) {
+		t.Errorf("status = %v; a missing publish Service must not clear it", got)
+	}
+	if got := e.metric(e.leader.m.addresses); got != -1 {
+		t.Errorf("ingress_reactor_status_addresses = %v while addresses are unknown, want -1", got)
+	}
+}
+
+func TestConflictIsRetriedQuietly(t *testing.T) {
+	e := newEnv(t, staticOptions(), ingress("web"))
+	conflicts := 0
+	e.setFail(func(string) error {
+		if conflicts < 2 {
+			conflicts++
+			return apierrors.NewConflict(schema.GroupResource{Group: "networking.k8s.io", Resource: "ingresses"}, "web", errors.New("modified"))
+		}
+		return nil
+	})
+	e.accept("web")
+	// Retries wait for their backoff on the fake clock.
+	eventually(t, "the status after two conflicts", func() bool {
+		e.clock.Step(time.Second)
+		return reflect.DeepEqual(e.status("web"), []status.Address{ip("192.0.2.1"), ip("192.0.2.2")})
+	})
+	if got := value(t, e.leader.m.updates.WithLabelValues("conflict")); got != 2 {
+		t.Errorf("conflicts counted = %v, want 2", got)
+	}
+	select {
+	case ev := <-e.recorder.Events:
+		t.Errorf("a conflict that resolved produced an Event: %s", ev)
+	default:
+	}
+}
+
+func TestPersistentFailureEmitsWarningEvent(t *testing.T) {
+	e := newEnv(t, staticOptions(), ingress("web"))
+	e.setFail(func(string) error {
+		return apierrors.NewForbidden(schema.GroupResource{Resource: "ingresses"}, "web", errors.New("RBAC"))
+	})
+	e.accept("web")
+	var ev string
+	// Retries wait for their backoff on the fake clock.
+	eventually(t, "a Warning Event once the retries are exhausted", func() bool {
+		e.clock.Step(time.Minute)
+		select {
+		case ev = <-e.recorder.Events:
+			return true
+		default:
+			return false
+		}
+	})
+	if !strings.Contains(ev, "Warning "+ReasonUpdateStatusFailed) || !strings.Contains(ev, "RBAC") {
+		t.Errorf("event = %q, want a Warning %s naming the cause", ev, ReasonUpdateStatusFailed)
+	}
+	// At least the first attempt and every retry (periodic re-checks on the stepped clock add more).
+	if got := value(t, e.leader.m.updates.WithLabelValues("error")); got < float64(pipeline.DefaultMaxRetries+1) {
+		t.Errorf("errors counted = %v, want at least %d", got, pipeline.DefaultMaxRetries+1)
+	}
+	if got := e.status("web"); got != nil {
+		t.Errorf("status = %v although every write failed", got)
+	}
+}
+
+func TestOnlyTheLeaseHolderWrites(t *testing.T) {
+	// Another replica holds a fresh Lease; this one must not write until it takes over.
+	lease := &coordinationv1.Lease{
+		ObjectMeta: metav1.ObjectMeta{Name: "ingress-reactor-leader", Namespace: ctlNS},
+		Spec: coordinationv1.LeaseSpec{
+			HolderIdentity:       ptr.To("other"),
+			LeaseDurationSeconds: ptr.To[int32](3600),
+			AcquireTime:          &metav1.MicroTime{Time: time.Now()},
+			RenewTime:            &metav1.MicroTime{Time: time.Now()},
+		},
+	}
+	opts := staticOptions()
+	opts.Election = status.ElectionOptions{
+		Namespace: ctlNS, Name: "ingress-reactor-leader", Identity: "self",
+		LeaseDuration: 2 * time.Second, RenewDeadline: time.Second, RetryPeriod: 50 * time.Millisecond,
+	}
+	e := newEnv(t, opts, lease, ingress("web"))
+	e.accept("web")
+	eventually(t, "the ingress to be tracked", func() bool {
+		e.leader.mu.Lock()
+		defer e.leader.mu.Unlock()
+		_, ok := e.leader.ours[key("web")]
+		return ok
+	})
+	eventually(t, "the queue to drain", func() bool { return e.leader.ctrl.Queue().Len() == 0 })
+	if e.leader.IsLeader() || e.metric(e.leader.m.leader) != 0 {
+		t.Fatal("leads although another replica holds the Lease")
+	}
+	if n := e.patchCount("web"); n != 0 {
+		t.Fatalf("a replica that does not lead wrote status %d times", n)
+	}
+
+	// The other replica releases the Lease (as it does when it stops): this one takes over and writes.
+	lease.Spec.HolderIdentity = ptr.To("")
+	lease.Spec.LeaseDurationSeconds = ptr.To[int32](1)
+	if _, err := e.client.CoordinationV1().Leases(ctlNS).Update(context.Background(), lease, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	e.waitStatus("web", ip("192.0.2.1"), ip("192.0.2.2"))
+	if got := e.metric(e.leader.m.leader); got != 1 {
+		t.Errorf("ingress_reactor_leader = %v while leading, want 1", got)
+	}
+
+	e.stop()
+	l, err := e.client.CoordinationV1().Leases(ctlNS).Get(context.Background(), "ingress-reactor-leader", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if h := ptr.Deref(l.Spec.HolderIdentity, ""); h != "" {
+		t.Errorf("Lease holder after Stop = %q, want it released", h)
+	}
+	if got := e.metric(e.leader.m.leader); got != 0 {
+		t.Errorf("ingress_reactor_leader = %v after Stop, want 0", got)
+	}
+}
+
+func controllerPod(name string, ready bool) *corev1.Pod {
+	cond := corev1.ConditionFalse
+	if ready {
+		cond = corev1.ConditionTrue
+	}
+	return &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ctlNS, Labels: map[string]string{"app": "ingress-reactor"}},
+		Spec:       corev1.PodSpec{NodeName: "n1"},
+		Status:     corev1.PodStatus{Phase: corev1.PodRunning, Conditions: []corev1.PodCondition{{Type: corev1.PodReady, Status: cond}}},
+	}
+}
+
+func TestShutdownClearsOnlyWhenLastReplica(t *testing.T) {
+	tests := map[string]struct {
+		onShutdown bool
+		others     []runtime.Object
+		wantClear  bool
+	}{
+		"last replica clears":                {onShutdown: true, wantClear: true},
+		"another ready replica keeps status": {onShutdown: true, others: []runtime.Object{controllerPod("other", true)}},
+		"an unready replica does not count":  {onShutdown: true, others: []runtime.Object{controllerPod("other", false)}, wantClear: true},
+		"--update-status-on-shutdown=false":  {onShutdown: false},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			opts := staticOptions()
+			opts.UpdateOnShutdown = tc.onShutdown
+			objs := append([]runtime.Object{controllerPod("self", true), ingress("web"), ingress("shared")}, tc.others...)
+			e := newEnv(t, opts, objs...)
+			e.accept("web")
+			e.accept("shared")
+			e.waitStatus("web", ip("192.0.2.1"), ip("192.0.2.2"))
+			e.waitStatus("shared", ip("192.0.2.1"), ip("192.0.2.2"))
+			// Another controller also publishes on "shared"; its entry must survive our shutdown.
+			e.setStatus("shared", ip("192.0.2.1"), ip("192.0.2.2"), ip("198.51.100.9"))
+
+			e.stop()
+			if tc.wantClear {
+				if got := e.status("web"); got != nil {
+					t.Errorf("status of web after the last replica stopped = %v, want cleared", got)
+				}
+				if got := e.status("shared"); !reflect.DeepEqual(got, []status.Address{ip("198.51.100.9")}) {
+					t.Errorf("status of shared after the last replica stopped = %v, want only the other controller's entry", got)
+				}
+			} else if got := e.status("web"); !reflect.DeepEqual(got, []status.Address{ip("192.0.2.1"), ip("192.0.2.2")}) {
+				t.Errorf("status of web after stop = %v, want it kept", got)
+			}
+		})
+	}
+}
