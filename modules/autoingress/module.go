@@ -415,7 +415,7 @@ func (c *Controller) clearWarning(key types.NamespacedName) {
 // gaveUp puts a Warning Event on the Service whose reconciliation failed too often.
 func (c *Controller) gaveUp(key types.NamespacedName, lastErr error) {
 	msg := fmt.Sprintf("Gave up reconciling the Ingress after %d retries; it is retried when the Service or the Ingress changes. Last error: %v",
-		c.opts.MaxRetries, lastErr)
+		max(c.opts.MaxRetries, 0), lastErr)
 	svc, err := c.services.Services(key.Namespace).Get(key.Name)
 	if err != nil {
 		if !apierrors.IsNotFound(err) {
