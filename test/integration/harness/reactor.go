@@ -44,6 +44,11 @@ func (f *Fixture) StartReactor(extraArgs ...string) *Reactor {
 		f.T.Fatalf("reactor work dir: %v", err)
 	}
 	f.T.Cleanup(func() { _ = os.RemoveAll(dir) })
+	// MkdirTemp makes it 0700; NGINX workers run as another user when the tests run as
+	// root, and must reach the temp paths below it.
+	if err := os.Chmod(dir, 0o755); err != nil {
+		f.T.Fatalf("reactor work dir: %v", err)
+	}
 
 	r := &Reactor{
 		HealthzPort:     FreePort(f.T),
