@@ -217,9 +217,9 @@ func retryableAcceptError(err error) bool {
 }
 
 func (p *Proxy) rejectOverLimit(c *net.TCPConn) {
+	p.m.connection(RouteRejected, ReasonLimit)
 	_ = c.SetLinger(0) // reset: tell the client at once, and keep no TIME_WAIT state for it
 	_ = c.Close()
-	p.m.connection(RouteRejected, ReasonLimit)
 	if n, ok := p.limitLog.allow(); ok {
 		p.log.Warn("SSL passthrough connection limit reached; closing new connections until open ones end",
 			zap.Int("maxConnections", p.opts.MaxConnections), zap.Int64("refused", n))
@@ -492,8 +492,8 @@ func (p *Proxy) handle(pc *proxyConn) {
 
 // reject closes a connection the proxy will not serve and counts it.
 func (p *Proxy) reject(pc *proxyConn, reason string, fields ...zap.Field) {
+	p.m.connection(RouteRejected, reason) // first: whoever sees the close also sees the count
 	pc.close()
-	p.m.connection(RouteRejected, reason)
 	if ce := p.log.Check(zapcore.DebugLevel, "connection closed without routing"); ce != nil {
 		ce.Write(append(fields, zap.Stringer("client", pc.client.RemoteAddr()), zap.String("reason", reason))...)
 	}
