@@ -52,7 +52,14 @@ type Controller[K comparable] struct {
 	stopCh    chan struct{} // closed when stopping starts
 	workersWG sync.WaitGroup
 	done      chan struct{} // closed when every worker has returned
-	inFlight  atomic.Int64
+	busy      []workerState // one per worker, for Stop's error message
+}
+
+// workerState tells whether a worker is inside a sync. Each sits on its own
+// cache line so workers do not slow each other down by writing it.
+type workerState struct {
+	syncing atomic.Bool
+	_       [63]byte
 }
 
 // NewController creates a Controller that syncs the keys of q with sync.
@@ -93,8 +100,9 @@ func (c *Controller[K]) Start(ctx context.Context) {
 	c.started = true
 	workCtx, cancel := context.WithCancel(ctx)
 	c.cancel = cancel
-	for range c.workers {
-		c.workersWG.Go(func() { c.work(workCtx) })
+	c.busy = make([]workerState, c.workers)
+	for i := range c.workers {
+		c.workersWG.Go(func() { c.work(workCtx, &c.busy[i]) })
 	}
 	go func() {
 		c.workersWG.Wait()
@@ -132,7 +140,7 @@ func (c *Controller[K]) Stop(ctx context.Context) error {
 	case <-ctx.Done():
 		c.cancel()
 		return fmt.Errorf("stop controller %q: %d syncs still running: %w",
-			c.queue.name, c.inFlight.Load(), ctx.Err())
+			c.queue.name, c.syncing(), ctx.Err())
 	}
 }
 
@@ -148,8 +156,19 @@ func (c *Controller[K]) beginStop() {
 	})
 }
 
+// syncing counts the workers inside a sync.
+func (c *Controller[K]) syncing() int {
+	n := 0
+	for i := range c.busy {
+		if c.busy[i].syncing.Load() {
+			n++
+		}
+	}
+	return n
+}
+
 // work is one worker's loop.
-func (c *Controller[K]) work(ctx context.Context) {
+func (c *Controller[K]) work(ctx context.Context, state *workerState) {
 	for {
 		key, shutdown := c.queue.Get()
 		if shutdown {
@@ -159,10 +178,10 @@ func (c *Controller[K]) work(ctx context.Context) {
 			c.queue.discard(key)
 			continue
 		}
-		c.inFlight.Add(1)
+		state.syncing.Store(true)
 		err := c.syncOne(ctx, key)
 		c.queue.Finish(key, err)
-		c.inFlight.Add(-1)
+		state.syncing.Store(false)
 	}
 }
 
