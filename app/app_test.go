@@ -48,6 +48,10 @@ func (a *recordingApplier) SetEndpoints(_ context.Context, ups map[nginx.Upstrea
 	return nil
 }
 
+func (a *recordingApplier) SetCertificates(context.Context, nginx.CertificateUpdate, bool) error {
+	return nil
+}
+
 func (a *recordingApplier) Ready() error { return nil }
 
 func freePort(t *testing.T) int {

@@ -17,6 +17,7 @@ import (
 	"github.com/ingress-reactor/ingress-reactor/modules/endpoints"
 	"github.com/ingress-reactor/ingress-reactor/modules/reloader"
 	"github.com/ingress-reactor/ingress-reactor/modules/renderer"
+	"github.com/ingress-reactor/ingress-reactor/modules/secretsync"
 	"github.com/ingress-reactor/ingress-reactor/nginx"
 )
 
@@ -105,8 +106,15 @@ func dataPlaneModules(cfg Config) []fx.Option {
 	if cfg.DefaultBackendService != "" {
 		defaultBackend, _ = ParseNamespacedName(cfg.DefaultBackendService) // validated by Config.Validate
 	}
+	var defaultCert types.NamespacedName
+	if cfg.DefaultSSLCertificate != "" {
+		defaultCert, _ = ParseNamespacedName(cfg.DefaultSSLCertificate) // validated by Config.Validate
+	}
 	return []fx.Option{
 		fx.Provide(NewDataPlane),
+		fx.Provide(func(dp *DataPlane) secretsync.Options {
+			return secretsync.Options{DefaultCertificate: defaultCert, Store: dp.SSLStore}
+		}),
 		fx.Supply(endpoints.Options{DefaultBackend: defaultBackend}),
 		fx.Provide(func(dp *DataPlane) renderer.Options {
 			return renderer.Options{
@@ -121,6 +129,7 @@ func dataPlaneModules(cfg Config) []fx.Option {
 		}),
 		fx.Supply(reloader.Options{MaxRetries: cfg.ReloadRetries, Pod: podFromEnv()}),
 		endpoints.Module,
+		secretsync.Module,
 		renderer.Module,
 		reloader.Module,
 		fx.Invoke(watchTemplate),

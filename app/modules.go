@@ -31,6 +31,7 @@ var topics = []any{
 	newTopic[modules.IngressChange]("ingress-changes"),
 	newTopic[modules.EndpointsChange]("endpoints-changes"),
 	newTopic[modules.Rendered]("rendered"),
+	newTopic[modules.CertChange]("cert-changes"),
 }
 
 func newTopic[T any](name string) func(*zap.Logger, *pipeline.Metrics, fx.Lifecycle) *pipeline.Topic[T] {

@@ -3,6 +3,7 @@ package modules
 import (
 	"k8s.io/apimachinery/pkg/types"
 
+	"github.com/ingress-reactor/ingress-reactor/certs"
 	"github.com/ingress-reactor/ingress-reactor/nginx"
 )
 
@@ -33,4 +34,15 @@ type Rendered struct {
 	Config []byte
 	// Hash identifies Config; NGINX reports it once the configuration is live.
 	Hash string
+}
+
+// CertChange says that the certificate of a referenced TLS Secret changed, became unusable, or is no
+// longer referenced. Hosts whose Secret has no usable certificate are served the default certificate.
+type CertChange struct {
+	Secret types.NamespacedName
+	// Certificate is the parsed, validated certificate; nil when the Secret is missing, invalid or no
+	// longer referenced by any accepted Ingress.
+	Certificate *certs.Certificate
+	// Default marks the --default-ssl-certificate Secret.
+	Default bool
 }

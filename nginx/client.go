@@ -39,6 +39,10 @@ func NewClient(statusPort int) *Client {
 	}
 }
 
+// CloseIdleConnections closes the client's idle keep-alive connections to the status server. Call it
+// before stopping NGINX, whose graceful stop waits for open client connections.
+func (c *Client) CloseIdleConnections() { c.hc.CloseIdleConnections() }
+
 // endpointsRequest is the body of POST /configuration/endpoints.
 type endpointsRequest struct {
 	Full      bool                            `json:"full"`

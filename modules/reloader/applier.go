@@ -24,6 +24,9 @@ type Applier interface {
 	// SetEndpoints replaces the endpoint lists of the given upstreams without a reload. With full, the
 	// given upstreams are the complete set and all others are emptied.
 	SetEndpoints(ctx context.Context, upstreams map[nginx.UpstreamName][]nginx.Endpoint, full bool) error
+	// SetCertificates changes the certificates served per SNI name without a reload. With full, u is the
+	// complete set.
+	SetCertificates(ctx context.Context, u nginx.CertificateUpdate, full bool) error
 	// Ready returns nil once a configuration is live.
 	Ready() error
 }
@@ -90,6 +93,7 @@ func NewNginxApplier(p NginxParams) (Applier, error) {
 	p.Lifecycle.Append(fx.Hook{OnStop: func(ctx context.Context) error {
 		ctx, cancel := context.WithTimeout(ctx, stopTimeout)
 		defer cancel()
+		rt.Client().CloseIdleConnections()
 		if err := rt.Stop(ctx); err != nil && !errors.Is(err, nginx.ErrNotRunning) {
 			return fmt.Errorf("stop nginx: %w", err)
 		}
@@ -109,6 +113,14 @@ func (a *NginxApplier) SetEndpoints(ctx context.Context, ups map[nginx.UpstreamN
 		return a.rt.Client().ReplaceEndpoints(ctx, ups)
 	}
 	return a.rt.Client().PushEndpoints(ctx, ups)
+}
+
+// SetCertificates posts certificates and the SNI host table to NGINX's internal status server.
+func (a *NginxApplier) SetCertificates(ctx context.Context, u nginx.CertificateUpdate, full bool) error {
+	if full {
+		return a.rt.Client().ReplaceCertificates(ctx, u)
+	}
+	return a.rt.Client().PushCertificates(ctx, u)
 }
 
 // Ready reports whether a configuration is live and NGINX runs.

@@ -50,6 +50,7 @@ type Params struct {
 	Restarts  *Restarts
 	Rendered  *pipeline.Topic[modules.Rendered]
 	Endpoints *pipeline.Topic[modules.EndpointsChange]
+	Certs     *pipeline.Topic[modules.CertChange]
 	Recorder  record.EventRecorder
 	Metrics   *pipeline.Metrics
 	Registry  prometheus.Registerer
@@ -77,6 +78,7 @@ type Reloader struct {
 	latest    *pipeline.Latest[modules.Rendered]
 	structure *pipeline.Controller[applyKey]
 	endpoints *pipeline.Controller[pushKey]
+	certLane  *pipeline.Controller[certKey]
 	m         reloaderMetrics
 	done      chan struct{}
 	wg        sync.WaitGroup
@@ -87,6 +89,10 @@ type Reloader struct {
 	full    bool
 	// fresh is true once the data plane has reported a start: pushes before that would only fail.
 	fresh bool
+	// The certificate lane's state, under mu too.
+	certs      *certState
+	certsFresh bool
+	certsFull  bool
 }
 
 type reloaderMetrics struct {
@@ -96,6 +102,7 @@ type reloaderMetrics struct {
 	hash        prometheus.Gauge
 	duration    prometheus.Histogram
 	epUpdates   *prometheus.CounterVec
+	certUpdates *prometheus.CounterVec
 }
 
 // New builds the reloader.
@@ -111,6 +118,7 @@ func New(p Params) (ReadyResult, error) {
 		done:     make(chan struct{}),
 		desired:  map[nginx.UpstreamName][]nginx.Endpoint{},
 		dirty:    map[nginx.UpstreamName]struct{}{},
+		certs:    newCertState(),
 		m: reloaderMetrics{
 			reloads: prometheus.NewCounterVec(prometheus.CounterOpts{
 				Name: "ingress_reactor_reloads_total",
@@ -137,9 +145,13 @@ func New(p Params) (ReadyResult, error) {
 				Name: "ingress_reactor_endpoint_updates_total",
 				Help: "Endpoint pushes to the data plane (no reload), by result.",
 			}, []string{"result"}),
+			certUpdates: prometheus.NewCounterVec(prometheus.CounterOpts{
+				Name: "ingress_reactor_certificate_updates_total",
+				Help: "Certificate pushes to the data plane (no reload), by result.",
+			}, []string{"result"}),
 		},
 	}
-	for _, c := range []prometheus.Collector{r.m.reloads, r.m.lastSuccess, r.m.lastTime, r.m.hash, r.m.duration, r.m.epUpdates} {
+	for _, c := range []prometheus.Collector{r.m.reloads, r.m.lastSuccess, r.m.lastTime, r.m.hash, r.m.duration, r.m.epUpdates, r.m.certUpdates} {
 		if err := p.Registry.Register(c); err != nil {
 			return ReadyResult{}, fmt.Errorf("reloader: register metrics: %w", err)
 		}
@@ -147,6 +159,7 @@ func New(p Params) (ReadyResult, error) {
 	for _, res := range []string{"success", "failure"} {
 		r.m.reloads.WithLabelValues(res)
 		r.m.epUpdates.WithLabelValues(res)
+		r.m.certUpdates.WithLabelValues(res)
 	}
 	retries := p.Options.MaxRetries
 	if retries == 0 {
@@ -168,10 +181,26 @@ func New(p Params) (ReadyResult, error) {
 		MaxRetries: 20,
 	})
 	r.endpoints = pipeline.NewController(eq, r.push, pipeline.ControllerOptions{Workers: 1})
+	cq := pipeline.NewQueue(pipeline.QueueOptions[certKey]{
+		Name: "reloader-certificates", Metrics: p.Metrics, Logger: log,
+		BaseDelay: 50 * time.Millisecond, MaxDelay: 10 * time.Second, QPS: 100, Burst: 100,
+		MaxRetries: 20,
+	})
+	r.certLane = pipeline.NewController(cq, r.pushCertificates, pipeline.ControllerOptions{Workers: 1})
 
 	p.Rendered.Subscribe(func(v modules.Rendered) {
 		r.latest.Set(v)
 		sq.Add(applyKey{})
+		r.mu.Lock()
+		r.certs.hosts = v.Model.TLSHosts()
+		r.mu.Unlock()
+		cq.Add(certKey{})
+	})
+	p.Certs.Subscribe(func(c modules.CertChange) {
+		r.mu.Lock()
+		r.certs.apply(c)
+		r.mu.Unlock()
+		cq.Add(certKey{})
 	})
 	p.Endpoints.Subscribe(func(c modules.EndpointsChange) {
 		r.mu.Lock()
@@ -198,6 +227,7 @@ func New(p Params) (ReadyResult, error) {
 func (r *Reloader) Start(ctx context.Context) {
 	r.structure.Start(ctx)
 	r.endpoints.Start(ctx)
+	r.certLane.Start(ctx)
 	r.wg.Add(1)
 	go func() {
 		defer r.wg.Done()
@@ -207,11 +237,13 @@ func (r *Reloader) Start(ctx context.Context) {
 				return
 			case <-r.restarts.C():
 				starts, _ := r.restarts.Get()
-				r.log.Info("nginx ready; pushing all endpoints", zap.Uint64("starts", starts))
+				r.log.Info("nginx ready; pushing all endpoints and certificates", zap.Uint64("starts", starts))
 				r.mu.Lock()
 				r.fresh, r.full = true, true
+				r.certsFresh, r.certsFull = true, true
 				r.mu.Unlock()
 				r.endpoints.Queue().Add(pushKey{})
+				r.certLane.Queue().Add(certKey{})
 			}
 		}
 	}()
@@ -221,7 +253,7 @@ func (r *Reloader) Start(ctx context.Context) {
 func (r *Reloader) Stop(ctx context.Context) error {
 	close(r.done)
 	r.wg.Wait()
-	return errors.Join(r.structure.Stop(ctx), r.endpoints.Stop(ctx))
+	return errors.Join(r.structure.Stop(ctx), r.endpoints.Stop(ctx), r.certLane.Stop(ctx))
 }
 
 func (r *Reloader) apply(ctx context.Context, _ applyKey) error {
@@ -232,6 +264,10 @@ func (r *Reloader) apply(ctx context.Context, _ applyKey) error {
 	began := time.Now()
 	err := r.applier.Apply(ctx, v.Config, v.Hash)
 	r.m.duration.Observe(time.Since(began).Seconds())
+	if err != nil && ctx.Err() != nil {
+		r.log.Info("configuration not applied: shutting down", zap.String("hash", v.Hash))
+		return nil
+	}
 	if err != nil {
 		r.m.reloads.WithLabelValues("failure").Inc()
 		r.m.lastSuccess.Set(0)

@@ -1,0 +1,377 @@
+// Package secretsync keeps the certificates of TLS Secrets that accepted Ingresses reference (and the
+// --default-ssl-certificate Secret): it validates them, writes them atomically as 0600 files into the ssl
+// directory, and publishes a CertChange for each change. Secrets nobody references are ignored, and their
+// files are removed.
+package secretsync
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"go.uber.org/fx"
+	"go.uber.org/zap"
+	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/informers"
+	listerscorev1 "k8s.io/client-go/listers/core/v1"
+	listersnetv1 "k8s.io/client-go/listers/networking/v1"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/tools/record"
+
+	"github.com/ingress-reactor/ingress-reactor/certs"
+	"github.com/ingress-reactor/ingress-reactor/modules"
+	"github.com/ingress-reactor/ingress-reactor/pipeline"
+)
+
+// Module wires the secret syncer into the application.
+var Module = fx.Module("secretsync",
+	fx.Provide(New),
+	fx.Invoke(func(*Syncer) {}),
+)
+
+// Event reasons on Ingresses whose TLS Secret cannot be used.
+const (
+	ReasonSecretNotFound = "TLSSecretNotFound"
+	ReasonSecretInvalid  = "TLSSecretInvalid"
+	ReasonSecretWarning  = "TLSSecretWarning"
+)
+
+// Options configure the syncer.
+type Options struct {
+	// DefaultCertificate is --default-ssl-certificate; zero means none.
+	DefaultCertificate types.NamespacedName
+	// Store is where certificate files go (--ssl-dir).
+	Store *certs.Store
+}
+
+// Params are the syncer's fx inputs.
+type Params struct {
+	fx.In
+	Options        Options
+	Factory        informers.SharedInformerFactory
+	IngressChanges *pipeline.Topic[modules.IngressChange]
+	CertChanges    *pipeline.Topic[modules.CertChange]
+	Recorder       record.EventRecorder
+	Metrics        *pipeline.Metrics
+	Registry       prometheus.Registerer
+	Log            *zap.Logger
+	Lifecycle      fx.Lifecycle `optional:"true"`
+}
+
+// Syncer is the secret syncer.
+type Syncer struct {
+	opts      Options
+	secrets   listerscorev1.SecretLister
+	ingresses listersnetv1.IngressLister
+	out       *pipeline.Topic[modules.CertChange]
+	recorder  record.EventRecorder
+	ctrl      *pipeline.Controller[types.NamespacedName]
+	synced    []cache.InformerSynced
+	log       *zap.Logger
+	expire    *prometheus.GaugeVec
+	invalid   prometheus.Gauge
+
+	mu sync.Mutex
+	// byIngress and users index references both ways.
+	byIngress map[types.NamespacedName][]types.NamespacedName
+	users     map[types.NamespacedName]map[types.NamespacedName]struct{}
+
+	// Touched by sync only; sync never runs twice for one Secret, so per-key entries need only the lock
+	// for the maps themselves.
+	stateMu sync.Mutex
+	state   map[types.NamespacedName]secretState
+}
+
+// secretState is what the syncer last concluded about a Secret.
+type secretState struct {
+	fingerprint string // ContentHash of the published certificate; "" when unusable
+	problem     string // the reported problem, so it is reported once per change
+	names       []string
+}
+
+// New builds the syncer and registers its informer handler and topic subscription.
+func New(p Params) (*Syncer, error) {
+	if p.Options.Store == nil {
+		return nil, fmt.Errorf("secretsync: no certificate store")
+	}
+	inf := p.Factory.Core().V1().Secrets().Informer()
+	ingInf := p.Factory.Networking().V1().Ingresses().Informer()
+	log := p.Log.Named("secretsync")
+	s := &Syncer{
+		opts:      p.Options,
+		secrets:   p.Factory.Core().V1().Secrets().Lister(),
+		ingresses: p.Factory.Networking().V1().Ingresses().Lister(),
+		out:       p.CertChanges,
+		recorder:  p.Recorder,
+		synced:    []cache.InformerSynced{inf.HasSynced, ingInf.HasSynced},
+		log:       log,
+		expire: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "ingress_reactor_ssl_expire_time_seconds",
+			Help: "Unix time at which the certificate of a referenced TLS Secret expires, per name it covers.",
+		}, []string{"namespace", "secret", "host"}),
+		invalid: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "ingress_reactor_ssl_invalid_secrets",
+			Help: "Referenced TLS Secrets that are missing or invalid; their hosts get the default certificate.",
+		}),
+		byIngress: map[types.NamespacedName][]types.NamespacedName{},
+		users:     map[types.NamespacedName]map[types.NamespacedName]struct{}{},
+		state:     map[types.NamespacedName]secretState{},
+	}
+	for _, c := range []prometheus.Collector{s.expire, s.invalid} {
+		if err := p.Registry.Register(c); err != nil {
+			return nil, fmt.Errorf("secretsync: register metrics: %w", err)
+		}
+	}
+	q := pipeline.NewQueue(pipeline.QueueOptions[types.NamespacedName]{
+		Name: "secretsync", Metrics: p.Metrics, Logger: log, QPS: 100, Burst: 1000,
+	})
+	s.ctrl = pipeline.NewController(q, s.sync, pipeline.ControllerOptions{Workers: 2})
+	if _, err := inf.AddEventHandler(pipeline.Handler[types.NamespacedName]{
+		Keys:         s.ifReferenced,
+		UpdateFilter: pipeline.ResourceVersionChanged,
+	}.For(q)); err != nil {
+		return nil, fmt.Errorf("secretsync: secret handler: %w", err)
+	}
+	p.IngressChanges.Subscribe(func(c modules.IngressChange) {
+		for _, k := range s.ingressChanged(c) {
+			q.Add(k)
+		}
+	})
+	if p.Lifecycle != nil {
+		ctx, cancel := context.WithCancel(context.Background())
+		p.Lifecycle.Append(fx.Hook{
+			OnStart: func(context.Context) error { s.Start(ctx); return nil },
+			OnStop:  func(stopCtx context.Context) error { cancel(); return s.Stop(stopCtx) },
+		})
+	}
+	return s, nil
+}
+
+// Start waits for the caches, removes files of Secrets that are not referenced, and starts the workers.
+func (s *Syncer) Start(ctx context.Context) {
+	go func() {
+		if !cache.WaitForCacheSync(ctx.Done(), s.synced...) {
+			return
+		}
+		// Files left by an earlier run are not trusted: referenced Secrets are written again.
+		if removed, err := s.opts.Store.Prune(nil); err != nil {
+			s.log.Error("clean ssl directory", zap.Error(err))
+		} else if len(removed) > 0 {
+			s.log.Info("removed certificate files of an earlier run", zap.Int("files", len(removed)))
+		}
+		s.ctrl.Start(ctx)
+		if s.opts.DefaultCertificate.Name != "" {
+			s.ctrl.Queue().Add(s.opts.DefaultCertificate)
+		}
+	}()
+}
+
+// Stop stops the workers within ctx.
+func (s *Syncer) Stop(ctx context.Context) error { return s.ctrl.Stop(ctx) }
+
+// SecretsOf returns the TLS Secrets an Ingress references (spec.tls[].secretName), sorted.
+func SecretsOf(ing *networkingv1.Ingress) []types.NamespacedName {
+	var out []types.NamespacedName
+	for _, t := range ing.Spec.TLS {
+		if t.SecretName != "" {
+			out = append(out, types.NamespacedName{Namespace: ing.Namespace, Name: t.SecretName})
+		}
+	}
+	slices.SortFunc(out, func(a, b types.NamespacedName) int {
+		if a.Name < b.Name {
+			return -1
+		}
+		if a.Name > b.Name {
+			return 1
+		}
+		return 0
+	})
+	return slices.Compact(out)
+}
+
+// ingressChanged updates the reference index and returns the Secrets whose users changed.
+func (s *Syncer) ingressChanged(c modules.IngressChange) []types.NamespacedName {
+	var now []types.NamespacedName
+	if c.Accepted {
+		if ing, err := s.ingresses.Ingresses(c.Key.Namespace).Get(c.Key.Name); err == nil {
+			now = SecretsOf(ing)
+		}
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	before := s.byIngress[c.Key]
+	affected := map[types.NamespacedName]struct{}{}
+	for _, k := range before {
+		delete(s.users[k], c.Key)
+		if len(s.users[k]) == 0 {
+			delete(s.users, k)
+		}
+		affected[k] = struct{}{}
+	}
+	for _, k := range now {
+		if s.users[k] == nil {
+			s.users[k] = map[types.NamespacedName]struct{}{}
+		}
+		s.users[k][c.Key] = struct{}{}
+		affected[k] = struct{}{}
+	}
+	if len(now) == 0 {
+		delete(s.byIngress, c.Key)
+	} else {
+		s.byIngress[c.Key] = now
+	}
+	// An Ingress that changed (for example its hosts) gets its problems reported again.
+	return slices.Collect(maps.Keys(affected))
+}
+
+func (s *Syncer) ifReferenced(obj any) []types.NamespacedName {
+	k, ok := pipeline.KeyOf(obj)
+	if !ok {
+		return nil
+	}
+	if k == s.opts.DefaultCertificate {
+		return []types.NamespacedName{k}
+	}
+	s.mu.Lock()
+	_, used := s.users[k]
+	s.mu.Unlock()
+	if !used {
+		return nil
+	}
+	return []types.NamespacedName{k}
+}
+
+// usersOf returns the accepted Ingresses that reference a Secret, sorted.
+func (s *Syncer) usersOf(k types.NamespacedName) []types.NamespacedName {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := slices.Collect(maps.Keys(s.users[k]))
+	slices.SortFunc(out, func(a, b types.NamespacedName) int {
+		if a.String() < b.String() {
+			return -1
+		}
+		return 1
+	})
+	return out
+}
+
+func (s *Syncer) sync(_ context.Context, key types.NamespacedName) error {
+	isDefault := key == s.opts.DefaultCertificate
+	users := s.usersOf(key)
+	s.stateMu.Lock()
+	prev, known := s.state[key]
+	s.stateMu.Unlock()
+
+	if len(users) == 0 && !isDefault {
+		if known {
+			s.forget(key, prev)
+			if err := s.opts.Store.Remove(key); err != nil {
+				return fmt.Errorf("remove certificate file of %s: %w", key, err)
+			}
+			s.out.Publish(modules.CertChange{Secret: key})
+			s.log.Info("TLS secret no longer referenced; certificate file removed", zap.Stringer("secret", key))
+		}
+		return nil
+	}
+
+	secret, err := s.secrets.Secrets(key.Namespace).Get(key.Name)
+	var cert *certs.Certificate
+	var reason, problem string
+	switch {
+	case apierrors.IsNotFound(err):
+		reason, problem = ReasonSecretNotFound, fmt.Sprintf("TLS secret %s not found; its hosts are served the default certificate", key)
+	case err != nil:
+		return fmt.Errorf("get secret %s: %w", key, err)
+	default:
+		cert, err = certs.ParseSecret(secret)
+		if err != nil {
+			reason, problem = ReasonSecretInvalid, fmt.Sprintf("%v; its hosts are served the default certificate", err)
+		}
+	}
+
+	if cert == nil {
+		if prev.problem != problem || !known {
+			s.report(users, reason, problem)
+			s.log.Warn("TLS secret unusable", zap.Stringer("secret", key), zap.String("reason", problem))
+		}
+		s.forget(key, prev)
+		if err := s.opts.Store.Remove(key); err != nil {
+			s.log.Error("remove certificate file", zap.Stringer("secret", key), zap.Error(err))
+		}
+		s.remember(key, secretState{problem: problem})
+		if known && prev.fingerprint != "" || !known {
+			s.out.Publish(modules.CertChange{Secret: key, Default: isDefault})
+		}
+		return nil
+	}
+
+	if cert.ContentHash == prev.fingerprint {
+		return nil
+	}
+	if _, err := s.opts.Store.Write(cert); err != nil {
+		return fmt.Errorf("write certificate of %s: %w", key, err)
+	}
+	s.forget(key, prev)
+	for _, name := range cert.Names {
+		s.expire.WithLabelValues(key.Namespace, key.Name, name).Set(float64(cert.ExpireTime().Unix()))
+	}
+	if len(cert.Warnings) > 0 {
+		s.report(users, ReasonSecretWarning, fmt.Sprintf("TLS secret %s: %v", key, cert.Warnings))
+	}
+	if cert.Expired(time.Now()) {
+		s.report(users, ReasonSecretWarning, fmt.Sprintf("TLS secret %s: certificate expired at %s; it is still served", key, cert.NotAfter.UTC().Format(time.RFC3339)))
+	}
+	s.remember(key, secretState{fingerprint: cert.ContentHash, names: cert.Names})
+	s.log.Info("TLS certificate synced", zap.Stringer("secret", key), zap.Strings("names", cert.Names),
+		zap.Time("notAfter", cert.NotAfter), zap.String("fingerprint", cert.Fingerprint))
+	s.out.Publish(modules.CertChange{Secret: key, Certificate: cert, Default: isDefault})
+	return nil
+}
+
+// report puts a Warning Event on every Ingress that uses the Secret.
+func (s *Syncer) report(users []types.NamespacedName, reason, msg string) {
+	for _, u := range users {
+		ing, err := s.ingresses.Ingresses(u.Namespace).Get(u.Name)
+		if err != nil {
+			continue
+		}
+		s.recorder.Event(ing, corev1.EventTypeWarning, reason, msg)
+	}
+}
+
+func (s *Syncer) remember(key types.NamespacedName, st secretState) {
+	s.stateMu.Lock()
+	s.state[key] = st
+	invalid := 0
+	for _, v := range s.state {
+		if v.problem != "" {
+			invalid++
+		}
+	}
+	s.stateMu.Unlock()
+	s.invalid.Set(float64(invalid))
+}
+
+// forget drops a Secret's metric series and state.
+func (s *Syncer) forget(key types.NamespacedName, prev secretState) {
+	for _, name := range prev.names {
+		s.expire.DeleteLabelValues(key.Namespace, key.Name, name)
+	}
+	s.stateMu.Lock()
+	delete(s.state, key)
+	invalid := 0
+	for _, v := range s.state {
+		if v.problem != "" {
+			invalid++
+		}
+	}
+	s.stateMu.Unlock()
+	s.invalid.Set(float64(invalid))
+}
