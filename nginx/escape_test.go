@@ -1,8 +1,14 @@
 package nginx
 
 import (
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
 	"strings"
 	"testing"
+	"time"
 )
 
 func TestQuote(t *testing.T) {
@@ -104,4 +110,54 @@ func FuzzQuote(f *testing.F) {
 			}
 		}
 	})
+}
+
+// TestQuoteRoundTripsThroughNginx has the real NGINX read quoted strings back: each one is served by
+// "return 200 <quoted>" and must come back byte for byte.
+func TestQuoteRoundTripsThroughNginx(t *testing.T) {
+	requireNginx(t)
+	paths := nginxDir(t)
+	inputs := []string{
+		`plain`, `a"b`, `a\b`, `a\\"b`, `\`, `x; y } z {`, `# not a comment`, `'single' "double"`,
+		`\n is not a newline`, `\t`, "café ☕", `{{.Template}}`, `";return 500;"`,
+	}
+	var conf strings.Builder
+	port := freePort(t)
+	fmt.Fprintf(&conf, "daemon off;\npid %s;\nerror_log stderr;\nevents {}\nhttp {\n\taccess_log off;\n\tserver {\n\t\tlisten 127.0.0.1:%d;\n", mustQuote(t, paths.PIDFile()), port)
+	for i, in := range inputs {
+		fmt.Fprintf(&conf, "\t\tlocation = /q%d { return 200 %s; }\n", i, mustQuote(t, in))
+	}
+	conf.WriteString("\t}\n}\n")
+	if err := os.WriteFile(paths.ConfFile(), []byte(conf.String()), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	p := NewProcess(ProcessConfig{Paths: paths})
+	if err := p.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer p.Stop(context.Background())
+	for i, in := range inputs {
+		var body []byte
+		eventually(t, "nginx answers", 5*time.Second, func() bool {
+			resp, err := http.Get(fmt.Sprintf("http://127.0.0.1:%d/q%d", port, i))
+			if err != nil {
+				return false
+			}
+			defer resp.Body.Close()
+			body, err = io.ReadAll(resp.Body)
+			return err == nil
+		})
+		if string(body) != in {
+			t.Errorf("nginx read %q back as %q", in, body)
+		}
+	}
+}
+
+func mustQuote(t *testing.T, s string) string {
+	t.Helper()
+	q, err := Quote(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return q
 }

@@ -10,6 +10,8 @@ import (
 	"encoding/pem"
 	"math/big"
 	"net"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -144,4 +146,12 @@ func nginxTest(t testing.TB, m Model, cfg RenderConfig) []byte {
 		t.Errorf("nginx -t warns:\n%s", out)
 	}
 	return conf
+}
+
+// httpServer starts an HTTP server on 127.0.0.1 and returns it as an endpoint.
+func httpServer(t testing.TB, h http.HandlerFunc) Endpoint {
+	t.Helper()
+	srv := httptest.NewServer(h)
+	t.Cleanup(srv.Close)
+	return Endpoint{Address: "127.0.0.1", Port: int32(srv.Listener.Addr().(*net.TCPAddr).Port)}
 }

@@ -45,11 +45,21 @@ func (p Paths) LogDir() string { return filepath.Join(p.Prefix, "logs") }
 // Prepare creates the directories and writes the embedded Lua modules, replacing older copies. The
 // directories are 0755 and the Lua files 0644: the master (which may run as root) loads the Lua modules
 // in init_by_lua, and workers, which run as another user when the master is root, create and read
-// files in the temp paths.
+// files in the temp paths. Prepare fails when the process is root and a directory above Prefix is not
+// traversable by other users: workers could not write request bodies or large responses to the temp
+// paths (NGINX answers 500), which no configuration test would reveal.
 func (p Paths) Prepare() error {
+	if !filepath.IsAbs(p.Prefix) {
+		return fmt.Errorf("nginx directory %q must be an absolute path", p.Prefix)
+	}
 	for _, d := range []string{p.Prefix, p.LuaDir(), p.TempDir(), p.LogDir()} {
 		if err := os.MkdirAll(d, 0o755); err != nil {
 			return fmt.Errorf("create nginx directory: %w", err)
+		}
+	}
+	if os.Geteuid() == 0 {
+		if err := workersCanReach(p.TempDir()); err != nil {
+			return err
 		}
 	}
 	return fs.WalkDir(luaFiles, "lua", func(path string, d fs.DirEntry, err error) error {
@@ -76,6 +86,24 @@ func (p Paths) Prepare() error {
 		}
 		return nil
 	})
+}
+
+// workersCanReach checks that every directory from / down to dir lets other users through, as NGINX
+// workers run as "nobody" (or the configured user) when the master is root.
+func workersCanReach(dir string) error {
+	for d := dir; ; d = filepath.Dir(d) {
+		fi, err := os.Stat(d)
+		if err != nil {
+			return fmt.Errorf("check nginx directory: %w", err)
+		}
+		if fi.Mode().Perm()&0o001 == 0 {
+			return fmt.Errorf("nginx workers (not root) cannot reach %s: %s has mode %04o; make it traversable by others (chmod o+x) or use an nginx directory elsewhere",
+				dir, d, fi.Mode().Perm())
+		}
+		if d == filepath.Dir(d) {
+			return nil
+		}
+	}
 }
 
 // writeFileAtomic writes data to a temp file next to name and renames it into place, so NGINX never

@@ -11,7 +11,6 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"net/http/httptest"
 	"os"
 	"strconv"
 	"strings"
@@ -32,15 +31,12 @@ type echo struct {
 }
 
 // echoBackend starts an HTTP server on 127.0.0.1 that reports its name and the request it got.
-func echoBackend(t *testing.T, name string) (*httptest.Server, Endpoint) {
+func echoBackend(t *testing.T, name string) Endpoint {
 	t.Helper()
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	return httpServer(t, func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
 		_ = json.NewEncoder(w).Encode(echo{Backend: name, Host: r.Host, Path: r.URL.Path, Header: r.Header})
-	}))
-	t.Cleanup(srv.Close)
-	addr := srv.Listener.Addr().(*net.TCPAddr)
-	return srv, Endpoint{Address: "127.0.0.1", Port: int32(addr.Port)}
+	})
 }
 
 // proxyClient sends every request to NGINX's port, whatever the URL's host, and never follows redirects.
@@ -149,8 +145,8 @@ func TestRuntimeRoutesTraffic(t *testing.T) {
 	rt := testRuntime(t, cfg, func(starts uint64) { ready.Store(starts) })
 	ctx := context.Background()
 
-	_, one := echoBackend(t, "one")
-	_, two := echoBackend(t, "two")
+	one := echoBackend(t, "one")
+	two := echoBackend(t, "two")
 	svcs := []any{service("default", "a", port(80, "http")), service("default", "b", port(80, "http"))}
 	upA, upB := up("default", "a", 80).Name, up("default", "b", "http").Name
 	m, _ := buildModel(t, append(svcs,
@@ -333,7 +329,7 @@ func TestRuntimeTLS(t *testing.T) {
 	cfg := testRenderConfig(t, paths)
 	rt := testRuntime(t, cfg, nil)
 	ctx := context.Background()
-	_, one := echoBackend(t, "one")
+	one := echoBackend(t, "one")
 
 	m, _ := buildModel(t, []any{
 		service("default", "a", port(80, "")),
@@ -528,4 +524,25 @@ func mustRenderHash(t *testing.T, m Model, cfg RenderConfig) ([]byte, string) {
 		t.Fatal(err)
 	}
 	return conf, hash
+}
+
+func TestPrepareRefusesUnreachablePrefix(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("only root's workers change user")
+	}
+	parent, err := os.MkdirTemp("", "ingress-reactor-prefix-test-") // 0700
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = os.RemoveAll(parent) })
+	_, err = NewRuntime(RuntimeConfig{Process: ProcessConfig{Paths: Paths{Prefix: parent + "/nginx"}}, StatusPort: 1})
+	if err == nil || !strings.Contains(err.Error(), "has mode 0700; make it traversable by others") {
+		t.Fatalf("err = %v", err)
+	}
+	if err := os.Chmod(parent, 0o711); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := NewRuntime(RuntimeConfig{Process: ProcessConfig{Paths: Paths{Prefix: parent + "/nginx"}}, StatusPort: 1}); err != nil {
+		t.Fatalf("traversable parent: %v", err)
+	}
 }
