@@ -191,8 +191,15 @@ func (c *Client) CertificateHosts(ctx context.Context) (map[Hostname]string, err
 }
 
 // ConfigHash returns the hash of the configuration the running NGINX workers serve.
+// Each call uses a new connection: a kept-alive one may still belong to a worker of the previous
+// configuration, which keeps answering the old hash until it exits.
 func (c *Client) ConfigHash(ctx context.Context) (string, error) {
-	body, err := c.get(ctx, "/configuration/hash")
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, c.base+"/configuration/hash", nil)
+	if err != nil {
+		return "", err
+	}
+	req.Close = true
+	body, err := c.do(req)
 	if err != nil {
 		return "", fmt.Errorf("read config hash: %w", err)
 	}

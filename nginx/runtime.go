@@ -36,11 +36,19 @@ type Runtime struct {
 	client *Client
 	log    *zap.Logger
 
-	mu sync.Mutex
-	// live is the hash and text of the configuration NGINX is known to serve.
+	// applyMu serializes Apply; mu guards the fields below and is never held while NGINX works, so
+	// Ready and LiveHash answer at once during a long Apply.
+	applyMu sync.Mutex
+	mu      sync.Mutex
+	// liveHash and liveConf are the configuration NGINX is known to serve.
 	liveHash string
 	liveConf []byte
+	// stopped is set by Stop: a later Apply must not start NGINX again.
+	stopped bool
 }
+
+// ErrStopped is returned by Apply after Stop.
+var ErrStopped = errors.New("nginx runtime is stopped")
 
 // ApplyError says which step of Apply failed. Output carries NGINX's messages.
 type ApplyError struct {
@@ -49,10 +57,12 @@ type ApplyError struct {
 	Err   error
 }
 
+// Error says which stage failed and why.
 func (e *ApplyError) Error() string {
 	return fmt.Sprintf("apply nginx configuration: %s: %v", e.Stage, e.Err)
 }
 
+// Unwrap returns the cause.
 func (e *ApplyError) Unwrap() error { return e.Err }
 
 // NewRuntime prepares the working directory (directories, Lua files) and returns a Runtime. NGINX
@@ -114,9 +124,12 @@ func (r *Runtime) Ready() error {
 // so a later restart uses the last good one. Errors are *ApplyError with NGINX's message.
 // Applying the live hash again is a no-op while NGINX runs.
 func (r *Runtime) Apply(ctx context.Context, conf []byte, hash string) error {
+	r.applyMu.Lock()
+	defer r.applyMu.Unlock()
 	r.mu.Lock()
-	defer r.mu.Unlock()
-	if hash == r.liveHash && r.proc.Running() {
+	liveHash, liveConf := r.liveHash, r.liveConf
+	r.mu.Unlock()
+	if hash == liveHash && r.proc.Running() {
 		return nil
 	}
 
@@ -135,25 +148,36 @@ func (r *Runtime) Apply(ctx context.Context, conf []byte, hash string) error {
 	starts := r.proc.Starts()
 	mark := r.proc.OutputMark()
 	stage := "reload"
-	if r.proc.Running() {
+	r.mu.Lock()
+	switch {
+	case r.stopped:
+		err = ErrStopped
+	case r.proc.Running():
 		err = r.proc.Reload()
-	} else {
+	default:
 		stage = "start"
 		err = r.proc.Start()
 		starts = r.proc.Starts()
 	}
+	r.mu.Unlock()
 	if err == nil {
 		stage = "confirm"
 		err = r.confirm(ctx, hash, starts, mark)
 	}
 	if err != nil {
-		r.restoreLive()
+		r.restoreLive(liveConf)
 		return &ApplyError{Stage: stage, Err: err}
 	}
+	r.mu.Lock()
 	r.liveHash, r.liveConf = hash, conf
+	r.mu.Unlock()
 	r.log.Info("nginx configuration live", zap.String("hash", hash))
 	return nil
 }
+
+// confirmPollMax bounds the interval between polls of the config hash: polls are cheap, and each
+// interval adds to the time a structure change takes to be reported live.
+const confirmPollMax = 50 * time.Millisecond
 
 // confirm polls the status server until it reports hash. It gives up early when NGINX dies.
 func (r *Runtime) confirm(ctx context.Context, hash string, starts, mark uint64) error {
@@ -184,16 +208,16 @@ func (r *Runtime) confirm(ctx context.Context, hash string, starts, mark uint64)
 			return fmt.Errorf("configuration %s not live after %s (%s); nginx errors: %s", hash, r.cfg.ConfirmTimeout, detail, r.proc.ErrorsSince(mark))
 		case <-timer.C:
 		}
-		delay = min(2*delay, 200*time.Millisecond)
+		delay = min(2*delay, confirmPollMax)
 	}
 }
 
 // restoreLive puts the last confirmed configuration back into nginx.conf after a failed load.
-func (r *Runtime) restoreLive() {
-	if r.liveConf == nil {
+func (r *Runtime) restoreLive(liveConf []byte) {
+	if liveConf == nil {
 		return
 	}
-	if err := writeFileAtomic(r.paths.ConfFile(), r.liveConf, 0o600); err != nil {
+	if err := writeFileAtomic(r.paths.ConfFile(), liveConf, 0o600); err != nil {
 		r.log.Error("restore last good nginx configuration", zap.Error(err))
 	}
 }
@@ -222,12 +246,18 @@ func (r *Runtime) waitReady(starts uint64) {
 			return
 		case <-timer.C:
 		}
-		delay = min(2*delay, 200*time.Millisecond)
+		delay = min(2*delay, confirmPollMax)
 	}
 }
 
-// Stop stops NGINX gracefully, killing it when ctx ends first.
-func (r *Runtime) Stop(ctx context.Context) error { return r.proc.Stop(ctx) }
+// Stop stops NGINX gracefully, killing it when ctx ends first. Apply fails with ErrStopped afterwards.
+func (r *Runtime) Stop(ctx context.Context) error {
+	r.mu.Lock()
+	r.stopped = true
+	r.mu.Unlock()
+	r.client.CloseIdleConnections()
+	return r.proc.Stop(ctx)
+}
 
 // writeTemp writes data to a new 0600 file next to name and returns its path.
 func writeTemp(name string, data []byte) (string, error) {

@@ -310,6 +310,11 @@ func TestRuntimeRoutesTraffic(t *testing.T) {
 		t.Fatalf("HTTP port still taken after Stop: %v", err)
 	}
 	l.Close()
+	// A late Apply (shutdown racing the structure lane) must not start NGINX again.
+	conf, hash := mustRenderHash(t, m, cfg)
+	if err := rt.Apply(ctx, conf, hash); !errors.Is(err, ErrStopped) || rt.Process().Running() {
+		t.Errorf("Apply after Stop: %v, running %v", err, rt.Process().Running())
+	}
 }
 
 func mustRender(t *testing.T, m Model, cfg RenderConfig) []byte {
