@@ -1,0 +1,173 @@
+package passthrough
+
+import (
+	"strings"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/intstr"
+
+	"github.com/ingress-reactor/ingress-reactor/nginx"
+	"github.com/ingress-reactor/ingress-reactor/tlsproxy"
+)
+
+// ingressBuilder builds test Ingresses in namespace "ns".
+type ingressBuilder struct{ ing *networkingv1.Ingress }
+
+func newIngress(name string) *ingressBuilder {
+	return &ingressBuilder{ing: &networkingv1.Ingress{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: name}}}
+}
+
+func (b *ingressBuilder) annotate(k, v string) *ingressBuilder {
+	if b.ing.Annotations == nil {
+		b.ing.Annotations = map[string]string{}
+	}
+	b.ing.Annotations[k] = v
+	return b
+}
+
+func (b *ingressBuilder) passthrough() *ingressBuilder { return b.annotate(AnnotationSSLPassthrough, "true") }
+
+// rule adds a rule for host whose paths are "path=service:port" (port a number or a name).
+func (b *ingressBuilder) rule(host string, paths ...string) *ingressBuilder {
+	r := networkingv1.IngressRule{Host: host}
+	if len(paths) > 0 {
+		r.HTTP = &networkingv1.HTTPIngressRuleValue{}
+		for _, p := range paths {
+			path, backend, _ := strings.Cut(p, "=")
+			r.HTTP.Paths = append(r.HTTP.Paths, networkingv1.HTTPIngressPath{Path: path, Backend: serviceBackend(backend)})
+		}
+	}
+	b.ing.Spec.Rules = append(b.ing.Spec.Rules, r)
+	return b
+}
+
+func (b *ingressBuilder) defaultBackend(backend string) *ingressBuilder {
+	be := serviceBackend(backend)
+	b.ing.Spec.DefaultBackend = &be
+	return b
+}
+
+func (b *ingressBuilder) build() *networkingv1.Ingress { return b.ing }
+
+func serviceBackend(s string) networkingv1.IngressBackend {
+	svc, port, _ := strings.Cut(s, ":")
+	sp := networkingv1.ServiceBackendPort{Name: port}
+	if n := intstr.Parse(port); n.Type == intstr.Int {
+		sp = networkingv1.ServiceBackendPort{Number: n.IntVal}
+	}
+	return networkingv1.IngressBackend{Service: &networkingv1.IngressServiceBackend{Name: svc, Port: sp}}
+}
+
+func upstream(svc string, port intstr.IntOrString) nginx.Upstream {
+	return nginx.NewUpstream(types.NamespacedName{Namespace: "ns", Name: svc}, port)
+}
+
+func TestRoutesOf(t *testing.T) {
+	tests := map[string]struct {
+		ing          *networkingv1.Ingress
+		wantEnabled  bool
+		want         []HostRoute
+		wantProblems []string // substrings, one per problem
+	}{
+		"no annotation": {
+			ing: newIngress("a").rule("a.example.com", "/=web:443").build(),
+		},
+		"annotation false": {
+			ing: newIngress("a").annotate(AnnotationSSLPassthrough, "false").rule("a.example.com", "/=web:443").build(),
+		},
+		"exact and wildcard hosts, numbered and named ports": {
+			ing:         newIngress("a").passthrough().rule("a.example.com", "/=web:443").rule("*.apps.example.com", "/=apps:https").build(),
+			wantEnabled: true,
+			want: []HostRoute{
+				{Host: "a.example.com", Upstream: upstream("web", intstr.FromInt32(443))},
+				{Host: "*.apps.example.com", Upstream: upstream("apps", intstr.FromString("https"))},
+			},
+		},
+		"the / path wins over the first path": {
+			ing:         newIngress("a").annotate(AnnotationSSLPassthrough, "True").rule("a.example.com", "/api=api:443", "/=web:443").build(),
+			wantEnabled: true,
+			want:        []HostRoute{{Host: "a.example.com", Upstream: upstream("web", intstr.FromInt32(443))}},
+		},
+		"without /, the first path": {
+			ing:         newIngress("a").passthrough().rule("a.example.com", "/api=api:443", "/b=b:443").build(),
+			wantEnabled: true,
+			want:        []HostRoute{{Host: "a.example.com", Upstream: upstream("api", intstr.FromInt32(443))}},
+		},
+		"a rule without paths uses the default backend": {
+			ing:         newIngress("a").passthrough().defaultBackend("web:8443").rule("a.example.com").build(),
+			wantEnabled: true,
+			want:        []HostRoute{{Host: "a.example.com", Upstream: upstream("web", intstr.FromInt32(8443))}},
+		},
+		"a host twice: the first rule wins": {
+			ing:         newIngress("a").passthrough().rule("a.example.com", "/=one:443").rule("a.example.com", "/=two:443").build(),
+			wantEnabled: true,
+			want:        []HostRoute{{Host: "a.example.com", Upstream: upstream("one", intstr.FromInt32(443))}},
+		},
+		"PROXY protocol v2": {
+			ing:         newIngress("a").passthrough().annotate(AnnotationProxyProtocol, "v2").rule("a.example.com", "/=web:443").build(),
+			wantEnabled: true,
+			want:        []HostRoute{{Host: "a.example.com", Upstream: upstream("web", intstr.FromInt32(443)), ProxyProtocol: tlsproxy.ProxyProtocolV2}},
+		},
+		"PROXY protocol v1": {
+			ing:         newIngress("a").passthrough().annotate(AnnotationProxyProtocol, "v1").rule("a.example.com", "/=web:443").build(),
+			wantEnabled: true,
+			want:        []HostRoute{{Host: "a.example.com", Upstream: upstream("web", intstr.FromInt32(443)), ProxyProtocol: tlsproxy.ProxyProtocolV1}},
+		},
+		"invalid passthrough value": {
+			ing:          newIngress("a").annotate(AnnotationSSLPassthrough, "yes please").rule("a.example.com", "/=web:443").build(),
+			wantProblems: []string{`invalid value "yes please"`},
+		},
+		"invalid PROXY protocol value": {
+			ing:          newIngress("a").passthrough().annotate(AnnotationProxyProtocol, "v3").rule("a.example.com", "/=web:443").build(),
+			wantProblems: []string{`invalid value "v3"`},
+		},
+		"rules that cannot be passed through are reported, the others kept": {
+			ing: newIngress("a").passthrough().
+				rule("", "/=web:443").
+				rule("UPPER.example.com", "/=web:443").
+				rule("nobackend.example.com").
+				rule("ok.example.com", "/=web:443").build(),
+			wantEnabled:  true,
+			want:         []HostRoute{{Host: "ok.example.com", Upstream: upstream("web", intstr.FromInt32(443))}},
+			wantProblems: []string{"rule 1 has no host", "upper-case", "nobackend.example.com: no backend"},
+		},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			got, enabled, problems := RoutesOf(tc.ing)
+			if enabled != tc.wantEnabled {
+				t.Errorf("enabled = %v, want %v", enabled, tc.wantEnabled)
+			}
+			if len(got) != len(tc.want) {
+				t.Fatalf("routes = %+v, want %+v", got, tc.want)
+			}
+			for i := range got {
+				if got[i] != tc.want[i] {
+					t.Errorf("route %d = %+v, want %+v", i, got[i], tc.want[i])
+				}
+			}
+			if len(problems) != len(tc.wantProblems) {
+				t.Fatalf("problems = %q, want %d matching %q", problems, len(tc.wantProblems), tc.wantProblems)
+			}
+			for i, p := range problems {
+				if !strings.Contains(p, tc.wantProblems[i]) {
+					t.Errorf("problem %d = %q, want it to mention %q", i, p, tc.wantProblems[i])
+				}
+			}
+		})
+	}
+}
+
+// TestRoutesOfResourceBackend: a rule whose backend is not a Service is reported and skipped.
+func TestRoutesOfResourceBackend(t *testing.T) {
+	ing := newIngress("a").passthrough().rule("a.example.com", "/=web:443").build()
+	ing.Spec.Rules[0].HTTP.Paths[0].Backend = networkingv1.IngressBackend{Resource: &corev1.TypedLocalObjectReference{Kind: "Bucket", Name: "assets"}}
+	routes, enabled, problems := RoutesOf(ing)
+	if !enabled || len(routes) != 0 || len(problems) != 1 || !strings.Contains(problems[0], "not a Service") {
+		t.Errorf("got %v, %v, %q; want enabled, no route, one problem about the backend", routes, enabled, problems)
+	}
+}
