@@ -29,7 +29,9 @@ func (b *ingressBuilder) annotate(k, v string) *ingressBuilder {
 	return b
 }
 
-func (b *ingressBuilder) passthrough() *ingressBuilder { return b.annotate(AnnotationSSLPassthrough, "true") }
+func (b *ingressBuilder) passthrough() *ingressBuilder {
+	return b.annotate(AnnotationSSLPassthrough, "true")
+}
 
 // rule adds a rule for host whose paths are "path=service:port" (port a number or a name).
 func (b *ingressBuilder) rule(host string, paths ...string) *ingressBuilder {
