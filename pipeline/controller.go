@@ -118,8 +118,8 @@ func (c *Controller[K]) Start(ctx context.Context) {
 }
 
 // Stop stops intake and waits for the syncs in flight to return. Keys still
-// queued are not synced: a restarted controller re-lists them from its
-// sources. Stop waits until ctx is done or StopTimeout has passed, whichever
+// queued or waiting for a retry are not synced (a controller cannot be
+// restarted; the next process lists every object again). Stop waits until ctx is done or StopTimeout has passed, whichever
 // comes first; then it cancels the in-flight syncs' context and returns an
 // error naming how many are still running, without waiting for them.
 // Stop is safe to call more than once and before Start.
