@@ -48,6 +48,11 @@ func NewDataPlane(cfg Config, log *zap.Logger) (*DataPlane, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%w (run `make deps` to install NGINX with its Lua module)", err)
 	}
+	// The ssl directory itself is 0700, but its parent must stay traversable: with the default layout it
+	// also holds NGINX's directory, whose temp paths NGINX's workers (another user under root) use.
+	if err := os.MkdirAll(filepath.Dir(filepath.Clean(cfg.SSLDir)), 0o755); err != nil {
+		return nil, fmt.Errorf("--ssl-dir parent: %w", err)
+	}
 	store, err := certs.NewStore(cfg.SSLDir)
 	if err != nil {
 		return nil, err
