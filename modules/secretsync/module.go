@@ -92,8 +92,18 @@ type Syncer struct {
 // secretState is what the syncer last concluded about a Secret.
 type secretState struct {
 	fingerprint string // ContentHash of the published certificate; "" when unusable
-	problem     string // the reported problem, so it is reported once per change
+	problem     string // why the Secret is unusable; "" when it is usable
 	names       []string
+	// notices are the Warning Events the Secret's current content calls for, and told the Ingresses
+	// that got them: each referencing Ingress hears about a problem once, also when it starts
+	// referencing the Secret after the problem appeared.
+	notices []notice
+	told    map[types.NamespacedName]struct{}
+}
+
+// notice is one Warning Event about a Secret.
+type notice struct {
+	reason, message string
 }
 
 // New builds the syncer and registers its informer handler and topic subscription.
@@ -227,7 +237,8 @@ func (s *Syncer) ingressChanged(c modules.IngressChange) []types.NamespacedName 
 	} else {
 		s.byIngress[c.Key] = now
 	}
-	// An Ingress that changed (for example its hosts) gets its problems reported again.
+	// Every Secret the Ingress uses or used is synced: one it dropped may be unreferenced now, and one
+	// it added must be written (or its problem reported on this Ingress).
 	return slices.Collect(maps.Keys(affected))
 }
 
@@ -271,11 +282,12 @@ func (s *Syncer) sync(_ context.Context, key types.NamespacedName) error {
 
 	if len(users) == 0 && !isDefault {
 		if known {
-			s.forget(key, prev)
+			// The file goes first: if removing it fails, the retry still knows there is something to undo.
 			if err := s.opts.Store.Remove(key); err != nil {
 				return fmt.Errorf("remove certificate file of %s: %w", key, err)
 			}
-			s.out.Publish(modules.CertChange{Secret: key})
+			s.forget(key, prev)
+			s.out.Publish(modules.CertChange{Secret: key, Default: isDefault})
 			s.log.Info("TLS secret no longer referenced; certificate file removed", zap.Stringer("secret", key))
 		}
 		return nil
@@ -298,21 +310,33 @@ func (s *Syncer) sync(_ context.Context, key types.NamespacedName) error {
 
 	if cert == nil {
 		if prev.problem != problem || !known {
-			s.report(users, reason, problem)
 			s.log.Warn("TLS secret unusable", zap.Stringer("secret", key), zap.String("reason", problem))
 		}
-		s.forget(key, prev)
 		if err := s.opts.Store.Remove(key); err != nil {
 			s.log.Error("remove certificate file", zap.Stringer("secret", key), zap.Error(err))
 		}
-		s.remember(key, secretState{problem: problem})
-		if known && prev.fingerprint != "" || !known {
+		next := secretState{problem: problem, notices: []notice{{reason: reason, message: problem}}}
+		s.tell(users, prev, &next)
+		s.forget(key, prev)
+		s.remember(key, next)
+		if !known || prev.fingerprint != "" {
 			s.out.Publish(modules.CertChange{Secret: key, Default: isDefault})
 		}
 		return nil
 	}
 
+	var notices []notice
+	for _, w := range cert.Warnings {
+		notices = append(notices, notice{reason: ReasonSecretWarning, message: fmt.Sprintf("TLS secret %s: %s", key, w)})
+	}
+	if cert.Expired(time.Now()) {
+		notices = append(notices, notice{reason: ReasonSecretWarning, message: fmt.Sprintf("TLS secret %s: certificate expired at %s; it is still served", key, cert.NotAfter.UTC().Format(time.RFC3339))})
+	}
+	next := secretState{fingerprint: cert.ContentHash, names: cert.Names, notices: notices}
 	if cert.ContentHash == prev.fingerprint {
+		// Nothing to write or publish; an Ingress that started using the Secret may still need telling.
+		s.tell(users, prev, &next)
+		s.remember(key, next)
 		return nil
 	}
 	if _, err := s.opts.Store.Write(cert); err != nil {
@@ -322,27 +346,35 @@ func (s *Syncer) sync(_ context.Context, key types.NamespacedName) error {
 	for _, name := range cert.Names {
 		s.expire.WithLabelValues(key.Namespace, key.Name, name).Set(float64(cert.ExpireTime().Unix()))
 	}
-	if len(cert.Warnings) > 0 {
-		s.report(users, ReasonSecretWarning, fmt.Sprintf("TLS secret %s: %v", key, cert.Warnings))
-	}
-	if cert.Expired(time.Now()) {
-		s.report(users, ReasonSecretWarning, fmt.Sprintf("TLS secret %s: certificate expired at %s; it is still served", key, cert.NotAfter.UTC().Format(time.RFC3339)))
-	}
-	s.remember(key, secretState{fingerprint: cert.ContentHash, names: cert.Names})
+	s.tell(users, prev, &next)
+	s.remember(key, next)
 	s.log.Info("TLS certificate synced", zap.Stringer("secret", key), zap.Strings("names", cert.Names),
 		zap.Time("notAfter", cert.NotAfter), zap.String("fingerprint", cert.Fingerprint))
 	s.out.Publish(modules.CertChange{Secret: key, Certificate: cert, Default: isDefault})
 	return nil
 }
 
-// report puts a Warning Event on every Ingress that uses the Secret.
-func (s *Syncer) report(users []types.NamespacedName, reason, msg string) {
+// tell puts next's notices as Warning Events on every user that has not had them yet, and records who
+// has. Users told about prev's notices are not told again when the notices are the same.
+func (s *Syncer) tell(users []types.NamespacedName, prev secretState, next *secretState) {
+	next.told = make(map[types.NamespacedName]struct{}, len(users))
+	same := slices.Equal(prev.notices, next.notices)
 	for _, u := range users {
-		ing, err := s.ingresses.Ingresses(u.Namespace).Get(u.Name)
-		if err != nil {
+		if _, ok := prev.told[u]; ok && same {
+			next.told[u] = struct{}{}
 			continue
 		}
-		s.recorder.Event(ing, corev1.EventTypeWarning, reason, msg)
+		if len(next.notices) == 0 {
+			continue
+		}
+		ing, err := s.ingresses.Ingresses(u.Namespace).Get(u.Name)
+		if err != nil {
+			continue // gone; its IngressChange drops the reference
+		}
+		for _, n := range next.notices {
+			s.recorder.Event(ing, corev1.EventTypeWarning, n.reason, n.message)
+		}
+		next.told[u] = struct{}{}
 	}
 }
 

@@ -1,0 +1,716 @@
+package secretsync
+
+import (
+	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/sha256"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/hex"
+	"encoding/pem"
+	"fmt"
+	"math/big"
+	"os"
+	"path/filepath"
+	"slices"
+	"sort"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"go.uber.org/zap"
+	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes/fake"
+	"k8s.io/client-go/tools/cache"
+
+	"github.com/ingress-reactor/ingress-reactor/certs"
+	"github.com/ingress-reactor/ingress-reactor/modules"
+	"github.com/ingress-reactor/ingress-reactor/pipeline"
+)
+
+const (
+	ns        = "apps"
+	waitLimit = 10 * time.Second
+)
+
+// pair is a certificate and its key, PEM encoded.
+type pair struct {
+	cert, key []byte
+	// leafSHA is the hex SHA-256 of the leaf (DER), as certs.Certificate.Fingerprint.
+	leafSHA string
+}
+
+// newPair makes a self-signed ECDSA certificate for the given DNS names.
+func newPair(t *testing.T, names ...string) pair {
+	t.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	serial, err := rand.Int(rand.Reader, big.NewInt(1<<62))
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := &x509.Certificate{
+		SerialNumber: serial,
+		Subject:      pkix.Name{CommonName: "test"},
+		DNSNames:     names,
+		NotBefore:    time.Now().Add(-time.Hour),
+		NotAfter:     time.Now().Add(48 * time.Hour),
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	keyDER, err := x509.MarshalPKCS8PrivateKey(key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sum := sha256.Sum256(der)
+	return pair{
+		cert:    pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}),
+		key:     pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: keyDER}),
+		leafSHA: hex.EncodeToString(sum[:]),
+	}
+}
+
+// Fixed certificates, made once: generating keys is the slow part of these tests.
+var (
+	certsOnce                  sync.Once
+	certA, certA2, certB, othr pair
+)
+
+func fixtures(t *testing.T) {
+	certsOnce.Do(func() {
+		certA = newPair(t, "a.example")
+		certA2 = newPair(t, "a.example", "www.a.example")
+		certB = newPair(t, "b.example")
+		othr = newPair(t, "other.example")
+	})
+}
+
+func key(name string) types.NamespacedName { return types.NamespacedName{Namespace: ns, Name: name} }
+
+func tlsSecret(name string, p pair) *corev1.Secret {
+	return &corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
+		Type:       corev1.SecretTypeTLS,
+		Data:       map[string][]byte{corev1.TLSCertKey: p.cert, corev1.TLSPrivateKeyKey: p.key},
+	}
+}
+
+// brokenSecret holds p's certificate with another certificate's key.
+func brokenSecret(name string, p pair) *corev1.Secret {
+	s := tlsSecret(name, p)
+	s.Data[corev1.TLSPrivateKeyKey] = othr.key
+	return s
+}
+
+func ingress(name string, secrets ...string) *networkingv1.Ingress {
+	ing := &networkingv1.Ingress{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}}
+	for _, s := range secrets {
+		ing.Spec.TLS = append(ing.Spec.TLS, networkingv1.IngressTLS{Hosts: []string{name + ".example"}, SecretName: s})
+	}
+	return ing
+}
+
+// event is one Event the syncer recorded.
+type event struct {
+	object, kind, reason, message string
+}
+
+// recorder keeps Events with the name of their object (record.FakeRecorder drops it).
+type recorder struct {
+	mu     sync.Mutex
+	events []event
+}
+
+func (r *recorder) Event(obj runtime.Object, kind, reason, message string) {
+	name := "?"
+	if o, err := metav1Object(obj); err == nil {
+		name = o.GetNamespace() + "/" + o.GetName()
+	}
+	r.mu.Lock()
+	r.events = append(r.events, event{object: name, kind: kind, reason: reason, message: message})
+	r.mu.Unlock()
+}
+
+func (r *recorder) Eventf(obj runtime.Object, kind, reason, format string, args ...any) {
+	r.Event(obj, kind, reason, fmt.Sprintf(format, args...))
+}
+
+func (r *recorder) AnnotatedEventf(obj runtime.Object, _ map[string]string, kind, reason, format string, args ...any) {
+	r.Eventf(obj, kind, reason, format, args...)
+}
+
+// take returns the Events recorded since the last take.
+func (r *recorder) take() []event {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	out := r.events
+	r.events = nil
+	return out
+}
+
+func metav1Object(obj runtime.Object) (metav1.Object, error) {
+	o, ok := obj.(metav1.Object)
+	if !ok {
+		return nil, fmt.Errorf("%T is not an object", obj)
+	}
+	return o, nil
+}
+
+// env is a Syncer over a fake clientset. Tests drive it step by step: they change objects, wait until the
+// informer caches show the change, and run the syncs that the change would queue, so every outcome is
+// known once a step returns.
+type env struct {
+	t        *testing.T
+	client   *fake.Clientset
+	factory  informers.SharedInformerFactory
+	ingTopic *pipeline.Topic[modules.IngressChange]
+	out      *pipeline.Topic[modules.CertChange]
+	changes  chan modules.CertChange
+	rec      *recorder
+	reg      *prometheus.Registry
+	store    *certs.Store
+	dir      string
+	syncer   *Syncer
+}
+
+func newEnv(t *testing.T, defaultCert string, objs ...runtime.Object) *env {
+	t.Helper()
+	fixtures(t)
+	dir := filepath.Join(t.TempDir(), "ssl")
+	store, err := certs.NewStore(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := &env{
+		t:        t,
+		client:   fake.NewClientset(objs...),
+		ingTopic: pipeline.NewTopic[modules.IngressChange]("ingress-changes"),
+		out:      pipeline.NewTopic[modules.CertChange]("cert-changes"),
+		changes:  make(chan modules.CertChange, 100),
+		rec:      &recorder{},
+		reg:      prometheus.NewRegistry(),
+		store:    store,
+		dir:      dir,
+	}
+	e.factory = informers.NewSharedInformerFactory(e.client, 0)
+	e.out.Subscribe(func(c modules.CertChange) { e.changes <- c })
+	opts := Options{Store: store}
+	if defaultCert != "" {
+		opts.DefaultCertificate = key(defaultCert)
+	}
+	s, err := New(Params{
+		Options: opts, Factory: e.factory, IngressChanges: e.ingTopic, CertChanges: e.out,
+		Recorder: e.rec, Metrics: pipeline.NewMetrics(nil), Registry: e.reg, Log: zap.NewNop(),
+	})
+	if err != nil {
+		t.Fatalf("New: %v", err)
+	}
+	e.syncer = s
+	stop := make(chan struct{})
+	e.factory.Start(stop)
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), waitLimit)
+		defer cancel()
+		if err := s.Stop(ctx); err != nil {
+			t.Errorf("Stop: %v", err)
+		}
+		close(stop)
+		e.factory.Shutdown()
+		e.ingTopic.Close()
+		e.out.Close()
+	})
+	if !cache.WaitForCacheSync(t.Context().Done(), s.synced...) {
+		t.Fatal("caches did not sync")
+	}
+	return e
+}
+
+// eventually polls cond for up to waitLimit.
+func eventually(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(waitLimit)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// run syncs keys as the workers would, in name order so that tables can list changes in order.
+func (e *env) run(keys ...types.NamespacedName) {
+	e.t.Helper()
+	slices.SortFunc(keys, func(a, b types.NamespacedName) int { return strings.Compare(a.String(), b.String()) })
+	for _, k := range keys {
+		if err := e.syncer.sync(context.Background(), k); err != nil {
+			e.t.Fatalf("sync %s: %v", k, err)
+		}
+	}
+}
+
+// applySecret creates or updates a Secret, waits for the cache, and syncs it if the syncer's event
+// handler would queue it.
+func (e *env) applySecret(s *corev1.Secret) {
+	e.t.Helper()
+	api := e.client.CoreV1().Secrets(s.Namespace)
+	var out *corev1.Secret
+	var err error
+	if _, gerr := api.Get(context.Background(), s.Name, metav1.GetOptions{}); apierrors.IsNotFound(gerr) {
+		out, err = api.Create(context.Background(), s, metav1.CreateOptions{})
+	} else {
+		out, err = api.Update(context.Background(), s, metav1.UpdateOptions{})
+	}
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	eventually(e.t, "the secret cache to show "+s.Name, func() bool {
+		got, err := e.syncer.secrets.Secrets(s.Namespace).Get(s.Name)
+		return err == nil && string(got.Data[corev1.TLSPrivateKeyKey]) == string(out.Data[corev1.TLSPrivateKeyKey]) &&
+			string(got.Data[corev1.TLSCertKey]) == string(out.Data[corev1.TLSCertKey])
+	})
+	e.run(e.syncer.ifReferenced(out)...)
+}
+
+func (e *env) deleteSecret(name string) {
+	e.t.Helper()
+	obj, err := e.client.CoreV1().Secrets(ns).Get(context.Background(), name, metav1.GetOptions{})
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	if err := e.client.CoreV1().Secrets(ns).Delete(context.Background(), name, metav1.DeleteOptions{}); err != nil {
+		e.t.Fatal(err)
+	}
+	eventually(e.t, "the secret cache to drop "+name, func() bool {
+		_, err := e.syncer.secrets.Secrets(ns).Get(name)
+		return apierrors.IsNotFound(err)
+	})
+	e.run(e.syncer.ifReferenced(obj)...)
+}
+
+// accept creates or updates an Ingress and delivers its IngressChange as accepted.
+func (e *env) accept(ing *networkingv1.Ingress) {
+	e.t.Helper()
+	api := e.client.NetworkingV1().Ingresses(ing.Namespace)
+	ing = ing.DeepCopy()
+	if cur, err := api.Get(context.Background(), ing.Name, metav1.GetOptions{}); err == nil {
+		ing.ResourceVersion = cur.ResourceVersion
+		if _, err := api.Update(context.Background(), ing, metav1.UpdateOptions{}); err != nil {
+			e.t.Fatal(err)
+		}
+	} else if _, err := api.Create(context.Background(), ing, metav1.CreateOptions{}); err != nil {
+		e.t.Fatal(err)
+	}
+	eventually(e.t, "the ingress cache to show "+ing.Name, func() bool {
+		got, err := e.syncer.ingresses.Ingresses(ing.Namespace).Get(ing.Name)
+		return err == nil && slices.Equal(SecretsOf(got), SecretsOf(ing))
+	})
+	e.run(e.syncer.ingressChanged(modules.IngressChange{Key: types.NamespacedName{Namespace: ing.Namespace, Name: ing.Name}, Accepted: true})...)
+}
+
+// drop deletes an Ingress and delivers its IngressChange as no longer accepted.
+func (e *env) drop(name string) {
+	e.t.Helper()
+	if err := e.client.NetworkingV1().Ingresses(ns).Delete(context.Background(), name, metav1.DeleteOptions{}); err != nil {
+		e.t.Fatal(err)
+	}
+	eventually(e.t, "the ingress cache to drop "+name, func() bool {
+		_, err := e.syncer.ingresses.Ingresses(ns).Get(name)
+		return apierrors.IsNotFound(err)
+	})
+	e.run(e.syncer.ingressChanged(modules.IngressChange{Key: key(name), Accepted: false})...)
+}
+
+// published returns the CertChanges published since the last call. A marker published after them
+// arrives after all of them (a subscriber gets messages in order), so nothing is missed or left over.
+func (e *env) published() []modules.CertChange {
+	e.t.Helper()
+	marker := types.NamespacedName{Namespace: "marker", Name: fmt.Sprint(time.Now().UnixNano())}
+	e.out.Publish(modules.CertChange{Secret: marker})
+	var out []modules.CertChange
+	timeout := time.After(waitLimit)
+	for {
+		select {
+		case c := <-e.changes:
+			if c.Secret == marker {
+				return out
+			}
+			out = append(out, c)
+		case <-timeout:
+			e.t.Fatalf("the marker CertChange did not arrive; got %v", out)
+		}
+	}
+}
+
+// files lists the Secret certificate files in the ssl dir (name without .pem), checking each is 0600.
+func (e *env) files() []string {
+	e.t.Helper()
+	fi, err := os.Stat(e.dir)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	if fi.Mode().Perm() != 0o700 {
+		e.t.Errorf("ssl dir mode %o, want 0700", fi.Mode().Perm())
+	}
+	entries, err := os.ReadDir(e.dir)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	var out []string
+	for _, en := range entries {
+		info, err := en.Info()
+		if err != nil {
+			e.t.Fatal(err)
+		}
+		if info.Mode().Perm() != 0o600 {
+			e.t.Errorf("%s has mode %o, want 0600", en.Name(), info.Mode().Perm())
+		}
+		out = append(out, strings.TrimSuffix(en.Name(), ".pem"))
+	}
+	sort.Strings(out)
+	return out
+}
+
+// gauge reads a gauge from the registry; ok is false when it has no such series.
+func (e *env) gauge(name string, labels map[string]string) (float64, bool) {
+	e.t.Helper()
+	fams, err := e.reg.Gather()
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	for _, f := range fams {
+		if f.GetName() != name {
+			continue
+		}
+	next:
+		for _, m := range f.GetMetric() {
+			for k, v := range labels {
+				found := false
+				for _, l := range m.GetLabel() {
+					if l.GetName() == k && l.GetValue() == v {
+						found = true
+					}
+				}
+				if !found {
+					continue next
+				}
+			}
+			return m.GetGauge().GetValue(), true
+		}
+	}
+	return 0, false
+}
+
+// change is a CertChange as the tables spell it: the Secret's name, the leaf fingerprint of the
+// published certificate ("" for none), and the Default flag.
+type change struct {
+	secret, leaf string
+	isDefault    bool
+}
+
+func (c change) String() string {
+	leaf := "nil"
+	if c.leaf != "" {
+		leaf = c.leaf[:8]
+	}
+	return fmt.Sprintf("{%s %s default=%v}", c.secret, leaf, c.isDefault)
+}
+
+func asChanges(cs []modules.CertChange) []change {
+	out := make([]change, 0, len(cs))
+	for _, c := range cs {
+		ch := change{secret: c.Secret.Name, isDefault: c.Default}
+		if c.Certificate != nil {
+			ch.leaf = c.Certificate.Fingerprint
+		}
+		out = append(out, ch)
+	}
+	return out
+}
+
+// warning is an expected Warning Event: the Ingress's name and the reason.
+type warning struct{ ingress, reason string }
+
+func asWarnings(t *testing.T, evs []event) []warning {
+	t.Helper()
+	var out []warning
+	for _, ev := range evs {
+		if ev.kind != corev1.EventTypeWarning {
+			t.Errorf("event %+v is not a Warning", ev)
+		}
+		if strings.Contains(ev.message, "PRIVATE KEY") {
+			t.Errorf("event message shows key material: %q", ev.message)
+		}
+		out = append(out, warning{ingress: strings.TrimPrefix(ev.object, ns+"/"), reason: ev.reason})
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].ingress+out[i].reason < out[j].ingress+out[j].reason })
+	return out
+}
+
+// step is one change to the cluster and everything the syncer is expected to do about it.
+type step struct {
+	name string
+	do   func(e *env)
+	// changes are the CertChanges published, in order.
+	changes []change
+	// warnings are the Warning Events recorded.
+	warnings []warning
+	// files are the certificate files in the ssl dir afterwards (base names, sorted).
+	files []string
+	// invalid is the invalid-secrets gauge afterwards.
+	invalid float64
+}
+
+func TestSyncerFollowsReferencesAndSecrets(t *testing.T) {
+	fixtures(t)
+	tests := map[string]struct {
+		defaultCert string
+		objs        []runtime.Object
+		steps       []step
+	}{
+		"referenced secret is written and published, unreferenced secret is ignored": {
+			objs: []runtime.Object{tlsSecret("a-tls", certA), tlsSecret("b-tls", certB)},
+			steps: []step{
+				{name: "ingress references a-tls", do: func(e *env) { e.accept(ingress("shop", "a-tls")) },
+					changes: []change{{secret: "a-tls", leaf: certA.leafSHA}}, files: []string{"apps_a-tls"}},
+				{name: "unreferenced b-tls changes", do: func(e *env) { e.applySecret(tlsSecret("b-tls", certA2)) },
+					files: []string{"apps_a-tls"}},
+				{name: "a-tls rotates", do: func(e *env) { e.applySecret(tlsSecret("a-tls", certA2)) },
+					changes: []change{{secret: "a-tls", leaf: certA2.leafSHA}}, files: []string{"apps_a-tls"}},
+				{name: "a-tls updated with the same content", do: func(e *env) {
+					s := tlsSecret("a-tls", certA2)
+					s.Labels = map[string]string{"touched": "yes"}
+					e.applySecret(s)
+				}, files: []string{"apps_a-tls"}},
+			},
+		},
+		"missing secret: event and nil change; created: published": {
+			steps: []step{
+				{name: "ingress references missing a-tls", do: func(e *env) { e.accept(ingress("shop", "a-tls")) },
+					changes:  []change{{secret: "a-tls"}},
+					warnings: []warning{{"shop", ReasonSecretNotFound}}, invalid: 1},
+				{name: "ingress updated, still missing: no repeated event", do: func(e *env) {
+					ing := ingress("shop", "a-tls")
+					ing.Labels = map[string]string{"v": "2"}
+					e.accept(ing)
+				}, invalid: 1},
+				{name: "a-tls created", do: func(e *env) { e.applySecret(tlsSecret("a-tls", certA)) },
+					changes: []change{{secret: "a-tls", leaf: certA.leafSHA}}, files: []string{"apps_a-tls"}},
+				{name: "a-tls deleted", do: func(e *env) { e.deleteSecret("a-tls") },
+					changes:  []change{{secret: "a-tls"}},
+					warnings: []warning{{"shop", ReasonSecretNotFound}}, invalid: 1},
+			},
+		},
+		"invalid secret: event on every user, nil change, file removed; fixed: published": {
+			objs: []runtime.Object{tlsSecret("a-tls", certA)},
+			steps: []step{
+				{name: "two ingresses reference a-tls", do: func(e *env) {
+					e.accept(ingress("shop", "a-tls"))
+					e.accept(ingress("blog", "a-tls"))
+				}, changes: []change{{secret: "a-tls", leaf: certA.leafSHA}}, files: []string{"apps_a-tls"}},
+				{name: "key replaced by another one's", do: func(e *env) { e.applySecret(brokenSecret("a-tls", certA)) },
+					changes:  []change{{secret: "a-tls"}},
+					warnings: []warning{{"blog", ReasonSecretInvalid}, {"shop", ReasonSecretInvalid}}, invalid: 1},
+				{name: "a third ingress starts using the broken secret", do: func(e *env) { e.accept(ingress("wiki", "a-tls")) },
+					warnings: []warning{{"wiki", ReasonSecretInvalid}}, invalid: 1},
+				{name: "broken differently: told again", do: func(e *env) {
+					s := tlsSecret("a-tls", certA)
+					delete(s.Data, corev1.TLSPrivateKeyKey)
+					e.applySecret(s)
+				}, warnings: []warning{{"blog", ReasonSecretInvalid}, {"shop", ReasonSecretInvalid}, {"wiki", ReasonSecretInvalid}}, invalid: 1},
+				{name: "fixed", do: func(e *env) { e.applySecret(tlsSecret("a-tls", certA2)) },
+					changes: []change{{secret: "a-tls", leaf: certA2.leafSHA}}, files: []string{"apps_a-tls"}},
+			},
+		},
+		"unreferenced secret: file removed and nil change": {
+			objs: []runtime.Object{tlsSecret("a-tls", certA), tlsSecret("b-tls", certB)},
+			steps: []step{
+				{name: "two ingresses share a-tls, one uses b-tls too", do: func(e *env) {
+					e.accept(ingress("shop", "a-tls", "b-tls"))
+					e.accept(ingress("blog", "a-tls"))
+				}, changes: []change{{secret: "a-tls", leaf: certA.leafSHA}, {secret: "b-tls", leaf: certB.leafSHA}},
+					files: []string{"apps_a-tls", "apps_b-tls"}},
+				{name: "shop drops b-tls", do: func(e *env) { e.accept(ingress("shop", "a-tls")) },
+					changes: []change{{secret: "b-tls"}}, files: []string{"apps_a-tls"}},
+				{name: "shop deleted: blog still uses a-tls", do: func(e *env) { e.drop("shop") },
+					files: []string{"apps_a-tls"}},
+				{name: "blog deleted", do: func(e *env) { e.drop("blog") },
+					changes: []change{{secret: "a-tls"}}},
+				{name: "a-tls changes while unreferenced", do: func(e *env) { e.applySecret(tlsSecret("a-tls", certA2)) }},
+			},
+		},
+		"broken secret no longer referenced: nothing left": {
+			steps: []step{
+				{name: "references a missing secret", do: func(e *env) { e.accept(ingress("shop", "a-tls")) },
+					changes: []change{{secret: "a-tls"}}, warnings: []warning{{"shop", ReasonSecretNotFound}}, invalid: 1},
+				{name: "deleted", do: func(e *env) { e.drop("shop") }, changes: []change{{secret: "a-tls"}}},
+				{name: "referenced again: told again", do: func(e *env) { e.accept(ingress("shop", "a-tls")) },
+					changes: []change{{secret: "a-tls"}}, warnings: []warning{{"shop", ReasonSecretNotFound}}, invalid: 1},
+			},
+		},
+		"default certificate is synced without references and kept when one goes away": {
+			defaultCert: "default-tls",
+			objs:        []runtime.Object{tlsSecret("default-tls", certB)},
+			steps: []step{
+				{name: "start", do: func(e *env) { e.run(key("default-tls")) },
+					changes: []change{{secret: "default-tls", leaf: certB.leafSHA, isDefault: true}}, files: []string{"apps_default-tls"}},
+				{name: "an ingress uses it and goes away", do: func(e *env) {
+					e.accept(ingress("shop", "default-tls"))
+					e.drop("shop")
+				}, files: []string{"apps_default-tls"}},
+				{name: "rotated", do: func(e *env) { e.applySecret(tlsSecret("default-tls", certA)) },
+					changes: []change{{secret: "default-tls", leaf: certA.leafSHA, isDefault: true}}, files: []string{"apps_default-tls"}},
+				{name: "broken: no ingress to tell", do: func(e *env) { e.applySecret(brokenSecret("default-tls", certA)) },
+					changes: []change{{secret: "default-tls", isDefault: true}}, invalid: 1},
+			},
+		},
+		"missing default certificate": {
+			defaultCert: "default-tls",
+			steps: []step{
+				{name: "start", do: func(e *env) { e.run(key("default-tls")) },
+					changes: []change{{secret: "default-tls", isDefault: true}}, invalid: 1},
+				{name: "created", do: func(e *env) { e.applySecret(tlsSecret("default-tls", certB)) },
+					changes: []change{{secret: "default-tls", leaf: certB.leafSHA, isDefault: true}}, files: []string{"apps_default-tls"}},
+			},
+		},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			e := newEnv(t, tc.defaultCert, tc.objs...)
+			for _, st := range tc.steps {
+				st.do(e)
+				if got := asChanges(e.published()); !slices.Equal(got, st.changes) {
+					t.Errorf("%s: published %v, want %v", st.name, got, st.changes)
+				}
+				if got := asWarnings(t, e.rec.take()); !slices.Equal(got, st.warnings) {
+					t.Errorf("%s: warnings %v, want %v", st.name, got, st.warnings)
+				}
+				if got := e.files(); !slices.Equal(got, st.files) {
+					t.Errorf("%s: files %v, want %v", st.name, got, st.files)
+				}
+				if got, _ := e.gauge("ingress_reactor_ssl_invalid_secrets", nil); got != st.invalid {
+					t.Errorf("%s: invalid secrets gauge %g, want %g", st.name, got, st.invalid)
+				}
+			}
+		})
+	}
+}
+
+func TestSyncerExpiryMetricFollowsCertificate(t *testing.T) {
+	e := newEnv(t, "", tlsSecret("a-tls", certA))
+	e.accept(ingress("shop", "a-tls"))
+	cert, err := certs.ParseSecret(tlsSecret("a-tls", certA))
+	if err != nil {
+		t.Fatal(err)
+	}
+	labels := map[string]string{"namespace": ns, "secret": "a-tls", "host": "a.example"}
+	if got, ok := e.gauge("ingress_reactor_ssl_expire_time_seconds", labels); !ok || got != float64(cert.NotAfter.Unix()) {
+		t.Errorf("expiry of a.example = %g (present %v), want %d", got, ok, cert.NotAfter.Unix())
+	}
+
+	// The rotated certificate also covers www.a.example.
+	e.applySecret(tlsSecret("a-tls", certA2))
+	rotated, err := certs.ParseSecret(tlsSecret("a-tls", certA2))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, host := range []string{"a.example", "www.a.example"} {
+		labels["host"] = host
+		if got, ok := e.gauge("ingress_reactor_ssl_expire_time_seconds", labels); !ok || got != float64(rotated.NotAfter.Unix()) {
+			t.Errorf("expiry of %s after rotation = %g (present %v), want %d", host, got, ok, rotated.NotAfter.Unix())
+		}
+	}
+
+	e.drop("shop")
+	if _, ok := e.gauge("ingress_reactor_ssl_expire_time_seconds", map[string]string{"secret": "a-tls"}); ok {
+		t.Error("expiry series of an unreferenced secret is still exported")
+	}
+}
+
+func TestSecretsOf(t *testing.T) {
+	ing := ingress("shop", "b-tls", "a-tls", "b-tls")
+	ing.Spec.TLS = append(ing.Spec.TLS, networkingv1.IngressTLS{Hosts: []string{"x.example"}}) // no secret: default
+	got := SecretsOf(ing)
+	want := []types.NamespacedName{key("a-tls"), key("b-tls")}
+	if !slices.Equal(got, want) {
+		t.Errorf("SecretsOf = %v, want %v", got, want)
+	}
+}
+
+// TestSyncerRunsFromInformersAndTopic runs the syncer as the application does (Start, informer events,
+// the IngressChange topic) and follows one Secret through its life.
+func TestSyncerRunsFromInformersAndTopic(t *testing.T) {
+	e := newEnv(t, "default-tls", tlsSecret("default-tls", certB), tlsSecret("a-tls", certA))
+	// A file of an earlier run for a Secret nobody references any more.
+	stale := filepath.Join(e.dir, "apps_gone-tls.pem")
+	if err := os.WriteFile(stale, []byte("old"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	e.syncer.Start(ctx)
+
+	next := func(what string, match func(modules.CertChange) bool) modules.CertChange {
+		t.Helper()
+		timeout := time.After(waitLimit)
+		for {
+			select {
+			case c := <-e.changes:
+				if match(c) {
+					return c
+				}
+			case <-timeout:
+				t.Fatalf("timed out waiting for %s", what)
+			}
+		}
+	}
+	withLeaf := func(name, leaf string) func(modules.CertChange) bool {
+		return func(c modules.CertChange) bool {
+			return c.Secret == key(name) && c.Certificate != nil && c.Certificate.Fingerprint == leaf
+		}
+	}
+	next("the default certificate", withLeaf("default-tls", certB.leafSHA))
+	if _, err := os.Stat(stale); !os.IsNotExist(err) {
+		t.Errorf("file of an earlier run not pruned at start (stat: %v)", err)
+	}
+
+	ing := ingress("shop", "a-tls")
+	if _, err := e.client.NetworkingV1().Ingresses(ns).Create(ctx, ing, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the ingress cache", func() bool {
+		_, err := e.syncer.ingresses.Ingresses(ns).Get("shop")
+		return err == nil
+	})
+	e.ingTopic.Publish(modules.IngressChange{Key: key("shop"), Accepted: true})
+	next("a-tls", withLeaf("a-tls", certA.leafSHA))
+
+	rotated := tlsSecret("a-tls", certA2)
+	rotated.ResourceVersion = "2" // the fake clientset does not count versions; the API server does
+	if _, err := e.client.CoreV1().Secrets(ns).Update(ctx, rotated, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	next("rotated a-tls", withLeaf("a-tls", certA2.leafSHA))
+
+	e.ingTopic.Publish(modules.IngressChange{Key: key("shop"), Accepted: false})
+	next("a-tls dropped", func(c modules.CertChange) bool { return c.Secret == key("a-tls") && c.Certificate == nil })
+	if _, err := os.Stat(filepath.Join(e.dir, "apps_a-tls.pem")); !os.IsNotExist(err) {
+		t.Errorf("file of an unreferenced secret still there (stat: %v)", err)
+	}
+	if _, err := os.Stat(filepath.Join(e.dir, "apps_default-tls.pem")); err != nil {
+		t.Errorf("default certificate file: %v", err)
+	}
+}

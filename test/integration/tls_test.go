@@ -1,0 +1,462 @@
+//go:build integration
+
+package integration
+
+import (
+	"bufio"
+	"bytes"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
+	"fmt"
+	"io"
+	"math/big"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/ingress-reactor/ingress-reactor/test/integration/harness"
+)
+
+// Names the TLS tests read. They are spelled out rather than imported: they are what
+// users, dashboards and alerts match on.
+const (
+	// fakeCertificateCN is the subject CN of the generated default certificate.
+	fakeCertificateCN = "Ingress Reactor Fake Certificate"
+	// reasonTLSSecretInvalid is the Warning Event reason for an unusable TLS Secret.
+	reasonTLSSecretInvalid = "TLSSecretInvalid"
+	// sslExpireMetric is the expiry time of each served certificate, per host.
+	sslExpireMetric = "ingress_reactor_ssl_expire_time_seconds"
+	// sslInvalidMetric counts referenced TLS Secrets that cannot be used.
+	sslInvalidMetric = "ingress_reactor_ssl_invalid_secrets"
+	// certUpdatesMetric counts certificate pushes to NGINX (no reload).
+	certUpdatesMetric = "ingress_reactor_certificate_updates_total"
+)
+
+// testCert is a self-signed certificate and its key, PEM encoded, made for one test.
+type testCert struct {
+	CertPEM, KeyPEM []byte
+	Leaf            *x509.Certificate
+}
+
+// newTestCert makes a self-signed ECDSA P-256 certificate with subject CN cn and the
+// given DNS names, valid from an hour ago for a day.
+func newTestCert(t *testing.T, cn string, dnsNames ...string) testCert {
+	t.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatalf("generate key: %v", err)
+	}
+	serial, err := rand.Int(rand.Reader, new(big.Int).Lsh(big.NewInt(1), 62))
+	if err != nil {
+		t.Fatalf("serial: %v", err)
+	}
+	now := time.Now()
+	tmpl := &x509.Certificate{
+		SerialNumber:          serial,
+		Subject:               pkix.Name{CommonName: cn, Organization: []string{"integration test"}},
+		DNSNames:              dnsNames,
+		NotBefore:             now.Add(-time.Hour),
+		NotAfter:              now.Add(24 * time.Hour).Truncate(time.Second),
+		KeyUsage:              x509.KeyUsageDigitalSignature,
+		ExtKeyUsage:           []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
+		BasicConstraintsValid: true,
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		t.Fatalf("create certificate: %v", err)
+	}
+	leaf, err := x509.ParseCertificate(der)
+	if err != nil {
+		t.Fatalf("parse certificate: %v", err)
+	}
+	keyDER, err := x509.MarshalPKCS8PrivateKey(key)
+	if err != nil {
+		t.Fatalf("marshal key: %v", err)
+	}
+	return testCert{
+		CertPEM: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}),
+		KeyPEM:  pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: keyDER}),
+		Leaf:    leaf,
+	}
+}
+
+// applyTLSSecret creates Secret name of type kubernetes.io/tls with the given
+// certificate and key, or replaces the data of the existing one.
+func applyTLSSecret(f *harness.Fixture, name string, certPEM, keyPEM []byte) {
+	f.T.Helper()
+	api := f.Client.CoreV1().Secrets(f.Namespace)
+	data := map[string][]byte{corev1.TLSCertKey: certPEM, corev1.TLSPrivateKeyKey: keyPEM}
+	cur, err := api.Get(f.Ctx, name, metav1.GetOptions{})
+	if err != nil {
+		_, err = api.Create(f.Ctx, &corev1.Secret{
+			ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: f.Namespace},
+			Type:       corev1.SecretTypeTLS,
+			Data:       data,
+		}, metav1.CreateOptions{})
+		if err != nil {
+			f.T.Fatalf("create Secret %s/%s: %v", f.Namespace, name, err)
+		}
+		return
+	}
+	cur.Data = data
+	if _, err := api.Update(f.Ctx, cur, metav1.UpdateOptions{}); err != nil {
+		f.T.Fatalf("update Secret %s/%s: %v", f.Namespace, name, err)
+	}
+}
+
+// tlsIngress returns (without creating it) an Ingress routing host to service port 80,
+// with a spec.tls entry for host and secret.
+func tlsIngress(f *harness.Fixture, name, host, secret, service string) *networkingv1.Ingress {
+	ing := f.Ingress(name, host, harness.IngressBackend{Service: service, Port: 80})
+	ing.Spec.TLS = []networkingv1.IngressTLS{{Hosts: []string{host}, SecretName: secret}}
+	return ing
+}
+
+// describeLeaf names a certificate for failure messages.
+func describeLeaf(c *x509.Certificate) string {
+	if c == nil {
+		return "no certificate"
+	}
+	return fmt.Sprintf("CN=%q SANs=%v serial=%s", c.Subject.CommonName, c.DNSNames, c.SerialNumber)
+}
+
+// waitServedCertificate waits until req, sent over HTTPS, is answered 200 by backend
+// with a leaf certificate for which match holds, and returns that response. want
+// describes the expected certificate.
+func waitServedCertificate(r *harness.Reactor, req harness.Request, backend, want string, match func(*x509.Certificate) bool) *harness.Response {
+	req.HTTPS = true
+	var last *harness.Response
+	r.Eventually(harness.DefaultTimeout, fmt.Sprintf("https://%s%s (SNI %q, no SNI %v) to present %s and be served by %q", req.Host, req.Path, req.SNI, req.NoSNI, want, backend), func() (bool, string) {
+		resp, err := r.Do(req)
+		if err != nil {
+			return false, err.Error()
+		}
+		last = resp
+		ok := resp.Status == http.StatusOK && resp.Echo != nil && resp.Echo.Name == backend &&
+			len(resp.PeerCertificates) > 0 && match(resp.PeerCertificates[0])
+		return ok, resp.String()
+	})
+	return last
+}
+
+// isLeaf matches exactly the certificate c (byte for byte).
+func isLeaf(c testCert) func(*x509.Certificate) bool {
+	return func(got *x509.Certificate) bool { return bytes.Equal(got.Raw, c.Leaf.Raw) }
+}
+
+// isFakeDefault matches the controller's generated default certificate.
+func isFakeDefault(got *x509.Certificate) bool { return got.Subject.CommonName == fakeCertificateCN }
+
+// requireCertificate sends req over HTTPS once and fails the test unless backend
+// answers 200 presenting exactly c. Use it once the state under test is known to be live.
+func requireCertificate(t *testing.T, r *harness.Reactor, req harness.Request, backend string, c testCert) {
+	t.Helper()
+	req.HTTPS = true
+	resp, err := r.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resp.Status != http.StatusOK || resp.Echo == nil || resp.Echo.Name != backend {
+		t.Fatalf("https://%s%s answered %s, want 200 from backend %q", req.Host, req.Path, resp, backend)
+	}
+	if len(resp.PeerCertificates) == 0 || !bytes.Equal(resp.PeerCertificates[0].Raw, c.Leaf.Raw) {
+		var got *x509.Certificate
+		if len(resp.PeerCertificates) > 0 {
+			got = resp.PeerCertificates[0]
+		}
+		t.Fatalf("https://%s%s (SNI %q) presented %s, want %s", req.Host, req.Path, req.SNI, describeLeaf(got), describeLeaf(c.Leaf))
+	}
+}
+
+// certificateFile is where the reactor keeps the certificate of Secret ns/name.
+func certificateFile(r *harness.Reactor, ns, name string) string {
+	return filepath.Join(r.SSLDir, ns+"_"+name+".pem")
+}
+
+// TestTLSTerminatesWithIngressSecret: an Ingress with a tls section is served over
+// HTTPS with its Secret's certificate (selected by SNI) and routed to its backend;
+// plain HTTP for that host is redirected with 308 to HTTPS, keeping path and query; a
+// host without TLS is served over plain HTTP without a redirect; the expiry metric
+// carries the certificate's notAfter per host.
+func TestTLSTerminatesWithIngressSecret(t *testing.T) {
+	f := harness.New(t)
+	web := f.StartBackend("web", false)
+	routingService(f, "web", web)
+	cert := newTestCert(t, "secure.example", "secure.example")
+	applyTLSSecret(f, "secure-tls", cert.CertPEM, cert.KeyPEM)
+	r := f.StartReactor()
+	r.WaitReady()
+
+	f.CreateIngress(tlsIngress(f, "secure", "secure.example", "secure-tls", "web"))
+	f.CreateIngress(f.Ingress("plain", "plain.example", harness.IngressBackend{Service: "web", Port: 80}))
+
+	resp := waitServedCertificate(r, harness.Request{Host: "secure.example", Path: "/cart?item=1"}, "web", describeLeaf(cert.Leaf), isLeaf(cert))
+	if resp.Echo.Host != "secure.example" || resp.Echo.URI != "/cart?item=1" {
+		t.Errorf("backend saw host %q and URI %q, want secure.example and /cart?item=1", resp.Echo.Host, resp.Echo.URI)
+	}
+	r.WaitServedBy("plain.example", "/", "web")
+
+	redirect, err := r.Get("secure.example", "/cart?item=1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantLocation := "https://secure.example:" + strconv.Itoa(r.HTTPSPort) + "/cart?item=1"
+	if redirect.Status != http.StatusPermanentRedirect || redirect.Header.Get("Location") != wantLocation {
+		t.Errorf("http://secure.example/cart?item=1 answered %s Location %q, want 308 to %q", redirect, redirect.Header.Get("Location"), wantLocation)
+	}
+	plain, err := r.Get("plain.example", "/x?y=1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if plain.Status != http.StatusOK || plain.Echo == nil || plain.Echo.Name != "web" {
+		t.Errorf("http://plain.example/x?y=1 (no TLS) answered %s, want 200 from web without a redirect", plain)
+	}
+
+	labels := map[string]string{"namespace": f.Namespace, "secret": "secure-tls", "host": "secure.example"}
+	want := float64(cert.Leaf.NotAfter.Unix())
+	r.WaitMetric(sslExpireMetric, labels, fmt.Sprintf("= %g", want), func(v float64) bool { return v == want })
+}
+
+// TestTLSRotationWithoutReload: replacing the certificate in the Secret makes NGINX
+// present the new one without reloading (the reloads counter stays put), and a
+// keep-alive connection opened before the rotation keeps working after it.
+func TestTLSRotationWithoutReload(t *testing.T) {
+	f := harness.New(t)
+	web := f.StartBackend("web", false)
+	routingService(f, "web", web)
+	first := newTestCert(t, "first", "rotate.example")
+	applyTLSSecret(f, "rotate-tls", first.CertPEM, first.KeyPEM)
+	r := f.StartReactor()
+	r.WaitReady()
+	f.CreateIngress(tlsIngress(f, "rotate", "rotate.example", "rotate-tls", "web"))
+
+	req := harness.Request{Host: "rotate.example"}
+	waitServedCertificate(r, req, "web", describeLeaf(first.Leaf), isLeaf(first))
+	reloads := r.WaitConfigSettled()
+	pushes := r.MetricValue(certUpdatesMetric, map[string]string{"result": "success"})
+
+	// A client connected before the rotation.
+	conn := dialKeepAlive(t, r, "rotate.example")
+	if got := conn.get(t, "rotate.example", "/before"); got != http.StatusOK {
+		t.Fatalf("keep-alive request before rotation answered %d, want 200", got)
+	}
+
+	second := newTestCert(t, "second", "rotate.example")
+	applyTLSSecret(f, "rotate-tls", second.CertPEM, second.KeyPEM)
+	waitServedCertificate(r, req, "web", describeLeaf(second.Leaf), isLeaf(second))
+
+	if got := conn.get(t, "rotate.example", "/after"); got != http.StatusOK {
+		t.Fatalf("keep-alive request on a connection opened before the rotation answered %d, want 200", got)
+	}
+	if !bytes.Equal(conn.leaf().Raw, first.Leaf.Raw) {
+		t.Errorf("the connection opened before the rotation presents %s, want the first certificate", describeLeaf(conn.leaf()))
+	}
+	if got := r.WaitConfigSettled(); got != reloads {
+		t.Errorf("%s went from %g to %g during a certificate rotation, want no reload", harness.ReloadsMetric, reloads, got)
+	}
+	if got := r.MetricValue(certUpdatesMetric, map[string]string{"result": "success"}); got <= pushes {
+		t.Errorf("%s{result=success} stayed at %g, want a certificate push for the rotation", certUpdatesMetric, got)
+	}
+}
+
+// keepAliveConn is one TLS connection to NGINX that carries several HTTP/1.1 requests.
+type keepAliveConn struct {
+	conn *tls.Conn
+	rd   *bufio.Reader
+}
+
+// dialKeepAlive opens a TLS connection to the reactor's HTTPS port with SNI sni; it is
+// closed when the test ends.
+func dialKeepAlive(t *testing.T, r *harness.Reactor, sni string) *keepAliveConn {
+	t.Helper()
+	addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(r.HTTPSPort))
+	conn, err := tls.DialWithDialer(&net.Dialer{Timeout: 10 * time.Second}, "tcp", addr,
+		&tls.Config{ServerName: sni, InsecureSkipVerify: true, NextProtos: []string{"http/1.1"}}) //nolint:gosec // the test checks the served certificate itself
+	if err != nil {
+		t.Fatalf("dial %s with SNI %q: %v", addr, sni, err)
+	}
+	t.Cleanup(func() { _ = conn.Close() })
+	return &keepAliveConn{conn: conn, rd: bufio.NewReader(conn)}
+}
+
+// get sends GET path with Host host on the connection and returns the status code.
+func (c *keepAliveConn) get(t *testing.T, host, path string) int {
+	t.Helper()
+	if err := c.conn.SetDeadline(time.Now().Add(30 * time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := fmt.Fprintf(c.conn, "GET %s HTTP/1.1\r\nHost: %s\r\n\r\n", path, host); err != nil {
+		t.Fatalf("write request %s on the kept-alive connection: %v", path, err)
+	}
+	resp, err := http.ReadResponse(c.rd, nil)
+	if err != nil {
+		t.Fatalf("read response to %s on the kept-alive connection: %v", path, err)
+	}
+	defer resp.Body.Close()
+	if _, err := io.Copy(io.Discard, resp.Body); err != nil {
+		t.Fatalf("read body of %s on the kept-alive connection: %v", path, err)
+	}
+	return resp.StatusCode
+}
+
+func (c *keepAliveConn) leaf() *x509.Certificate {
+	st := c.conn.ConnectionState()
+	if len(st.PeerCertificates) == 0 {
+		return nil
+	}
+	return st.PeerCertificates[0]
+}
+
+// TestTLSBrokenSecretFallsBackToDefault: a Secret whose key does not belong to its
+// certificate makes its host present the default certificate (still routed), puts a
+// Warning Event on the Ingress and counts in the invalid-secrets metric, while another
+// TLS host keeps its certificate; fixing the Secret brings the certificate back.
+func TestTLSBrokenSecretFallsBackToDefault(t *testing.T) {
+	f := harness.New(t)
+	web := f.StartBackend("web", false)
+	routingService(f, "web", web)
+	good := newTestCert(t, "broken.example", "broken.example")
+	other := newTestCert(t, "other.example", "other.example")
+	stranger := newTestCert(t, "stranger")
+	applyTLSSecret(f, "broken-tls", good.CertPEM, good.KeyPEM)
+	applyTLSSecret(f, "other-tls", other.CertPEM, other.KeyPEM)
+	r := f.StartReactor()
+	r.WaitReady()
+	f.CreateIngress(tlsIngress(f, "broken", "broken.example", "broken-tls", "web"))
+	f.CreateIngress(tlsIngress(f, "other", "other.example", "other-tls", "web"))
+
+	brokenReq := harness.Request{Host: "broken.example"}
+	otherReq := harness.Request{Host: "other.example"}
+	waitServedCertificate(r, brokenReq, "web", describeLeaf(good.Leaf), isLeaf(good))
+	waitServedCertificate(r, otherReq, "web", describeLeaf(other.Leaf), isLeaf(other))
+	r.WaitMetric(sslInvalidMetric, nil, "= 0", func(v float64) bool { return v == 0 })
+
+	// The certificate stays, the key is another one's.
+	applyTLSSecret(f, "broken-tls", good.CertPEM, stranger.KeyPEM)
+	waitServedCertificate(r, brokenReq, "web", "the fake default certificate", isFakeDefault)
+	ev := f.WaitEvent(r, "Ingress", "broken", corev1.EventTypeWarning, reasonTLSSecretInvalid, f.Namespace+"/broken-tls")
+	for _, line := range strings.Split(string(stranger.KeyPEM)+string(good.KeyPEM), "\n") {
+		if len(line) > 8 && strings.Contains(ev.Message, line) {
+			t.Errorf("Event message shows key material: %q", ev.Message)
+		}
+	}
+	r.WaitMetric(sslInvalidMetric, nil, "= 1", func(v float64) bool { return v == 1 })
+	requireCertificate(t, r, otherReq, "web", other)
+	if evs, err := f.Events("Ingress", "other", corev1.EventTypeWarning, reasonTLSSecretInvalid); err != nil || len(evs) != 0 {
+		t.Errorf("Ingress other (its Secret is fine) has %d %s Events (%v), want none", len(evs), reasonTLSSecretInvalid, err)
+	}
+
+	applyTLSSecret(f, "broken-tls", good.CertPEM, good.KeyPEM)
+	waitServedCertificate(r, brokenReq, "web", describeLeaf(good.Leaf), isLeaf(good))
+	r.WaitMetric(sslInvalidMetric, nil, "= 0", func(v float64) bool { return v == 0 })
+	requireCertificate(t, r, otherReq, "web", other)
+}
+
+// TestTLSCertificateFilesFollowReferences: the certificate of a referenced Secret is
+// written into the ssl directory (mode 0700) as a mode 0600 file, and the file goes
+// away once no Ingress references the Secret.
+func TestTLSCertificateFilesFollowReferences(t *testing.T) {
+	f := harness.New(t)
+	web := f.StartBackend("web", false)
+	routingService(f, "web", web)
+	cert := newTestCert(t, "files.example", "files.example")
+	applyTLSSecret(f, "files-tls", cert.CertPEM, cert.KeyPEM)
+	unused := newTestCert(t, "unused.example", "unused.example")
+	applyTLSSecret(f, "unused-tls", unused.CertPEM, unused.KeyPEM)
+	r := f.StartReactor()
+	r.WaitReady()
+	f.CreateIngress(tlsIngress(f, "files", "files.example", "files-tls", "web"))
+	waitServedCertificate(r, harness.Request{Host: "files.example"}, "web", describeLeaf(cert.Leaf), isLeaf(cert))
+
+	dir, err := os.Stat(r.SSLDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if dir.Mode().Perm() != 0o700 {
+		t.Errorf("ssl dir %s has mode %o, want 0700", r.SSLDir, dir.Mode().Perm())
+	}
+	file := certificateFile(r, f.Namespace, "files-tls")
+	content, err := os.ReadFile(file)
+	if err != nil {
+		t.Fatalf("certificate file of the referenced Secret: %v", err)
+	}
+	if !bytes.Contains(content, bytes.TrimSpace(cert.CertPEM)) {
+		t.Errorf("%s does not hold the Secret's certificate", file)
+	}
+	entries, err := os.ReadDir(r.SSLDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range entries {
+		info, err := e.Info()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !info.Mode().IsRegular() || info.Mode().Perm() != 0o600 {
+			t.Errorf("%s in the ssl dir has mode %s, want a regular file with mode 0600", e.Name(), info.Mode())
+		}
+	}
+	if _, err := os.Stat(certificateFile(r, f.Namespace, "unused-tls")); !os.IsNotExist(err) {
+		t.Errorf("a Secret no Ingress references has a certificate file (stat: %v)", err)
+	}
+
+	f.DeleteIngress("files")
+	r.Eventually(harness.DefaultTimeout, "the certificate file of a Secret no Ingress references to be removed", func() (bool, string) {
+		_, err := os.Stat(file)
+		if os.IsNotExist(err) {
+			return true, ""
+		}
+		return false, fmt.Sprintf("stat %s: %v", file, err)
+	})
+	r.Eventually(harness.DefaultTimeout, "the expiry metric of the unreferenced Secret to be gone", func() (bool, string) {
+		m, err := r.Metrics()
+		if err != nil {
+			return false, err.Error()
+		}
+		_, found := m.Value(sslExpireMetric, map[string]string{"namespace": f.Namespace, "secret": "files-tls"})
+		return !found, m.Describe(sslExpireMetric)
+	})
+}
+
+// TestTLSDefaultSSLCertificateFlag: with --default-ssl-certificate, a host that has no
+// certificate of its own and a client that sends no SNI get that Secret's certificate,
+// while a host with its own Secret keeps it.
+func TestTLSDefaultSSLCertificateFlag(t *testing.T) {
+	f := harness.New(t)
+	web := f.StartBackend("web", false)
+	routingService(f, "web", web)
+	def := newTestCert(t, "default.example", "default.example")
+	own := newTestCert(t, "own.example", "own.example")
+	applyTLSSecret(f, "default-tls", def.CertPEM, def.KeyPEM)
+	applyTLSSecret(f, "own-tls", own.CertPEM, own.KeyPEM)
+	r := f.StartReactor("--default-ssl-certificate=" + f.Namespace + "/default-tls")
+	r.WaitReady()
+	f.CreateIngress(f.Ingress("nocert", "nocert.example", harness.IngressBackend{Service: "web", Port: 80}))
+	f.CreateIngress(tlsIngress(f, "own", "own.example", "own-tls", "web"))
+
+	waitServedCertificate(r, harness.Request{Host: "nocert.example"}, "web", describeLeaf(def.Leaf), isLeaf(def))
+	waitServedCertificate(r, harness.Request{Host: "nocert.example", NoSNI: true}, "web", describeLeaf(def.Leaf), isLeaf(def))
+	waitServedCertificate(r, harness.Request{Host: "own.example"}, "web", describeLeaf(own.Leaf), isLeaf(own))
+	// A name no Ingress knows gets it too.
+	resp, err := r.Do(harness.Request{HTTPS: true, Host: "unknown.example"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(resp.PeerCertificates) == 0 || !bytes.Equal(resp.PeerCertificates[0].Raw, def.Leaf.Raw) {
+		t.Errorf("https://unknown.example answered %s, want the --default-ssl-certificate", resp)
+	}
+}
