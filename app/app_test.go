@@ -54,7 +54,7 @@ func (a *recordingApplier) SetCertificates(context.Context, nginx.CertificateUpd
 
 func (a *recordingApplier) Ready() error { return nil }
 
-func freePort(t *testing.T) int {
+func freePort(t testing.TB) int {
 	t.Helper()
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
