@@ -76,3 +76,24 @@ func TestParseHelpFlags(t *testing.T) {
 		t.Errorf("non-flag words parsed as flags: %v", got)
 	}
 }
+
+func TestHashNumber(t *testing.T) {
+	tests := map[string]struct {
+		hash   string
+		want   float64
+		wantOK bool
+	}{
+		"first 13 hex digits": {"4623951c347d2a1e9be560fe99b803a7", 0x4623951c347d2, true},
+		"short hash":          {"ff", 255, true},
+		"not hex":             {"not-a-hash", 0, false},
+		"empty":               {"", 0, false},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			got, ok := hashNumber(tc.hash)
+			if ok != tc.wantOK || (ok && got != tc.want) {
+				t.Errorf("hashNumber(%q) = %g, %v; want %g, %v", tc.hash, got, ok, tc.want, tc.wantOK)
+			}
+		})
+	}
+}
