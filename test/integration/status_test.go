@@ -237,7 +237,6 @@ func TestStatusClearedWhenIngressLeavesOurClass(t *testing.T) {
 	f.UpdateIngress("web", func(ing *networkingv1.Ingress) { ing.Spec.IngressClassName = &otherClass })
 	waitIngressStatus(t, f, "web", []networkingv1.IngressLoadBalancerIngress{theirs})
 
-
 	f.UpdateIngress("web", func(ing *networkingv1.Ingress) { ing.Spec.IngressClassName = &f.IngressClass })
 	waitIngressStatus(t, f, "web", statusPublished)
 }
