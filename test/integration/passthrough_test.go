@@ -23,7 +23,7 @@ import (
 // Spelled out rather than imported: they are the user-facing contract (docs/ssl-passthrough.md).
 const (
 	sslPassthroughAnnotation = "nginx.ingress.kubernetes.io/ssl-passthrough"
-	nginxDefaultCertCN        = "Ingress Reactor Fake Certificate"
+	nginxDefaultCertCN       = "Ingress Reactor Fake Certificate"
 	passthroughConnections   = "ingress_reactor_passthrough_connections_total"
 	// clientIP is a TEST-NET-1 address on the namespace's loopback that test clients connect from, so that
 	// NGINX's view of the client address can be told apart from the proxy's own 127.0.0.1.
@@ -75,7 +75,9 @@ func dialTLS(r *harness.Reactor, sni string) (*tlsConn, error) {
 }
 
 // certificate returns the leaf certificate's common name.
-func (c *tlsConn) certificate() string { return c.ConnectionState().PeerCertificates[0].Subject.CommonName }
+func (c *tlsConn) certificate() string {
+	return c.ConnectionState().PeerCertificates[0].Subject.CommonName
+}
 
 // get sends GET path with Host host on the connection and returns the echoserver's answer.
 func (c *tlsConn) get(host, path string) (*harness.EchoResponse, error) {
