@@ -264,17 +264,23 @@ func (l *Leader) Stop(ctx context.Context) error {
 	if l.opts.UpdateOnShutdown {
 		l.clearOnShutdown(ctx)
 	}
+	released := true
 	if l.cancel != nil {
 		l.cancel()
 		select {
 		case <-l.elected:
 		case <-ctx.Done():
+			released = false
 			err = errors.Join(err, fmt.Errorf("statusleader: lease not released before the stop deadline: %w", ctx.Err()))
 		}
 	}
 	l.stopOnce.Do(func() { close(l.stopDisc) })
 	l.discovery.Shutdown()
-	l.wg.Wait()
+	if released {
+		// The election goroutine is done; the others return as soon as their context ends. Past the
+		// deadline the release attempt (bounded by the renew deadline) is left to finish on its own.
+		l.wg.Wait()
+	}
 	l.m.leader.Set(0)
 	return err
 }
