@@ -35,6 +35,14 @@ type RenderConfig struct {
 	// RedirectHTTPSPort is the HTTPS port written into HTTP->HTTPS redirects, when clients reach NGINX
 	// through a port other than HTTPSPort (a Service or a NAT). 0 means HTTPSPort.
 	RedirectHTTPSPort int
+	// HTTPSListenAddress, when set, puts the HTTPS listener on this one address (instead of ListenAddress,
+	// and without an IPv6 twin): with SSL passthrough the proxy owns the public HTTPS port and hands NGINX
+	// the TLS connections it does not pass through on a loopback port.
+	HTTPSListenAddress string
+	// HTTPSProxyProtocol makes the HTTPS listener expect a PROXY protocol header on every connection and
+	// take the client's address (and the port it connected to, for X-Forwarded-Port) from it. Only a
+	// sender on HTTPSListenAddress, which must then be a loopback address, is trusted.
+	HTTPSProxyProtocol bool
 
 	Paths Paths
 	// Modules are the load_module paths (see DetectModules); empty for builds with the modules compiled in.
@@ -138,6 +146,15 @@ func (c RenderConfig) withDefaults() (RenderConfig, error) {
 		if _, err := netip.ParseAddr(c.ListenAddress); err != nil {
 			errs = append(errs, fmt.Errorf("listen address %q is not an IP address", c.ListenAddress))
 		}
+	}
+	if c.HTTPSListenAddress != "" {
+		if a, err := netip.ParseAddr(c.HTTPSListenAddress); err != nil || a.Zone() != "" {
+			errs = append(errs, fmt.Errorf("HTTPS listen address %q is not an IP address", c.HTTPSListenAddress))
+		} else if c.HTTPSProxyProtocol && !a.IsLoopback() {
+			errs = append(errs, fmt.Errorf("HTTPS listen address %q: the PROXY protocol is only trusted on a loopback address", c.HTTPSListenAddress))
+		}
+	} else if c.HTTPSProxyProtocol {
+		errs = append(errs, errors.New("the PROXY protocol on the HTTPS listener needs a loopback HTTPS listen address"))
 	}
 	if !filepath.IsAbs(c.Paths.Prefix) {
 		errs = append(errs, fmt.Errorf("nginx prefix %q must be an absolute path", c.Paths.Prefix))
@@ -322,7 +339,11 @@ type view struct {
 	HTTPListen  []string
 	HTTPSListen []string
 	// HTTPS is false when HTTPS is disabled.
-	HTTPS                 bool
+	HTTPS bool
+	// HTTPSProxyProtocol adds "proxy_protocol" to the HTTPS listener; RealIPFrom is then the quoted address
+	// whose PROXY headers are trusted.
+	HTTPSProxyProtocol    bool
+	RealIPFrom            string
 	DefaultCertificate    string
 	DefaultCertificateKey string
 	// RedirectPortSuffix is ":8443" when redirects need a port, else "".
@@ -396,6 +417,14 @@ func newView(m Model, cfg RenderConfig) (*view, int, error) {
 	v.HTTPListen = listens(&q, cfg, cfg.HTTPPort)
 	if v.HTTPS {
 		v.HTTPSListen = listens(&q, cfg, cfg.HTTPSPort)
+		if cfg.HTTPSListenAddress != "" {
+			a := netip.MustParseAddr(cfg.HTTPSListenAddress)
+			v.HTTPSListen = []string{q.quote(netip.AddrPortFrom(a, uint16(cfg.HTTPSPort)).String())}
+		}
+		if cfg.HTTPSProxyProtocol {
+			v.HTTPSProxyProtocol = true
+			v.RealIPFrom = q.quote(cfg.HTTPSListenAddress)
+		}
 		v.DefaultCertificate = q.quote(cfg.DefaultCertificate)
 		v.DefaultCertificateKey = q.quote(cfg.DefaultCertificateKey)
 		if cfg.RedirectHTTPSPort != 443 {
