@@ -10,6 +10,7 @@ import (
 	"go.uber.org/fx"
 
 	"github.com/ingress-reactor/ingress-reactor/modules/passthrough"
+	"github.com/ingress-reactor/ingress-reactor/nginx"
 )
 
 // bindPassthroughFlags registers the flags of the optional SSL passthrough proxy.
@@ -79,4 +80,20 @@ func passthroughModules(cfg Config) []fx.Option {
 		}),
 		passthrough.Module,
 	}
+}
+
+// passthroughRender moves NGINX's TLS listener behind the SSL passthrough proxy when
+// --enable-ssl-passthrough is set: to 127.0.0.1:--ssl-passthrough-proxy-port, expecting the PROXY protocol
+// (so NGINX still logs and forwards the real client address). HTTP-to-HTTPS redirects keep naming the
+// public --https-port.
+func passthroughRender(cfg Config, r *nginx.RenderConfig) {
+	if !cfg.EnableSSLPassthrough {
+		return
+	}
+	if r.RedirectHTTPSPort == 0 {
+		r.RedirectHTTPSPort = cfg.HTTPSPort
+	}
+	r.HTTPSPort = cfg.SSLPassthroughProxyPort
+	r.HTTPSListenAddress = "127.0.0.1"
+	r.HTTPSProxyProtocol = true
 }

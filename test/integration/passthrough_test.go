@@ -111,7 +111,7 @@ func request(r *harness.Reactor, host string) (cert string, echo *harness.EchoRe
 	return c.certificate(), echo, err
 }
 
-// waitServedBy waits until a fresh connection for host is answered by the backend named want.
+// waitServedByOverTLS waits until a fresh connection for host is answered by the backend named want.
 func waitServedByOverTLS(r *harness.Reactor, host, want string) (cert string, echo *harness.EchoResponse) {
 	r.Eventually(harness.DefaultTimeout, fmt.Sprintf("https://%s to be answered by %s", host, want), func() (bool, string) {
 		var err error
