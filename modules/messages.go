@@ -14,6 +14,10 @@ type IngressChange struct {
 	Key types.NamespacedName
 	// Accepted is true while the Ingress is served by this controller, false once it is not.
 	Accepted bool
+	// Synced marks a message without Key, published once after start: every Ingress that existed when the
+	// caches synced has been announced before it. The renderer waits for it before its first render, so
+	// NGINX never goes live (and ready) with a configuration that lacks existing Ingresses.
+	Synced bool
 }
 
 // EndpointsChange carries the complete, current endpoint list of one upstream. It is the endpoint lane's

@@ -11,6 +11,7 @@ import (
 	"go.uber.org/zap"
 	networkingv1 "k8s.io/api/networking/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/informers"
 	listersv1 "k8s.io/client-go/listers/networking/v1"
@@ -123,6 +124,19 @@ func (c *ClassFilter) Start(ctx context.Context) {
 		if !cache.WaitForCacheSync(ctx.Done(), c.synced...) {
 			return
 		}
+		// Announce every existing Ingress before the marker; the queue holds them too, and processing
+		// them again later only repeats the same announcement.
+		all, err := c.ingress.List(labels.Everything())
+		if err != nil {
+			c.log.Error("list ingresses", zap.Error(err))
+		}
+		for _, ing := range all {
+			key := types.NamespacedName{Namespace: ing.Namespace, Name: ing.Name}
+			if err := c.sync(ctx, key); err != nil {
+				c.ctrl.Queue().AddRateLimited(key)
+			}
+		}
+		c.changes.Publish(modules.IngressChange{Synced: true})
 		c.ctrl.Start(ctx)
 	}()
 }

@@ -89,6 +89,9 @@ type Reloader struct {
 	full    bool
 	// fresh is true once the data plane has reported a start: pushes before that would only fail.
 	fresh bool
+	// fullFor is the start count that the pending full push serves; pushedFor the one the last successful
+	// full push served. Ready requires them to match the data plane's current start.
+	fullFor, pushedFor uint64
 	// The certificate lane's state, under mu too.
 	certs      *certState
 	certsFresh bool
@@ -220,7 +223,23 @@ func New(p Params) (ReadyResult, error) {
 			OnStop:  func(stopCtx context.Context) error { cancel(); return r.Stop(stopCtx) },
 		})
 	}
-	return ReadyResult{Reloader: r, Ready: modules.ReadyCheck{Name: "nginx", Check: r.applier.Ready}}, nil
+	return ReadyResult{Reloader: r, Ready: modules.ReadyCheck{Name: "nginx", Check: r.Ready}}, nil
+}
+
+// Ready returns nil once a configuration is live and the data plane's current instance has received
+// every endpoint: a Pod marked ready then routes at once.
+func (r *Reloader) Ready() error {
+	if err := r.applier.Ready(); err != nil {
+		return err
+	}
+	starts, ok := r.restarts.Get()
+	r.mu.Lock()
+	pushed := r.pushedFor
+	r.mu.Unlock()
+	if !ok || pushed != starts {
+		return errors.New("endpoints not pushed to nginx yet")
+	}
+	return nil
 }
 
 // Start starts both lanes and the watch for data-plane restarts.
@@ -239,7 +258,7 @@ func (r *Reloader) Start(ctx context.Context) {
 				starts, _ := r.restarts.Get()
 				r.log.Info("nginx ready; pushing all endpoints and certificates", zap.Uint64("starts", starts))
 				r.mu.Lock()
-				r.fresh, r.full = true, true
+				r.fresh, r.full, r.fullFor = true, true, starts
 				r.certsFresh, r.certsFull = true, true
 				r.mu.Unlock()
 				r.endpoints.Queue().Add(pushKey{})
@@ -291,7 +310,7 @@ func (r *Reloader) push(ctx context.Context, _ pushKey) error {
 		r.mu.Unlock()
 		return nil // the first start pushes everything
 	}
-	full := r.full
+	full, fullFor := r.full, r.fullFor
 	var batch map[nginx.UpstreamName][]nginx.Endpoint
 	if full {
 		batch = maps.Clone(r.desired)
@@ -319,6 +338,11 @@ func (r *Reloader) push(ctx context.Context, _ pushKey) error {
 		return err
 	}
 	r.m.epUpdates.WithLabelValues("success").Inc()
+	if full {
+		r.mu.Lock()
+		r.pushedFor = max(r.pushedFor, fullFor)
+		r.mu.Unlock()
+	}
 	r.log.Debug("endpoints pushed", zap.Int("upstreams", len(batch)), zap.Bool("full", full))
 	return nil
 }

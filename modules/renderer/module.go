@@ -86,6 +86,8 @@ type Renderer struct {
 	accepted map[types.NamespacedName]struct{}
 	// usedServices are the Services the last render depended on; a change to one re-renders.
 	usedServices map[types.NamespacedName]struct{}
+	// initialDone is set by the class filter's Synced marker; there is no render before it.
+	initialDone bool
 
 	// Touched only by sync (one worker).
 	lastHash string
@@ -163,7 +165,9 @@ func New(p Params) (*Renderer, error) {
 
 	p.IngressChanges.Subscribe(func(c modules.IngressChange) {
 		r.mu.Lock()
-		if c.Accepted {
+		if c.Synced {
+			r.initialDone = true
+		} else if c.Accepted {
 			r.accepted[c.Key] = struct{}{}
 		} else {
 			delete(r.accepted, c.Key)
@@ -189,15 +193,15 @@ func New(p Params) (*Renderer, error) {
 	return r, nil
 }
 
-// Start waits for the caches, then renders once (so an empty cluster still gets a configuration) and on
-// every change after that.
+// Start waits for the caches and starts the worker. The first render happens once the class filter has
+// announced every existing Ingress (an empty cluster still gets a configuration then), and after every
+// change.
 func (r *Renderer) Start(ctx context.Context) {
 	go func() {
 		if !cache.WaitForCacheSync(ctx.Done(), r.synced...) {
 			return
 		}
 		r.ctrl.Start(ctx)
-		r.ctrl.Queue().Add(renderKey{})
 	}()
 }
 
@@ -235,6 +239,12 @@ func (r *Renderer) lookupService(key types.NamespacedName) (*corev1.Service, boo
 }
 
 func (r *Renderer) sync(context.Context, renderKey) error {
+	r.mu.Lock()
+	if !r.initialDone {
+		r.mu.Unlock()
+		return nil // the Synced marker triggers the first render
+	}
+	r.mu.Unlock()
 	timer := prometheus.NewTimer(r.metrics.duration)
 	r.mu.Lock()
 	keys := make([]types.NamespacedName, 0, len(r.accepted))

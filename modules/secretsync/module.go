@@ -208,6 +208,9 @@ func SecretsOf(ing *networkingv1.Ingress) []types.NamespacedName {
 
 // ingressChanged updates the reference index and returns the Secrets whose users changed.
 func (s *Syncer) ingressChanged(c modules.IngressChange) []types.NamespacedName {
+	if c.Synced {
+		return nil
+	}
 	var now []types.NamespacedName
 	if c.Accepted {
 		if ing, err := s.ingresses.Ingresses(c.Key.Namespace).Get(c.Key.Name); err == nil {
