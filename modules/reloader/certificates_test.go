@@ -15,7 +15,9 @@ import (
 	"github.com/ingress-reactor/ingress-reactor/nginx"
 )
 
-func secret(name string) types.NamespacedName { return types.NamespacedName{Namespace: "apps", Name: name} }
+func secret(name string) types.NamespacedName {
+	return types.NamespacedName{Namespace: "apps", Name: name}
+}
 
 // cert is a certificate whose content is identified by version: the chain the data plane receives is
 // "<name>@<version>", and the content hash changes with it.
