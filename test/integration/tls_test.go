@@ -229,6 +229,26 @@ func TestTLSTerminatesWithIngressSecret(t *testing.T) {
 	labels := map[string]string{"namespace": f.Namespace, "secret": "secure-tls", "host": "secure.example"}
 	want := float64(cert.Leaf.NotAfter.Unix())
 	r.WaitMetric(sslExpireMetric, labels, fmt.Sprintf("= %g", want), func(v float64) bool { return v == want })
+
+	// HTTP/2 is offered on TLS listeners; protocols older than TLS 1.2 are refused.
+	addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(r.HTTPSPort))
+	h2, err := tls.DialWithDialer(&net.Dialer{Timeout: 10 * time.Second}, "tcp", addr,
+		&tls.Config{ServerName: "secure.example", InsecureSkipVerify: true, NextProtos: []string{"h2", "http/1.1"}}) //nolint:gosec // the test checks the served certificate itself
+	if err != nil {
+		t.Fatalf("TLS handshake offering h2: %v", err)
+	}
+	if p := h2.ConnectionState().NegotiatedProtocol; p != "h2" {
+		t.Errorf("ALPN negotiated %q, want h2", p)
+	}
+	_ = h2.Close()
+	old, err := tls.DialWithDialer(&net.Dialer{Timeout: 10 * time.Second}, "tcp", addr,
+		&tls.Config{ServerName: "secure.example", InsecureSkipVerify: true, MinVersion: tls.VersionTLS10, MaxVersion: tls.VersionTLS11}) //nolint:gosec // deliberately old, to be refused
+	if err == nil {
+		_ = old.Close()
+		t.Errorf("a TLS 1.1 handshake succeeded, want TLS 1.2 and 1.3 only")
+	} else if !strings.Contains(err.Error(), "protocol version") {
+		t.Errorf("a TLS 1.1 handshake failed with %q, want NGINX's protocol_version alert", err)
+	}
 }
 
 // TestTLSRotationWithoutReload: replacing the certificate in the Secret makes NGINX
@@ -459,4 +479,25 @@ func TestTLSDefaultSSLCertificateFlag(t *testing.T) {
 	if len(resp.PeerCertificates) == 0 || !bytes.Equal(resp.PeerCertificates[0].Raw, def.Leaf.Raw) {
 		t.Errorf("https://unknown.example answered %s, want the --default-ssl-certificate", resp)
 	}
+}
+
+// TestTLSIngressSwitchesSecret: pointing an Ingress's tls section at another Secret
+// makes its host present that Secret's certificate (the host's server block itself does
+// not change).
+func TestTLSIngressSwitchesSecret(t *testing.T) {
+	f := harness.New(t)
+	web := f.StartBackend("web", false)
+	routingService(f, "web", web)
+	oldCert := newTestCert(t, "old", "switch.example")
+	newCert := newTestCert(t, "new", "switch.example")
+	applyTLSSecret(f, "old-tls", oldCert.CertPEM, oldCert.KeyPEM)
+	applyTLSSecret(f, "new-tls", newCert.CertPEM, newCert.KeyPEM)
+	r := f.StartReactor()
+	r.WaitReady()
+	f.CreateIngress(tlsIngress(f, "switch", "switch.example", "old-tls", "web"))
+	req := harness.Request{Host: "switch.example"}
+	waitServedCertificate(r, req, "web", describeLeaf(oldCert.Leaf), isLeaf(oldCert))
+
+	f.UpdateIngress("switch", func(ing *networkingv1.Ingress) { ing.Spec.TLS[0].SecretName = "new-tls" })
+	waitServedCertificate(r, req, "web", describeLeaf(newCert.Leaf), isLeaf(newCert))
 }
