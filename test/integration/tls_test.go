@@ -21,6 +21,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -500,4 +501,95 @@ func TestTLSIngressSwitchesSecret(t *testing.T) {
 
 	f.UpdateIngress("switch", func(ing *networkingv1.Ingress) { ing.Spec.TLS[0].SecretName = "new-tls" })
 	waitServedCertificate(r, req, "web", describeLeaf(newCert.Leaf), isLeaf(newCert))
+}
+
+// TestTLSCertificatesSurviveNginxCrash: a fresh NGINX (after its master was killed)
+// holds no pushed certificates; the controller pushes them again, so TLS hosts present
+// their own certificates, not the default one, and rotation keeps working.
+func TestTLSCertificatesSurviveNginxCrash(t *testing.T) {
+	f := harness.New(t)
+	web := f.StartBackend("web", false)
+	routingService(f, "web", web)
+	cert := newTestCert(t, "crash.example", "crash.example")
+	applyTLSSecret(f, "crash-tls", cert.CertPEM, cert.KeyPEM)
+	r := f.StartReactor()
+	r.WaitReady()
+	f.CreateIngress(tlsIngress(f, "crash", "crash.example", "crash-tls", "web"))
+	req := harness.Request{Host: "crash.example"}
+	waitServedCertificate(r, req, "web", describeLeaf(cert.Leaf), isLeaf(cert))
+	r.WaitConfigSettled()
+
+	restarts := r.MetricValue(nginxRestartsMetric, nil)
+	pid, err := r.NginxMasterPID()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
+		t.Fatalf("kill NGINX master %d: %v", pid, err)
+	}
+	r.WaitMetric(nginxRestartsMetric, nil, fmt.Sprintf(">= %g", restarts+1), func(v float64) bool { return v >= restarts+1 })
+	r.Eventually(harness.DefaultTimeout, "a new NGINX master PID", func() (bool, string) {
+		got, err := r.NginxMasterPID()
+		if err != nil {
+			return false, err.Error()
+		}
+		return got != pid, fmt.Sprintf("PID %d", got)
+	})
+	waitServedCertificate(r, req, "web", describeLeaf(cert.Leaf), isLeaf(cert))
+
+	rotated := newTestCert(t, "crash.example rotated", "crash.example")
+	applyTLSSecret(f, "crash-tls", rotated.CertPEM, rotated.KeyPEM)
+	waitServedCertificate(r, req, "web", describeLeaf(rotated.Leaf), isLeaf(rotated))
+}
+
+// TestTLSWildcardHost: a wildcard rule host with a wildcard TLS entry presents its
+// certificate for names one label below it, and the default certificate for the bare
+// domain (which the wildcard does not cover).
+func TestTLSWildcardHost(t *testing.T) {
+	f := harness.New(t)
+	web := f.StartBackend("web", false)
+	routingService(f, "web", web)
+	cert := newTestCert(t, "wildcard", "*.wild.example")
+	applyTLSSecret(f, "wild-tls", cert.CertPEM, cert.KeyPEM)
+	r := f.StartReactor()
+	r.WaitReady()
+	f.CreateIngress(tlsIngress(f, "wild", "*.wild.example", "wild-tls", "web"))
+
+	waitServedCertificate(r, harness.Request{Host: "a.wild.example"}, "web", describeLeaf(cert.Leaf), isLeaf(cert))
+	requireCertificate(t, r, harness.Request{Host: "b.wild.example"}, "web", cert)
+	resp, err := r.Do(harness.Request{HTTPS: true, Host: "wild.example"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(resp.PeerCertificates) == 0 || !isFakeDefault(resp.PeerCertificates[0]) {
+		t.Errorf("https://wild.example answered %s, want the default certificate (*.wild.example does not cover it)", resp)
+	}
+}
+
+// TestTLSDefaultSSLCertificateRotation: updating the --default-ssl-certificate Secret
+// changes what hosts without a certificate get, without a reload; breaking it falls
+// back to the generated certificate.
+func TestTLSDefaultSSLCertificateRotation(t *testing.T) {
+	f := harness.New(t)
+	web := f.StartBackend("web", false)
+	routingService(f, "web", web)
+	first := newTestCert(t, "default one", "default.example")
+	applyTLSSecret(f, "default-tls", first.CertPEM, first.KeyPEM)
+	r := f.StartReactor("--default-ssl-certificate=" + f.Namespace + "/default-tls")
+	r.WaitReady()
+	f.CreateIngress(f.Ingress("nocert", "nocert.example", harness.IngressBackend{Service: "web", Port: 80}))
+	req := harness.Request{Host: "nocert.example"}
+	waitServedCertificate(r, req, "web", describeLeaf(first.Leaf), isLeaf(first))
+	reloads := r.WaitConfigSettled()
+
+	second := newTestCert(t, "default two", "default.example")
+	applyTLSSecret(f, "default-tls", second.CertPEM, second.KeyPEM)
+	waitServedCertificate(r, req, "web", describeLeaf(second.Leaf), isLeaf(second))
+	if got := r.WaitConfigSettled(); got != reloads {
+		t.Errorf("%s went from %g to %g when the default certificate rotated, want no reload", harness.ReloadsMetric, reloads, got)
+	}
+
+	applyTLSSecret(f, "default-tls", second.CertPEM, first.KeyPEM)
+	waitServedCertificate(r, req, "web", "the generated default certificate", isFakeDefault)
+	r.WaitMetric(sslInvalidMetric, nil, "= 1", func(v float64) bool { return v == 1 })
 }
