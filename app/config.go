@@ -142,6 +142,7 @@ func BindFlags(fs *flag.FlagSet, c *Config) {
 	fs.StringVar(&c.DefaultSSLCertificate, "default-ssl-certificate", c.DefaultSSLCertificate, "Secret (namespace/name) with the certificate for hosts without one. Empty means a generated self-signed certificate.")
 
 	bindAutoIngressFlags(fs, c)
+	bindStatusFlags(fs, c)
 }
 
 // Validate reports configuration errors an operator must fix before the controller can start.
@@ -181,6 +182,7 @@ func (c *Config) Validate() error {
 			errs = append(errs, fmt.Errorf("%s: %w", name, err))
 		}
 	}
+	errs = append(errs, validateStatus(c)...)
 	return errors.Join(errs...)
 }
 

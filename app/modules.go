@@ -23,7 +23,7 @@ func Modules(cfg Config) []fx.Option {
 			WatchWithoutClass: cfg.WatchIngressWithoutClass,
 		}),
 		classfilter.Module,
-	}, slices.Concat(dataPlaneModules(cfg), autoIngressModules(cfg))...)
+	}, slices.Concat(dataPlaneModules(cfg), autoIngressModules(cfg), statusModules(cfg))...)
 }
 
 // topics are the typed channels between modules; each is closed when the application stops.
