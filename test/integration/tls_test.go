@@ -19,6 +19,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -592,4 +593,87 @@ func TestTLSDefaultSSLCertificateRotation(t *testing.T) {
 	applyTLSSecret(f, "default-tls", second.CertPEM, first.KeyPEM)
 	waitServedCertificate(r, req, "web", "the generated default certificate", isFakeDefault)
 	r.WaitMetric(sslInvalidMetric, nil, "= 1", func(v float64) bool { return v == 1 })
+}
+
+// TestTLSRotationLatency measures how long a certificate rotation takes end to end:
+// from the Secret update returning from the API server to the first TLS handshake that
+// presents the new certificate (handshakes are retried every millisecond). It is a
+// measurement, run on request only, that reports percentiles; it fails only when a
+// rotation does not arrive or NGINX reloads. docs/benchmarks-tls.md has the command:
+//
+//	TLS_ROTATION_SAMPLES=50 hack/in-netns.sh go test -tags integration -count=1 \
+//	    -run TestTLSRotationLatency -v ./test/integration/
+func TestTLSRotationLatency(t *testing.T) {
+	samples, _ := strconv.Atoi(os.Getenv("TLS_ROTATION_SAMPLES"))
+	if samples <= 0 {
+		t.Skip("a measurement: set TLS_ROTATION_SAMPLES to the number of rotations to time")
+	}
+	f := harness.New(t)
+	web := f.StartBackend("web", false)
+	routingService(f, "web", web)
+	// Certificates are made up front so that key generation is not timed.
+	pool := make([]testCert, samples+1)
+	for i := range pool {
+		pool[i] = newTestCert(t, fmt.Sprintf("rotation %d", i), "latency.example")
+	}
+	applyTLSSecret(f, "latency-tls", pool[0].CertPEM, pool[0].KeyPEM)
+	r := f.StartReactor("--log-level=info")
+	r.WaitReady()
+	f.CreateIngress(tlsIngress(f, "latency", "latency.example", "latency-tls", "web"))
+	waitServedCertificate(r, harness.Request{Host: "latency.example"}, "web", describeLeaf(pool[0].Leaf), isLeaf(pool[0]))
+	reloads := r.WaitConfigSettled()
+
+	addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(r.HTTPSPort))
+	leafNow := func() ([]byte, error) {
+		conn, err := tls.DialWithDialer(&net.Dialer{Timeout: 5 * time.Second}, "tcp", addr,
+			&tls.Config{ServerName: "latency.example", InsecureSkipVerify: true}) //nolint:gosec // the test checks the served certificate itself
+		if err != nil {
+			return nil, err
+		}
+		defer conn.Close()
+		return conn.ConnectionState().PeerCertificates[0].Raw, nil
+	}
+	var handshake time.Duration
+	var durations []time.Duration
+	for i := 1; i <= samples; i++ {
+		c := pool[i]
+		api := f.Client.CoreV1().Secrets(f.Namespace)
+		cur, err := api.Get(f.Ctx, "latency-tls", metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		cur.Data = map[string][]byte{corev1.TLSCertKey: c.CertPEM, corev1.TLSPrivateKeyKey: c.KeyPEM}
+		if _, err := api.Update(f.Ctx, cur, metav1.UpdateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		start := time.Now()
+		deadline := start.Add(harness.DefaultTimeout)
+		for {
+			began := time.Now()
+			raw, err := leafNow()
+			if err != nil {
+				t.Fatalf("handshake: %v", err)
+			}
+			handshake = time.Since(began)
+			if bytes.Equal(raw, c.Leaf.Raw) {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("rotation %d not served after %s", i, harness.DefaultTimeout)
+			}
+			time.Sleep(time.Millisecond)
+		}
+		durations = append(durations, time.Since(start))
+	}
+	slices.Sort(durations)
+	pct := func(p float64) time.Duration { return durations[int(p*float64(len(durations)-1))] }
+	t.Logf("certificate rotation, Secret update to first handshake with the new certificate, %d samples: "+
+		"min %s p50 %s p90 %s max %s (one handshake takes about %s)",
+		len(durations), durations[0], pct(0.5), pct(0.9), durations[len(durations)-1], handshake)
+	if got := r.WaitConfigSettled(); got != reloads {
+		t.Errorf("%s went from %g to %g during %d rotations, want no reload", harness.ReloadsMetric, reloads, got, samples)
+	}
+	if sum, count := r.MetricValue("ingress_reactor_reload_duration_seconds_sum", nil), r.MetricValue("ingress_reactor_reload_duration_seconds_count", nil); count > 0 {
+		t.Logf("for comparison, the %g configuration applies of this run (test, reload, confirm) took %.1f ms on average", count, 1000*sum/count)
+	}
 }
