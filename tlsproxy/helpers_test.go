@@ -10,6 +10,7 @@ import (
 	"crypto/x509"
 	"crypto/x509/pkix"
 	"errors"
+	"fmt"
 	"io"
 	"math/big"
 	"net"
@@ -148,16 +149,24 @@ func newRecorder(t *testing.T, name string) *recorder {
 	return r
 }
 
-// accept returns the next connection the recorder got.
+// accept returns the next connection the recorder got. Call it from the test's goroutine.
 func (r *recorder) accept(t *testing.T) *net.TCPConn {
 	t.Helper()
+	c, err := r.next()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.Close() })
+	return c
+}
+
+// next is accept for other goroutines: the caller closes the connection.
+func (r *recorder) next() (*net.TCPConn, error) {
 	select {
 	case c := <-r.conns:
-		t.Cleanup(func() { _ = c.Close() })
-		return c
+		return c, nil
 	case <-time.After(bound):
-		t.Fatalf("%s got no connection", r.name)
-		return nil
+		return nil, fmt.Errorf("%s got no connection", r.name)
 	}
 }
 
@@ -236,8 +245,7 @@ func (c *prefixConn) Read(b []byte) (int, error) { return c.r.Read(b) }
 
 // tlsServe answers one TLS connection with cert and then echoes. With proxyHeader it first reads and
 // returns a PROXY protocol header.
-func tlsServe(t *testing.T, c net.Conn, cert tls.Certificate, proxyHeader bool) (ProxyHeader, error) {
-	t.Helper()
+func tlsServe(c net.Conn, cert tls.Certificate, proxyHeader bool) (ProxyHeader, error) {
 	var h ProxyHeader
 	if proxyHeader {
 		hdr, rest, err := readProxyHeader(c, nil, 4096)

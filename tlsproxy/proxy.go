@@ -372,8 +372,16 @@ func helloErrorReason(err error) string {
 	}
 }
 
+// handle reads the ClientHello, routes the connection, connects and replays what was read, then hands the
+// copying to two fresh goroutines and returns: its stack, grown by parsing and dialling, is released
+// rather than kept for the life of the connection.
 func (p *Proxy) handle(pc *proxyConn) {
-	defer p.unregister(pc)
+	piped := false
+	defer func() {
+		if !piped {
+			p.unregister(pc)
+		}
+	}()
 	start := time.Now()
 	client := pc.client
 	src, dst := addrs(client)
@@ -482,12 +490,10 @@ func (p *Proxy) handle(pc *proxyConn) {
 	if p.opts.IdleTimeout > 0 {
 		p.watchIdle(pc, backend)
 	}
-	received, sent := p.pipe(pc, backend)
-	p.m.copied(routeKind, received+int64(len(data)), sent)
-	if ce := p.log.Check(zapcore.DebugLevel, "connection closed"); ce != nil {
-		ce.Write(zap.Stringer("client", src), zap.String("route", routeKind), zap.Int64("received", received+int64(len(data))),
-			zap.Int64("sent", sent), zap.Duration("duration", time.Since(start)))
-	}
+	s := &pipe{p: p, pc: pc, backend: backend, route: routeKind, replayed: int64(len(data)), start: start, client: src}
+	piped = true
+	go s.copy(backend, pc.client, &s.received)
+	go s.copy(pc.client, backend, &s.sent)
 }
 
 // reject closes a connection the proxy will not serve and counts it.
@@ -528,22 +534,42 @@ func (p *Proxy) dialNginx() *net.TCPConn {
 	return c.(*net.TCPConn)
 }
 
-// pipe copies both directions until both have ended, and returns the bytes received from the client and
-// sent to it. A clean end of one direction (EOF) is passed on as a half-close, so protocols that shut down
-// one direction first keep working; an error in either direction closes both.
-func (p *Proxy) pipe(pc *proxyConn, backend *net.TCPConn) (received, sent int64) {
-	done := make(chan int64, 1)
-	go func() { done <- copyHalf(pc, pc.client, backend) }()
-	received = copyHalf(pc, backend, pc.client)
-	sent = <-done
-	pc.close()
-	return received, sent
+// pipe is a routed connection whose two directions are being copied, each on its own goroutine. A clean
+// end of one direction (EOF) is passed on as a half-close, so protocols that shut down one direction first
+// keep working; an error in either direction closes both. The direction that ends last closes the
+// connection, counts its bytes and releases its slot.
+type pipe struct {
+	p        *Proxy
+	pc       *proxyConn
+	backend  *net.TCPConn
+	route    string
+	replayed int64
+	start    time.Time
+	client   netip.AddrPort
+
+	received, sent int64 // each written by its own direction before done is incremented
+	done           atomic.Int32
 }
 
-// copyHalf copies src to dst until EOF, then half-closes dst. io.Copy between two *net.TCPConn uses
-// splice(2) on Linux: the bytes never enter user space.
+func (s *pipe) copy(dst, src *net.TCPConn, count *int64) {
+	*count = copyHalf(s.pc, dst, src)
+	if s.done.Add(1) < 2 {
+		return
+	}
+	s.pc.close()
+	received := s.received + s.replayed
+	s.p.m.copied(s.route, received, s.sent)
+	if ce := s.p.log.Check(zapcore.DebugLevel, "connection closed"); ce != nil {
+		ce.Write(zap.Stringer("client", s.client), zap.String("route", s.route), zap.Int64("received", received),
+			zap.Int64("sent", s.sent), zap.Duration("duration", time.Since(s.start)))
+	}
+	s.p.unregister(s.pc)
+}
+
+// copyHalf copies src to dst until EOF, then half-closes dst. On Linux the bytes never enter user space
+// (see copyStream).
 func copyHalf(pc *proxyConn, dst, src *net.TCPConn) int64 {
-	n, err := io.Copy(dst, src)
+	n, err := copyStream(dst, src)
 	if err == nil {
 		err = dst.CloseWrite()
 	}

@@ -8,6 +8,7 @@ import (
 	"io"
 	"net"
 	"net/netip"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -48,8 +49,12 @@ func TestProxyRoutesByServerName(t *testing.T) {
 			}
 			done := make(chan served, 1)
 			go func() {
-				conn := tc.wantServer.accept(t)
-				h, err := tlsServe(t, conn, certs[tc.wantServer.name], tc.wantServer == tp.nginx)
+				conn, err := tc.wantServer.next()
+				if err != nil {
+					done <- served{err: err}
+					return
+				}
+				h, err := tlsServe(conn, certs[tc.wantServer.name], tc.wantServer == tp.nginx)
 				done <- served{h, err}
 			}()
 			tc2, name := tlsDial(t, c, tc.sni)
@@ -221,9 +226,14 @@ func TestProxyMaxConnections(t *testing.T) {
 	first := open()
 	open()
 
-	over := tp.dial(t)
-	_, _ = over.Write(hello) // may already fail: the proxy closes at once
-	expectClosed(t, over)
+	// The proxy resets the connection right after accepting it; the reset may even beat the dialer.
+	if over, err := net.DialTimeout("tcp", tp.addr, bound); err == nil {
+		defer over.Close()
+		_, _ = over.Write(hello) // may already fail
+		expectClosed(t, over)
+	} else if !errors.Is(err, syscall.ECONNRESET) {
+		t.Fatalf("dial over the limit: %v, want success or a reset", err)
+	}
 	if got := tp.connections(t, RouteRejected, ReasonLimit); got != 1 {
 		t.Errorf("connections_total{route=rejected,reason=limit} = %g, want 1", got)
 	}
@@ -455,4 +465,22 @@ func TestProxyShutdown(t *testing.T) {
 	if err := p.Shutdown(context.Background()); err != nil {
 		t.Errorf("second Shutdown with nothing open = %v", err)
 	}
+}
+
+// TestProxyResetClosesBothSides: when the backend aborts (RST), the client's side is closed too, rather
+// than left open with nobody behind it.
+func TestProxyResetClosesBothSides(t *testing.T) {
+	b := newRecorder(t, "backend")
+	tp := startProxy(t, Options{}, Route{Host: "shop.example.com", Backend: "b", Endpoints: []netip.AddrPort{b.addr}})
+	hello := captureClientHello(t, &tls.Config{ServerName: "shop.example.com"})
+	c := tp.dial(t)
+	if _, err := c.Write(hello); err != nil {
+		t.Fatal(err)
+	}
+	bc := b.accept(t)
+	readN(t, bc, len(hello))
+	_ = bc.SetLinger(0)
+	_ = bc.Close()
+	expectClosed(t, c)
+	waitFor(t, "the connection to be released", func() bool { return tp.Active() == 0 })
 }
