@@ -5,9 +5,12 @@ package integration
 import (
 	"bufio"
 	"bytes"
+	"crypto"
 	"crypto/ecdsa"
+	"crypto/ed25519"
 	"crypto/elliptic"
 	"crypto/rand"
+	"crypto/rsa"
 	"crypto/tls"
 	"crypto/x509"
 	"crypto/x509/pkix"
@@ -62,6 +65,12 @@ func newTestCert(t *testing.T, cn string, dnsNames ...string) testCert {
 	if err != nil {
 		t.Fatalf("generate key: %v", err)
 	}
+	return newTestCertWithKey(t, key, cn, dnsNames...)
+}
+
+// newTestCertWithKey is newTestCert with the given key.
+func newTestCertWithKey(t *testing.T, key crypto.Signer, cn string, dnsNames ...string) testCert {
+	t.Helper()
 	serial, err := rand.Int(rand.Reader, new(big.Int).Lsh(big.NewInt(1), 62))
 	if err != nil {
 		t.Fatalf("serial: %v", err)
@@ -77,7 +86,10 @@ func newTestCert(t *testing.T, cn string, dnsNames ...string) testCert {
 		ExtKeyUsage:           []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
 		BasicConstraintsValid: true,
 	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if _, ok := key.(*rsa.PrivateKey); ok {
+		tmpl.KeyUsage |= x509.KeyUsageKeyEncipherment
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, key.Public(), key)
 	if err != nil {
 		t.Fatalf("create certificate: %v", err)
 	}
@@ -675,5 +687,57 @@ func TestTLSRotationLatency(t *testing.T) {
 	}
 	if sum, count := r.MetricValue("ingress_reactor_reload_duration_seconds_sum", nil), r.MetricValue("ingress_reactor_reload_duration_seconds_count", nil); count > 0 {
 		t.Logf("for comparison, the %g configuration applies of this run (test, reload, confirm) took %.1f ms on average", count, 1000*sum/count)
+	}
+}
+
+// TestTLSKeyTypes: certificates with RSA, ECDSA and Ed25519 keys are all served for
+// their hosts, over TLS 1.2 (RSA and ECDSA) and TLS 1.3.
+func TestTLSKeyTypes(t *testing.T) {
+	f := harness.New(t)
+	web := f.StartBackend("web", false)
+	routingService(f, "web", web)
+	rsaKey, err := rsa.GenerateKey(rand.Reader, 2048)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p384, err := ecdsa.GenerateKey(elliptic.P384(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, edKey, err := ed25519.GenerateKey(rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		name string
+		key  crypto.Signer
+		tls2 bool // TLS 1.2 clients can use it with the configured cipher list
+	}{
+		{"rsa", rsaKey, true},
+		{"p384", p384, true},
+		{"ed25519", edKey, false}, // TLS 1.2 has no Ed25519 cipher suite in the list
+	}
+	r := f.StartReactor()
+	r.WaitReady()
+	for _, tc := range tests {
+		host := tc.name + ".keys.example"
+		c := newTestCertWithKey(t, tc.key, host, host)
+		applyTLSSecret(f, tc.name+"-tls", c.CertPEM, c.KeyPEM)
+		f.CreateIngress(tlsIngress(f, tc.name, host, tc.name+"-tls", "web"))
+		waitServedCertificate(r, harness.Request{Host: host}, "web", describeLeaf(c.Leaf), isLeaf(c))
+		if !tc.tls2 {
+			continue
+		}
+		addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(r.HTTPSPort))
+		conn, err := tls.DialWithDialer(&net.Dialer{Timeout: 10 * time.Second}, "tcp", addr,
+			&tls.Config{ServerName: host, InsecureSkipVerify: true, MaxVersion: tls.VersionTLS12}) //nolint:gosec // the test checks the served certificate itself
+		if err != nil {
+			t.Errorf("%s: TLS 1.2 handshake: %v", tc.name, err)
+			continue
+		}
+		if leaf := conn.ConnectionState().PeerCertificates[0]; !bytes.Equal(leaf.Raw, c.Leaf.Raw) {
+			t.Errorf("%s: TLS 1.2 handshake presented %s, want %s", tc.name, describeLeaf(leaf), describeLeaf(c.Leaf))
+		}
+		_ = conn.Close()
 	}
 }
