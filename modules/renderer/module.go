@@ -6,6 +6,7 @@ package renderer
 import (
 	"context"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"sync"
@@ -90,7 +91,8 @@ type Renderer struct {
 	initialDone bool
 
 	// Touched only by sync (one worker).
-	lastHash string
+	lastHash     string
+	lastTLSHosts map[nginx.Hostname]types.NamespacedName
 	// reported remembers the last Event sent per Ingress, so an unchanged problem is not repeated on
 	// every render.
 	reported map[types.NamespacedName]string
@@ -333,11 +335,14 @@ func (r *Renderer) sync(context.Context, renderKey) error {
 		r.metrics.renders.WithLabelValues("error").Inc()
 		return fmt.Errorf("render nginx.conf: %w", err)
 	}
-	if hash == r.lastHash {
+	// The SNI table (which Secret each TLS host presents) is not part of nginx.conf: a change to it alone
+	// is published too, and the reloader applies it without a reload.
+	tlsHosts := model.TLSHosts()
+	if hash == r.lastHash && maps.Equal(tlsHosts, r.lastTLSHosts) {
 		r.metrics.renders.WithLabelValues("unchanged").Inc()
 		return nil
 	}
-	r.lastHash = hash
+	r.lastHash, r.lastTLSHosts = hash, tlsHosts
 	r.metrics.renders.WithLabelValues("changed").Inc()
 	r.metrics.confBytes.Set(float64(len(conf)))
 	r.log.Info("configuration rendered", zap.String("hash", hash), zap.Int("ingresses", len(translations)),
