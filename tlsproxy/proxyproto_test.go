@@ -149,3 +149,47 @@ func TestParseProxyHeader(t *testing.T) {
 		})
 	}
 }
+
+// FuzzParseProxyHeader: the reader never panics, never claims more bytes than it has, never asks for
+// fewer than it has, and what the writers produce for the addresses it returns parses back the same.
+func FuzzParseProxyHeader(f *testing.F) {
+	src, dst := netip.MustParseAddrPort("192.0.2.1:1"), netip.MustParseAddrPort("[2001:db8::2]:443")
+	f.Add(ProxyProtocolV1.AppendHeader(nil, src, dst))
+	f.Add(ProxyProtocolV2.AppendHeader(nil, src, dst))
+	f.Add([]byte("PROXY UNKNOWN\r\n"))
+	f.Add(mustHex(f, v2Sig+"21 11 0012 c0000201 c0000202 0001 0002 04 0003 616263"))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		h, n, need, err := ParseProxyHeader(data)
+		switch {
+		case err != nil:
+			if need != 0 || n != 0 {
+				t.Fatalf("error %v with n %d, need %d", err, n, need)
+			}
+		case need != 0:
+			if need <= len(data) {
+				t.Fatalf("asks for %d bytes, has %d", need, len(data))
+			}
+		default:
+			if n < 1 || n > len(data) {
+				t.Fatalf("header length %d of %d bytes", n, len(data))
+			}
+			if h.Source.IsValid() != h.Destination.IsValid() {
+				t.Fatalf("only one address valid: %+v", h)
+			}
+			if h.Source.IsValid() {
+				for _, v := range []ProxyProtocol{ProxyProtocolV1, ProxyProtocolV2} {
+					again, _, _, err := ParseProxyHeader(v.AppendHeader(nil, h.Source, h.Destination))
+					if err != nil || again.Source != unmapIfMixed(h.Source, h.Destination) && again.Source != h.Source {
+						t.Fatalf("%s round trip of %+v: %+v, %v", v, h, again, err)
+					}
+				}
+			}
+		}
+	})
+}
+
+// unmapIfMixed mirrors the writers: IPv4-mapped addresses are written as IPv4 when both sides are IPv4.
+func unmapIfMixed(a, b netip.AddrPort) netip.AddrPort {
+	s, _, _ := sameFamily(a, b)
+	return s
+}
