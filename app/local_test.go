@@ -132,3 +132,19 @@ func TestExamplesLocalLoad(t *testing.T) {
 		t.Fatalf("examples/local: want 2 EndpointSlices, got %d (err %v)", len(slices.Items), err)
 	}
 }
+
+func TestDeployManifestsParse(t *testing.T) {
+	objs, err := readManifestFile("../deploy/ingress-reactor.yaml")
+	if err != nil {
+		t.Fatalf("deploy/ingress-reactor.yaml: %v", err)
+	}
+	kinds := map[string]int{}
+	for _, o := range objs {
+		kinds[o.GetObjectKind().GroupVersionKind().Kind]++
+	}
+	for _, k := range []string{"Namespace", "ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding", "IngressClass", "Deployment", "Service"} {
+		if kinds[k] != 1 {
+			t.Errorf("deploy manifest: want one %s, got %d", k, kinds[k])
+		}
+	}
+}
