@@ -23,9 +23,9 @@ const (
 	ReasonBadHello   = "bad_hello"
 	// ReasonLimit, ReasonHelloTimeout, ReasonClosed, ReasonProxyProtocol, ReasonNoEndpoints,
 	// ReasonDialFailed: closed by the proxy, because the connection limit was reached, the client sent
-	// nothing before the ClientHello timeout, the client closed (or reset) without sending anything, the
-	// PROXY protocol header from the load balancer was missing or bad, the route had no endpoints, or no
-	// backend (or NGINX) accepted the connection.
+	// nothing before the ClientHello timeout, the client closed without sending anything or reset the
+	// connection before its ClientHello was complete, the PROXY protocol header from the load balancer was
+	// missing or bad, the route had no endpoints, or no backend (or NGINX) accepted the connection.
 	ReasonLimit         = "limit"
 	ReasonHelloTimeout  = "hello_timeout"
 	ReasonClosed        = "closed"

@@ -355,6 +355,12 @@ func addrs(c *net.TCPConn) (src, dst netip.AddrPort) {
 	return src, dst
 }
 
+// isParseError reports errors that say the bytes are not a usable ClientHello (rather than that reading
+// failed).
+func isParseError(err error) bool {
+	return errors.Is(err, ErrNotTLS) || errors.Is(err, ErrMalformed) || errors.Is(err, ErrTooLarge)
+}
+
 // helloErrorReason maps a ReadClientHello error to the clienthello_errors_total reason.
 func helloErrorReason(err error) string {
 	var ne net.Error
@@ -418,15 +424,16 @@ func (p *Proxy) handle(pc *proxyConn) {
 		rt     *route
 		reason string
 	)
+	var ne net.Error
+	timedOut := errors.As(herr, &ne) && ne.Timeout()
 	switch {
-	case herr != nil && len(data) == 0:
-		var ne net.Error
-		if errors.As(herr, &ne) && ne.Timeout() {
-			p.m.helloError("timeout")
-			p.reject(pc, ReasonHelloTimeout)
-		} else {
-			p.reject(pc, ReasonClosed)
-		}
+	case herr != nil && len(data) == 0 && timedOut:
+		p.m.helloError("timeout")
+		p.reject(pc, ReasonHelloTimeout)
+		return
+	case herr != nil && (len(data) == 0 || !timedOut && !errors.Is(herr, io.ErrUnexpectedEOF) && !isParseError(herr)):
+		// Nothing arrived, or the connection failed (reset): there is nobody left to answer.
+		p.reject(pc, ReasonClosed, zap.Error(herr))
 		return
 	case herr != nil:
 		why := helloErrorReason(herr)

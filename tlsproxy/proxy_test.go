@@ -484,3 +484,24 @@ func TestProxyResetClosesBothSides(t *testing.T) {
 	expectClosed(t, c)
 	waitFor(t, "the connection to be released", func() bool { return tp.Active() == 0 })
 }
+
+// TestProxyClientGoneBeforeHello: a client that closes without sending anything, or resets in the middle
+// of its ClientHello, is counted and not handed to NGINX (nobody is left to answer).
+func TestProxyClientGoneBeforeHello(t *testing.T) {
+	tp := startProxy(t, Options{})
+	hello := captureClientHello(t, &tls.Config{ServerName: "shop.example.com"})
+
+	c := tp.dial(t)
+	_ = c.Close()
+	r := tp.dial(t)
+	if _, err := r.Write(hello[:20]); err != nil {
+		t.Fatal(err)
+	}
+	_ = r.SetLinger(0)
+	_ = r.Close()
+	waitFor(t, "both connections to be counted", func() bool { return tp.connections(t, RouteRejected, ReasonClosed) == 2 })
+	waitFor(t, "both connections to be released", func() bool { return tp.Active() == 0 })
+	if !tp.nginx.idle() {
+		t.Error("a connection whose client was gone was handed to NGINX")
+	}
+}
