@@ -141,7 +141,9 @@ func TestPassthroughAndTerminatedTLSShareThePort(t *testing.T) {
 
 	const passHost, termHost = "secure.passthrough.example", "plain.passthrough.example"
 	f.CreateIngress(passthroughIngress(f, "secure", passHost, "secure", 443))
-	f.CreateIngress(f.Ingress("plain", termHost, harness.IngressBackend{Service: "plain", Port: 80}))
+	terminated := f.Ingress("plain", termHost, harness.IngressBackend{Service: "plain", Port: 80})
+	terminated.Spec.TLS = []networkingv1.IngressTLS{{Hosts: []string{termHost}}} // no Secret: NGINX's default certificate
+	f.CreateIngress(terminated)
 
 	cert, echo := waitServedByOverTLS(r, passHost, secure.Name)
 	if cert != secure.Name {
