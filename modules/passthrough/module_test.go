@@ -284,10 +284,13 @@ func TestModuleProxiesTLS(t *testing.T) {
 			t.Errorf("Stop: %v", err)
 		}
 	}()
-	f.waitFor("ready", func() bool { return f.ready.Check() == nil })
-
 	f.publishEndpoints("web", 443, backend.Addr().String())
 	f.apply(newIngress("a").passthrough().rule("a.example.com", "/=web:443").build())
+	if f.ready.Check() == nil {
+		t.Error("ready before the class filter's Synced marker")
+	}
+	f.ingresses.Publish(modules.IngressChange{Synced: true})
+	f.waitFor("ready", func() bool { return f.ready.Check() == nil })
 	f.waitRoute("a.example.com", "web", backend.Addr().String())
 
 	c, err := tls.Dial("tcp", f.m.Addr().String(), &tls.Config{ServerName: "a.example.com", InsecureSkipVerify: true}) //nolint:gosec // the test checks the certificate itself
