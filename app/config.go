@@ -143,6 +143,7 @@ func BindFlags(fs *flag.FlagSet, c *Config) {
 
 	bindAutoIngressFlags(fs, c)
 	bindStatusFlags(fs, c)
+	bindPassthroughFlags(fs, c)
 }
 
 // Validate reports configuration errors an operator must fix before the controller can start.
@@ -183,6 +184,7 @@ func (c *Config) Validate() error {
 		}
 	}
 	errs = append(errs, validateStatus(c)...)
+	errs = append(errs, c.validatePassthrough()...)
 	return errors.Join(errs...)
 }
 

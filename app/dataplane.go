@@ -83,6 +83,7 @@ func NewDataPlane(cfg Config, log *zap.Logger) (*DataPlane, error) {
 			StatusPort: cfg.NginxStatusPort,
 		},
 	}
+	passthroughRender(cfg, &dp.Render)
 	if cfg.TemplatePath != "" {
 		t, err := loadTemplate(cfg.TemplatePath)
 		if err != nil {

@@ -23,7 +23,7 @@ func Modules(cfg Config) []fx.Option {
 			WatchWithoutClass: cfg.WatchIngressWithoutClass,
 		}),
 		classfilter.Module,
-	}, slices.Concat(dataPlaneModules(cfg), autoIngressModules(cfg), statusModules(cfg))...)
+	}, slices.Concat(dataPlaneModules(cfg), autoIngressModules(cfg), statusModules(cfg), passthroughModules(cfg))...)
 }
 
 // topics are the typed channels between modules; each is closed when the application stops.
