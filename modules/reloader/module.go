@@ -79,9 +79,12 @@ type Reloader struct {
 	structure *pipeline.Controller[applyKey]
 	endpoints *pipeline.Controller[pushKey]
 	certLane  *pipeline.Controller[certKey]
-	m         reloaderMetrics
-	done      chan struct{}
-	wg        sync.WaitGroup
+	// applied is the hash of the last configuration applied successfully; only the structure lane's
+	// single worker touches it.
+	applied string
+	m       reloaderMetrics
+	done    chan struct{}
+	wg      sync.WaitGroup
 
 	mu      sync.Mutex
 	desired map[nginx.UpstreamName][]nginx.Endpoint
@@ -280,6 +283,11 @@ func (r *Reloader) apply(ctx context.Context, _ applyKey) error {
 	if !ok {
 		return nil
 	}
+	if v.Hash == r.applied {
+		// The same configuration again: the renderer published a change to the SNI table only (an
+		// Ingress switched TLS Secret), which the certificate lane applies. Nothing to reload or count.
+		return nil
+	}
 	began := time.Now()
 	err := r.applier.Apply(ctx, v.Config, v.Hash)
 	r.m.duration.Observe(time.Since(began).Seconds())
@@ -297,6 +305,7 @@ func (r *Reloader) apply(ctx context.Context, _ applyKey) error {
 		}
 		return err
 	}
+	r.applied = v.Hash
 	r.m.reloads.WithLabelValues("success").Inc()
 	r.m.lastSuccess.Set(1)
 	r.m.lastTime.Set(float64(time.Now().Unix()))
