@@ -99,6 +99,7 @@ type certSpec struct {
 	parentKey crypto.Signer
 	isCA      bool
 	serial    int64
+	sigAlg    x509.SignatureAlgorithm // zero: the library's default
 }
 
 var testNow = time.Date(2026, 11, 20, 12, 0, 0, 0, time.UTC)
@@ -124,6 +125,7 @@ func makeCert(tb testing.TB, spec certSpec) *x509.Certificate {
 		NotAfter:              spec.notAfter,
 		BasicConstraintsValid: true,
 		IsCA:                  spec.isCA,
+		SignatureAlgorithm:    spec.sigAlg,
 	}
 	if spec.isCA {
 		tmpl.KeyUsage = x509.KeyUsageCertSign | x509.KeyUsageDigitalSignature

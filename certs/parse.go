@@ -100,6 +100,9 @@ func ParsePEM(key types.NamespacedName, certPEM, keyPEM, caPEM []byte) (*Certifi
 		return nil, fail(CertKey, err)
 	}
 	leaf := chain[0]
+	if reason := weakSignature(chain); reason != "" {
+		return nil, fail(reason, nil)
+	}
 
 	keyBlock, reason := findKeyBlock(keyPEM)
 	if reason != "" {
@@ -379,4 +382,21 @@ func chainWarnings(chain []*x509.Certificate) []string {
 		}
 	}
 	return warnings
+}
+
+// weakSignature rejects chains that OpenSSL at its default security level (Debian's NGINX) refuses to
+// serve: certificates signed with MD5 or SHA-1 by another certificate. Accepting them would make every
+// handshake for the host fail instead of falling back to the default certificate. Self-signed roots are
+// exempt, as OpenSSL does not check their own signature.
+func weakSignature(chain []*x509.Certificate) string {
+	for i, c := range chain {
+		if bytes.Equal(c.RawIssuer, c.RawSubject) && c.CheckSignatureFrom(c) == nil {
+			continue
+		}
+		switch c.SignatureAlgorithm {
+		case x509.MD2WithRSA, x509.MD5WithRSA, x509.SHA1WithRSA, x509.DSAWithSHA1, x509.ECDSAWithSHA1:
+			return fmt.Sprintf("%s: certificate %d of the chain is signed with %s, which NGINX's TLS library refuses; re-issue it with SHA-256 or better", CertKey, i+1, c.SignatureAlgorithm)
+		}
+	}
+	return ""
 }

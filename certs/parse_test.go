@@ -193,6 +193,7 @@ func TestParseSecretRejects(t *testing.T) {
 	smallLeaf := makeCert(t, certSpec{dns: []string{"small.example.com"}, key: smallRSA, parent: ca.inter, parentKey: ca.interKey, serial: 11})
 	goodCrt := pemCerts(leaf, ca.inter)
 	goodKey := pemKey(t, ecKey, pkcs8)
+	sha1Leaf := makeCert(t, certSpec{dns: []string{"old.example.com"}, key: ecKey, parent: ca.inter, parentKey: ca.interKey, serial: 12, sigAlg: x509.ECDSAWithSHA1})
 
 	encrypted := pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Headers: map[string]string{"Proc-Type": "4,ENCRYPTED", "DEK-Info": "AES-128-CBC,00112233445566778899AABBCCDDEEFF"}, Bytes: pemBody(t, pemKey(t, ecKey, sec1))})
 	garbageKeyDER := pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: append([]byte("SECRETSECRETSECRET"), pemBody(t, goodKey)[:40]...)})
@@ -202,6 +203,10 @@ func TestParseSecretRejects(t *testing.T) {
 		want   string // the whole message after "secret ns/name: "
 		prefix bool   // want is a prefix of the message (library text follows)
 	}{
+		"SHA-1 signed certificate": {
+			secret: tlsSecret("default", "s", pemCerts(sha1Leaf, ca.inter), goodKey),
+			want:   "tls.crt: certificate 1 of the chain is signed with ECDSA-SHA1, which NGINX's TLS library refuses; re-issue it with SHA-256 or better",
+		},
 		"wrong secret type": {
 			secret: withType(tlsSecret("default", "s", goodCrt, goodKey), corev1.SecretTypeDockerConfigJson),
 			want:   `type "kubernetes.io/dockerconfigjson" is not "kubernetes.io/tls" or "Opaque"`,
