@@ -179,8 +179,13 @@ func (c *Config) Validate() error {
 		if v == "" {
 			continue
 		}
-		if _, err := ParseNamespacedName(v); err != nil {
+		key, err := ParseNamespacedName(v)
+		if err != nil {
 			errs = append(errs, fmt.Errorf("%s: %w", name, err))
+			continue
+		}
+		if c.WatchNamespace != "" && key.Namespace != c.WatchNamespace {
+			errs = append(errs, fmt.Errorf("%s %s: must be in --watch-namespace %s, the only namespace the controller watches", name, v, c.WatchNamespace))
 		}
 	}
 	errs = append(errs, validateStatus(c)...)

@@ -20,7 +20,9 @@ func TestConfigValidate(t *testing.T) {
 		"bad default backend":     {args: []string{"--default-backend-service", "nons"}, wantErr: "--default-backend-service"},
 		"good default backend":    {args: []string{"--default-backend-service", "ns/svc"}},
 		"bad default certificate": {args: []string{"--default-ssl-certificate", "a/b/c"}, wantErr: "--default-ssl-certificate"},
-		"empty controller class":  {args: []string{"--controller-class="}, wantErr: "--controller-class"},
+		"default certificate outside the watched namespace": {args: []string{"--watch-namespace", "web", "--default-ssl-certificate", "ops/cert"}, wantErr: "must be in --watch-namespace"},
+		"default backend in the watched namespace":          {args: []string{"--watch-namespace", "web", "--default-backend-service", "web/fallback"}},
+		"empty controller class":                            {args: []string{"--controller-class="}, wantErr: "--controller-class"},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {

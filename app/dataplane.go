@@ -31,6 +31,8 @@ type DataPlane struct {
 	Template *nginx.Template
 	// SSLStore holds certificate files (--ssl-dir).
 	SSLStore *certs.Store
+	// FakeDefault is the generated default certificate, written to SSLStore.
+	FakeDefault *certs.Certificate
 }
 
 // NewDataPlane prepares the data-plane configuration: it detects NGINX's dynamic modules, parses --template,
@@ -66,8 +68,9 @@ func NewDataPlane(cfg Config, log *zap.Logger) (*DataPlane, error) {
 		return nil, fmt.Errorf("write default certificate: %w", err)
 	}
 	dp := &DataPlane{
-		Paths:    paths,
-		SSLStore: store,
+		Paths:       paths,
+		SSLStore:    store,
+		FakeDefault: fake,
 		Render: nginx.RenderConfig{
 			HTTPPort:              cfg.HTTPPort,
 			HTTPSPort:             cfg.HTTPSPort,
@@ -119,7 +122,7 @@ func dataPlaneModules(cfg Config) []fx.Option {
 	return []fx.Option{
 		fx.Provide(NewDataPlane),
 		fx.Provide(func(dp *DataPlane) secretsync.Options {
-			return secretsync.Options{DefaultCertificate: defaultCert, Store: dp.SSLStore}
+			return secretsync.Options{DefaultCertificate: defaultCert, Store: dp.SSLStore, FakeDefault: dp.FakeDefault}
 		}),
 		fx.Supply(endpoints.Options{DefaultBackend: defaultBackend}),
 		fx.Provide(func(dp *DataPlane) renderer.Options {

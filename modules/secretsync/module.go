@@ -49,7 +49,17 @@ type Options struct {
 	DefaultCertificate types.NamespacedName
 	// Store is where certificate files go (--ssl-dir).
 	Store *certs.Store
+	// FakeDefault is the generated default certificate already written to Store (nil: none). Without
+	// DefaultCertificate it is served as the default through the certificate lane, and it is generated
+	// again before it expires, so a long-running controller never serves an expired fallback.
+	FakeDefault *certs.Certificate
+	// RenewCheck is how often the fake certificate's expiry is checked; default one hour.
+	RenewCheck time.Duration
 }
+
+// FakeDefaultID is the certificate lane's name of the generated default certificate. "-" is not a valid
+// namespace, so no Secret can collide with it.
+var FakeDefaultID = types.NamespacedName{Namespace: "-", Name: certs.FakeDefaultKey.Name}
 
 // Params are the syncer's fx inputs.
 type Params struct {
@@ -180,7 +190,49 @@ func (s *Syncer) Start(ctx context.Context) {
 		if s.opts.DefaultCertificate.Name != "" {
 			s.ctrl.Queue().Add(s.opts.DefaultCertificate)
 		}
+		s.renewFake(ctx)
 	}()
+}
+
+// renewFake publishes the generated default certificate (without --default-ssl-certificate) and generates
+// it again, rewriting its file and publishing it, shortly before it expires.
+func (s *Syncer) renewFake(ctx context.Context) {
+	fake := s.opts.FakeDefault
+	if fake == nil {
+		return
+	}
+	if s.opts.DefaultCertificate.Name == "" {
+		s.out.Publish(modules.CertChange{Secret: FakeDefaultID, Certificate: fake, Default: true})
+	}
+	every := s.opts.RenewCheck
+	if every <= 0 {
+		every = time.Hour
+	}
+	ticker := time.NewTicker(every)
+	defer ticker.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case now := <-ticker.C:
+			if now.Before(fake.NotAfter.Add(-certs.FakeDefaultRenewBefore)) {
+				continue
+			}
+			next, err := certs.GenerateFakeDefault(now)
+			if err == nil {
+				_, err = s.opts.Store.Write(next)
+			}
+			if err != nil {
+				s.log.Error("renew the generated default certificate", zap.Error(err))
+				continue
+			}
+			fake = next
+			s.log.Info("generated default certificate renewed", zap.Time("notAfter", fake.NotAfter))
+			if s.opts.DefaultCertificate.Name == "" {
+				s.out.Publish(modules.CertChange{Secret: FakeDefaultID, Certificate: fake, Default: true})
+			}
+		}
+	}
 }
 
 // Stop stops the workers within ctx.

@@ -714,3 +714,47 @@ func TestSyncerRunsFromInformersAndTopic(t *testing.T) {
 		t.Errorf("default certificate file: %v", err)
 	}
 }
+
+// The generated default certificate is published as the default and generated again before it expires.
+func TestFakeDefaultIsServedAndRenewed(t *testing.T) {
+	e := newEnv(t, "")
+	old, err := certs.GenerateFakeDefault(time.Now().Add(-certs.FakeDefaultValidity + time.Hour))
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.syncer.opts.FakeDefault = old
+	e.syncer.opts.RenewCheck = 10 * time.Millisecond
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); e.syncer.renewFake(ctx) }()
+	defer func() { cancel(); <-done }()
+
+	var got []modules.CertChange
+	deadline := time.After(waitLimit)
+	for len(got) < 2 {
+		select {
+		case c := <-e.changes:
+			got = append(got, c)
+		case <-deadline:
+			t.Fatalf("want the fake certificate published and then renewed, got %d changes", len(got))
+		}
+	}
+	if got[0].Certificate != old || !got[0].Default || got[0].Secret != FakeDefaultID {
+		t.Fatalf("first change: want the current fake certificate as default %v, got %+v", FakeDefaultID, got[0])
+	}
+	renewed := got[1].Certificate
+	if renewed == nil || !renewed.NotAfter.After(old.NotAfter) || !got[1].Default {
+		t.Fatalf("second change: want a renewed default certificate expiring after %v, got %+v", old.NotAfter, got[1])
+	}
+	paths, err := e.store.Path(certs.FakeDefaultKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	data, err := os.ReadFile(paths.Cert)
+	if err != nil {
+		t.Fatalf("renewed fake certificate file: %v", err)
+	}
+	if string(data) != string(renewed.PEM()) {
+		t.Fatal("the fake certificate file does not hold the renewed certificate")
+	}
+}
