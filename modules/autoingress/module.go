@@ -28,6 +28,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/record"
 
+	"github.com/ingress-reactor/ingress-reactor/modules"
 	"github.com/ingress-reactor/ingress-reactor/pipeline"
 )
 
@@ -170,13 +171,7 @@ func New(p Params) (*Controller, error) {
 	}.For(q)); err != nil {
 		return nil, fmt.Errorf("autoingress: ingress handler: %w", err)
 	}
-	if p.Lifecycle != nil {
-		ctx, cancel := context.WithCancel(context.Background())
-		p.Lifecycle.Append(fx.Hook{
-			OnStart: func(context.Context) error { c.Start(ctx); return nil },
-			OnStop:  func(stopCtx context.Context) error { cancel(); return c.Stop(stopCtx) },
-		})
-	}
+	modules.Bind(p.Lifecycle, c)
 	return c, nil
 }
 

@@ -108,13 +108,7 @@ func New(p Params) (*ClassFilter, error) {
 	if err != nil {
 		return nil, fmt.Errorf("classfilter: ingressclass handler: %w", err)
 	}
-	if p.Lifecycle != nil {
-		ctx, cancel := context.WithCancel(context.Background())
-		p.Lifecycle.Append(fx.Hook{
-			OnStart: func(context.Context) error { c.Start(ctx); return nil },
-			OnStop:  func(stopCtx context.Context) error { cancel(); return c.Stop(stopCtx) },
-		})
-	}
+	modules.Bind(p.Lifecycle, c)
 	return c, nil
 }
 

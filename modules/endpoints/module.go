@@ -149,13 +149,7 @@ func New(p Params) (*Watcher, error) {
 			q.Add(svc)
 		}
 	})
-	if p.Lifecycle != nil {
-		ctx, cancel := context.WithCancel(context.Background())
-		p.Lifecycle.Append(fx.Hook{
-			OnStart: func(context.Context) error { w.Start(ctx); return nil },
-			OnStop:  func(stopCtx context.Context) error { cancel(); return w.Stop(stopCtx) },
-		})
-	}
+	modules.Bind(p.Lifecycle, w)
 	return w, nil
 }
 

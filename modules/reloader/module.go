@@ -219,13 +219,7 @@ func New(p Params) (ReadyResult, error) {
 		r.mu.Unlock()
 		eq.Add(pushKey{})
 	})
-	if p.Lifecycle != nil {
-		ctx, cancel := context.WithCancel(context.Background())
-		p.Lifecycle.Append(fx.Hook{
-			OnStart: func(context.Context) error { r.Start(ctx); return nil },
-			OnStop:  func(stopCtx context.Context) error { cancel(); return r.Stop(stopCtx) },
-		})
-	}
+	modules.Bind(p.Lifecycle, r)
 	return ReadyResult{Reloader: r, Ready: modules.ReadyCheck{Name: "nginx", Check: r.Ready}}, nil
 }
 

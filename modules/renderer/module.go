@@ -185,13 +185,7 @@ func New(p Params) (*Renderer, error) {
 	}.For(q)); err != nil {
 		return nil, fmt.Errorf("renderer: service handler: %w", err)
 	}
-	if p.Lifecycle != nil {
-		ctx, cancel := context.WithCancel(context.Background())
-		p.Lifecycle.Append(fx.Hook{
-			OnStart: func(context.Context) error { r.Start(ctx); return nil },
-			OnStop:  func(stopCtx context.Context) error { cancel(); return r.Stop(stopCtx) },
-		})
-	}
+	modules.Bind(p.Lifecycle, r)
 	return r, nil
 }
 

@@ -164,13 +164,7 @@ func New(p Params) (*Syncer, error) {
 			q.Add(k)
 		}
 	})
-	if p.Lifecycle != nil {
-		ctx, cancel := context.WithCancel(context.Background())
-		p.Lifecycle.Append(fx.Hook{
-			OnStart: func(context.Context) error { s.Start(ctx); return nil },
-			OnStop:  func(stopCtx context.Context) error { cancel(); return s.Stop(stopCtx) },
-		})
-	}
+	modules.Bind(p.Lifecycle, s)
 	return s, nil
 }
 
