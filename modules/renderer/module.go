@@ -15,6 +15,7 @@ import (
 	"go.uber.org/fx"
 	"go.uber.org/zap"
 	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/client-go/informers"
@@ -229,6 +230,25 @@ func (r *Renderer) renderIfUsed(obj any) []renderKey {
 	return []renderKey{{}}
 }
 
+// referencedServices lists the Services an Ingress's backends name, in the Ingress's namespace.
+func referencedServices(ing *networkingv1.Ingress) []types.NamespacedName {
+	var out []types.NamespacedName
+	add := func(b *networkingv1.IngressBackend) {
+		if b != nil && b.Service != nil && b.Service.Name != "" {
+			out = append(out, types.NamespacedName{Namespace: ing.Namespace, Name: b.Service.Name})
+		}
+	}
+	add(ing.Spec.DefaultBackend)
+	for i := range ing.Spec.Rules {
+		if http := ing.Spec.Rules[i].HTTP; http != nil {
+			for j := range http.Paths {
+				add(&http.Paths[j].Backend)
+			}
+		}
+	}
+	return out
+}
+
 func (r *Renderer) lookupService(key types.NamespacedName) (*corev1.Service, bool) {
 	svc, err := r.services.Services(key.Namespace).Get(key.Name)
 	return svc, err == nil
@@ -265,6 +285,11 @@ func (r *Renderer) sync(context.Context, renderKey) error {
 		tr, err := r.cache.Translate(ing, lookup, r.opts.Translate)
 		if err != nil {
 			rejected++
+			// A rejection can depend on a Service (a port it lacks): a change to it must re-render,
+			// or the Ingress stays rejected after the Service is fixed.
+			for _, s := range referencedServices(ing) {
+				used[s] = struct{}{}
+			}
 			msg := "Ingress not served: " + err.Error()
 			if r.reported[key] != ing.ResourceVersion+msg {
 				r.metrics.rejects.WithLabelValues(key.Namespace).Inc()
@@ -279,7 +304,8 @@ func (r *Renderer) sync(context.Context, renderKey) error {
 		}
 		if len(tr.Warnings) > 0 {
 			msg := strings.Join(tr.Warnings, "; ")
-			if r.reported[key] != ing.ResourceVersion+msg {
+			// Contains, not equality: conflict messages are appended to the same entry below.
+			if !strings.Contains(r.reported[key], ing.ResourceVersion+msg) {
 				r.recorder.Event(ing, corev1.EventTypeWarning, ReasonWarning, msg)
 			}
 			problems[key] = ing.ResourceVersion + msg

@@ -1,0 +1,663 @@
+package renderer
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
+	"go.uber.org/zap"
+	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes/fake"
+
+	"github.com/ingress-reactor/ingress-reactor/modules"
+	"github.com/ingress-reactor/ingress-reactor/nginx"
+	"github.com/ingress-reactor/ingress-reactor/pipeline"
+)
+
+const (
+	ns        = "apps"
+	waitLimit = 10 * time.Second
+)
+
+// created is the creationTimestamp of test Ingresses; older/younger ones are offset from it.
+var created = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+
+func key(name string) types.NamespacedName { return types.NamespacedName{Namespace: ns, Name: name} }
+
+// service is a Service with the given resourceVersion (the fake clientset does not count versions) and
+// numbered ports.
+func service(name, rv string, ports ...int32) *corev1.Service {
+	svc := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, ResourceVersion: rv}}
+	for _, p := range ports {
+		svc.Spec.Ports = append(svc.Spec.Ports, corev1.ServicePort{Name: fmt.Sprintf("p%d", p), Port: p})
+	}
+	return svc
+}
+
+type ingressOption func(*networkingv1.Ingress)
+
+// ingress routes host+path (Prefix) to port of Service svc. It has resourceVersion "1".
+func ingress(name, host, path, svc string, port int32, opts ...ingressOption) *networkingv1.Ingress {
+	pt := networkingv1.PathTypePrefix
+	ing := &networkingv1.Ingress{
+		ObjectMeta: metav1.ObjectMeta{
+			Namespace: ns, Name: name, UID: types.UID("uid-" + name), ResourceVersion: "1",
+			CreationTimestamp: metav1.NewTime(created),
+		},
+		Spec: networkingv1.IngressSpec{Rules: []networkingv1.IngressRule{{
+			Host: host,
+			IngressRuleValue: networkingv1.IngressRuleValue{HTTP: &networkingv1.HTTPIngressRuleValue{
+				Paths: []networkingv1.HTTPIngressPath{{
+					Path: path, PathType: &pt,
+					Backend: networkingv1.IngressBackend{Service: &networkingv1.IngressServiceBackend{
+						Name: svc, Port: networkingv1.ServiceBackendPort{Number: port},
+					}},
+				}},
+			}},
+		}}},
+	}
+	for _, o := range opts {
+		o(ing)
+	}
+	return ing
+}
+
+// createdAfter makes the Ingress younger than the default by d.
+func createdAfter(d time.Duration) ingressOption {
+	return func(ing *networkingv1.Ingress) { ing.CreationTimestamp = metav1.NewTime(created.Add(d)) }
+}
+
+// withTLS terminates TLS for the Ingress's host with the given Secret.
+func withTLS(secret string) ingressOption {
+	return func(ing *networkingv1.Ingress) {
+		ing.Spec.TLS = []networkingv1.IngressTLS{{Hosts: []string{ing.Spec.Rules[0].Host}, SecretName: secret}}
+	}
+}
+
+// version sets the resourceVersion, as the API server would on an update.
+func version(rv string) ingressOption {
+	return func(ing *networkingv1.Ingress) { ing.ResourceVersion = rv }
+}
+
+// event is one Event the renderer recorded.
+type event struct {
+	object, kind, reason, message string
+}
+
+// recorder keeps Events with their object's name (record.FakeRecorder drops it).
+type recorder struct {
+	mu     sync.Mutex
+	events []event
+}
+
+func (r *recorder) Event(obj runtime.Object, kind, reason, message string) {
+	name := fmt.Sprintf("%T", obj)
+	if o, ok := obj.(metav1.Object); ok {
+		name = o.GetNamespace() + "/" + o.GetName()
+	}
+	r.mu.Lock()
+	r.events = append(r.events, event{object: name, kind: kind, reason: reason, message: message})
+	r.mu.Unlock()
+}
+
+func (r *recorder) Eventf(obj runtime.Object, kind, reason, format string, args ...any) {
+	r.Event(obj, kind, reason, fmt.Sprintf(format, args...))
+}
+
+func (r *recorder) AnnotatedEventf(obj runtime.Object, _ map[string]string, kind, reason, format string, args ...any) {
+	r.Eventf(obj, kind, reason, format, args...)
+}
+
+// withReason returns the Events recorded so far with the given reason.
+func (r *recorder) withReason(reason string) []event {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var out []event
+	for _, e := range r.events {
+		if e.reason == reason {
+			out = append(out, e)
+		}
+	}
+	return out
+}
+
+// env is a started Renderer over a fake clientset. The test plays the class filter: it publishes
+// IngressChange messages once the informer cache shows the Ingress.
+type env struct {
+	t        *testing.T
+	client   *fake.Clientset
+	r        *Renderer
+	changes  *pipeline.Topic[modules.IngressChange]
+	out      *pipeline.Topic[modules.Rendered]
+	rendered chan modules.Rendered
+	rec      *recorder
+	reg      *prometheus.Registry
+	markers  int
+}
+
+func renderOptions() Options {
+	return Options{
+		Render: nginx.RenderConfig{
+			HTTPPort: 8080, HTTPSPort: 8443, StatusPort: 10246,
+			Paths:              nginx.Paths{Prefix: "/var/lib/ingress-reactor"},
+			DefaultCertificate: "/ssl/default.crt", DefaultCertificateKey: "/ssl/default.key",
+		},
+		Translate: nginx.DefaultTranslateOptions(),
+	}
+}
+
+func newEnv(t *testing.T, objs ...runtime.Object) *env {
+	t.Helper()
+	return newEnvWith(t, renderOptions(), objs...)
+}
+
+func newEnvWith(t *testing.T, opts Options, objs ...runtime.Object) *env {
+	t.Helper()
+	e := &env{
+		t:        t,
+		client:   fake.NewClientset(objs...),
+		changes:  pipeline.NewTopic[modules.IngressChange]("ingress-changes"),
+		out:      pipeline.NewTopic[modules.Rendered]("rendered"),
+		rendered: make(chan modules.Rendered, 100),
+		rec:      &recorder{},
+		reg:      prometheus.NewRegistry(),
+	}
+	factory := informers.NewSharedInformerFactory(e.client, 0)
+	e.out.Subscribe(func(v modules.Rendered) { e.rendered <- v })
+	r, err := New(Params{
+		Options: opts, Factory: factory, IngressChanges: e.changes, Rendered: e.out,
+		Recorder: e.rec, Metrics: pipeline.NewMetrics(e.reg), Registry: e.reg, Log: zap.NewNop(),
+	})
+	if err != nil {
+		t.Fatalf("New: %v", err)
+	}
+	e.r = r
+	ctx, cancel := context.WithCancel(context.Background())
+	factory.Start(ctx.Done())
+	r.Start(ctx)
+	t.Cleanup(func() {
+		stopCtx, stopCancel := context.WithTimeout(context.Background(), waitLimit)
+		defer stopCancel()
+		cancel()
+		if err := r.Stop(stopCtx); err != nil {
+			t.Errorf("Stop: %v", err)
+		}
+		factory.Shutdown()
+		e.changes.Close()
+		e.out.Close()
+	})
+	return e
+}
+
+// eventually polls cond for up to waitLimit.
+func eventually(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(waitLimit)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+}
+
+// accept announces Ingresses as ours, as the class filter does.
+func (e *env) accept(names ...string) {
+	for _, n := range names {
+		e.changes.Publish(modules.IngressChange{Key: key(n), Accepted: true})
+	}
+}
+
+// synced publishes the class filter's marker: every existing Ingress has been announced.
+func (e *env) synced() { e.changes.Publish(modules.IngressChange{Synced: true}) }
+
+// next waits for the next published configuration.
+func (e *env) next() modules.Rendered {
+	e.t.Helper()
+	select {
+	case v := <-e.rendered:
+		if strings.HasPrefix(v.Hash, "marker-") {
+			e.t.Fatalf("expected a rendered configuration, got nothing")
+		}
+		return v
+	case <-time.After(waitLimit):
+		e.t.Fatal("no configuration was published")
+	}
+	return modules.Rendered{}
+}
+
+// published returns the configurations published since the last call and not yet taken. A marker
+// published after them arrives after all of them (a subscriber gets values in order).
+func (e *env) published() []modules.Rendered {
+	e.t.Helper()
+	e.markers++
+	marker := fmt.Sprintf("marker-%d", e.markers)
+	e.out.Publish(modules.Rendered{Hash: marker})
+	var out []modules.Rendered
+	timeout := time.After(waitLimit)
+	for {
+		select {
+		case v := <-e.rendered:
+			if v.Hash == marker {
+				return out
+			}
+			out = append(out, v)
+		case <-timeout:
+			e.t.Fatalf("the marker did not arrive; got %d configurations", len(out))
+		}
+	}
+}
+
+// updateService writes svc and waits until the renderer's cache shows its resourceVersion.
+func (e *env) updateService(svc *corev1.Service) {
+	e.t.Helper()
+	if _, err := e.client.CoreV1().Services(ns).Update(context.Background(), svc, metav1.UpdateOptions{}); err != nil {
+		e.t.Fatal(err)
+	}
+	eventually(e.t, "the service cache to show "+svc.Name+"@"+svc.ResourceVersion, func() bool {
+		got, err := e.r.services.Services(ns).Get(svc.Name)
+		return err == nil && got.ResourceVersion == svc.ResourceVersion
+	})
+}
+
+// updateIngress writes ing, waits until the renderer's cache shows its resourceVersion and announces it.
+func (e *env) updateIngress(ing *networkingv1.Ingress) {
+	e.t.Helper()
+	if _, err := e.client.NetworkingV1().Ingresses(ns).Update(context.Background(), ing, metav1.UpdateOptions{}); err != nil {
+		e.t.Fatal(err)
+	}
+	eventually(e.t, "the ingress cache to show "+ing.Name+"@"+ing.ResourceVersion, func() bool {
+		got, err := e.r.ingresses.Ingresses(ns).Get(ing.Name)
+		return err == nil && got.ResourceVersion == ing.ResourceVersion
+	})
+	e.accept(ing.Name)
+}
+
+// metric reads one series from the registry: a counter's or gauge's value, or a histogram's sample
+// count. labels are name/value pairs the series must carry; a missing series reads as 0.
+func (e *env) metric(name string, labels ...string) float64 {
+	e.t.Helper()
+	fams, err := e.reg.Gather()
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	for _, f := range fams {
+		if f.GetName() != name {
+			continue
+		}
+	series:
+		for _, m := range f.GetMetric() {
+			for i := 0; i+1 < len(labels); i += 2 {
+				if !slices.ContainsFunc(m.GetLabel(), func(l *dto.LabelPair) bool {
+					return l.GetName() == labels[i] && l.GetValue() == labels[i+1]
+				}) {
+					continue series
+				}
+			}
+			switch {
+			case m.Counter != nil:
+				return m.GetCounter().GetValue()
+			case m.Gauge != nil:
+				return m.GetGauge().GetValue()
+			case m.Histogram != nil:
+				return float64(m.GetHistogram().GetSampleCount())
+			}
+		}
+	}
+	return 0
+}
+
+func (e *env) renders(result string) float64 {
+	return e.metric("ingress_reactor_renders_total", "result", result)
+}
+
+// syncsDone is how many times the renderer's worker finished a sync.
+func (e *env) syncsDone() float64 {
+	return e.metric("workqueue_work_duration_seconds", "name", "renderer")
+}
+
+// served lists the Ingresses that have at least one location in m, by name.
+func served(m nginx.Model) []string {
+	seen := map[string]bool{}
+	for _, s := range m.Servers {
+		for _, l := range s.Locations {
+			seen[l.Ingress.Name] = true
+		}
+	}
+	return slices.Sorted(maps.Keys(seen))
+}
+
+// location finds the Ingress that serves host+path in m.
+func location(m nginx.Model, host, path string) (string, bool) {
+	for _, s := range m.Servers {
+		if string(s.Host) != host {
+			continue
+		}
+		for _, l := range s.Locations {
+			if l.Path == path {
+				return l.Ingress.Name, true
+			}
+		}
+	}
+	return "", false
+}
+
+func TestFirstRenderWaitsForSyncedMarker(t *testing.T) {
+	tests := map[string]struct {
+		objs []runtime.Object
+		// announced are the Ingresses the class filter accepts before its Synced marker.
+		announced []string
+		want      []string
+	}{
+		"existing ingresses are all in the first configuration": {
+			objs: []runtime.Object{
+				service("web", "1", 80),
+				ingress("a", "a.example", "/", "web", 80),
+				ingress("b", "b.example", "/", "web", 80),
+			},
+			announced: []string{"a", "b"},
+			want:      []string{"a", "b"},
+		},
+		"an empty cluster still gets a configuration": {
+			want: []string{},
+		},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			e := newEnv(t, tc.objs...)
+			e.accept(tc.announced...)
+			e.r.Trigger() // as a template change would: still no render before the marker
+			eventually(t, "the renderer to process the changes", func() bool { return e.syncsDone() >= 1 })
+			if got := e.renders("changed") + e.renders("unchanged") + e.renders("error"); got != 0 {
+				t.Fatalf("%g renders before the class filter's Synced marker, want none", got)
+			}
+			if got := e.published(); len(got) != 0 {
+				t.Fatalf("%d configurations published before the Synced marker, want none", len(got))
+			}
+
+			e.synced()
+			v := e.next()
+			if got := served(v.Model); !slices.Equal(got, tc.want) {
+				t.Errorf("first configuration serves %v, want %v", got, tc.want)
+			}
+			if v.Hash == "" || len(v.Config) == 0 {
+				t.Errorf("published configuration has hash %q and %d bytes", v.Hash, len(v.Config))
+			}
+			if got := e.renders("changed"); got != 1 {
+				t.Errorf("renders_total{result=changed} = %g, want 1", got)
+			}
+			if got := e.metric("ingress_reactor_config_bytes"); got != float64(len(v.Config)) {
+				t.Errorf("config_bytes = %g, want %d", got, len(v.Config))
+			}
+		})
+	}
+}
+
+func TestRejectedIngress(t *testing.T) {
+	tests := map[string]struct {
+		// fix repairs the Ingress "bad", which asks for port 9090 of Service "api" (that has 8080 only).
+		fix func(e *env)
+	}{
+		"fixed by its owner": {fix: func(e *env) {
+			e.updateIngress(ingress("bad", "bad.example", "/", "api", 8080, version("2")))
+		}},
+		"fixed by the service gaining the port": {fix: func(e *env) {
+			e.updateService(service("api", "2", 8080, 9090))
+		}},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			e := newEnv(t,
+				service("web", "1", 80),
+				service("api", "1", 8080),
+				ingress("good", "good.example", "/", "web", 80),
+				ingress("bad", "bad.example", "/", "api", 9090),
+			)
+			e.accept("good", "bad")
+			e.synced()
+			v := e.next()
+			if got := served(v.Model); !slices.Equal(got, []string{"good"}) {
+				t.Fatalf("configuration serves %v, want only the good Ingress", got)
+			}
+			rejected := e.rec.withReason(ReasonRejected)
+			if len(rejected) != 1 {
+				t.Fatalf("Rejected Events %v, want one", rejected)
+			}
+			if ev := rejected[0]; ev.object != ns+"/bad" || ev.kind != corev1.EventTypeWarning || !strings.Contains(ev.message, "no port 9090") {
+				t.Errorf("Rejected Event %+v, want a Warning on %s/bad naming the missing port", ev, ns)
+			}
+			if got := e.metric("ingress_reactor_ingresses_rejected"); got != 1 {
+				t.Errorf("ingresses_rejected = %g, want 1", got)
+			}
+			if got := e.metric("ingress_reactor_ingress_rejections_total", "namespace", ns); got != 1 {
+				t.Errorf("ingress_rejections_total{namespace=%s} = %g, want 1", ns, got)
+			}
+
+			// Renders for other reasons do not repeat the Event.
+			for i := 1; i <= 2; i++ {
+				e.r.Trigger()
+				eventually(t, "a re-render", func() bool { return e.renders("unchanged") >= float64(i) })
+			}
+			if got := e.rec.withReason(ReasonRejected); len(got) != 1 {
+				t.Errorf("after re-renders: Rejected Events %v, want still one", got)
+			}
+
+			tc.fix(e)
+			v = e.next()
+			if got := served(v.Model); !slices.Equal(got, []string{"bad", "good"}) {
+				t.Errorf("after the fix the configuration serves %v, want both Ingresses", got)
+			}
+			if got := e.metric("ingress_reactor_ingresses_rejected"); got != 0 {
+				t.Errorf("after the fix ingresses_rejected = %g, want 0", got)
+			}
+			if got := e.rec.withReason(ReasonRejected); len(got) != 1 {
+				t.Errorf("after the fix: Rejected Events %v, want no new one", got)
+			}
+		})
+	}
+}
+
+func TestConflictingPathGoesToTheOlderIngress(t *testing.T) {
+	e := newEnv(t,
+		service("web", "1", 80),
+		service("other", "1", 80),
+		ingress("young", "shared.example", "/app", "other", 80, createdAfter(time.Hour)),
+		ingress("old", "shared.example", "/app", "web", 80),
+	)
+	e.accept("young", "old")
+	e.synced()
+	v := e.next()
+	if got, _ := location(v.Model, "shared.example", "/app"); got != "old" {
+		t.Errorf("shared.example/app is served by %q, want the older Ingress", got)
+	}
+	conflicts := e.rec.withReason(ReasonConflict)
+	if len(conflicts) != 1 {
+		t.Fatalf("Conflict Events %v, want one", conflicts)
+	}
+	if ev := conflicts[0]; ev.object != ns+"/young" || ev.kind != corev1.EventTypeWarning || !strings.Contains(ev.message, ns+"/old") {
+		t.Errorf("Conflict Event %+v, want a Warning on %s/young naming %s/old", ev, ns, ns)
+	}
+	if got := e.metric("ingress_reactor_ingress_conflicts"); got != 1 {
+		t.Errorf("ingress_conflicts = %g, want 1", got)
+	}
+
+	e.r.Trigger()
+	eventually(t, "a re-render", func() bool { return e.renders("unchanged") >= 1 })
+	if got := e.rec.withReason(ReasonConflict); len(got) != 1 {
+		t.Errorf("after a re-render: Conflict Events %v, want still one", got)
+	}
+
+	// Once the older Ingress leaves, the younger one gets the path.
+	e.changes.Publish(modules.IngressChange{Key: key("old"), Accepted: false})
+	v = e.next()
+	if got, _ := location(v.Model, "shared.example", "/app"); got != "young" {
+		t.Errorf("after the older Ingress left, shared.example/app is served by %q, want young", got)
+	}
+	if got := e.metric("ingress_reactor_ingress_conflicts"); got != 0 {
+		t.Errorf("ingress_conflicts = %g, want 0", got)
+	}
+}
+
+func TestOnlyChangedConfigurationsArePublished(t *testing.T) {
+	e := newEnv(t,
+		service("web", "1", 80),
+		service("other", "1", 80),
+		ingress("a", "a.example", "/", "web", 80),
+	)
+	e.accept("a")
+	e.synced()
+	first := e.next()
+
+	// A render that produces the same configuration publishes nothing.
+	e.r.Trigger()
+	eventually(t, "a re-render", func() bool { return e.renders("unchanged") == 1 })
+	if got := e.published(); len(got) != 0 {
+		t.Fatalf("an unchanged configuration was published again (%d times)", len(got))
+	}
+
+	// A change to a Service the configuration uses re-renders, even when the result is the same.
+	web := service("web", "2", 80)
+	web.Labels = map[string]string{"team": "x"}
+	e.updateService(web)
+	eventually(t, "a re-render after the used service changed", func() bool { return e.renders("unchanged") == 2 })
+	if got := e.published(); len(got) != 0 {
+		t.Fatalf("a service change without effect published %d configurations", len(got))
+	}
+
+	// A Service nobody uses changes: no render. Then the used Service loses the port: the Ingress is
+	// rejected and the configuration changes. The renderer hears of both in this order, so by the time
+	// the second is rendered, a render of the first would have been counted.
+	e.updateService(service("other", "2", 81))
+	e.updateService(service("web", "3", 8080))
+	v := e.next()
+	if v.Hash == first.Hash {
+		t.Errorf("configuration after the used service lost its port has the same hash")
+	}
+	if got := served(v.Model); len(got) != 0 {
+		t.Errorf("configuration serves %v after its only Ingress was rejected", got)
+	}
+	if got := e.renders("unchanged"); got != 2 {
+		t.Errorf("renders_total{result=unchanged} = %g, want 2: a Service no Ingress uses caused a render", got)
+	}
+	if got := e.renders("changed"); got != 2 {
+		t.Errorf("renders_total{result=changed} = %g, want 2", got)
+	}
+}
+
+func TestRenderIfUsed(t *testing.T) {
+	opts := renderOptions()
+	opts.DefaultBackend = key("fallback")
+	e := newEnvWith(t, opts, service("web", "1", 80), ingress("a", "a.example", "/", "web", 80))
+	e.accept("a")
+	e.synced()
+	e.next()
+	tests := map[string]struct {
+		svc  *corev1.Service
+		want bool
+	}{
+		"a service an ingress uses": {svc: service("web", "2", 80), want: true},
+		"the default backend":       {svc: service("fallback", "1", 80), want: true},
+		"an unrelated service":      {svc: service("other", "1", 80), want: false},
+		"same name, other namespace": {svc: &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: "elsewhere", Name: "web"}},
+			want: false},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			if got := len(e.r.renderIfUsed(tc.svc)) > 0; got != tc.want {
+				t.Errorf("a change of %s/%s re-renders: %v, want %v", tc.svc.Namespace, tc.svc.Name, got, tc.want)
+			}
+		})
+	}
+}
+
+func TestTLSSecretChangeAlonePublishesNewHostTable(t *testing.T) {
+	e := newEnv(t,
+		service("web", "1", 80),
+		ingress("a", "a.example", "/", "web", 80, withTLS("a-tls")),
+	)
+	e.accept("a")
+	e.synced()
+	first := e.next()
+	if got := first.Model.TLSHosts(); !maps.Equal(got, map[nginx.Hostname]types.NamespacedName{"a.example": key("a-tls")}) {
+		t.Fatalf("TLS hosts %v, want a.example -> a-tls", got)
+	}
+
+	e.updateIngress(ingress("a", "a.example", "/", "web", 80, withTLS("a-tls-2"), version("2")))
+	v := e.next()
+	if v.Hash != first.Hash {
+		t.Errorf("switching the TLS Secret changed nginx.conf (hash %s -> %s); want the same file", first.Hash, v.Hash)
+	}
+	if got := v.Model.TLSHosts(); !maps.Equal(got, map[nginx.Hostname]types.NamespacedName{"a.example": key("a-tls-2")}) {
+		t.Errorf("TLS hosts after the switch %v, want a.example -> a-tls-2", got)
+	}
+}
+
+func TestIngressNoLongerAcceptedLeavesTheModel(t *testing.T) {
+	e := newEnv(t,
+		service("web", "1", 80),
+		service("api", "1", 8080),
+		ingress("a", "a.example", "/", "web", 80),
+		ingress("b", "b.example", "/", "api", 8080),
+	)
+	e.accept("a", "b")
+	e.synced()
+	if got := served(e.next().Model); !slices.Equal(got, []string{"a", "b"}) {
+		t.Fatalf("configuration serves %v, want a and b", got)
+	}
+
+	// The Ingress still exists (for example it moved to another class), but it is no longer ours.
+	e.changes.Publish(modules.IngressChange{Key: key("b"), Accepted: false})
+	v := e.next()
+	if got := served(v.Model); !slices.Equal(got, []string{"a"}) {
+		t.Errorf("configuration serves %v, want only a", got)
+	}
+	for _, u := range v.Model.Upstreams {
+		if u.Service == key("api") {
+			t.Errorf("upstream %s of the dropped Ingress is still in the model", u.Name)
+		}
+	}
+}
+
+func TestBackendWarningIsNotRepeated(t *testing.T) {
+	tests := map[string][]runtime.Object{
+		"service missing": {
+			ingress("a", "a.example", "/", "missing", 80),
+		},
+		"service missing and a path lost to an older ingress": {
+			service("web", "1", 80),
+			ingress("old", "a.example", "/", "web", 80),
+			ingress("a", "a.example", "/", "missing", 80, createdAfter(time.Hour)),
+		},
+	}
+	for name, objs := range tests {
+		t.Run(name, func(t *testing.T) {
+			e := newEnv(t, objs...)
+			e.accept("a", "old")
+			e.synced()
+			e.next()
+			for i := 1; i <= 2; i++ {
+				e.r.Trigger()
+				eventually(t, "a re-render", func() bool { return e.renders("unchanged") >= float64(i) })
+			}
+			warnings := e.rec.withReason(ReasonWarning)
+			if len(warnings) != 1 {
+				t.Fatalf("BackendWarning Events after three renders: %v, want one", warnings)
+			}
+			if ev := warnings[0]; ev.object != ns+"/a" || !strings.Contains(ev.message, "does not exist") {
+				t.Errorf("BackendWarning Event %+v, want one on %s/a about the missing service", ev, ns)
+			}
+		})
+	}
+}
