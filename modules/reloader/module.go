@@ -82,9 +82,12 @@ type Reloader struct {
 	// applied is the hash of the last configuration applied successfully; only the structure lane's
 	// single worker touches it.
 	applied string
-	m       reloaderMetrics
-	done    chan struct{}
-	wg      sync.WaitGroup
+	// attempted is the hash of the configuration the structure lane last tried; a different one starts
+	// with a fresh retry budget. Only the structure lane's worker touches it.
+	attempted string
+	m         reloaderMetrics
+	done      chan struct{}
+	wg        sync.WaitGroup
 
 	mu      sync.Mutex
 	desired map[nginx.UpstreamName][]nginx.Endpoint
@@ -281,6 +284,12 @@ func (r *Reloader) apply(ctx context.Context, _ applyKey) error {
 		// The same configuration again: the renderer published a change to the SNI table only (an
 		// Ingress switched TLS Secret), which the certificate lane applies. Nothing to reload or count.
 		return nil
+	}
+	if v.Hash != r.attempted {
+		// MaxRetries counts attempts at one configuration: a newer one must not inherit the failures
+		// of the one it replaces (the queue counts them per key, and the lane has a single key).
+		r.structure.Queue().Forget(applyKey{})
+		r.attempted = v.Hash
 	}
 	began := time.Now()
 	err := r.applier.Apply(ctx, v.Config, v.Hash)

@@ -1,0 +1,643 @@
+package reloader
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
+	"go.uber.org/zap"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/intstr"
+
+	"github.com/ingress-reactor/ingress-reactor/modules"
+	"github.com/ingress-reactor/ingress-reactor/nginx"
+	"github.com/ingress-reactor/ingress-reactor/pipeline"
+)
+
+const waitLimit = 10 * time.Second
+
+// endpointPush is one SetEndpoints call that returned.
+type endpointPush struct {
+	full bool
+	ups  map[nginx.UpstreamName][]nginx.Endpoint
+	ok   bool
+}
+
+// laneApplier is a data plane that records what the reloader asks of it. Apply and SetEndpoints can be
+// held (they wait until released) or made to fail. Like NGINX, it is ready once an Apply succeeded.
+type laneApplier struct {
+	mu sync.Mutex
+	// applies are the hashes of every Apply call, in order, including calls still held or failed.
+	applies []string
+	configs map[string][]byte
+	live    string
+	// pushesStarted counts SetEndpoints calls, including held ones; pushes are those that returned.
+	pushesStarted int
+	pushes        []endpointPush
+
+	failing    map[string]bool // Apply of these hashes fails
+	applyGate  chan struct{}   // when set, Apply waits until it is closed
+	pushGate   chan struct{}   // when set, SetEndpoints waits until it is closed
+	pushErrors int             // the next pushErrors SetEndpoints calls fail
+}
+
+func newLaneApplier() *laneApplier {
+	return &laneApplier{configs: map[string][]byte{}, failing: map[string]bool{}}
+}
+
+func (a *laneApplier) Apply(ctx context.Context, conf []byte, hash string) error {
+	a.mu.Lock()
+	a.applies = append(a.applies, hash)
+	a.configs[hash] = conf
+	gate, fail := a.applyGate, a.failing[hash]
+	a.mu.Unlock()
+	if gate != nil {
+		select {
+		case <-gate:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	if fail {
+		return errors.New("nginx -t: unknown directive")
+	}
+	a.mu.Lock()
+	a.live = hash
+	a.mu.Unlock()
+	return nil
+}
+
+func (a *laneApplier) SetEndpoints(ctx context.Context, ups map[nginx.UpstreamName][]nginx.Endpoint, full bool) error {
+	a.mu.Lock()
+	a.pushesStarted++
+	gate := a.pushGate
+	a.mu.Unlock()
+	if gate != nil {
+		select {
+		case <-gate:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	p := endpointPush{full: full, ups: maps.Clone(ups), ok: a.pushErrors == 0}
+	a.pushes = append(a.pushes, p)
+	if !p.ok {
+		a.pushErrors--
+		return errors.New("status server: connection refused")
+	}
+	return nil
+}
+
+func (a *laneApplier) SetCertificates(context.Context, nginx.CertificateUpdate, bool) error {
+	return nil
+}
+
+func (a *laneApplier) Ready() error {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.live == "" {
+		return errors.New("no configuration live")
+	}
+	return nil
+}
+
+// holdApplies makes Apply wait until the returned function is called.
+func (a *laneApplier) holdApplies() (release func()) {
+	gate := make(chan struct{})
+	a.mu.Lock()
+	a.applyGate = gate
+	a.mu.Unlock()
+	return func() {
+		a.mu.Lock()
+		a.applyGate = nil
+		a.mu.Unlock()
+		close(gate)
+	}
+}
+
+// holdPushes makes SetEndpoints wait until the returned function is called.
+func (a *laneApplier) holdPushes() (release func()) {
+	gate := make(chan struct{})
+	a.mu.Lock()
+	a.pushGate = gate
+	a.mu.Unlock()
+	return func() {
+		a.mu.Lock()
+		a.pushGate = nil
+		a.mu.Unlock()
+		close(gate)
+	}
+}
+
+func (a *laneApplier) failApplyOf(hash string) {
+	a.mu.Lock()
+	a.failing[hash] = true
+	a.mu.Unlock()
+}
+
+func (a *laneApplier) failNextPushes(n int) {
+	a.mu.Lock()
+	a.pushErrors = n
+	a.mu.Unlock()
+}
+
+func (a *laneApplier) appliesOf() []string {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return slices.Clone(a.applies)
+}
+
+func (a *laneApplier) liveHash() string {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.live
+}
+
+func (a *laneApplier) started() int {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.pushesStarted
+}
+
+func (a *laneApplier) returned() []endpointPush {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return slices.Clone(a.pushes)
+}
+
+// event is one Event the reloader recorded.
+type event struct {
+	object, kind, reason, message string
+}
+
+// recorder keeps Events with their object (record.FakeRecorder drops it).
+type recorder struct {
+	mu     sync.Mutex
+	events []event
+}
+
+func (r *recorder) Event(obj runtime.Object, kind, reason, message string) {
+	name := fmt.Sprintf("%T", obj)
+	switch o := obj.(type) {
+	case *corev1.ObjectReference:
+		name = o.Kind + " " + o.Namespace + "/" + o.Name
+	case metav1.Object:
+		name = o.GetNamespace() + "/" + o.GetName()
+	}
+	r.mu.Lock()
+	r.events = append(r.events, event{object: name, kind: kind, reason: reason, message: message})
+	r.mu.Unlock()
+}
+
+func (r *recorder) Eventf(obj runtime.Object, kind, reason, format string, args ...any) {
+	r.Event(obj, kind, reason, fmt.Sprintf(format, args...))
+}
+
+func (r *recorder) AnnotatedEventf(obj runtime.Object, _ map[string]string, kind, reason, format string, args ...any) {
+	r.Eventf(obj, kind, reason, format, args...)
+}
+
+func (r *recorder) all() []event {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return slices.Clone(r.events)
+}
+
+// env is a started Reloader driving a laneApplier.
+type env struct {
+	t         *testing.T
+	a         *laneApplier
+	r         *Reloader
+	ready     modules.ReadyCheck
+	restarts  *Restarts
+	rendered  *pipeline.Topic[modules.Rendered]
+	endpoints *pipeline.Topic[modules.EndpointsChange]
+	rec       *recorder
+	reg       *prometheus.Registry
+}
+
+func newEnv(t *testing.T, opts Options) *env {
+	t.Helper()
+	e := &env{
+		t:         t,
+		a:         newLaneApplier(),
+		restarts:  NewRestarts(),
+		rendered:  pipeline.NewTopic[modules.Rendered]("rendered"),
+		endpoints: pipeline.NewTopic[modules.EndpointsChange]("endpoints"),
+		rec:       &recorder{},
+		reg:       prometheus.NewRegistry(),
+	}
+	certTopic := pipeline.NewTopic[modules.CertChange]("certs")
+	res, err := New(Params{
+		Options: opts, Applier: e.a, Restarts: e.restarts,
+		Rendered: e.rendered, Endpoints: e.endpoints, Certs: certTopic,
+		Recorder: e.rec, Metrics: pipeline.NewMetrics(e.reg), Registry: e.reg, Log: zap.NewNop(),
+	})
+	if err != nil {
+		t.Fatalf("New: %v", err)
+	}
+	e.r, e.ready = res.Reloader, res.Ready
+	ctx, cancel := context.WithCancel(context.Background())
+	e.r.Start(ctx)
+	t.Cleanup(func() {
+		stopCtx, stopCancel := context.WithTimeout(context.Background(), waitLimit)
+		defer stopCancel()
+		cancel() // releases held Apply and SetEndpoints calls
+		if err := e.r.Stop(stopCtx); err != nil {
+			t.Errorf("Stop: %v", err)
+		}
+		e.rendered.Close()
+		e.endpoints.Close()
+		certTopic.Close()
+	})
+	return e
+}
+
+// eventually polls cond for up to waitLimit.
+func eventually(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(waitLimit)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+}
+
+// metric reads one series from the registry: a counter's or gauge's value, or a histogram's sample
+// count. labels are name/value pairs the series must carry; a missing series reads as 0.
+func (e *env) metric(name string, labels ...string) float64 {
+	e.t.Helper()
+	fams, err := e.reg.Gather()
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	for _, f := range fams {
+		if f.GetName() != name {
+			continue
+		}
+	series:
+		for _, m := range f.GetMetric() {
+			for i := 0; i+1 < len(labels); i += 2 {
+				if !slices.ContainsFunc(m.GetLabel(), func(l *dto.LabelPair) bool {
+					return l.GetName() == labels[i] && l.GetValue() == labels[i+1]
+				}) {
+					continue series
+				}
+			}
+			switch {
+			case m.Counter != nil:
+				return m.GetCounter().GetValue()
+			case m.Gauge != nil:
+				return m.GetGauge().GetValue()
+			case m.Histogram != nil:
+				return float64(m.GetHistogram().GetSampleCount())
+			}
+		}
+	}
+	return 0
+}
+
+// syncsDone is how many times a lane's worker finished a sync ("reloader-structure", "reloader-endpoints").
+func (e *env) syncsDone(queue string) float64 {
+	return e.metric("workqueue_work_duration_seconds", "name", queue)
+}
+
+func (e *env) reloads(result string) float64 {
+	return e.metric("ingress_reactor_reloads_total", "result", result)
+}
+
+func (e *env) render(hash string) {
+	e.rendered.Publish(modules.Rendered{Config: []byte("# nginx.conf " + hash), Hash: hash})
+}
+
+func (e *env) waitLive(hash string) {
+	e.t.Helper()
+	eventually(e.t, "configuration "+hash+" to go live", func() bool { return e.a.liveHash() == hash })
+}
+
+// waitPushes waits until n SetEndpoints calls have returned and returns them.
+func (e *env) waitPushes(n int) []endpointPush {
+	e.t.Helper()
+	eventually(e.t, fmt.Sprintf("%d endpoint pushes", n), func() bool { return len(e.a.returned()) >= n })
+	return e.a.returned()
+}
+
+func upstream(service string) nginx.Upstream {
+	return nginx.NewUpstream(types.NamespacedName{Namespace: "apps", Name: service}, intstr.FromInt32(80))
+}
+
+func endpoints(addrs ...string) []nginx.Endpoint {
+	out := make([]nginx.Endpoint, 0, len(addrs))
+	for _, a := range addrs {
+		out = append(out, nginx.Endpoint{Address: a, Port: 8080})
+	}
+	return out
+}
+
+func (e *env) setEndpoints(service string, addrs ...string) {
+	e.endpoints.Publish(modules.EndpointsChange{Upstream: upstream(service), Endpoints: endpoints(addrs...)})
+}
+
+func (e *env) removeUpstream(service string) {
+	e.endpoints.Publish(modules.EndpointsChange{Upstream: upstream(service), Removed: true})
+}
+
+// dirty is the set of upstreams waiting for the next incremental push.
+func (e *env) dirty() int {
+	e.r.mu.Lock()
+	defer e.r.mu.Unlock()
+	return len(e.r.dirty)
+}
+
+// pushed describes a push as upstream service -> addresses, for comparisons.
+func pushed(p endpointPush) map[string]string {
+	out := map[string]string{}
+	for name, eps := range p.ups {
+		addrs := make([]string, 0, len(eps))
+		for _, ep := range eps {
+			addrs = append(addrs, ep.Address)
+		}
+		for _, svc := range []string{"a", "b", "c", "d"} {
+			if upstream(svc).Name == name {
+				out[svc] = strings.Join(addrs, ",")
+			}
+		}
+	}
+	return out
+}
+
+func TestAppliesEachConfigurationOnce(t *testing.T) {
+	e := newEnv(t, Options{})
+	e.render("aaaa0001")
+	e.waitLive("aaaa0001")
+	eventually(t, "the apply to finish", func() bool { return e.syncsDone("reloader-structure") == 1 })
+
+	// The same configuration again (the renderer republishes it when only the SNI table changed).
+	e.render("aaaa0001")
+	eventually(t, "the republished configuration to be handled", func() bool { return e.syncsDone("reloader-structure") == 2 })
+	if got := e.a.appliesOf(); !slices.Equal(got, []string{"aaaa0001"}) {
+		t.Fatalf("Apply calls %v, want the configuration applied once", got)
+	}
+
+	e.render("bbbb0002")
+	e.waitLive("bbbb0002")
+	if got := e.a.appliesOf(); !slices.Equal(got, []string{"aaaa0001", "bbbb0002"}) {
+		t.Errorf("Apply calls %v, want each configuration once", got)
+	}
+	if got := string(e.a.configs["bbbb0002"]); got != "# nginx.conf bbbb0002" {
+		t.Errorf("Apply got config %q, want the published one", got)
+	}
+	eventually(t, "the reload to be counted", func() bool { return e.reloads("success") == 2 })
+	if got := e.reloads("failure"); got != 0 {
+		t.Errorf("reloads_total{result=failure} = %g, want 0", got)
+	}
+	if got := e.metric("ingress_reactor_last_reload_success"); got != 1 {
+		t.Errorf("last_reload_success = %g, want 1", got)
+	}
+}
+
+func TestFailingConfigurationIsRetriedThenGivenUp(t *testing.T) {
+	pod := types.NamespacedName{Namespace: "ingress", Name: "controller-0"}
+	tests := map[string]struct {
+		opts     Options
+		attempts int
+		// events is whether each failure is reported to the controller's Pod.
+		events bool
+	}{
+		"retried up to the limit, each failure an Event on the pod": {
+			opts: Options{MaxRetries: 2, Pod: pod}, attempts: 3, events: true,
+		},
+		"no retries, no pod to report to": {
+			opts: Options{}, attempts: 1, events: false,
+		},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			e := newEnv(t, tc.opts)
+			e.a.failApplyOf("bad00001")
+			e.render("bad00001")
+			eventually(t, "the reloader to give up", func() bool {
+				return e.metric("ingress_reactor_pipeline_dropped_total", "name", "reloader-structure") == 1
+			})
+			if got := e.a.appliesOf(); len(got) != tc.attempts {
+				t.Fatalf("Apply called %d times (%v), want %d", len(got), got, tc.attempts)
+			}
+			if got := e.reloads("failure"); got != float64(tc.attempts) {
+				t.Errorf("reloads_total{result=failure} = %g, want %d", got, tc.attempts)
+			}
+			if got := e.metric("ingress_reactor_last_reload_success"); got != 0 {
+				t.Errorf("last_reload_success = %g, want 0", got)
+			}
+			evs := e.rec.all()
+			if !tc.events && len(evs) != 0 {
+				t.Errorf("Events %v, want none without a pod", evs)
+			}
+			if tc.events {
+				if len(evs) != tc.attempts {
+					t.Errorf("Events %v, want one per failed attempt (%d)", evs, tc.attempts)
+				}
+				for _, ev := range evs {
+					if ev.object != "Pod "+pod.String() || ev.kind != corev1.EventTypeWarning || ev.reason != ReasonReloadFailed ||
+						!strings.Contains(ev.message, "bad00001") || !strings.Contains(ev.message, "unknown directive") {
+						t.Errorf("Event %+v, want a Warning %s on Pod %s naming the configuration and the error", ev, ReasonReloadFailed, pod)
+					}
+				}
+			}
+
+			// A newer configuration is still applied, and the failed one is not tried again.
+			e.render("good0002")
+			e.waitLive("good0002")
+			if got := e.a.appliesOf(); len(got) != tc.attempts+1 {
+				t.Errorf("Apply calls %v, want %d failed attempts and the new configuration", got, tc.attempts)
+			}
+			if err := e.ready.Check(); err == nil {
+				t.Errorf("ready before any endpoint push")
+			}
+		})
+	}
+}
+
+func TestNewerConfigurationGetsItsOwnRetries(t *testing.T) {
+	e := newEnv(t, Options{MaxRetries: 2})
+	e.a.failApplyOf("bad00001")
+	e.a.failApplyOf("bad00002")
+	e.render("bad00001")
+	eventually(t, "the first configuration's retry", func() bool { return len(e.a.appliesOf()) == 2 })
+
+	// A newer configuration replaces the one being retried; it is broken too.
+	e.render("bad00002")
+	eventually(t, "the reloader to give up", func() bool {
+		return e.metric("ingress_reactor_pipeline_dropped_total", "name", "reloader-structure") >= 1
+	})
+	got := e.a.appliesOf()
+	if n := len(got) - slices.Index(got, "bad00002"); n != 3 {
+		t.Errorf("Apply calls %v: the newer configuration was tried %d times before giving up, want 1+MaxRetries = 3", got, n)
+	}
+	if slices.Index(got, "bad00002") != 2 {
+		t.Errorf("Apply calls %v, want two attempts at the first configuration before the newer one", got)
+	}
+}
+
+func TestEndpointLane(t *testing.T) {
+	e := newEnv(t, Options{})
+	e.setEndpoints("a", "10.0.0.1")
+	e.setEndpoints("b", "10.0.0.2")
+	eventually(t, "the endpoint lane to handle the changes", func() bool { return e.syncsDone("reloader-endpoints") >= 1 })
+	if got := e.a.started(); got != 0 {
+		t.Fatalf("%d endpoint pushes before the data plane started, want none", got)
+	}
+
+	// The first start gets everything, in one full push.
+	e.restarts.Set(1)
+	ps := e.waitPushes(1)
+	if p := ps[0]; !p.full || !maps.Equal(pushed(p), map[string]string{"a": "10.0.0.1", "b": "10.0.0.2"}) {
+		t.Fatalf("first push full=%v %v, want a full push of a and b", p.full, pushed(p))
+	}
+
+	// Later changes are pushed alone.
+	e.setEndpoints("a", "10.0.0.1", "10.0.0.3")
+	ps = e.waitPushes(2)
+	if p := ps[1]; p.full || !maps.Equal(pushed(p), map[string]string{"a": "10.0.0.1,10.0.0.3"}) {
+		t.Fatalf("push after a change full=%v %v, want an incremental push of a", p.full, pushed(p))
+	}
+
+	// Changes that arrive while a push is in flight go out together in the next one; a removed
+	// upstream is pushed as an empty list.
+	release := e.a.holdPushes()
+	e.setEndpoints("c", "10.0.0.4")
+	eventually(t, "the push of c to start", func() bool { return e.a.started() == 3 })
+	e.setEndpoints("a", "10.0.0.5")
+	e.removeUpstream("b")
+	eventually(t, "both changes to wait for the next push", func() bool { return e.dirty() == 2 })
+	release()
+	ps = e.waitPushes(4)
+	if p := ps[2]; p.full || !maps.Equal(pushed(p), map[string]string{"c": "10.0.0.4"}) {
+		t.Errorf("held push full=%v %v, want c alone", p.full, pushed(p))
+	}
+	p := ps[3]
+	if p.full || !maps.Equal(pushed(p), map[string]string{"a": "10.0.0.5", "b": ""}) {
+		t.Errorf("batched push full=%v %v, want a and the removed b in one push", p.full, pushed(p))
+	}
+	if eps, ok := p.ups[upstream("b").Name]; !ok || len(eps) != 0 {
+		t.Errorf("removed upstream pushed as %v (present %v), want an empty list", eps, ok)
+	}
+	if len(e.a.returned()) != 4 {
+		t.Errorf("%d pushes, want 4", len(e.a.returned()))
+	}
+
+	// A failed push is retried with its upstreams.
+	e.a.failNextPushes(1)
+	e.setEndpoints("d", "10.0.0.6")
+	ps = e.waitPushes(6)
+	if ps[4].ok || !ps[5].ok {
+		t.Fatalf("pushes ok=%v then %v, want a failure then a success", ps[4].ok, ps[5].ok)
+	}
+	if got := pushed(ps[5]); got["d"] != "10.0.0.6" {
+		t.Errorf("retry pushed %v, want d's endpoints", got)
+	}
+	if got := e.metric("ingress_reactor_endpoint_updates_total", "result", "failure"); got != 1 {
+		t.Errorf("endpoint_updates_total{result=failure} = %g, want 1", got)
+	}
+
+	// A restart replaces everything with the current state: removed upstreams are not sent again.
+	e.restarts.Set(2)
+	ps = e.waitPushes(7)
+	want := map[string]string{"a": "10.0.0.5", "c": "10.0.0.4", "d": "10.0.0.6"}
+	if p := ps[6]; !p.full || !maps.Equal(pushed(p), want) {
+		t.Errorf("push after a restart full=%v %v, want a full push of %v", p.full, pushed(p), want)
+	}
+	if got := e.metric("ingress_reactor_endpoint_updates_total", "result", "success"); got != 6 {
+		t.Errorf("endpoint_updates_total{result=success} = %g, want 6", got)
+	}
+}
+
+func TestReadiness(t *testing.T) {
+	e := newEnv(t, Options{})
+	e.setEndpoints("a", "10.0.0.1")
+	if err := e.ready.Check(); err == nil {
+		t.Fatal("ready before any configuration was applied")
+	}
+	if e.ready.Name == "" {
+		t.Error("the readiness check has no name for /readyz")
+	}
+
+	e.render("aaaa0001")
+	e.waitLive("aaaa0001")
+	if err := e.ready.Check(); err == nil {
+		t.Fatal("ready before the data plane reported a start and got its endpoints")
+	}
+
+	release := e.a.holdPushes()
+	e.restarts.Set(1)
+	eventually(t, "the full push to start", func() bool { return e.a.started() == 1 })
+	if err := e.ready.Check(); err == nil {
+		t.Fatal("ready while the full endpoint push is still in flight")
+	}
+	release()
+	eventually(t, "ready after the full push", func() bool { return e.ready.Check() == nil })
+
+	// A new data-plane instance holds no endpoints: not ready until it got them all, also across a
+	// failed push.
+	e.a.failNextPushes(1)
+	e.restarts.Set(2)
+	if err := e.ready.Check(); err == nil {
+		t.Fatal("ready right after a restart, before its full push")
+	}
+	ps := e.waitPushes(2)
+	if ps[1].ok || !ps[1].full {
+		t.Fatalf("push after the restart ok=%v full=%v, want a failed full push", ps[1].ok, ps[1].full)
+	}
+	if err := e.ready.Check(); err == nil {
+		t.Fatal("ready although the full push after the restart failed")
+	}
+	eventually(t, "ready after the retried full push", func() bool { return e.ready.Check() == nil })
+	if p := e.a.returned()[2]; !p.ok || !p.full || !maps.Equal(pushed(p), map[string]string{"a": "10.0.0.1"}) {
+		t.Errorf("retry ok=%v full=%v %v, want a successful full push of a", p.ok, p.full, pushed(p))
+	}
+}
+
+func TestEndpointsAreNotBlockedBySlowApply(t *testing.T) {
+	e := newEnv(t, Options{})
+	release := e.a.holdApplies()
+	e.render("aaaa0001")
+	eventually(t, "Apply to start", func() bool { return len(e.a.appliesOf()) == 1 })
+
+	// While the reload hangs, the data plane reports a start and endpoints change: both go out.
+	e.setEndpoints("a", "10.0.0.1")
+	eventually(t, "the endpoint lane to take the change", func() bool { return e.syncsDone("reloader-endpoints") >= 1 })
+	e.restarts.Set(1)
+	ps := e.waitPushes(1)
+	if p := ps[0]; !p.full || !maps.Equal(pushed(p), map[string]string{"a": "10.0.0.1"}) {
+		t.Fatalf("push during a slow reload full=%v %v, want a full push of a", p.full, pushed(p))
+	}
+	e.setEndpoints("a", "10.0.0.2")
+	ps = e.waitPushes(2)
+	if p := ps[1]; p.full || !maps.Equal(pushed(p), map[string]string{"a": "10.0.0.2"}) {
+		t.Fatalf("second push during a slow reload full=%v %v, want an incremental push of a", p.full, pushed(p))
+	}
+	if got := e.a.liveHash(); got != "" {
+		t.Fatalf("configuration %q live while Apply is held", got)
+	}
+	if err := e.ready.Check(); err == nil {
+		t.Fatal("ready while the first configuration is not live yet")
+	}
+
+	release()
+	e.waitLive("aaaa0001")
+	eventually(t, "ready once the configuration is live", func() bool { return e.ready.Check() == nil })
+}
