@@ -286,8 +286,8 @@ func (r *Reloader) apply(ctx context.Context, _ applyKey) error {
 		return nil
 	}
 	if v.Hash != r.attempted {
-		// MaxRetries counts attempts at one configuration: a newer one must not inherit the failures
-		// of the one it replaces (the queue counts them per key, and the lane has a single key).
+		// The retry limit is per configuration: a newer one must not inherit the failures of the one
+		// it replaces (the queue counts them per key, and the lane has a single key).
 		r.structure.Queue().Forget(applyKey{})
 		r.attempted = v.Hash
 	}
