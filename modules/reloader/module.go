@@ -35,7 +35,8 @@ const ReasonReloadFailed = "ReloadFailed"
 
 // Options configure the reloader.
 type Options struct {
-	// MaxRetries is --reload-retries: attempts at one configuration before giving up until the next one.
+	// MaxRetries is --reload-retries: retries of one failing configuration (after its first attempt) before
+	// giving up on it until the next one; 0 means a single attempt.
 	MaxRetries int
 	// Pod is the controller's own Pod (from POD_NAMESPACE and POD_NAME), which receives reload-failure
 	// Events; empty means failures are only logged and counted.
