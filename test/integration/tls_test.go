@@ -622,9 +622,11 @@ func TestTLSDefaultSSLCertificateRotation(t *testing.T) {
 //	TLS_ROTATION_SAMPLES=50 hack/in-netns.sh go test -tags integration -count=1 \
 //	    -run TestTLSRotationLatency -v ./test/integration/
 func TestTLSRotationLatency(t *testing.T) {
+	// In the normal suite a few rotations check that each one arrives without a reload; the variable asks
+	// for a measurement with more samples.
 	samples, _ := strconv.Atoi(os.Getenv("TLS_ROTATION_SAMPLES"))
 	if samples <= 0 {
-		t.Skip("a measurement: set TLS_ROTATION_SAMPLES to the number of rotations to time")
+		samples = 5
 	}
 	f := harness.New(t)
 	web := f.StartBackend("web", false)
