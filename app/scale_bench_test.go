@@ -1,0 +1,140 @@
+package app
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"runtime"
+	"testing"
+	"time"
+
+	"go.uber.org/fx"
+	"go.uber.org/zap"
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	networkingv1 "k8s.io/api/networking/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/utils/ptr"
+
+	"github.com/ingress-reactor/ingress-reactor/modules/reloader"
+)
+
+// BenchmarkSyncAtScale starts the whole controller (every module, the data plane swapped for a recording
+// Applier so NGINX's own reload time is left out) on a cluster of n Ingresses, each with its Service and
+// EndpointSlice, and measures the time from start to the first configuration holding all of them, and the
+// heap the controller holds afterwards (informer caches, translation cache, module state) per Ingress.
+//
+//	go test -run '^$' -bench SyncAtScale -benchtime 1x ./app/
+func BenchmarkSyncAtScale(b *testing.B) {
+	for _, n := range []int{1000, 3000} {
+		b.Run(fmt.Sprintf("ingresses=%d", n), func(b *testing.B) {
+			for i := 0; i < b.N; i++ {
+				syncAtScale(b, n)
+			}
+		})
+	}
+}
+
+func syncAtScale(b *testing.B, n int) {
+	b.StopTimer()
+	dir := b.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "class.yaml"), []byte(
+		"apiVersion: networking.k8s.io/v1\nkind: IngressClass\nmetadata: {name: ingress-reactor}\nspec: {controller: k8s.io/ingress-reactor}\n"), 0o600); err != nil {
+		b.Fatal(err)
+	}
+	cfg := DefaultConfig()
+	cfg.LocalManifests = dir
+	cfg.HealthzHost = "127.0.0.1"
+	cfg.HealthzPort = freePort(b)
+	cfg.NginxDir = filepath.Join(dir, "nginx")
+	cfg.SSLDir = filepath.Join(dir, "ssl")
+	cfg.UpdateStatus = false
+
+	restarts := reloader.NewRestarts()
+	rec := &recordingApplier{restarts: restarts}
+	var src *KubeSource
+	a := New(cfg, zap.NewNop(), fx.Replace(restarts), fx.Replace(fx.Annotate(rec, fx.As(new(reloader.Applier)))), fx.Populate(&src))
+	if err := a.Err(); err != nil {
+		b.Fatal(err)
+	}
+	ctx := context.Background()
+	for i := range n {
+		name := fmt.Sprintf("app-%d", i)
+		svc := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: "bench", Name: name, ResourceVersion: "1"},
+			Spec: corev1.ServiceSpec{Ports: []corev1.ServicePort{{Name: "http", Port: 80, TargetPort: intstr.FromInt32(8080)}}}}
+		slice := &discoveryv1.EndpointSlice{
+			ObjectMeta:  metav1.ObjectMeta{Namespace: "bench", Name: name + "-1", ResourceVersion: "1", Labels: map[string]string{discoveryv1.LabelServiceName: name}},
+			AddressType: discoveryv1.AddressTypeIPv4,
+			Ports:       []discoveryv1.EndpointPort{{Name: ptr.To("http"), Port: ptr.To(int32(8080))}},
+			Endpoints: []discoveryv1.Endpoint{
+				{Addresses: []string{fmt.Sprintf("10.%d.%d.1", i/250, i%250)}, Conditions: discoveryv1.EndpointConditions{Ready: ptr.To(true)}},
+				{Addresses: []string{fmt.Sprintf("10.%d.%d.2", i/250, i%250)}, Conditions: discoveryv1.EndpointConditions{Ready: ptr.To(true)}},
+			},
+		}
+		prefix := networkingv1.PathTypePrefix
+		ing := &networkingv1.Ingress{
+			ObjectMeta: metav1.ObjectMeta{Namespace: "bench", Name: name, ResourceVersion: "1", UID: types.UID("uid-bench-" + name),
+				CreationTimestamp: metav1.NewTime(time.Unix(1700000000, 0)),
+				Annotations:       map[string]string{"kubectl.kubernetes.io/last-applied-configuration": string(bytes.Repeat([]byte("x"), 1500))}},
+			Spec: networkingv1.IngressSpec{
+				IngressClassName: ptr.To("ingress-reactor"),
+				Rules: []networkingv1.IngressRule{{Host: name + ".bench.example.com", IngressRuleValue: networkingv1.IngressRuleValue{HTTP: &networkingv1.HTTPIngressRuleValue{
+					Paths: []networkingv1.HTTPIngressPath{
+						{Path: "/", PathType: &prefix, Backend: networkingv1.IngressBackend{Service: &networkingv1.IngressServiceBackend{Name: name, Port: networkingv1.ServiceBackendPort{Number: 80}}}},
+						{Path: "/api", PathType: &prefix, Backend: networkingv1.IngressBackend{Service: &networkingv1.IngressServiceBackend{Name: name, Port: networkingv1.ServiceBackendPort{Name: "http"}}}},
+					},
+				}}}},
+			},
+		}
+		if _, err := src.Client.CoreV1().Services("bench").Create(ctx, svc, metav1.CreateOptions{}); err != nil {
+			b.Fatal(err)
+		}
+		if _, err := src.Client.DiscoveryV1().EndpointSlices("bench").Create(ctx, slice, metav1.CreateOptions{}); err != nil {
+			b.Fatal(err)
+		}
+		if _, err := src.Client.NetworkingV1().Ingresses("bench").Create(ctx, ing, metav1.CreateOptions{}); err != nil {
+			b.Fatal(err)
+		}
+	}
+	var before runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+
+	b.StartTimer()
+	began := time.Now()
+	if err := a.Start(ctx); err != nil {
+		b.Fatal(err)
+	}
+	last := []byte(fmt.Sprintf("app-%d.bench.example.com", n-1))
+	deadline := time.Now().Add(5 * time.Minute)
+	for {
+		rec.mu.Lock()
+		ok := len(rec.confs) > 0 && bytes.Contains(rec.confs[len(rec.confs)-1], last) && len(rec.endpoints) >= 2*n
+		rec.mu.Unlock()
+		if ok {
+			break
+		}
+		if time.Now().After(deadline) {
+			b.Fatalf("no configuration with all %d Ingresses and their endpoints", n)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	took := time.Since(began)
+	b.StopTimer()
+	// Drop what the recording Applier keeps, so only the controller's own state is measured.
+	rec.mu.Lock()
+	rec.confs = rec.confs[len(rec.confs)-1:]
+	rec.mu.Unlock()
+	var after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&after)
+	b.ReportMetric(took.Seconds(), "sync-s")
+	b.ReportMetric(float64(int64(after.HeapAlloc)-int64(before.HeapAlloc))/float64(n), "heap-bytes/ingress")
+	if err := a.Stop(ctx); err != nil {
+		b.Fatal(err)
+	}
+}
