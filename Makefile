@@ -25,6 +25,7 @@ deps:
 
 ## deps-test: also build kube-apiserver and etcd for the integration tests (about 5 minutes cold, cached after).
 deps-test: deps
+	@command -v ip >/dev/null || command -v /usr/sbin/ip >/dev/null || apt-get install -y --no-install-recommends --no-upgrade iproute2
 	hack/build-kube-binaries.sh
 
 ## build: the controller and the echo backend into ./bin.
