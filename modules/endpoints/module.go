@@ -78,7 +78,8 @@ type Watcher struct {
 	// refs counts, per Service and upstream, how many Ingresses use it.
 	refs map[types.NamespacedName]map[nginx.UpstreamName]*ref
 
-	// last is touched only by sync, which never runs twice for one Service at a time.
+	// last holds what was published per Service; sync, which never runs twice for one Service at a time,
+	// takes a Service's entry and stores it back.
 	lastMu sync.Mutex
 	last   map[types.NamespacedName]map[nginx.UpstreamName][]nginx.Endpoint
 }
@@ -258,9 +259,12 @@ func (w *Watcher) sync(ctx context.Context, key types.NamespacedName) error {
 	}
 	ups, _ := w.upstreamsOfService(key, svc)
 
+	// The queue never syncs one Service twice at a time, so this Service's entry is ours until we store
+	// it back; the lock only guards the map, so a slow DNS lookup for one ExternalName Service never
+	// holds up the endpoint lane of the others.
 	w.lastMu.Lock()
-	defer w.lastMu.Unlock()
 	last := w.last[key]
+	w.lastMu.Unlock()
 	if last == nil {
 		last = map[nginx.UpstreamName][]nginx.Endpoint{}
 	}
@@ -310,11 +314,13 @@ func (w *Watcher) sync(ctx context.Context, key types.NamespacedName) error {
 		w.published.WithLabelValues("remove").Inc()
 		w.out.Publish(modules.EndpointsChange{Upstream: nginx.Upstream{Name: name, Service: key}, Removed: true})
 	}
+	w.lastMu.Lock()
 	if len(last) == 0 {
 		delete(w.last, key)
 	} else {
 		w.last[key] = last
 	}
+	w.lastMu.Unlock()
 	if resolveErr != nil {
 		// Not retried through the error path: the periodic refresh above already re-resolves.
 		w.log.Warn("cannot resolve ExternalName service", zap.Error(resolveErr))

@@ -1,0 +1,135 @@
+package endpoints
+
+import (
+	"context"
+	"net"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"go.uber.org/zap"
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	networkingv1 "k8s.io/api/networking/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes/fake"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/utils/ptr"
+
+	"github.com/ingress-reactor/ingress-reactor/modules"
+	"github.com/ingress-reactor/ingress-reactor/nginx"
+	"github.com/ingress-reactor/ingress-reactor/pipeline"
+)
+
+// blockingResolver never answers until released: a DNS server that hangs. It reports when a lookup starts
+// and counts the lookups still in flight.
+type blockingResolver struct {
+	release  chan struct{}
+	entered  chan struct{}
+	inFlight *atomic.Int32
+}
+
+func (r blockingResolver) LookupIPAddr(ctx context.Context, _ string) ([]net.IPAddr, error) {
+	r.inFlight.Add(1)
+	defer r.inFlight.Add(-1)
+	select {
+	case r.entered <- struct{}{}:
+	default:
+	}
+	select {
+	case <-r.release:
+		return []net.IPAddr{{IP: net.ParseIP("192.0.2.99")}}, nil
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+}
+
+func ingressTo(name, svc string) *networkingv1.Ingress {
+	return &networkingv1.Ingress{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: name},
+		Spec: networkingv1.IngressSpec{DefaultBackend: &networkingv1.IngressBackend{
+			Service: &networkingv1.IngressServiceBackend{Name: svc, Port: networkingv1.ServiceBackendPort{Number: 80}},
+		}},
+	}
+}
+
+// A Service whose ExternalName does not resolve must not hold up the endpoints of other Services.
+func TestSlowExternalNameDoesNotBlockOtherServices(t *testing.T) {
+	ext := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "ext"},
+		Spec: corev1.ServiceSpec{Type: corev1.ServiceTypeExternalName, ExternalName: "slow.example.com", Ports: []corev1.ServicePort{{Port: 80}}}}
+	web := service(corev1.ServicePort{Name: "http", Port: 80})
+	web.Name = "web"
+	slice := &discoveryv1.EndpointSlice{
+		ObjectMeta:  metav1.ObjectMeta{Namespace: "ns", Name: "web-1", Labels: map[string]string{discoveryv1.LabelServiceName: "web"}},
+		AddressType: discoveryv1.AddressTypeIPv4,
+		Ports:       []discoveryv1.EndpointPort{{Name: ptr.To("http"), Port: ptr.To(int32(8080))}},
+		Endpoints:   []discoveryv1.Endpoint{ep("192.0.2.1")},
+	}
+	client := fake.NewClientset(ext, web, slice, ingressTo("a", "ext"), ingressTo("b", "web"))
+	factory := informers.NewSharedInformerFactory(client, 0)
+	in := pipeline.NewTopic[modules.IngressChange]("in")
+	out := pipeline.NewTopic[modules.EndpointsChange]("out")
+	defer in.Close()
+	defer out.Close()
+	got := make(chan modules.EndpointsChange, 10)
+	out.Subscribe(func(c modules.EndpointsChange) { got <- c })
+
+	release := make(chan struct{})
+	resolver := blockingResolver{release: release, entered: make(chan struct{}, 1), inFlight: &atomic.Int32{}}
+	w, err := New(Params{
+		Options: Options{Resolver: resolver, ExternalNameRefresh: time.Hour},
+		Factory: factory, IngressChanges: in, Endpoints: out,
+		Metrics: pipeline.NewMetrics(nil), Registry: prometheus.NewRegistry(), Log: zap.NewNop(),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	stop := make(chan struct{})
+	defer close(stop)
+	factory.Start(stop)
+	if !cache.WaitForCacheSync(stop, w.synced...) {
+		t.Fatal("caches did not sync")
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	w.Start(ctx)
+	defer func() {
+		close(release)
+		cancel()
+		_ = w.Stop(context.Background())
+	}()
+
+	// The ExternalName Service first; once its lookup hangs, the other Service changes.
+	in.Publish(modules.IngressChange{Key: types.NamespacedName{Namespace: "ns", Name: "a"}, Accepted: true})
+	select {
+	case <-resolver.entered:
+	case <-time.After(time.Minute):
+		t.Fatal("the ExternalName Service was never resolved")
+	}
+	in.Publish(modules.IngressChange{Key: types.NamespacedName{Namespace: "ns", Name: "b"}, Accepted: true})
+
+	want := nginx.NewUpstream(types.NamespacedName{Namespace: "ns", Name: "web"}, webPort()).Name
+	timeout := time.After(time.Minute)
+	for {
+		select {
+		case c := <-got:
+			if c.Upstream.Name != want {
+				t.Fatalf("only web's endpoints can be published while the lookup hangs, got %s", c.Upstream.Name)
+			}
+			if len(c.Endpoints) != 1 || c.Endpoints[0].Address != "192.0.2.1" || c.Endpoints[0].Port != 8080 {
+				t.Fatalf("web endpoints: got %v", c.Endpoints)
+			}
+			if resolver.inFlight.Load() != 1 {
+				t.Fatal("web's endpoints were published only after the ExternalName lookup ended: the lane waited behind it")
+			}
+			return
+		case <-timeout:
+			t.Fatal("the endpoints of web were never published")
+		}
+	}
+}
+
+func webPort() intstr.IntOrString { return intstr.FromInt32(80) }
