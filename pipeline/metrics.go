@@ -22,6 +22,7 @@ type Metrics struct {
 	retries        *prometheus.CounterVec
 	dropped        *prometheus.CounterVec
 	panics         *prometheus.CounterVec
+	topicPending   *topicPending
 }
 
 // nameLabel is the label that tells queues and topics apart in every metric.
@@ -77,6 +78,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Namespace: "ingress_reactor", Subsystem: "pipeline", Name: "panics_total",
 			Help: "Panics recovered in sync functions, give-up callbacks and topic subscribers.",
 		}, []string{nameLabel}),
+		topicPending: newTopicPending(),
 	}
 	if reg == nil {
 		return m
@@ -90,6 +92,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 	m.retries = register(reg, m.retries)
 	m.dropped = register(reg, m.dropped)
 	m.panics = register(reg, m.panics)
+	m.topicPending = register(reg, m.topicPending)
 	return m
 }
 

@@ -60,11 +60,26 @@ func NewTopic[T any](name string, opts ...TopicOption) *Topic[T] {
 		o(&cfg)
 	}
 	cfg.metrics.initSeries(name)
-	return &Topic[T]{
+	t := &Topic[T]{
 		name:    name,
 		log:     cfg.log.With(zap.String("topic", name)),
 		metrics: cfg.metrics,
 	}
+	cfg.metrics.watchTopic(name, t.pending)
+	return t
+}
+
+// pending counts the values published and not yet taken by the subscribers' goroutines.
+func (t *Topic[T]) pending() int {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	n := 0
+	for _, s := range t.subs {
+		s.mu.Lock()
+		n += len(s.pending)
+		s.mu.Unlock()
+	}
+	return n
 }
 
 // Name returns the topic's name.
@@ -118,6 +133,7 @@ func (t *Topic[T]) Close() {
 	t.subs = nil
 	t.closed = true
 	t.mu.Unlock()
+	t.metrics.forgetTopic(t.name)
 	for _, s := range subs {
 		s.stop()
 	}

@@ -4,6 +4,7 @@ import (
 	"slices"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 )
@@ -217,4 +218,58 @@ func TestTopicConcurrentPublishersGiveOneOrder(t *testing.T) {
 	if !slices.Equal(got, seq(3*perPublisher)) {
 		t.Error("values lost or duplicated")
 	}
+}
+
+func TestTopicPendingMetricShowsASlowSubscriber(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	m := NewMetrics(reg)
+	topic := NewTopic[int]("slow", WithTopicMetrics(m))
+	defer topic.Close()
+	block := make(chan struct{})
+	started := make(chan struct{}, 1)
+	topic.Subscribe(func(int) {
+		select {
+		case started <- struct{}{}:
+		default:
+		}
+		<-block
+	})
+	topic.Publish(0)
+	<-started // the subscriber holds value 0; the next ones wait in its buffer
+	for i := 1; i <= 5; i++ {
+		topic.Publish(i)
+	}
+	if got := topicPendingValue(t, reg, "slow"); got != 5 {
+		t.Fatalf("pending = %v, want 5 values waiting behind the blocked subscriber", got)
+	}
+	close(block)
+	deadline := time.Now().Add(10 * time.Second)
+	for topicPendingValue(t, reg, "slow") != 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("pending did not drop to 0 after the subscriber caught up")
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+func topicPendingValue(t *testing.T, reg *prometheus.Registry, name string) float64 {
+	t.Helper()
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() != "ingress_reactor_pipeline_topic_pending" {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			for _, l := range m.GetLabel() {
+				if l.GetName() == "name" && l.GetValue() == name {
+					return m.GetGauge().GetValue()
+				}
+			}
+		}
+	}
+	t.Fatalf("no ingress_reactor_pipeline_topic_pending{name=%q}", name)
+	return 0
 }
