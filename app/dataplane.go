@@ -124,7 +124,7 @@ func dataPlaneModules(cfg Config) []fx.Option {
 		fx.Provide(func(dp *DataPlane) secretsync.Options {
 			return secretsync.Options{DefaultCertificate: defaultCert, Store: dp.SSLStore, FakeDefault: dp.FakeDefault}
 		}),
-		fx.Supply(endpoints.Options{DefaultBackend: defaultBackend}),
+		fx.Supply(endpoints.Options{DefaultBackend: defaultBackend, AllowLoopback: cfg.LocalManifests != ""}),
 		fx.Provide(func(dp *DataPlane) renderer.Options {
 			return renderer.Options{
 				Render:         dp.Render,

@@ -45,6 +45,10 @@ type Options struct {
 	ExternalNameRefresh time.Duration
 	// Resolver resolves ExternalName Services; nil means net.DefaultResolver.
 	Resolver Resolver
+	// AllowLoopback lets loopback addresses through (local mode, whose demo backends run on 127.0.0.1).
+	// In a cluster they are always dropped, with link-local, unspecified and multicast addresses: an
+	// ExternalName Service resolving to 127.0.0.1 would otherwise reach NGINX's internal server.
+	AllowLoopback bool
 }
 
 // Params are the endpoint watcher's fx inputs.
@@ -297,6 +301,11 @@ func (w *Watcher) sync(ctx context.Context, key types.NamespacedName) error {
 			w.ctrl.Queue().AddAfter(key, w.opts.ExternalNameRefresh)
 		default:
 			eps = Resolve(svc, up.Port, slicesOfSvc)
+		}
+		if kept, dropped := SafeEndpoints(eps, w.opts.AllowLoopback); dropped > 0 {
+			w.log.Warn("endpoints with loopback, link-local, unspecified or multicast addresses dropped",
+				zap.Stringer("service", key), zap.Int("dropped", dropped))
+			eps = kept
 		}
 		if prev, had := last[up.Name]; had && slices.Equal(prev, eps) {
 			continue

@@ -8,6 +8,7 @@ import (
 	"context"
 	"fmt"
 	"net"
+	"net/netip"
 	"slices"
 	"strconv"
 
@@ -99,6 +100,28 @@ func sortUnique(eps []nginx.Endpoint) []nginx.Endpoint {
 		return cmp.Or(cmp.Compare(a.Address, b.Address), cmp.Compare(a.Port, b.Port))
 	})
 	return slices.Compact(eps)
+}
+
+// SafeEndpoints drops endpoints whose address must never be an upstream: loopback (unless allowLoopback),
+// link-local, unspecified and multicast addresses. It returns the kept endpoints and how many it dropped.
+func SafeEndpoints(eps []nginx.Endpoint, allowLoopback bool) ([]nginx.Endpoint, int) {
+	kept := eps[:0:0]
+	for _, e := range eps {
+		a, err := netip.ParseAddr(e.Address)
+		if err != nil {
+			continue
+		}
+		a = a.Unmap()
+		if (a.IsLoopback() && !allowLoopback) || a.IsLinkLocalUnicast() || a.IsLinkLocalMulticast() ||
+			a.IsUnspecified() || a.IsMulticast() || a.IsInterfaceLocalMulticast() {
+			continue
+		}
+		kept = append(kept, e)
+	}
+	if len(kept) == 0 {
+		kept = nil
+	}
+	return kept, len(eps) - len(kept)
 }
 
 // Resolver looks up host names; net.DefaultResolver satisfies it.

@@ -139,3 +139,20 @@ func TestResolveExternalName(t *testing.T) {
 		t.Fatal("unresolvable name: want an error")
 	}
 }
+
+func TestSafeEndpoints(t *testing.T) {
+	eps := []nginx.Endpoint{
+		{Address: "192.0.2.1", Port: 80}, {Address: "127.0.0.1", Port: 10246}, {Address: "::1", Port: 10246},
+		{Address: "169.254.169.254", Port: 80}, {Address: "0.0.0.0", Port: 80}, {Address: "224.0.0.1", Port: 80},
+		{Address: "::ffff:127.0.0.1", Port: 10246}, {Address: "2001:db8::1", Port: 80},
+	}
+	got, dropped := SafeEndpoints(eps, false)
+	want := []nginx.Endpoint{{Address: "192.0.2.1", Port: 80}, {Address: "2001:db8::1", Port: 80}}
+	if !slices.Equal(got, want) || dropped != 6 {
+		t.Fatalf("cluster mode: got %v (dropped %d), want %v (dropped 6)", got, dropped, want)
+	}
+	got, _ = SafeEndpoints(eps, true)
+	if len(got) != 5 {
+		t.Fatalf("local mode keeps loopback: got %v", got)
+	}
+}
