@@ -34,32 +34,15 @@ type HealthServerParams struct {
 	Log       *zap.Logger
 	Registry  *prometheus.Registry
 	Checks    []modules.ReadyCheck `group:"readyz"`
+	Live      []modules.ReadyCheck `group:"healthz"`
 	Lifecycle fx.Lifecycle
 }
 
 // NewHealthMux builds the handler of the healthz port: /healthz, /readyz, /metrics and, with --profiling, /debug/pprof/.
-func NewHealthMux(profiling bool, reg *prometheus.Registry, checks []modules.ReadyCheck) http.Handler {
+func NewHealthMux(profiling bool, reg *prometheus.Registry, ready, live []modules.ReadyCheck) http.Handler {
 	mux := http.NewServeMux()
-	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) {
-		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
-		_, _ = w.Write([]byte("ok\n"))
-	})
-	mux.HandleFunc("/readyz", func(w http.ResponseWriter, r *http.Request) {
-		var failed []string
-		for _, c := range checks {
-			if err := c.Check(); err != nil {
-				failed = append(failed, fmt.Sprintf("[-] %s: %v", c.Name, err))
-			}
-		}
-		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
-		w.Header().Set("X-Content-Type-Options", "nosniff")
-		if len(failed) > 0 {
-			w.WriteHeader(http.StatusServiceUnavailable)
-			_, _ = w.Write([]byte(strings.Join(failed, "\n") + "\nreadyz check failed\n"))
-			return
-		}
-		_, _ = w.Write([]byte("ok\n"))
-	})
+	mux.HandleFunc("/healthz", checksHandler("healthz", live))
+	mux.HandleFunc("/readyz", checksHandler("readyz", ready))
 	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
 	if profiling {
 		mux.HandleFunc("/debug/pprof/", pprof.Index)
@@ -71,12 +54,32 @@ func NewHealthMux(profiling bool, reg *prometheus.Registry, checks []modules.Rea
 	return mux
 }
 
+// checksHandler answers 200 "ok" when every check passes, else 503 with the failing checks.
+func checksHandler(what string, checks []modules.ReadyCheck) http.HandlerFunc {
+	return func(w http.ResponseWriter, _ *http.Request) {
+		var failed []string
+		for _, c := range checks {
+			if err := c.Check(); err != nil {
+				failed = append(failed, fmt.Sprintf("[-] %s: %v", c.Name, err))
+			}
+		}
+		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		w.Header().Set("X-Content-Type-Options", "nosniff")
+		if len(failed) > 0 {
+			w.WriteHeader(http.StatusServiceUnavailable)
+			_, _ = w.Write([]byte(strings.Join(failed, "\n") + "\n" + what + " check failed\n"))
+			return
+		}
+		_, _ = w.Write([]byte("ok\n"))
+	}
+}
+
 // RunHealthServer binds the healthz port at start (failing start if it is taken) and shuts the server down at stop.
 func RunHealthServer(p HealthServerParams) {
 	log := p.Log.Named("healthz")
 	srv := &http.Server{
 		Addr:              net.JoinHostPort(p.Config.HealthzHost, strconv.Itoa(p.Config.HealthzPort)),
-		Handler:           NewHealthMux(p.Config.Profiling, p.Registry, p.Checks),
+		Handler:           NewHealthMux(p.Config.Profiling, p.Registry, p.Checks, p.Live),
 		ReadHeaderTimeout: 10 * time.Second,
 	}
 	p.Lifecycle.Append(fx.Hook{

@@ -6,7 +6,8 @@
 // contract: update every producer and consumer in the same commit.
 package modules
 
-// ReadyCheck is one condition of the /readyz endpoint. Modules contribute them to the fx value group "readyz".
+// ReadyCheck is one condition of the /readyz endpoint (fx value group "readyz") or, for conditions that only
+// a restart of the process can fix, of /healthz (value group "healthz").
 type ReadyCheck struct {
 	// Name appears in /readyz output when the check fails.
 	Name string

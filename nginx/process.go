@@ -87,6 +87,7 @@ type Process struct {
 	cmd      *exec.Cmd
 	running  bool
 	stopping bool
+	gaveUp   bool // NGINX died too often in a row and is no longer restarted
 	starts   uint64
 	restarts uint64
 	lastErr  error
@@ -112,6 +113,7 @@ func (p *Process) Start() error {
 		}
 	}
 	p.stopping = false
+	p.gaveUp = false
 	p.wake = make(chan struct{})
 	p.done = make(chan struct{})
 	cmd, err := p.startLocked()
@@ -225,6 +227,9 @@ func (p *Process) supervise(cmd *exec.Cmd, wake, done chan struct{}) {
 			failures++
 			if failures > p.cfg.MaxFailures {
 				p.cfg.Log.Error("nginx keeps dying; giving up until the next start", zap.Int("failures", failures-1))
+				p.mu.Lock()
+				p.gaveUp = true
+				p.mu.Unlock()
 				return
 			}
 			timer := time.NewTimer(backoff)
@@ -332,6 +337,14 @@ func (p *Process) Restarts() uint64 {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return p.restarts
+}
+
+// GaveUp reports whether NGINX died more than MaxFailures times in a row and is no longer restarted
+// (until the next Start).
+func (p *Process) GaveUp() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.gaveUp
 }
 
 // Err returns why NGINX last exited, with its last output; nil if it never exited.

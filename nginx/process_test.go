@@ -39,7 +39,7 @@ func TestProcessGivesUpOnQuickDeaths(t *testing.T) {
 		t.Fatal(err)
 	}
 	// 1 start + 3 restarts, then the Process stays down.
-	eventually(t, "give up", 10*time.Second, func() bool { return exits.Load() == 4 && p.Starts() == 4 && !p.Running() })
+	eventually(t, "give up", 10*time.Second, func() bool { return exits.Load() == 4 && p.Starts() == 4 && !p.Running() && p.GaveUp() })
 	if p.Restarts() != 3 {
 		t.Errorf("restarts = %d, want 3", p.Restarts())
 	}

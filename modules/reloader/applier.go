@@ -123,6 +123,15 @@ func (a *NginxApplier) SetCertificates(ctx context.Context, u nginx.CertificateU
 	return a.rt.Client().PushCertificates(ctx, u)
 }
 
+// Alive returns an error once NGINX kept dying and its supervisor gave up restarting it: the process
+// then fails /healthz, so the kubelet restarts the pod instead of leaving a dead replica in place.
+func (a *NginxApplier) Alive() error {
+	if a.rt.Process().GaveUp() {
+		return fmt.Errorf("nginx kept dying and is no longer restarted: %v", a.rt.Process().Err())
+	}
+	return nil
+}
+
 // Ready reports whether a configuration is live and NGINX runs.
 func (a *NginxApplier) Ready() error { return a.rt.Ready() }
 

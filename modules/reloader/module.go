@@ -64,6 +64,8 @@ type ReadyResult struct {
 	fx.Out
 	Reloader *Reloader
 	Ready    modules.ReadyCheck `group:"readyz"`
+	// Live fails /healthz when the data plane is beyond repair in this process (an Applier with Alive).
+	Live modules.ReadyCheck `group:"healthz"`
 }
 
 type applyKey struct{}
@@ -224,7 +226,13 @@ func New(p Params) (ReadyResult, error) {
 		eq.Add(pushKey{})
 	})
 	modules.Bind(p.Lifecycle, r)
-	return ReadyResult{Reloader: r, Ready: modules.ReadyCheck{Name: "nginx", Check: r.Ready}}, nil
+	live := func() error {
+		if a, ok := r.applier.(interface{ Alive() error }); ok {
+			return a.Alive()
+		}
+		return nil
+	}
+	return ReadyResult{Reloader: r, Ready: modules.ReadyCheck{Name: "nginx", Check: r.Ready}, Live: modules.ReadyCheck{Name: "nginx", Check: live}}, nil
 }
 
 // Ready returns nil once a configuration is live and the data plane's current instance has received
