@@ -68,6 +68,12 @@ type ReadyResult struct {
 	Live modules.ReadyCheck `group:"healthz"`
 }
 
+// Pauses before a lane tries again after exhausting its retries.
+const (
+	retryAfterGiveUp = 10 * time.Minute
+	lanePause        = 30 * time.Second
+)
+
 type applyKey struct{}
 type pushKey struct{}
 
@@ -183,7 +189,10 @@ func New(p Params) (ReadyResult, error) {
 		MaxRetries: retries,
 		OnGiveUp: func(_ applyKey, err error) {
 			v, _ := r.latest.Get()
-			log.Error("giving up on configuration until the next change", zap.String("hash", v.Hash), zap.Error(err))
+			log.Error("configuration not applied after its retries; trying again at the next change or in a while",
+				zap.String("hash", v.Hash), zap.Duration("after", retryAfterGiveUp), zap.Error(err))
+			// A cause that passes (a full disk, NGINX restarting) must not leave old routes forever.
+			r.structure.Queue().AddAfter(applyKey{}, retryAfterGiveUp)
 		},
 	})
 	r.structure = pipeline.NewController(sq, r.apply, pipeline.ControllerOptions{Workers: 1})
@@ -191,12 +200,22 @@ func New(p Params) (ReadyResult, error) {
 		Name: "reloader-endpoints", Metrics: p.Metrics, Logger: log,
 		BaseDelay: 50 * time.Millisecond, MaxDelay: 10 * time.Second, QPS: 1000, Burst: 1000,
 		MaxRetries: 20,
+		// The lane's one key carries every pending change: after the retries it keeps trying, slowly, so
+		// NGINX never stays on stale endpoints because a push failed for a while.
+		OnGiveUp: func(k pushKey, err error) {
+			log.Error("endpoint push keeps failing; retrying", zap.Duration("after", lanePause), zap.Error(err))
+			r.endpoints.Queue().AddAfter(k, lanePause)
+		},
 	})
 	r.endpoints = pipeline.NewController(eq, r.push, pipeline.ControllerOptions{Workers: 1})
 	cq := pipeline.NewQueue(pipeline.QueueOptions[certKey]{
 		Name: "reloader-certificates", Metrics: p.Metrics, Logger: log,
 		BaseDelay: 50 * time.Millisecond, MaxDelay: 10 * time.Second, QPS: 100, Burst: 100,
 		MaxRetries: 20,
+		OnGiveUp: func(k certKey, err error) {
+			log.Error("certificate push keeps failing; retrying", zap.Duration("after", lanePause), zap.Error(err))
+			r.certLane.Queue().AddAfter(k, lanePause)
+		},
 	})
 	r.certLane = pipeline.NewController(cq, r.pushCertificates, pipeline.ControllerOptions{Workers: 1})
 
@@ -272,6 +291,9 @@ func (r *Reloader) Start(ctx context.Context) {
 				r.mu.Unlock()
 				r.endpoints.Queue().Add(pushKey{})
 				r.certLane.Queue().Add(certKey{})
+				// A configuration that was given up on gets another chance with the fresh NGINX (a no-op when
+				// the newest one is live).
+				r.structure.Queue().Add(applyKey{})
 			}
 		}
 	}()
