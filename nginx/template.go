@@ -10,6 +10,7 @@ import (
 	"math/bits"
 	"net/netip"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"text/template"
@@ -495,12 +496,23 @@ func listens(q *quoter, cfg RenderConfig, port int) []string {
 	return out
 }
 
+// serverName is the server_name of a host. An Ingress wildcard covers exactly one label ("*.example.com"
+// matches "a.example.com", not "a.b.example.com"), while NGINX's own "*." names match any depth, so
+// wildcards become a regular expression built from the validated labels ("\z" rather than "$", which
+// the quoting rejects). Exact names stay exact, and NGINX prefers them to regular expressions.
+func serverName(h Hostname) string {
+	if !h.IsWildcard() {
+		return string(h)
+	}
+	return `~^[^.]+` + regexp.QuoteMeta(string(h)[1:]) + `\z`
+}
+
 // serverFor builds a server's locations. Exact p becomes "location = p"; Prefix p becomes
 // "location = p" (unless an Exact p exists: Exact wins at equal length) and "location p/", which is
 // element-wise prefix matching without regular expressions; Prefix "/" is "location /". A server
 // without Prefix "/" gets a fallback "location /" to the default backend or the built-in 404.
 func serverFor(q *quoter, s *Server, https bool, defaultUpstream string) serverView {
-	sv := serverView{ServerName: q.quote(string(s.Host)), Default: s.Host == "", TLS: s.TLS != nil}
+	sv := serverView{ServerName: q.quote(serverName(s.Host)), Default: s.Host == "", TLS: s.TLS != nil}
 	if s.Host == "" {
 		sv.ServerName = q.quote("_")
 	}

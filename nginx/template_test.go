@@ -150,11 +150,11 @@ func TestRenderServers(t *testing.T) {
 				c.HTTPSPort = 0
 				c.IPv6 = true
 			},
-			server: `"*.example.com"`,
+			server: `"~^[^.]+\\.example\\.com\\z"`,
 			want: `	server {
 		listen "80";
 		listen "[::]:80";
-		server_name "*.example.com";
+		server_name "~^[^.]+\\.example\\.com\\z";
 		location = "/x" {
 			set $proxy_upstream_name "` + string(webUp) + `";
 			proxy_pass http://upstream_balancer;

@@ -583,6 +583,17 @@ func TestTLSWildcardHost(t *testing.T) {
 	if len(resp.PeerCertificates) == 0 || !isFakeDefault(resp.PeerCertificates[0]) {
 		t.Errorf("https://wild.example answered %s, want the default certificate (*.wild.example does not cover it)", resp)
 	}
+	// An Ingress wildcard covers exactly one label: a deeper name is neither routed nor given its certificate.
+	deep, err := r.Do(harness.Request{HTTPS: true, Host: "a.b.wild.example"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if deep.Echo != nil {
+		t.Errorf("https://a.b.wild.example was routed to %s; *.wild.example must not cover two labels", deep.Echo.Name)
+	}
+	if len(deep.PeerCertificates) == 0 || !isFakeDefault(deep.PeerCertificates[0]) {
+		t.Errorf("https://a.b.wild.example answered %s, want the default certificate", deep)
+	}
 }
 
 // TestTLSDefaultSSLCertificateRotation: updating the --default-ssl-certificate Secret

@@ -22,26 +22,22 @@ _M.DATA_PREFIX = "c:"     -- "c:<id>" -> {"cert": PEM, "key": PEM}
 -- id -> { version = number, cert = cdata, key = cdata }: parsed once per worker and version.
 local cache = {}
 
--- certificate_id finds the id for an SNI name: the exact host, then the longest "*." wildcard
--- covering it, as nginx's server_name does, then the default certificate pushed as host "*".
+-- certificate_id finds the id for an SNI name: the exact host, then the "*." wildcard one label up (an
+-- Ingress wildcard covers exactly one label), then the default certificate pushed as host "*".
 local function certificate_id(name)
     local id = dict:get(_M.HOST_PREFIX .. name)
     if id then
         return id
     end
-    local rest = name
-    while true do
-        local dot = rest:find(".", 1, true)
-        if not dot then
-            -- "*" alone is the --default-ssl-certificate Secret, when the controller pushed one.
-            return dict:get(_M.HOST_PREFIX .. "*")
-        end
-        rest = rest:sub(dot + 1)
-        id = dict:get(_M.HOST_PREFIX .. "*." .. rest)
+    local dot = name:find(".", 1, true)
+    if dot then
+        id = dict:get(_M.HOST_PREFIX .. "*." .. name:sub(dot + 1))
         if id then
             return id
         end
     end
+    -- "*" alone is the --default-ssl-certificate Secret (or the generated one), when the controller pushed one.
+    return dict:get(_M.HOST_PREFIX .. "*")
 end
 
 local function load(id)
