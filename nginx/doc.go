@@ -27,8 +27,9 @@
 // at equal length; a trailing slash is ignored); ImplementationSpecific treated as Prefix; exact and
 // "*." hosts; rules without host on the catch-all server; spec.defaultBackend as "/" of the Ingress's
 // hosts (or of the catch-all server when it has no rules). Without regular expressions, Exact p is
-// "location = p" and Prefix p is "location = p" plus "location p/". A "*." host follows nginx's
-// server_name semantics and also matches deeper names, as with ingress-nginx. Paths are restricted to
+// "location = p" and Prefix p is "location = p" plus "location p/". A "*." host covers exactly one
+// label, as the Ingress API says (a server_name regex built from the validated labels; NGINX's own "*."
+// names would also match deeper names). Paths are restricted to
 // letters, digits and -._~!*(),+=:@/& (no regex, no percent-encoding, no dot segments): anything else
 // is either NGINX syntax or could never match NGINX's normalized URI. A Service that does not exist yet
 // is not a rejection: its paths answer 503 and the translation carries a warning.
