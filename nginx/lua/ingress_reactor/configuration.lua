@@ -86,8 +86,17 @@ local function valid_port(p)
     return type(p) == "number" and p >= 1 and p <= 65535 and p == math.floor(p)
 end
 
+-- next_version bumps the dict's sequence. The counter is created with safe_add and then only
+-- incremented: incr with an initial value may evict other entries (endpoint lists) when the dict is full.
 local function next_version(dict)
-    local v, err = dict:incr(SEQUENCE, 1, 0)
+    local v, err = dict:incr(SEQUENCE, 1)
+    if not v and err == "not found" then
+        local ok, add_err = dict:safe_add(SEQUENCE, 0)
+        if not ok and add_err ~= "exists" then
+            return nil, "create sequence: " .. tostring(add_err)
+        end
+        v, err = dict:incr(SEQUENCE, 1)
+    end
     if not v then
         return nil, "incr: " .. tostring(err)
     end
