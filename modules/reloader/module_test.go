@@ -12,15 +12,13 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	dto "github.com/prometheus/client_model/go"
 	"go.uber.org/zap"
 	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
 
 	"github.com/ingress-reactor/ingress-reactor/modules"
+	"github.com/ingress-reactor/ingress-reactor/modules/moduletest"
 	"github.com/ingress-reactor/ingress-reactor/nginx"
 	"github.com/ingress-reactor/ingress-reactor/pipeline"
 )
@@ -179,42 +177,9 @@ func (a *laneApplier) returned() []endpointPush {
 }
 
 // event is one Event the reloader recorded.
-type event struct {
-	object, kind, reason, message string
-}
+type event = moduletest.Event
 
-// recorder keeps Events with their object (record.FakeRecorder drops it).
-type recorder struct {
-	mu     sync.Mutex
-	events []event
-}
-
-func (r *recorder) Event(obj runtime.Object, kind, reason, message string) {
-	name := fmt.Sprintf("%T", obj)
-	switch o := obj.(type) {
-	case *corev1.ObjectReference:
-		name = o.Kind + " " + o.Namespace + "/" + o.Name
-	case metav1.Object:
-		name = o.GetNamespace() + "/" + o.GetName()
-	}
-	r.mu.Lock()
-	r.events = append(r.events, event{object: name, kind: kind, reason: reason, message: message})
-	r.mu.Unlock()
-}
-
-func (r *recorder) Eventf(obj runtime.Object, kind, reason, format string, args ...any) {
-	r.Event(obj, kind, reason, fmt.Sprintf(format, args...))
-}
-
-func (r *recorder) AnnotatedEventf(obj runtime.Object, _ map[string]string, kind, reason, format string, args ...any) {
-	r.Eventf(obj, kind, reason, format, args...)
-}
-
-func (r *recorder) all() []event {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return slices.Clone(r.events)
-}
+type recorder = moduletest.Recorder
 
 // env is a started Reloader driving a laneApplier.
 type env struct {
@@ -282,34 +247,7 @@ func eventually(t *testing.T, what string, cond func() bool) {
 // count. labels are name/value pairs the series must carry; a missing series reads as 0.
 func (e *env) metric(name string, labels ...string) float64 {
 	e.t.Helper()
-	fams, err := e.reg.Gather()
-	if err != nil {
-		e.t.Fatal(err)
-	}
-	for _, f := range fams {
-		if f.GetName() != name {
-			continue
-		}
-	series:
-		for _, m := range f.GetMetric() {
-			for i := 0; i+1 < len(labels); i += 2 {
-				if !slices.ContainsFunc(m.GetLabel(), func(l *dto.LabelPair) bool {
-					return l.GetName() == labels[i] && l.GetValue() == labels[i+1]
-				}) {
-					continue series
-				}
-			}
-			switch {
-			case m.Counter != nil:
-				return m.GetCounter().GetValue()
-			case m.Gauge != nil:
-				return m.GetGauge().GetValue()
-			case m.Histogram != nil:
-				return float64(m.GetHistogram().GetSampleCount())
-			}
-		}
-	}
-	return 0
+	return moduletest.MetricValue(e.t, e.reg, name, labels...)
 }
 
 // syncsDone is how many times a lane's worker finished a sync ("reloader-structure", "reloader-endpoints").
@@ -443,7 +381,7 @@ func TestFailingConfigurationIsRetriedThenGivenUp(t *testing.T) {
 			if got := e.metric("ingress_reactor_last_reload_success"); got != 0 {
 				t.Errorf("last_reload_success = %g, want 0", got)
 			}
-			evs := e.rec.all()
+			evs := e.rec.All()
 			if !tc.events && len(evs) != 0 {
 				t.Errorf("Events %v, want none without a pod", evs)
 			}
@@ -452,8 +390,8 @@ func TestFailingConfigurationIsRetriedThenGivenUp(t *testing.T) {
 					t.Errorf("Events %v, want one per failed attempt (%d)", evs, tc.attempts)
 				}
 				for _, ev := range evs {
-					if ev.object != "Pod "+pod.String() || ev.kind != corev1.EventTypeWarning || ev.reason != ReasonReloadFailed ||
-						!strings.Contains(ev.message, "bad00001") || !strings.Contains(ev.message, "unknown directive") {
+					if ev.Object != "Pod "+pod.String() || ev.Kind != corev1.EventTypeWarning || ev.Reason != ReasonReloadFailed ||
+						!strings.Contains(ev.Message, "bad00001") || !strings.Contains(ev.Message, "unknown directive") {
 						t.Errorf("Event %+v, want a Warning %s on Pod %s naming the configuration and the error", ev, ReasonReloadFailed, pod)
 					}
 				}

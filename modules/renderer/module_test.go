@@ -6,12 +6,10 @@ import (
 	"maps"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	dto "github.com/prometheus/client_model/go"
 	"go.uber.org/zap"
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
@@ -22,6 +20,7 @@ import (
 	"k8s.io/client-go/kubernetes/fake"
 
 	"github.com/ingress-reactor/ingress-reactor/modules"
+	"github.com/ingress-reactor/ingress-reactor/modules/moduletest"
 	"github.com/ingress-reactor/ingress-reactor/nginx"
 	"github.com/ingress-reactor/ingress-reactor/pipeline"
 )
@@ -92,46 +91,9 @@ func version(rv string) ingressOption {
 }
 
 // event is one Event the renderer recorded.
-type event struct {
-	object, kind, reason, message string
-}
+type event = moduletest.Event
 
-// recorder keeps Events with their object's name (record.FakeRecorder drops it).
-type recorder struct {
-	mu     sync.Mutex
-	events []event
-}
-
-func (r *recorder) Event(obj runtime.Object, kind, reason, message string) {
-	name := fmt.Sprintf("%T", obj)
-	if o, ok := obj.(metav1.Object); ok {
-		name = o.GetNamespace() + "/" + o.GetName()
-	}
-	r.mu.Lock()
-	r.events = append(r.events, event{object: name, kind: kind, reason: reason, message: message})
-	r.mu.Unlock()
-}
-
-func (r *recorder) Eventf(obj runtime.Object, kind, reason, format string, args ...any) {
-	r.Event(obj, kind, reason, fmt.Sprintf(format, args...))
-}
-
-func (r *recorder) AnnotatedEventf(obj runtime.Object, _ map[string]string, kind, reason, format string, args ...any) {
-	r.Eventf(obj, kind, reason, format, args...)
-}
-
-// withReason returns the Events recorded so far with the given reason.
-func (r *recorder) withReason(reason string) []event {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	var out []event
-	for _, e := range r.events {
-		if e.reason == reason {
-			out = append(out, e)
-		}
-	}
-	return out
-}
+type recorder = moduletest.Recorder
 
 // env is a started Renderer over a fake clientset. The test plays the class filter: it publishes
 // IngressChange messages once the informer cache shows the Ingress.
@@ -289,34 +251,7 @@ func (e *env) updateIngress(ing *networkingv1.Ingress) {
 // count. labels are name/value pairs the series must carry; a missing series reads as 0.
 func (e *env) metric(name string, labels ...string) float64 {
 	e.t.Helper()
-	fams, err := e.reg.Gather()
-	if err != nil {
-		e.t.Fatal(err)
-	}
-	for _, f := range fams {
-		if f.GetName() != name {
-			continue
-		}
-	series:
-		for _, m := range f.GetMetric() {
-			for i := 0; i+1 < len(labels); i += 2 {
-				if !slices.ContainsFunc(m.GetLabel(), func(l *dto.LabelPair) bool {
-					return l.GetName() == labels[i] && l.GetValue() == labels[i+1]
-				}) {
-					continue series
-				}
-			}
-			switch {
-			case m.Counter != nil:
-				return m.GetCounter().GetValue()
-			case m.Gauge != nil:
-				return m.GetGauge().GetValue()
-			case m.Histogram != nil:
-				return float64(m.GetHistogram().GetSampleCount())
-			}
-		}
-	}
-	return 0
+	return moduletest.MetricValue(e.t, e.reg, name, labels...)
 }
 
 func (e *env) renders(result string) float64 {
@@ -440,11 +375,11 @@ func TestRejectedIngress(t *testing.T) {
 			if got := served(v.Model); !slices.Equal(got, []string{"good"}) {
 				t.Fatalf("configuration serves %v, want only the good Ingress", got)
 			}
-			rejected := e.rec.withReason(ReasonRejected)
+			rejected := e.rec.WithReason(ReasonRejected)
 			if len(rejected) != 1 {
 				t.Fatalf("Rejected Events %v, want one", rejected)
 			}
-			if ev := rejected[0]; ev.object != ns+"/bad" || ev.kind != corev1.EventTypeWarning || !strings.Contains(ev.message, "no port 9090") {
+			if ev := rejected[0]; ev.Object != ns+"/bad" || ev.Kind != corev1.EventTypeWarning || !strings.Contains(ev.Message, "no port 9090") {
 				t.Errorf("Rejected Event %+v, want a Warning on %s/bad naming the missing port", ev, ns)
 			}
 			if got := e.metric("ingress_reactor_ingresses_rejected"); got != 1 {
@@ -459,7 +394,7 @@ func TestRejectedIngress(t *testing.T) {
 				e.r.Trigger()
 				eventually(t, "a re-render", func() bool { return e.renders("unchanged") >= float64(i) })
 			}
-			if got := e.rec.withReason(ReasonRejected); len(got) != 1 {
+			if got := e.rec.WithReason(ReasonRejected); len(got) != 1 {
 				t.Errorf("after re-renders: Rejected Events %v, want still one", got)
 			}
 
@@ -471,7 +406,7 @@ func TestRejectedIngress(t *testing.T) {
 			if got := e.metric("ingress_reactor_ingresses_rejected"); got != 0 {
 				t.Errorf("after the fix ingresses_rejected = %g, want 0", got)
 			}
-			if got := e.rec.withReason(ReasonRejected); len(got) != 1 {
+			if got := e.rec.WithReason(ReasonRejected); len(got) != 1 {
 				t.Errorf("after the fix: Rejected Events %v, want no new one", got)
 			}
 		})
@@ -491,11 +426,11 @@ func TestConflictingPathGoesToTheOlderIngress(t *testing.T) {
 	if got, _ := location(v.Model, "shared.example", "/app"); got != "old" {
 		t.Errorf("shared.example/app is served by %q, want the older Ingress", got)
 	}
-	conflicts := e.rec.withReason(ReasonConflict)
+	conflicts := e.rec.WithReason(ReasonConflict)
 	if len(conflicts) != 1 {
 		t.Fatalf("Conflict Events %v, want one", conflicts)
 	}
-	if ev := conflicts[0]; ev.object != ns+"/young" || ev.kind != corev1.EventTypeWarning || !strings.Contains(ev.message, ns+"/old") {
+	if ev := conflicts[0]; ev.Object != ns+"/young" || ev.Kind != corev1.EventTypeWarning || !strings.Contains(ev.Message, ns+"/old") {
 		t.Errorf("Conflict Event %+v, want a Warning on %s/young naming %s/old", ev, ns, ns)
 	}
 	if got := e.metric("ingress_reactor_ingress_conflicts"); got != 1 {
@@ -504,7 +439,7 @@ func TestConflictingPathGoesToTheOlderIngress(t *testing.T) {
 
 	e.r.Trigger()
 	eventually(t, "a re-render", func() bool { return e.renders("unchanged") >= 1 })
-	if got := e.rec.withReason(ReasonConflict); len(got) != 1 {
+	if got := e.rec.WithReason(ReasonConflict); len(got) != 1 {
 		t.Errorf("after a re-render: Conflict Events %v, want still one", got)
 	}
 
@@ -665,11 +600,11 @@ func TestBackendWarningIsNotRepeated(t *testing.T) {
 				e.r.Trigger()
 				eventually(t, "a re-render", func() bool { return e.renders("unchanged") >= float64(i) })
 			}
-			warnings := e.rec.withReason(ReasonWarning)
+			warnings := e.rec.WithReason(ReasonWarning)
 			if len(warnings) != 1 {
 				t.Fatalf("BackendWarning Events after three renders: %v, want one", warnings)
 			}
-			if ev := warnings[0]; ev.object != ns+"/a" || !strings.Contains(ev.message, "does not exist") {
+			if ev := warnings[0]; ev.Object != ns+"/a" || !strings.Contains(ev.Message, "does not exist") {
 				t.Errorf("BackendWarning Event %+v, want one on %s/a about the missing service", ev, ns)
 			}
 		})

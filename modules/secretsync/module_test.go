@@ -35,6 +35,7 @@ import (
 
 	"github.com/ingress-reactor/ingress-reactor/certs"
 	"github.com/ingress-reactor/ingress-reactor/modules"
+	"github.com/ingress-reactor/ingress-reactor/modules/moduletest"
 	"github.com/ingress-reactor/ingress-reactor/pipeline"
 )
 
@@ -125,50 +126,9 @@ func ingress(name string, secrets ...string) *networkingv1.Ingress {
 }
 
 // event is one Event the syncer recorded.
-type event struct {
-	object, kind, reason, message string
-}
+type event = moduletest.Event
 
-// recorder keeps Events with the name of their object (record.FakeRecorder drops it).
-type recorder struct {
-	mu     sync.Mutex
-	events []event
-}
-
-func (r *recorder) Event(obj runtime.Object, kind, reason, message string) {
-	name := "?"
-	if o, err := metav1Object(obj); err == nil {
-		name = o.GetNamespace() + "/" + o.GetName()
-	}
-	r.mu.Lock()
-	r.events = append(r.events, event{object: name, kind: kind, reason: reason, message: message})
-	r.mu.Unlock()
-}
-
-func (r *recorder) Eventf(obj runtime.Object, kind, reason, format string, args ...any) {
-	r.Event(obj, kind, reason, fmt.Sprintf(format, args...))
-}
-
-func (r *recorder) AnnotatedEventf(obj runtime.Object, _ map[string]string, kind, reason, format string, args ...any) {
-	r.Eventf(obj, kind, reason, format, args...)
-}
-
-// take returns the Events recorded since the last take.
-func (r *recorder) take() []event {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	out := r.events
-	r.events = nil
-	return out
-}
-
-func metav1Object(obj runtime.Object) (metav1.Object, error) {
-	o, ok := obj.(metav1.Object)
-	if !ok {
-		return nil, fmt.Errorf("%T is not an object", obj)
-	}
-	return o, nil
-}
+type recorder = moduletest.Recorder
 
 // env is a Syncer over a fake clientset. Tests drive it step by step: they change objects, wait until the
 // informer caches show the change, and run the syncs that the change would queue, so every outcome is
@@ -448,13 +408,13 @@ func asWarnings(t *testing.T, evs []event) []warning {
 	t.Helper()
 	var out []warning
 	for _, ev := range evs {
-		if ev.kind != corev1.EventTypeWarning {
+		if ev.Kind != corev1.EventTypeWarning {
 			t.Errorf("event %+v is not a Warning", ev)
 		}
-		if strings.Contains(ev.message, "PRIVATE KEY") {
-			t.Errorf("event message shows key material: %q", ev.message)
+		if strings.Contains(ev.Message, "PRIVATE KEY") {
+			t.Errorf("event message shows key material: %q", ev.Message)
 		}
-		out = append(out, warning{ingress: strings.TrimPrefix(ev.object, ns+"/"), reason: ev.reason})
+		out = append(out, warning{ingress: strings.TrimPrefix(ev.Object, ns+"/"), reason: ev.Reason})
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].ingress+out[i].reason < out[j].ingress+out[j].reason })
 	return out
@@ -595,7 +555,7 @@ func TestSyncerFollowsReferencesAndSecrets(t *testing.T) {
 				if got := asChanges(e.published()); !slices.Equal(got, st.changes) {
 					t.Errorf("%s: published %v, want %v", st.name, got, st.changes)
 				}
-				if got := asWarnings(t, e.rec.take()); !slices.Equal(got, st.warnings) {
+				if got := asWarnings(t, e.rec.Take()); !slices.Equal(got, st.warnings) {
 					t.Errorf("%s: warnings %v, want %v", st.name, got, st.warnings)
 				}
 				if got := e.files(); !slices.Equal(got, st.files) {
