@@ -177,8 +177,6 @@ func (a *laneApplier) returned() []endpointPush {
 }
 
 // event is one Event the reloader recorded.
-type event = moduletest.Event
-
 type recorder = moduletest.Recorder
 
 // env is a started Reloader driving a laneApplier.

@@ -91,8 +91,6 @@ func version(rv string) ingressOption {
 }
 
 // event is one Event the renderer recorded.
-type event = moduletest.Event
-
 type recorder = moduletest.Recorder
 
 // env is a started Renderer over a fake clientset. The test plays the class filter: it publishes
