@@ -100,10 +100,14 @@ rm -f "${stamp_file}"
 build_etcd
 build_kube_apiserver
 
-# Both binaries must report the pinned versions before the stamp is written.
-"${bin_dir}/etcd" --version | grep -q "etcd Version: ${ETCD_VERSION#v}" ||
-	{ log "etcd does not report ${ETCD_VERSION}"; exit 1; }
-"${bin_dir}/kube-apiserver" --version | grep -qx "Kubernetes ${KUBE_VERSION}" ||
-	{ log "kube-apiserver does not report ${KUBE_VERSION}"; exit 1; }
+# Both binaries must report the pinned versions before the stamp is written. The
+# output is captured first: `binary | grep -q` under pipefail fails whenever grep
+# exits at the first match while the binary is still writing (SIGPIPE).
+etcd_version="$("${bin_dir}/etcd" --version)"
+grep -q "^etcd Version: ${ETCD_VERSION#v}\$" <<<"${etcd_version}" ||
+	{ log "etcd does not report ${ETCD_VERSION}: ${etcd_version}"; exit 1; }
+apiserver_version="$("${bin_dir}/kube-apiserver" --version)"
+grep -qx "Kubernetes ${KUBE_VERSION}" <<<"${apiserver_version}" ||
+	{ log "kube-apiserver does not report ${KUBE_VERSION}: ${apiserver_version}"; exit 1; }
 printf '%s\n' "${want_stamp}" >"${stamp_file}"
 log "done: $(du -sh "${bin_dir}" | cut -f1) in ${bin_dir}"

@@ -27,7 +27,7 @@ fi
 if [[ "$1" == --inner ]]; then
 	shift
 	ip link set lo up
-	ip addr add 192.0.2.0/24 dev lo 2>/dev/null || ip addr show dev lo | grep -q '192\.0\.2\.0/24' || {
+	ip addr add 192.0.2.0/24 dev lo 2>/dev/null || grep -q '192\.0\.2\.0/24' <<<"$(ip addr show dev lo)" || {
 		echo "in-netns: could not add 192.0.2.0/24 to lo" >&2
 		exit 1
 	}
