@@ -188,25 +188,21 @@ func olderFirst(a, b *IngressTranslation) int {
 	)
 }
 
-// lookupTLS finds the TLS entry for host: the exact host first, then the longest wildcard that covers it
-// with nginx's semantics ("*.example.com" covers "a.example.com" and "a.b.example.com").
+// lookupTLS finds the TLS entry for host: the exact host first, then the wildcard one label up, as the
+// Ingress API defines wildcards ("*.example.com" covers "a.example.com" but not "a.b.example.com" or
+// "example.com"). A wildcard host is covered only by the same wildcard.
 func lookupTLS[V any](m map[Hostname]V, host Hostname) (V, bool) {
 	if v, ok := m[host]; ok {
 		return v, true
 	}
-	rest := string(host)
+	var zero V
 	if host.IsWildcard() {
-		rest = rest[2:]
+		return zero, false
 	}
-	for {
-		i := strings.IndexByte(rest, '.')
-		if i < 0 {
-			var zero V
-			return zero, false
-		}
-		rest = rest[i+1:]
-		if v, ok := m[Hostname("*."+rest)]; ok {
-			return v, true
-		}
+	_, parent, ok := strings.Cut(string(host), ".")
+	if !ok {
+		return zero, false
 	}
+	v, ok := m[Hostname("*."+parent)]
+	return v, ok
 }

@@ -149,11 +149,13 @@ func TestMerge(t *testing.T) {
 			},
 			wantConflicts: []Conflict{{Kind: ConflictPath, Loser: nn("default", "young"), Winner: nn("default", "old"), Host: "", Path: "/", PathType: PathPrefix}},
 		},
-		"TLS: exact host, wildcard cover, redirect flags; a host without TLS is not redirected": {
+		"TLS: exact host, wildcard covers one label, redirect flags; a host without TLS is not redirected": {
 			objs: []any{web,
 				ingress("default", "a",
 					rule("a.example.com", prefix("/", "web", 80)),
-					rule("b.sub.example.com", prefix("/", "web", 80)),
+					rule("b.example.com", prefix("/", "web", 80)),
+					rule("c.sub.example.com", prefix("/", "web", 80)),
+					rule("*.sub.example.com", prefix("/", "web", 80)),
 					rule("plain.test", prefix("/", "web", 80)),
 					withTLS("a-cert", "a.example.com"),
 					withTLS("wild-cert", "*.example.com"),
@@ -163,12 +165,20 @@ func TestMerge(t *testing.T) {
 			want: Model{
 				Servers: []Server{
 					catchAll,
+					// A wildcard host is covered only by the same wildcard, never by a shorter one.
+					{Host: "*.sub.example.com", Locations: []Location{
+						{Path: "/", PathType: PathPrefix, Upstream: web80.Name, Ingress: nn("default", "a")},
+					}},
 					{Host: "a.example.com", TLS: &ServerTLS{Secret: nn("default", "a-cert"), SSLRedirect: true}, Locations: []Location{
 						{Path: "/", PathType: PathPrefix, Upstream: web80.Name, Ingress: nn("default", "a"), SSLRedirect: true},
 						{Path: "/b", PathType: PathPrefix, Upstream: web80.Name, Ingress: nn("default", "b"), SSLRedirect: true},
 					}},
-					{Host: "b.sub.example.com", TLS: &ServerTLS{Secret: nn("default", "wild-cert"), SSLRedirect: true}, Locations: []Location{
+					{Host: "b.example.com", TLS: &ServerTLS{Secret: nn("default", "wild-cert"), SSLRedirect: true}, Locations: []Location{
 						{Path: "/", PathType: PathPrefix, Upstream: web80.Name, Ingress: nn("default", "a"), SSLRedirect: true},
+					}},
+					// Two labels below the wildcard: not covered, so plain HTTP and no redirect.
+					{Host: "c.sub.example.com", Locations: []Location{
+						{Path: "/", PathType: PathPrefix, Upstream: web80.Name, Ingress: nn("default", "a")},
 					}},
 					{Host: "plain.test", Locations: []Location{
 						{Path: "/", PathType: PathPrefix, Upstream: web80.Name, Ingress: nn("default", "a")},

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"crypto/tls"
+	"fmt"
 	"io"
 	"net"
 	"net/netip"
@@ -12,7 +13,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -24,21 +24,24 @@ import (
 
 // benchSetup is a backend and a proxy routing benchHost to it.
 type benchSetup struct {
-	backend net.Listener
+	backend string // the backend's address
 	proxy   *Proxy
 	proxyL  net.Listener
-	hello   []byte
+	hello   []byte // the ClientHello clients send first; set by newBenchSetup
 	served  chan error
 }
 
 const benchHost = "bench.example.com"
 
+// newBenchSetup starts a backend in this process that hands each connection to serve, and a proxy in
+// front of it.
 func newBenchSetup(b *testing.B, serve func(net.Conn), opts Options) *benchSetup {
 	b.Helper()
 	bl, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		b.Fatal(err)
 	}
+	b.Cleanup(func() { _ = bl.Close() }) // runs after the proxy's Shutdown below
 	go func() {
 		for {
 			c, err := bl.Accept()
@@ -48,23 +51,30 @@ func newBenchSetup(b *testing.B, serve func(net.Conn), opts Options) *benchSetup
 			go serve(c)
 		}
 	}()
+	s := startBenchProxy(b, bl.Addr().(*net.TCPAddr).AddrPort(), opts)
+	s.hello = captureClientHello(b, &tls.Config{ServerName: benchHost})
+	return s
+}
+
+// startBenchProxy starts a proxy on loopback that routes benchHost to backend.
+func startBenchProxy(b *testing.B, backend netip.AddrPort, opts Options) *benchSetup {
+	b.Helper()
 	if opts.NginxAddress == "" {
 		opts.NginxAddress = "127.0.0.1:1" // nothing routes there in the benchmarks
 	}
 	p := New(opts)
-	p.SetTable(NewTable([]Route{{Host: benchHost, Backend: "bench", Endpoints: []netip.AddrPort{bl.Addr().(*net.TCPAddr).AddrPort()}}}))
+	p.SetTable(NewTable([]Route{{Host: benchHost, Backend: "bench", Endpoints: []netip.AddrPort{backend}}}))
 	pl, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		b.Fatal(err)
 	}
-	s := &benchSetup{backend: bl, proxy: p, proxyL: pl, hello: captureClientHello(b, &tls.Config{ServerName: benchHost}), served: make(chan error, 1)}
+	s := &benchSetup{backend: backend.String(), proxy: p, proxyL: pl, served: make(chan error, 1)}
 	go func() { s.served <- p.Serve(pl) }()
 	b.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
 		_ = p.Shutdown(ctx)
 		<-s.served
-		_ = bl.Close()
 	})
 	return s
 }
@@ -74,7 +84,7 @@ func (s *benchSetup) addr(viaProxy bool) string {
 	if viaProxy {
 		return s.proxyL.Addr().String()
 	}
-	return s.backend.Addr().String()
+	return s.backend
 }
 
 // readHello reads the ClientHello every benchmark client sends first, direct or not.
@@ -351,91 +361,63 @@ func snapshot() memSnapshot {
 	return s
 }
 
-// BenchmarkIdleConnections opens idleConns connections that sent their ClientHello and then stay silent,
-// directly and through the proxy, and reports what each idle proxied connection costs beyond the direct
-// one: Go memory (heap and stacks), file descriptors, and (approximate, machine-wide) kernel slab memory.
-// Run it with -benchtime=1x; each iteration opens and closes all connections.
+// since returns what s holds beyond before (zero where it holds less).
+func (s memSnapshot) since(before memSnapshot) memSnapshot {
+	return memSnapshot{
+		goBytes:     s.goBytes - min(before.goBytes, s.goBytes),
+		stackBytes:  s.stackBytes - min(before.stackBytes, s.stackBytes),
+		fds:         s.fds - before.fds,
+		kernelSlabs: s.kernelSlabs - min(before.kernelSlabs, s.kernelSlabs),
+	}
+}
+
+// idleConns is the number of idle connections BenchmarkIdleConnections aims at; spareFDs are the
+// descriptors a process keeps free for everything else.
+const idleConns, spareFDs = 10000, 16
+
+// BenchmarkIdleConnections opens idleConns connections that sent their ClientHello, got one byte back and
+// then stay silent, directly from client to backend and through the proxy, and reports what each idle
+// proxied connection costs beyond the direct one: Go memory (heap and stacks) and file descriptors of the
+// proxy's process, and (approximate, machine-wide) kernel slab memory. Client and backend are idle peers
+// in processes of their own (idlepeer_test.go), so this process holds only the proxy's two sockets per
+// connection (an idle connection holds no splice pipe). Run it with -benchtime=1x; each iteration opens
+// and closes all connections twice.
 func BenchmarkIdleConnections(b *testing.B) {
-	const idleConns = 10000
+	limit := raiseFileLimit(2*idleConns + spareFDs)
+	client, backend, backendAddr := startIdlePeers(b)
+	s := startBenchProxy(b, backendAddr, Options{IdleTimeout: 10 * time.Minute})
+	// Where RLIMIT_NOFILE cannot be raised far enough, fewer connections are measured: the costs per
+	// connection do not depend on their number.
 	n := idleConns
-	// Per connection: the client, the backend's accepted socket, and through the proxy two more sockets
-	// (an idle connection holds no splice pipe). Where the hard limit cannot be raised, fewer connections
-	// are measured: the costs per connection do not depend on their number.
-	const fdsPerConn, spareFDs = 4, 500
-	if limit := raiseFileLimit(fdsPerConn*idleConns + spareFDs); limit < fdsPerConn*idleConns+spareFDs {
-		n = int(limit-spareFDs) / fdsPerConn
+	if fit := (int(limit) - snapshot().fds - spareFDs) / 2; fit < n {
+		n = fit
 		b.Logf("RLIMIT_NOFILE is %d and cannot be raised: measuring %d connections instead of %d", limit, n, idleConns)
 	}
-	var mu sync.Mutex
-	var held []net.Conn
-	var helloLen int
-	s := newBenchSetup(b, func(c net.Conn) {
-		if readHello(c, helloLen) != nil {
-			_ = c.Close()
-			return
-		}
-		mu.Lock()
-		held = append(held, c)
-		mu.Unlock()
-		_, _ = c.Write([]byte{'!'})
-	}, Options{IdleTimeout: 10 * time.Minute})
-	helloLen = len(s.hello)
 
-	open := func(viaProxy bool) ([]net.Conn, error) {
-		conns := make([]net.Conn, 0, n)
-		for range n {
-			c, err := net.Dial("tcp", s.addr(viaProxy))
-			if err != nil {
-				return conns, err
-			}
-			conns = append(conns, c)
-			if _, err := c.Write(s.hello); err != nil {
-				return conns, err
-			}
-			var one [1]byte
-			if _, err := io.ReadFull(c, one[:]); err != nil {
-				return conns, err
-			}
+	peersGo := func() uint64 { return client.number(b, "mem") + backend.number(b, "mem") }
+	// measure opens n connections to addr and returns what this process and (Go memory) the peers hold
+	// for them.
+	measure := func(addr string) (memSnapshot, uint64) {
+		before, peersBefore := snapshot(), peersGo()
+		client.number(b, fmt.Sprintf("open %s %d", addr, n))
+		if held := backend.number(b, "held"); held != uint64(n) {
+			b.Fatalf("backend peer holds %d connections, want %d", held, n)
 		}
-		return conns, nil
-	}
-	closeAll := func(conns []net.Conn) {
-		for _, c := range conns {
-			_ = c.Close()
-		}
-		mu.Lock()
-		for _, c := range held {
-			_ = c.Close()
-		}
-		held = nil
-		mu.Unlock()
-	}
-	measure := func(viaProxy bool) memSnapshot {
-		before := snapshot()
-		conns, err := open(viaProxy)
-		if err != nil {
-			closeAll(conns)
-			b.Fatalf("opening connection %d: %v", len(conns), err)
-		}
-		after := snapshot()
-		closeAll(conns)
-		if viaProxy {
-			deadline := time.Now().Add(30 * time.Second)
-			for s.proxy.Active() > 0 && time.Now().Before(deadline) {
-				time.Sleep(10 * time.Millisecond)
+		after, peersAfter := snapshot(), peersGo()
+		client.number(b, "close")
+		backend.number(b, "close")
+		for deadline := time.Now().Add(idlePeerTimeout); s.proxy.Active() > 0; time.Sleep(10 * time.Millisecond) {
+			if time.Now().After(deadline) {
+				b.Fatalf("%d proxied connections still open %s after both ends closed theirs", s.proxy.Active(), idlePeerTimeout)
 			}
 		}
-		return memSnapshot{
-			goBytes:     after.goBytes - min(before.goBytes, after.goBytes),
-			stackBytes:  after.stackBytes - min(before.stackBytes, after.stackBytes),
-			fds:         after.fds - before.fds,
-			kernelSlabs: after.kernelSlabs - min(before.kernelSlabs, after.kernelSlabs),
-		}
+		return after.since(before), peersAfter - min(peersBefore, peersAfter)
 	}
 	var direct, proxied memSnapshot
+	var directPeersGo uint64
 	for range b.N {
-		direct = measure(false)
-		proxied = measure(true)
+		direct, directPeersGo = measure(s.addr(false))
+		proxied, _ = measure(s.addr(true))
 	}
 	per := func(v uint64) float64 { return float64(v) / float64(n) }
 	b.ReportMetric(float64(n), "conns")
@@ -443,7 +425,7 @@ func BenchmarkIdleConnections(b *testing.B) {
 	b.ReportMetric(per(proxied.stackBytes)-per(direct.stackBytes), "proxy-stack-B/conn")
 	b.ReportMetric(float64(proxied.fds-direct.fds)/float64(n), "proxy-fds/conn")
 	b.ReportMetric(per(proxied.kernelSlabs)-per(direct.kernelSlabs), "proxy-kernel-B/conn")
-	b.ReportMetric(per(direct.goBytes), "direct-go-B/conn")
+	b.ReportMetric(per(directPeersGo), "direct-go-B/conn")
 }
 
 // TestBenchmarkHelpers keeps the benchmark's building blocks honest in every test run: a short connection
