@@ -150,8 +150,8 @@ func TestRuntimeRoutesTraffic(t *testing.T) {
 	svcs := []any{service("default", "a", port(80, "http")), service("default", "b", port(80, "http"))}
 	upA, upB := up("default", "a", 80).Name, up("default", "b", "http").Name
 	m, _ := buildModel(t, append(svcs,
-		ingress("default", "a", rule("a.example.com", prefix("/", "a", 80), prefix("/api", "b", "http"))),
-		ingress("default", "b", rule("b.example.com", exact("/only", "b", "http"))),
+		ingress("default", "a", rule("a.example.com", prefix("/", "a", 80), prefix("/api", "b", "http"), exact("/slash/", "b", "http"))),
+		ingress("default", "b", rule("b.example.com", exact("/only", "b", "http"), exact("/dir/", "b", "http"))),
 	), nil)
 	firstHash := applyModel(t, rt, m, cfg)
 	if got, err := rt.Client().ConfigHash(ctx); err != nil || got != firstHash || rt.LiveHash() != firstHash {
@@ -185,7 +185,11 @@ func TestRuntimeRoutesTraffic(t *testing.T) {
 		"exact only matches exactly":          {"b.example.com", "/only", 200, "two"},
 		"exact does not match below":          {"b.example.com", "/only/x", 404, ""},
 		"host without location: built-in 404": {"b.example.com", "/", 404, ""},
-		"unknown host: default server 404":    {"c.example.com", "/", 404, ""},
+		// NGINX would answer these with a 301 to the path with the slash.
+		"exact with a slash; without it: the covering prefix": {"a.example.com", "/slash", 200, "one"},
+		"exact with a slash":                           {"a.example.com", "/slash/", 200, "two"},
+		"exact with a slash; without it: the fallback": {"b.example.com", "/dir", 404, ""},
+		"unknown host: default server 404":             {"c.example.com", "/", 404, ""},
 	}
 	for name, rc := range routes {
 		t.Run(name, func(t *testing.T) {

@@ -543,10 +543,27 @@ func serverFor(q *quoter, s *Server, https bool, defaultUpstream string) serverV
 			sv.Locations = append(sv.Locations, locationView{Path: q.quote(l.Path + "/"), Upstream: upstream, Redirect: redirect})
 		}
 	}
+	fallbackRedirect := https && s.TLS != nil && s.TLS.SSLRedirect
+	// NGINX answers a request for "/a" with a 301 to "/a/" when a proxied location (exact ones too) is
+	// named "/a/" and nothing is named "/a". For Exact "/a/" that redirect is wrong: "/a" belongs to the
+	// longest Prefix path that covers it, or to the fallback. Naming "/a" exactly keeps it there.
+	for i := range s.Locations {
+		l := &s.Locations[i]
+		bare := strings.TrimSuffix(l.Path, "/")
+		if l.PathType != PathExact || bare == l.Path || bare == "" || exact[bare] || hasPrefixLocation(s, bare) {
+			continue
+		}
+		exact[bare] = true
+		v := locationView{Exact: true, Path: q.quote(bare), Upstream: defaultUpstream, Redirect: fallbackRedirect}
+		if c := coveringPrefix(s, bare); c != nil {
+			v.Upstream, v.Redirect = q.quote(string(c.Upstream)), https && c.SSLRedirect
+		}
+		allRedirect = allRedirect && v.Redirect
+		sv.Locations = append(sv.Locations, v)
+	}
 	if !hasRoot {
-		redirect := https && s.TLS != nil && s.TLS.SSLRedirect
-		allRedirect = allRedirect && redirect
-		sv.Locations = append(sv.Locations, locationView{Path: q.quote("/"), Upstream: defaultUpstream, Redirect: redirect})
+		allRedirect = allRedirect && fallbackRedirect
+		sv.Locations = append(sv.Locations, locationView{Path: q.quote("/"), Upstream: defaultUpstream, Redirect: fallbackRedirect})
 	}
 	if allRedirect {
 		sv.RedirectAll = true
@@ -555,6 +572,32 @@ func serverFor(q *quoter, s *Server, https bool, defaultUpstream string) serverV
 		}
 	}
 	return sv
+}
+
+// hasPrefixLocation reports whether s has a Prefix path p (which renders "location = p" itself).
+func hasPrefixLocation(s *Server, p string) bool {
+	for i := range s.Locations {
+		if s.Locations[i].PathType != PathExact && s.Locations[i].Path == p {
+			return true
+		}
+	}
+	return false
+}
+
+// coveringPrefix returns the Prefix location with the longest path that matches path element-wise
+// (Ingress semantics), or nil.
+func coveringPrefix(s *Server, path string) *Location {
+	var best *Location
+	for i := range s.Locations {
+		l := &s.Locations[i]
+		if l.PathType == PathExact || (l.Path != "/" && l.Path != path && !strings.HasPrefix(path, l.Path+"/")) {
+			continue
+		}
+		if best == nil || len(l.Path) > len(best.Path) {
+			best = l
+		}
+	}
+	return best
 }
 
 // quoter applies Quote and keeps the first error, so view building reads straight.
