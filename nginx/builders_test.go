@@ -49,6 +49,18 @@ func withDefaultBackend(svc string, port any) ingressOption {
 	return func(ing *networkingv1.Ingress) { b := backend(svc, port); ing.Spec.DefaultBackend = &b }
 }
 
+// annotate sets annotations from key, value pairs.
+func annotate(kv ...string) ingressOption {
+	return func(ing *networkingv1.Ingress) {
+		if ing.Annotations == nil {
+			ing.Annotations = map[string]string{}
+		}
+		for i := 0; i+1 < len(kv); i += 2 {
+			ing.Annotations[kv[i]] = kv[i+1]
+		}
+	}
+}
+
 func withTLS(secret string, hosts ...string) ingressOption {
 	return func(ing *networkingv1.Ingress) {
 		ing.Spec.TLS = append(ing.Spec.TLS, networkingv1.IngressTLS{SecretName: secret, Hosts: hosts})

@@ -109,6 +109,7 @@ func translate(ing *networkingv1.Ingress, svc ServiceLookup, opts TranslateOptio
 			SSLRedirect:       opts.SSLRedirect,
 		},
 	}
+	tr.annotations()
 	tr.rules()
 	tr.defaultBackend()
 	tr.tls()

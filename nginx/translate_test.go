@@ -326,6 +326,25 @@ func TestTranslateIngressRejects(t *testing.T) {
 			ing:     ingress("default", "a", rule("a.example.com", prefix("/", "web", 80)), withTLS("cert", "a.example.com", "b.example.com;")),
 			wantErr: []string{`spec.tls[0].hosts[1]: host "b.example.com;"`},
 		},
+		"access restriction that is not supported: basic auth": {
+			ing:     ingress("default", "a", rule("a.example.com", prefix("/", "web", 80)), annotate(IngressNginxPrefix+"auth-type", "basic", IngressNginxPrefix+"auth-secret", "users")),
+			wantErr: []string{`metadata.annotations[nginx.ingress.kubernetes.io/auth-secret]: restricts access`, `annotations[nginx.ingress.kubernetes.io/auth-type]: restricts access`},
+		},
+		"access restriction that is not supported: source ranges and client certificates": {
+			ing: ingress("default", "a", rule("a.example.com", prefix("/", "web", 80)), annotate(
+				IngressNginxPrefix+"whitelist-source-range", "10.0.0.0/8",
+				IngressNginxPrefix+"denylist-source-range", "1.2.3.4/32",
+				IngressNginxPrefix+"auth-tls-verify-client", "on",
+				IngressNginxPrefix+"enable-modsecurity", "true",
+				IngressNginxPrefix+"satisfy", "any",
+			)),
+			wantErr: []string{"whitelist-source-range]: restricts access", "denylist-source-range]: restricts access",
+				"auth-tls-verify-client]: restricts access", "enable-modsecurity]: restricts access", "satisfy]: restricts access"},
+		},
+		"ssl-redirect that is not a boolean": {
+			ing:     ingress("default", "a", rule("a.example.com", prefix("/", "web", 80)), annotate(AnnotationSSLRedirect, "sometimes")),
+			wantErr: []string{`metadata.annotations[nginx.ingress.kubernetes.io/ssl-redirect]: "sometimes" is not a boolean`},
+		},
 		"several errors are all reported, up to a limit": {
 			ing: ingress("default", "a", rule("a.example.com",
 				prefix("a", "web", 80), prefix("b", "web", 80), prefix("c", "web", 80),
@@ -349,6 +368,64 @@ func TestTranslateIngressRejects(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestTranslateAnnotations: ssl-redirect is applied, other ingress-nginx annotations are reported in one
+// Warning (snippets separately), and annotations of other owners are left alone.
+func TestTranslateAnnotations(t *testing.T) {
+	svcs := servicesOf(service("default", "web", port(80, "http")))
+	base := []ingressOption{rule("a.example.com", prefix("/", "web", 80)), withTLS("cert", "a.example.com")}
+	tests := map[string]struct {
+		annotations  []string
+		wantRedirect bool
+		wantWarnings []string
+	}{
+		"none: redirect on": {wantRedirect: true},
+		"ssl-redirect false": {
+			annotations: []string{AnnotationSSLRedirect, "false"},
+		},
+		"ssl-redirect True (ParseBool spelling)": {
+			annotations:  []string{AnnotationSSLRedirect, "True"},
+			wantRedirect: true,
+		},
+		"passthrough and foreign annotations are not this package's to report": {
+			annotations:  []string{AnnotationSSLPassthrough, "true", "kubernetes.io/ingress.class", "nginx", "example.com/team", "a"},
+			wantRedirect: true,
+		},
+		"unsupported ones in one sorted warning, snippets in another": {
+			annotations: []string{
+				IngressNginxPrefix + "rewrite-target", "/",
+				IngressNginxPrefix + "proxy-read-timeout", "60",
+				IngressNginxPrefix + "configuration-snippet", "deny all;",
+				IngressNginxPrefix + "server-snippet", "return 200;",
+			},
+			wantRedirect: true,
+			wantWarnings: []string{
+				"metadata.annotations: nginx.ingress.kubernetes.io/configuration-snippet, nginx.ingress.kubernetes.io/server-snippet: snippets are never applied (raw NGINX configuration from an Ingress is how configuration injection happens)",
+				"metadata.annotations: nginx.ingress.kubernetes.io/proxy-read-timeout, nginx.ingress.kubernetes.io/rewrite-target: not supported yet and ignored; the Ingress is served with the defaults",
+			},
+		},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			ing := ingress("default", "a", append(base, annotate(tc.annotations...))...)
+			got, err := TranslateIngress(ing, svcs, DefaultTranslateOptions())
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got.SSLRedirect != tc.wantRedirect {
+				t.Errorf("SSLRedirect = %v, want %v", got.SSLRedirect, tc.wantRedirect)
+			}
+			same(t, "warnings", got.Warnings, tc.wantWarnings)
+		})
+	}
+	// The annotation wins over the controller-wide default in both directions.
+	opts := DefaultTranslateOptions()
+	opts.SSLRedirect = false
+	got, err := TranslateIngress(ingress("default", "a", append(base, annotate(AnnotationSSLRedirect, "true"))...), svcs, opts)
+	if err != nil || !got.SSLRedirect {
+		t.Errorf("ssl-redirect true with redirects off by default: %v, %v", got, err)
 	}
 }
 

@@ -17,7 +17,7 @@ import (
 const (
 	// AnnotationSSLPassthrough ("true") passes TLS connections for the Ingress's hosts to its backend
 	// undecrypted, instead of NGINX terminating them. Needs --enable-ssl-passthrough.
-	AnnotationSSLPassthrough = "nginx.ingress.kubernetes.io/ssl-passthrough"
+	AnnotationSSLPassthrough = nginx.AnnotationSSLPassthrough
 	// AnnotationProxyProtocol ("v1" or "v2") sends the backend a PROXY protocol header with the client's
 	// address in front of each passed-through connection.
 	AnnotationProxyProtocol = "ingress-reactor.io/ssl-passthrough-proxy-protocol"

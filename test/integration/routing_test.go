@@ -254,15 +254,21 @@ func TestRoutingRejectsBadIngressAlone(t *testing.T) {
 
 	f.CreateIngress(f.Ingress("bad-port", "bad-port.example", harness.IngressBackend{Service: "web", Port: 81}))
 	f.CreateIngress(f.Ingress("bad-path", "bad-path.example", harness.IngressBackend{Path: "/a;b", Service: "web", Port: 80}))
+	// Basic auth from ingress-nginx is not supported: serving it without would expose the backend.
+	protected := f.Ingress("protected", "protected.example", harness.IngressBackend{Path: "/", Service: "web", Port: 80})
+	protected.Annotations = map[string]string{"nginx.ingress.kubernetes.io/auth-type": "basic", "nginx.ingress.kubernetes.io/auth-secret": "htpasswd"}
+	f.CreateIngress(protected)
 	f.CreateIngress(f.Ingress("good", "good.example", harness.IngressBackend{Path: "/", Service: "web", Port: 80}))
 
 	r.WaitServedBy("good.example", "/", "web")
 	f.WaitEvent(r, "Ingress", "bad-port", corev1.EventTypeWarning, reasonRejected, "81")
 	f.WaitEvent(r, "Ingress", "bad-path", corev1.EventTypeWarning, reasonRejected, `";"`)
-	r.WaitMetric(ingressesRejected, nil, "== 2", func(v float64) bool { return v == 2 })
+	f.WaitEvent(r, "Ingress", "protected", corev1.EventTypeWarning, reasonRejected, "auth-type]: restricts access")
+	r.WaitMetric(ingressesRejected, nil, "== 3", func(v float64) bool { return v == 3 })
 	r.WaitConfigSettled()
 	requireNotRouted(t, r, "bad-port.example", "/")
 	requireNotRouted(t, r, "bad-path.example", "/a;b")
+	requireNotRouted(t, r, "protected.example", "/")
 	if evs, err := f.Events("Ingress", "good", corev1.EventTypeWarning, ""); err != nil {
 		t.Fatal(err)
 	} else if len(evs) > 0 {
@@ -277,7 +283,7 @@ func TestRoutingRejectsBadIngressAlone(t *testing.T) {
 	// Fixing a bad Ingress serves it.
 	f.UpdateIngress("bad-port", func(ing *networkingv1.Ingress) { ing.Spec.Rules[0].HTTP.Paths[0].Backend.Service.Port.Number = 80 })
 	r.WaitServedBy("bad-port.example", "/", "web")
-	r.WaitMetric(ingressesRejected, nil, "== 1", func(v float64) bool { return v == 1 })
+	r.WaitMetric(ingressesRejected, nil, "== 2", func(v float64) bool { return v == 2 })
 	requireOnly(t, r, "good.example", "/moved", "web")
 }
 
