@@ -36,6 +36,12 @@ func TestParseSecretAccepts(t *testing.T) {
 		return makeCert(t, spec)
 	}
 	ecLeaf := leafFor(certSpec{cn: "shop.example.com", dns: []string{"shop.example.com"}, key: ecKey})
+	// Many public roots are self-signed with SHA-1; bundles that include them are served (OpenSSL does not
+	// check a self-signed certificate's own signature), and Go refuses to verify that signature.
+	oldRootKey, oldInterKey := testKey(t, kindP384, 1), testKey(t, kindP256, 1)
+	sha1Root := makeCert(t, certSpec{cn: "Old Root", key: oldRootKey, isCA: true, sigAlg: x509.ECDSAWithSHA1, serial: 20})
+	oldInter := makeCert(t, certSpec{cn: "Old Intermediate", key: oldInterKey, isCA: true, parent: sha1Root, parentKey: oldRootKey, serial: 21})
+	oldLeaf := leafFor(certSpec{dns: []string{"legacy.example.com"}, key: ecKey, parent: oldInter, parentKey: oldInterKey})
 
 	tests := map[string]struct {
 		secret      *corev1.Secret
@@ -93,6 +99,10 @@ func TestParseSecretAccepts(t *testing.T) {
 		"intermediate chain with root included keeps all three in order": {
 			secret:      tlsSecret("default", "chain3", pemCerts(ecLeaf, ca.inter, ca.root), pemKey(t, ecKey, pkcs8)),
 			wantKeyType: "ECDSA-P256", wantNames: []string{"shop.example.com"}, wantChain: 3,
+		},
+		"bundle ending in a root self-signed with SHA-1": {
+			secret:      tlsSecret("default", "sha1root", pemCerts(oldLeaf, oldInter, sha1Root), pemKey(t, ecKey, pkcs8)),
+			wantKeyType: "ECDSA-P256", wantNames: []string{"legacy.example.com"}, wantChain: 3,
 		},
 		"chain with an unrelated certificate is served with a warning": {
 			secret:      tlsSecret("default", "badchain", pemCerts(ecLeaf, ca.root), pemKey(t, ecKey, pkcs8)),
