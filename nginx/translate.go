@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -276,8 +277,8 @@ func (t *translator) backend(field fieldRef, b *networkingv1.IngressBackend) (Up
 		t.out.Warnings = append(t.out.Warnings, fmt.Sprintf("%s: service %s does not exist; requests get 503 until it does", field, key))
 	case svc.Spec.Type == corev1.ServiceTypeExternalName:
 		// ExternalName Services may list no ports; the Ingress's port is the one to connect to.
-	case !hasPort(svc, port):
-		t.fail("%s: service %s has no port %s (it has %s)", field, key, describePort(port), describePorts(svc))
+	case !hasServicePort(svc, port):
+		t.fail("%s: service %s has no TCP port %s (it has %s)", field, key, describePort(port), describePorts(svc))
 		return Upstream{}, false
 	}
 	up := NewUpstream(key, port)
@@ -298,13 +299,24 @@ func (t *translator) recordService(key types.NamespacedName, svc *corev1.Service
 	t.out.Services = append(t.out.Services, v)
 }
 
-func hasPort(svc *corev1.Service, port intstr.IntOrString) bool {
+// ServicePort finds the TCP port of svc that an Ingress backend's port (number or name) refers to. A
+// Service may list one number for several protocols (443 TCP and 443 UDP for HTTP/3, 53 for DNS); only the
+// TCP one can carry HTTP or TLS.
+func ServicePort(svc *corev1.Service, port intstr.IntOrString) (corev1.ServicePort, bool) {
 	for _, p := range svc.Spec.Ports {
+		if p.Protocol != "" && p.Protocol != corev1.ProtocolTCP {
+			continue
+		}
 		if port.Type == intstr.String && p.Name == port.StrVal || port.Type == intstr.Int && p.Port == port.IntVal {
-			return true
+			return p, true
 		}
 	}
-	return false
+	return corev1.ServicePort{}, false
+}
+
+func hasServicePort(svc *corev1.Service, port intstr.IntOrString) bool {
+	_, ok := ServicePort(svc, port)
+	return ok
 }
 
 func describePort(p intstr.IntOrString) string {
@@ -320,11 +332,14 @@ func describePorts(svc *corev1.Service) string {
 	}
 	parts := make([]string, 0, len(svc.Spec.Ports))
 	for _, p := range svc.Spec.Ports {
-		if p.Name != "" {
-			parts = append(parts, fmt.Sprintf("%d (%q)", p.Port, p.Name))
-		} else {
-			parts = append(parts, fmt.Sprintf("%d", p.Port))
+		desc := strconv.Itoa(int(p.Port))
+		if p.Protocol != "" && p.Protocol != corev1.ProtocolTCP {
+			desc += "/" + string(p.Protocol)
 		}
+		if p.Name != "" {
+			desc += fmt.Sprintf(" (%q)", p.Name)
+		}
+		parts = append(parts, desc)
 	}
 	return "ports " + strings.Join(parts, ", ")
 }

@@ -206,7 +206,8 @@ func sortedUpstreams(us ...Upstream) []Upstream {
 }
 
 func TestTranslateIngressRejects(t *testing.T) {
-	svcs := servicesOf(service("default", "web", port(80, "http")))
+	svcs := servicesOf(service("default", "web", port(80, "http")),
+		service("default", "dns", corev1.ServicePort{Name: "dns", Port: 53, Protocol: corev1.ProtocolUDP}))
 	tests := map[string]struct {
 		ing     *networkingv1.Ingress
 		wantErr []string
@@ -308,19 +309,23 @@ func TestTranslateIngressRejects(t *testing.T) {
 		},
 		"port number the Service does not have": {
 			ing:     ingress("default", "a", rule("a.example.com", prefix("/", "web", 8080))),
-			wantErr: []string{`spec.rules[0].http.paths[0].backend: service default/web has no port 8080 (it has ports 80 ("http"))`},
+			wantErr: []string{`spec.rules[0].http.paths[0].backend: service default/web has no TCP port 8080 (it has ports 80 ("http"))`},
 		},
 		"port name the Service does not have": {
 			ing:     ingress("default", "a", rule("a.example.com", prefix("/", "web", "grpc"))),
-			wantErr: []string{`service default/web has no port named "grpc"`},
+			wantErr: []string{`service default/web has no TCP port named "grpc"`},
 		},
 		"no port at all": {
 			ing:     ingress("default", "a", rule("a.example.com", prefix("/", "web", nil))),
 			wantErr: []string{`.service.port: want a port name or a number between 1 and 65535, got 0`},
 		},
+		"port that exists only for UDP": {
+			ing:     ingress("default", "a", rule("a.example.com", prefix("/", "dns", 53))),
+			wantErr: []string{`service default/dns has no TCP port 53 (it has ports 53/UDP ("dns"))`},
+		},
 		"bad spec.defaultBackend": {
 			ing:     ingress("default", "a", withDefaultBackend("web", 81)),
-			wantErr: []string{`spec.defaultBackend: service default/web has no port 81`},
+			wantErr: []string{`spec.defaultBackend: service default/web has no TCP port 81`},
 		},
 		"bad tls host": {
 			ing:     ingress("default", "a", rule("a.example.com", prefix("/", "web", 80)), withTLS("cert", "a.example.com", "b.example.com;")),

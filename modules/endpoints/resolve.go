@@ -25,7 +25,7 @@ import (
 // The port of each endpoint comes from the slice port whose name equals the Service port's name, so named
 // and numeric target ports both work. The result is sorted and de-duplicated.
 func Resolve(svc *corev1.Service, port intstr.IntOrString, slicesOfService []*discoveryv1.EndpointSlice) []nginx.Endpoint {
-	sp, ok := servicePort(svc, port)
+	sp, ok := nginx.ServicePort(svc, port)
 	if !ok {
 		return nil
 	}
@@ -66,16 +66,6 @@ func Resolve(svc *corev1.Service, port intstr.IntOrString, slicesOfService []*di
 		ready = serving
 	}
 	return sortUnique(ready)
-}
-
-// servicePort finds the Service port an Ingress backend refers to.
-func servicePort(svc *corev1.Service, port intstr.IntOrString) (corev1.ServicePort, bool) {
-	for _, p := range svc.Spec.Ports {
-		if port.Type == intstr.String && p.Name == port.StrVal || port.Type == intstr.Int && p.Port == port.IntVal {
-			return p, true
-		}
-	}
-	return corev1.ServicePort{}, false
 }
 
 // slicePort returns the endpoint port of the slice port named like the Service port ("" for unnamed).
@@ -134,7 +124,7 @@ type Resolver interface {
 func ResolveExternalName(ctx context.Context, r Resolver, svc *corev1.Service, port intstr.IntOrString) ([]nginx.Endpoint, error) {
 	number := port.IntVal
 	if port.Type == intstr.String {
-		p, ok := servicePort(svc, port)
+		p, ok := nginx.ServicePort(svc, port)
 		if !ok {
 			return nil, fmt.Errorf("ExternalName service %s/%s: port %q is not defined in spec.ports; use a port number", svc.Namespace, svc.Name, port.StrVal)
 		}

@@ -66,6 +66,19 @@ func TestResolve(t *testing.T) {
 			slices: []*discoveryv1.EndpointSlice{slice("web", 8080, ep("192.0.2.1")), slice("metrics", 9100, ep("192.0.2.1"))},
 			want:   []nginx.Endpoint{{Address: "192.0.2.1", Port: 9100}},
 		},
+		"one number for UDP and TCP (HTTP/3): the TCP port": {
+			svc: service(corev1.ServicePort{Name: "h3", Port: 443, Protocol: corev1.ProtocolUDP}, corev1.ServicePort{Name: "https", Port: 443, Protocol: corev1.ProtocolTCP}),
+			port: intstr.FromInt32(443),
+			slices: []*discoveryv1.EndpointSlice{{
+				AddressType: discoveryv1.AddressTypeIPv4,
+				Ports: []discoveryv1.EndpointPort{
+					{Name: ptr.To("h3"), Port: ptr.To(int32(8443)), Protocol: ptr.To(corev1.ProtocolUDP)},
+					{Name: ptr.To("https"), Port: ptr.To(int32(8444)), Protocol: ptr.To(corev1.ProtocolTCP)},
+				},
+				Endpoints: []discoveryv1.Endpoint{ep("192.0.2.1")},
+			}},
+			want: []nginx.Endpoint{{Address: "192.0.2.1", Port: 8444}},
+		},
 		"unknown service port": {
 			svc: service(web), port: intstr.FromInt32(81),
 			slices: []*discoveryv1.EndpointSlice{slice("web", 8080, ep("192.0.2.1"))},
