@@ -67,7 +67,7 @@ func TestResolve(t *testing.T) {
 			want:   []nginx.Endpoint{{Address: "192.0.2.1", Port: 9100}},
 		},
 		"one number for UDP and TCP (HTTP/3): the TCP port": {
-			svc: service(corev1.ServicePort{Name: "h3", Port: 443, Protocol: corev1.ProtocolUDP}, corev1.ServicePort{Name: "https", Port: 443, Protocol: corev1.ProtocolTCP}),
+			svc:  service(corev1.ServicePort{Name: "h3", Port: 443, Protocol: corev1.ProtocolUDP}, corev1.ServicePort{Name: "https", Port: 443, Protocol: corev1.ProtocolTCP}),
 			port: intstr.FromInt32(443),
 			slices: []*discoveryv1.EndpointSlice{{
 				AddressType: discoveryv1.AddressTypeIPv4,
