@@ -13,8 +13,10 @@ type Runnable interface {
 	Stop(ctx context.Context) error
 }
 
-// Bind ties r to the application's lifecycle: Start at OnStart, with a context that OnStop cancels before
-// it calls Stop. A nil Lifecycle (a module built without fx) binds nothing; the caller starts and stops r.
+// Bind ties r to the application's lifecycle: Start at OnStart, with a context that OnStop cancels once
+// Stop has returned, so work in flight (an API write, an NGINX reload) finishes within Stop's deadline
+// instead of being cut off. A nil Lifecycle (a module built without fx) binds nothing; the caller starts
+// and stops r.
 func Bind(lc fx.Lifecycle, r Runnable) {
 	if lc == nil {
 		return
@@ -22,6 +24,9 @@ func Bind(lc fx.Lifecycle, r Runnable) {
 	ctx, cancel := context.WithCancel(context.Background())
 	lc.Append(fx.Hook{
 		OnStart: func(context.Context) error { r.Start(ctx); return nil },
-		OnStop:  func(stopCtx context.Context) error { cancel(); return r.Stop(stopCtx) },
+		OnStop: func(stopCtx context.Context) error {
+			defer cancel()
+			return r.Stop(stopCtx)
+		},
 	})
 }

@@ -377,7 +377,7 @@ func TestRejectedIngress(t *testing.T) {
 			if len(rejected) != 1 {
 				t.Fatalf("Rejected Events %v, want one", rejected)
 			}
-			if ev := rejected[0]; ev.Object != ns+"/bad" || ev.Kind != corev1.EventTypeWarning || !strings.Contains(ev.Message, "no port 9090") {
+			if ev := rejected[0]; ev.Object != ns+"/bad" || ev.Kind != corev1.EventTypeWarning || !strings.Contains(ev.Message, "no TCP port 9090") {
 				t.Errorf("Rejected Event %+v, want a Warning on %s/bad naming the missing port", ev, ns)
 			}
 			if got := e.metric("ingress_reactor_ingresses_rejected"); got != 1 {
