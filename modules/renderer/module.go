@@ -276,12 +276,27 @@ func (r *Renderer) sync(context.Context, renderKey) error {
 	used := map[types.NamespacedName]struct{}{}
 	rejected := 0
 	problems := map[types.NamespacedName]string{}
+	ings := make([]*networkingv1.Ingress, 0, len(keys))
 	for _, key := range keys {
 		ing, err := r.ingresses.Ingresses(key.Namespace).Get(key.Name)
 		if err != nil {
 			r.cache.Evict(key)
 			continue
 		}
+		ings = append(ings, ing)
+	}
+	// Every Service about to be looked up counts as used before the lookups: an update to one that lands
+	// while this render runs must queue another render, not be dropped because the set is replaced only
+	// at the end.
+	r.mu.Lock()
+	for _, ing := range ings {
+		for _, s := range referencedServices(ing) {
+			r.usedServices[s] = struct{}{}
+		}
+	}
+	r.mu.Unlock()
+	for _, ing := range ings {
+		key := types.NamespacedName{Namespace: ing.Namespace, Name: ing.Name}
 		tr, err := r.cache.Translate(ing, lookup, r.opts.Translate)
 		if err != nil {
 			rejected++
