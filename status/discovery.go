@@ -54,7 +54,8 @@ type Discovery struct {
 	infs     []cache.SharedIndexInformer
 }
 
-// NewDiscovery prepares the informers the configured source needs; Start starts them.
+// NewDiscovery prepares the informers the configured source needs; Start starts them. Without Static,
+// PublishService or Pod.Name no source is available: nothing is watched and Addresses reports ErrNoPod.
 func NewDiscovery(client kubernetes.Interface, opts DiscoveryOptions) *Discovery {
 	d := &Discovery{opts: opts, source: SourceNodes}
 	switch {
@@ -70,6 +71,9 @@ func NewDiscovery(client kubernetes.Interface, opts DiscoveryOptions) *Discovery
 		svc := d.factory.Core().V1().Services()
 		d.services = svc.Lister()
 		d.infs = append(d.infs, svc.Informer())
+	case opts.Pod.Name == "":
+		// Outside a pod nothing tells which pods are the controller's: watching every pod and node would
+		// cost memory and API traffic for an answer that is always ErrNoPod.
 	default:
 		d.factory = informers.NewSharedInformerFactoryWithOptions(client, 0,
 			informers.WithNamespace(opts.Pod.Namespace),
@@ -130,11 +134,15 @@ var (
 	ErrNoPublishService = errors.New("publish service not found")
 	// ErrNoPod means the controller's own pod is unknown, so its nodes cannot be found.
 	ErrNoPod = errors.New("controller pod not found")
+	// ErrNoNodeAddresses means the nodes of the controller's pods have no address (yet): the addresses are
+	// unknown, which is no reason to clear what the Ingresses have.
+	ErrNoNodeAddresses = errors.New("no node addresses")
 )
 
 // Addresses returns the normalised addresses to publish now. An error means they cannot be known (the
 // Service or the controller's pod is missing): callers keep what the Ingresses have rather than clear it.
-// An empty list without error is an answer, for example a LoadBalancer Service still pending.
+// An empty list without error is an answer, for example a LoadBalancer Service still pending; the node
+// source never gives one, since the controller runs on a node (see ErrNoNodeAddresses).
 func (d *Discovery) Addresses() ([]Address, error) {
 	switch d.source {
 	case SourceStatic:
@@ -150,7 +158,8 @@ func (d *Discovery) Addresses() ([]Address, error) {
 		return ServiceAddresses(svc), nil
 	default:
 		if d.opts.Pod.Name == "" {
-			return nil, fmt.Errorf("%w: POD_NAME is not set; set --publish-status-address or --publish-service", ErrNoPod)
+			return nil, fmt.Errorf("%w: POD_NAME is not set (not running in a pod?), so no status address source is available; "+
+				"set --publish-status-address or --publish-service", ErrNoPod)
 		}
 		self, err := d.pods.Pods(d.opts.Pod.Namespace).Get(d.opts.Pod.Name)
 		if apierrors.IsNotFound(err) {
@@ -163,13 +172,18 @@ func (d *Discovery) Addresses() ([]Address, error) {
 		if err != nil {
 			return nil, fmt.Errorf("list pods in %s: %w", d.opts.Pod.Namespace, err)
 		}
-		return ReplicaNodeAddresses(self, pods, func(name string) *corev1.Node {
+		addrs := ReplicaNodeAddresses(self, pods, func(name string) *corev1.Node {
 			n, err := d.nodes.Get(name)
 			if err != nil {
 				return nil
 			}
 			return n
-		}), nil
+		})
+		if len(addrs) == 0 {
+			return nil, fmt.Errorf("%w: neither the node of controller pod %s (%q) nor those of its other running replicas have an ExternalIP or InternalIP",
+				ErrNoNodeAddresses, d.opts.Pod, self.Spec.NodeName)
+		}
+		return addrs, nil
 	}
 }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"reflect"
+	"strings"
 	"testing"
 	"time"
 
@@ -172,6 +173,36 @@ func TestDiscoveryWithoutOwnPodIsAnError(t *testing.T) {
 				t.Errorf("Addresses error = %v, want ErrNoPod (an empty list would clear every Ingress)", err)
 			}
 		})
+	}
+}
+
+func TestDiscoveryOutsideAPodWatchesNothing(t *testing.T) {
+	client := fake.NewClientset(pod("self", "n1"), node("n1", "ExternalIP=203.0.113.1"))
+	d := NewDiscovery(client, DiscoveryOptions{Pod: types.NamespacedName{Namespace: testNamespace}})
+	startDiscovery(t, d)
+	if _, err := d.Addresses(); !errors.Is(err, ErrNoPod) || !strings.Contains(err.Error(), "no status address source") {
+		t.Errorf("Addresses error = %v, want ErrNoPod saying that no address source is available", err)
+	}
+	// Started informers would have listed by now: HasSynced waits for their first list.
+	if n := len(client.Actions()); n != 0 {
+		t.Errorf("discovery without POD_NAME made %d API calls (it cannot use their answers): %v", n, client.Actions())
+	}
+}
+
+func TestDiscoveryKeepsOwnTerminatingPod(t *testing.T) {
+	// A single replica in its grace period: its pod is being deleted but it still serves on n1.
+	client := fake.NewClientset(pod("self", "n1", terminating()), node("n1", "ExternalIP=203.0.113.1"))
+	d := NewDiscovery(client, DiscoveryOptions{Pod: types.NamespacedName{Namespace: testNamespace, Name: "self"}})
+	startDiscovery(t, d)
+	waitAddresses(t, d, []Address{ip("203.0.113.1")})
+}
+
+func TestDiscoveryWithoutNodeAddressesIsAnError(t *testing.T) {
+	client := fake.NewClientset(pod("self", "n1"), node("n1"))
+	d := NewDiscovery(client, DiscoveryOptions{Pod: types.NamespacedName{Namespace: testNamespace, Name: "self"}})
+	startDiscovery(t, d)
+	if addrs, err := d.Addresses(); !errors.Is(err, ErrNoNodeAddresses) {
+		t.Errorf("Addresses = %v, %v; want ErrNoNodeAddresses (an empty list would clear every Ingress)", String(addrs), err)
 	}
 }
 

@@ -57,11 +57,19 @@ func IsReady(p *corev1.Pod) bool {
 	return false
 }
 
-// IsLastReplica reports whether no other replica of the controller is ready: no other pod selected by
-// ReplicaSelector(self) has the Ready condition without being deleted. It answers true when self is not
-// a pod at all (empty name, or no such pod: the controller runs outside the cluster) and when self has
-// no labels to find siblings by. Pods being deleted do not count, so when every replica stops at once
-// (scale to zero, uninstall) each of them sees itself as the last.
+// IsSibling reports whether a pod may still serve as a replica of the controller: it is not being deleted
+// and has not ended (Succeeded or Failed, for example evicted). Phase and readiness do not matter otherwise:
+// the replacement a ReplicaSet creates for a deleted or evicted pod is Pending or not Ready yet while the
+// old pod shuts down, and it publishes the addresses as soon as it runs.
+func IsSibling(p *corev1.Pod) bool {
+	return p.DeletionTimestamp == nil && p.Status.Phase != corev1.PodSucceeded && p.Status.Phase != corev1.PodFailed
+}
+
+// IsLastReplica reports whether no other replica of the controller remains: no other pod selected by
+// ReplicaSelector(self) is a sibling (see IsSibling). It answers true when self is not a pod at all (empty
+// name, or no such pod: the controller runs outside the cluster) and when self has no labels to find
+// siblings by. Pods being deleted do not count, so when every replica stops at once (scale to zero,
+// uninstall) each of them sees itself as the last.
 func IsLastReplica(ctx context.Context, client kubernetes.Interface, self types.NamespacedName) (bool, error) {
 	if self.Name == "" {
 		return true, nil
@@ -83,27 +91,35 @@ func IsLastReplica(ctx context.Context, client kubernetes.Interface, self types.
 	}
 	for i := range list.Items {
 		p := &list.Items[i]
-		if p.Name != self.Name && IsReady(p) {
+		if p.Name != self.Name && IsSibling(p) {
 			return false, nil
 		}
 	}
 	return true, nil
 }
 
-// ReplicaNodeAddresses returns the addresses of the nodes that run an active replica of the controller
-// (see IsActiveReplica): the pods in pods that ReplicaSelector(self) selects, self included. node looks a
-// node up by name; a node it does not know contributes nothing.
+// ReplicaNodeAddresses returns the addresses of the nodes that run a replica of the controller: self's
+// node, and the nodes of the other active replicas (see IsActiveReplica) among the pods in pods that
+// ReplicaSelector(self) selects. self counts whatever its phase and even while it is being deleted: the
+// process asking is running and still serves until it exits. node looks a node up by name; a node it
+// does not know contributes nothing.
 func ReplicaNodeAddresses(self *corev1.Pod, pods []*corev1.Pod, node func(name string) *corev1.Node) []Address {
 	sel, ok := ReplicaSelector(self)
 	seen := map[string]bool{}
 	var out []Address
-	for _, p := range pods {
-		mine := p.Namespace == self.Namespace && (p.Name == self.Name || ok && sel.Matches(labels.Set(p.Labels)))
-		if !mine || !IsActiveReplica(p) || seen[p.Spec.NodeName] {
-			continue
+	add := func(nodeName string) {
+		if nodeName == "" || seen[nodeName] {
+			return
 		}
-		seen[p.Spec.NodeName] = true
-		out = append(out, NodeAddresses(node(p.Spec.NodeName))...)
+		seen[nodeName] = true
+		out = append(out, NodeAddresses(node(nodeName))...)
+	}
+	add(self.Spec.NodeName)
+	for _, p := range pods {
+		sibling := p.Namespace == self.Namespace && p.Name != self.Name && ok && sel.Matches(labels.Set(p.Labels))
+		if sibling && IsActiveReplica(p) {
+			add(p.Spec.NodeName)
+		}
 	}
 	return Normalize(out)
 }

@@ -507,8 +507,8 @@ func (l *Leader) gaveUp(key types.NamespacedName, err error) {
 	l.recorder.Eventf(ing, corev1.EventTypeWarning, ReasonUpdateStatusFailed, "Cannot update the load-balancer status: %v", err)
 }
 
-// clearOnShutdown takes this replica's addresses back from every Ingress it serves, when no other ready
-// replica will keep publishing them.
+// clearOnShutdown takes this replica's addresses back from every Ingress it serves, when no other replica
+// will keep publishing them.
 func (l *Leader) clearOnShutdown(ctx context.Context) {
 	l.mu.Lock()
 	published := l.published
@@ -526,7 +526,7 @@ func (l *Leader) clearOnShutdown(ctx context.Context) {
 		return
 	}
 	if !last {
-		l.log.Info("other ready replicas keep publishing; leaving Ingress status as it is")
+		l.log.Info("other replicas keep publishing; leaving Ingress status as it is")
 		return
 	}
 	l.log.Info("last replica stopping: clearing published addresses", zap.Int("ingresses", len(keys)), zap.String("addresses", status.String(published)))

@@ -3,6 +3,7 @@ package statusleader
 import (
 	"context"
 	"errors"
+	"fmt"
 	"reflect"
 	"strings"
 	"sync"
@@ -12,6 +13,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
 	"go.uber.org/zap"
+	"go.uber.org/zap/zaptest/observer"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
@@ -68,6 +70,12 @@ func staticOptions() Options {
 
 func newEnv(t *testing.T, opts Options, objs ...runtime.Object) *env {
 	t.Helper()
+	return newEnvLogged(t, opts, zap.NewNop(), objs...)
+}
+
+// newEnvLogged is newEnv with the Leader logging to log.
+func newEnvLogged(t *testing.T, opts Options, log *zap.Logger, objs ...runtime.Object) *env {
+	t.Helper()
 	e := &env{
 		t:        t,
 		client:   fake.NewClientset(objs...),
@@ -93,7 +101,7 @@ func newEnv(t *testing.T, opts Options, objs ...runtime.Object) *env {
 	factory := informers.NewSharedInformerFactory(e.client, 0)
 	l, err := New(Params{
 		Options: opts, Client: e.client, Factory: factory, IngressChanges: e.changes,
-		Recorder: e.recorder, Metrics: pipeline.NewMetrics(nil), Registry: e.reg, Log: zap.NewNop(),
+		Recorder: e.recorder, Metrics: pipeline.NewMetrics(nil), Registry: e.reg, Log: log,
 	})
 	if err != nil {
 		t.Fatalf("New: %v", err)
@@ -458,6 +466,17 @@ func controllerPod(name string, ready bool) *corev1.Pod {
 	}
 }
 
+func withPhase(p *corev1.Pod, phase corev1.PodPhase) *corev1.Pod {
+	p.Status.Phase = phase
+	return p
+}
+
+func terminating(p *corev1.Pod) *corev1.Pod {
+	p.DeletionTimestamp = &metav1.Time{Time: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}
+	p.Finalizers = []string{"test/keep"}
+	return p
+}
+
 func TestShutdownClearsOnlyWhenLastReplica(t *testing.T) {
 	tests := map[string]struct {
 		onShutdown bool
@@ -466,8 +485,12 @@ func TestShutdownClearsOnlyWhenLastReplica(t *testing.T) {
 	}{
 		"last replica clears":                {onShutdown: true, wantClear: true},
 		"another ready replica keeps status": {onShutdown: true, others: []runtime.Object{controllerPod("other", true)}},
-		"an unready replica does not count":  {onShutdown: true, others: []runtime.Object{controllerPod("other", false)}, wantClear: true},
-		"--update-status-on-shutdown=false":  {onShutdown: false},
+		// A single replica being deleted, evicted or drained: its replacement exists but is not Ready yet.
+		"an unready replica keeps status":        {onShutdown: true, others: []runtime.Object{controllerPod("other", false)}},
+		"a pending replica keeps status":         {onShutdown: true, others: []runtime.Object{withPhase(controllerPod("other", false), corev1.PodPending)}},
+		"a replica being deleted does not count": {onShutdown: true, others: []runtime.Object{terminating(controllerPod("other", true))}, wantClear: true},
+		"an evicted replica does not count":      {onShutdown: true, others: []runtime.Object{withPhase(controllerPod("other", false), corev1.PodFailed)}, wantClear: true},
+		"--update-status-on-shutdown=false":      {onShutdown: false},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
@@ -494,5 +517,60 @@ func TestShutdownClearsOnlyWhenLastReplica(t *testing.T) {
 				t.Errorf("status of web after stop = %v, want it kept", got)
 			}
 		})
+	}
+}
+
+func TestOwnTerminatingPodKeepsPublishingItsNode(t *testing.T) {
+	// A single replica during its grace period (preStop, draining): it still serves on its node, so the
+	// node's address stays published, with or without --update-status-on-shutdown.
+	opts := staticOptions()
+	opts.Discovery = status.DiscoveryOptions{Pod: types.NamespacedName{Namespace: ctlNS, Name: "self"}}
+	n1 := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n1"}, Status: corev1.NodeStatus{Addresses: []corev1.NodeAddress{{Type: corev1.NodeExternalIP, Address: "203.0.113.1"}}}}
+	n2 := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n2"}, Status: corev1.NodeStatus{Addresses: []corev1.NodeAddress{{Type: corev1.NodeExternalIP, Address: "203.0.113.2"}}}}
+	e := newEnv(t, opts, controllerPod("self", true), n1, n2, ingress("web"))
+	e.accept("web")
+	e.waitStatus("web", ip("203.0.113.1"))
+
+	self, err := e.client.CoreV1().Pods(ctlNS).Get(context.Background(), "self", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	self = terminating(self)
+	self.ResourceVersion = "2"
+	if _, err := e.client.CoreV1().Pods(ctlNS).Update(context.Background(), self, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	// The replacement starts on n2. Discovery sees the pods in order, so once n2 is published the
+	// terminating pod has been seen too, and its node must still be there.
+	b := controllerPod("b", false)
+	b.Spec.NodeName = "n2"
+	if _, err := e.client.CoreV1().Pods(ctlNS).Create(context.Background(), b, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	e.waitStatus("web", ip("203.0.113.1"), ip("203.0.113.2"))
+}
+
+func TestNoAddressSourceIsLoggedOnce(t *testing.T) {
+	core, logs := observer.New(zap.WarnLevel)
+	opts := staticOptions()
+	opts.Discovery = status.DiscoveryOptions{Pod: types.NamespacedName{Namespace: ctlNS}} // outside a pod, no flag
+	e := newEnvLogged(t, opts, zap.New(core), ingress("web", ip("203.0.113.1")))
+	e.accept("web")
+	eventually(t, "the leader to report the missing source", func() bool {
+		_, err := e.leader.Addresses()
+		return errors.Is(err, status.ErrNoPod)
+	})
+	for range 3 {
+		e.leader.refreshAddresses() // as the periodic re-check does
+	}
+	warnings := logs.FilterMessageSnippet("cannot determine the addresses").All()
+	if len(warnings) != 1 {
+		t.Fatalf("%d warnings about the addresses, want exactly 1: %v", len(warnings), warnings)
+	}
+	if msg := fmt.Sprint(warnings[0].ContextMap()["error"]); !strings.Contains(msg, "no status address source") {
+		t.Errorf("warning says %q; want it to say that no status address source is available", msg)
+	}
+	if got := e.status("web"); !reflect.DeepEqual(got, []status.Address{ip("203.0.113.1")}) {
+		t.Errorf("status = %v without an address source, want it left alone", got)
 	}
 }

@@ -274,13 +274,14 @@ func setPodReady(t *testing.T, f *harness.Fixture, p *corev1.Pod, ready bool) {
 }
 
 // TestStatusShutdownClearsOnlyOnLastReplica: with --update-status-on-shutdown, a replica that stops while
-// another ready replica runs leaves the status alone; the last one clears it.
+// another replica exists leaves the status alone, even when that one is not Ready yet (the replacement of
+// a single replica that is deleted or evicted); the last one clears it.
 func TestStatusShutdownClearsOnlyOnLastReplica(t *testing.T) {
 	f := harness.New(t)
 	requireStatus(t, f)
 	self := "ingress-reactor-" + f.ID // the harness's POD_NAME
 	statusControllerPod(t, f, self, "", true)
-	statusControllerPod(t, f, self+"-other", "", true)
+	statusControllerPod(t, f, self+"-other", "", false)
 	f.CreateIngress(f.Ingress("web", "web.status.example", harness.IngressBackend{Service: "svc", Port: 80}))
 
 	r := f.StartReactor(statusArgs("--update-status-on-shutdown=true")...)
@@ -290,14 +291,13 @@ func TestStatusShutdownClearsOnlyOnLastReplica(t *testing.T) {
 		t.Fatalf("exit code %d after SIGTERM", code)
 	}
 	if got, err := ingressStatus(f, "web"); err != nil || !reflect.DeepEqual(got, statusPublished) {
-		t.Errorf("status after a replica stopped while another is ready = %v (%v), want it kept", got, err)
+		t.Errorf("status after a replica stopped while another, not yet ready, exists = %v (%v), want it kept", got, err)
 	}
 
-	other, err := f.Client.CoreV1().Pods(f.Namespace).Get(f.Ctx, self+"-other", metav1.GetOptions{})
-	if err != nil {
+	// Unscheduled, the other pod goes at once (no kubelet to wait for).
+	if err := f.Client.CoreV1().Pods(f.Namespace).Delete(f.Ctx, self+"-other", metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	setPodReady(t, f, other, false)
 	r = f.StartReactor(statusArgs("--update-status-on-shutdown=true")...)
 	r.WaitReady()
 	r.WaitMetric(statusLeaderGauge, nil, "== 1", func(v float64) bool { return v == 1 })
@@ -312,7 +312,9 @@ func TestStatusShutdownClearsOnlyOnLastReplica(t *testing.T) {
 
 // TestStatusPublishesNodesOfControllerPods: without an address flag, the addresses of the nodes that run
 // the controller's pods (found by the labels of its own pod) are published: ExternalIP, else InternalIP.
-// A replica that appears on another node adds that node's address.
+// A replica that appears on another node adds that node's address. The controller's own pod keeps its
+// node published while it is being deleted (it still serves until the process exits); a replica being
+// deleted does not.
 func TestStatusPublishesNodesOfControllerPods(t *testing.T) {
 	f := harness.New(t)
 	requireStatus(t, f)
@@ -330,6 +332,16 @@ func TestStatusPublishesNodesOfControllerPods(t *testing.T) {
 
 	statusControllerPod(t, f, self+"-b", n2, false) // unready replicas still publish their node
 	waitIngressStatus(t, f, "web", []networkingv1.IngressLoadBalancerIngress{{IP: "10.1.0.2"}, {IP: "203.0.113.51"}})
+
+	// Both pods are bound to a node, so deleting them only marks them (no kubelet finishes the deletion):
+	// the grace period of a real pod. Afterwards only the controller's own node is left; before, an
+	// empty list was published here.
+	for _, name := range []string{self, self + "-b"} {
+		if err := f.Client.CoreV1().Pods(f.Namespace).Delete(f.Ctx, name, metav1.DeleteOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	waitIngressStatus(t, f, "web", []networkingv1.IngressLoadBalancerIngress{{IP: "203.0.113.51"}})
 }
 
 // TestStatusFollowsPublishService: with --publish-service, the Service's load-balancer addresses are
