@@ -71,9 +71,12 @@ func (o ElectionOptions) Validate() error {
 // Callbacks tell the user of an Elector when leadership begins and ends.
 type Callbacks struct {
 	// OnStartedLeading runs (on its own goroutine) when this replica becomes the leader; ctx ends when it
-	// stops leading.
+	// stops leading. The goroutine may get to run only after leadership has ended and OnStoppedLeading
+	// has run; ctx is cancelled then, so check ctx.Err() under the lock OnStoppedLeading takes before
+	// taking leadership up.
 	OnStartedLeading func(ctx context.Context)
-	// OnStoppedLeading runs once after each OnStartedLeading, when leadership ends.
+	// OnStoppedLeading runs once for each OnStartedLeading, when leadership ends, after ctx is cancelled
+	// (not necessarily after OnStartedLeading has run: see there).
 	OnStoppedLeading func()
 	// OnNewLeader, if set, runs when a different leader is observed (this replica included).
 	OnNewLeader func(identity string)
@@ -196,7 +199,8 @@ func (e *Elector) runOnce(ctx context.Context) error {
 }
 
 // started runs on client-go's goroutine. client-go may call stopped before this goroutine runs; ctx is
-// already cancelled then and leadership is not taken up.
+// already cancelled then and leadership is not taken up. stopped may also run between the unlock below and
+// the callback; OnStartedLeading sees the cancelled ctx then (see Callbacks).
 func (e *Elector) started(ctx context.Context) {
 	e.mu.Lock()
 	if ctx.Err() != nil {

@@ -1,8 +1,8 @@
 // Package statusleader publishes where accepted Ingresses are served (status.loadBalancer.ingress). Replicas
 // elect a leader through a Lease and only the leader writes; it writes an Ingress only when its addresses
 // differ from the desired ones, re-checks every Ingress periodically and whenever the published addresses
-// change, and takes its addresses back from Ingresses that stop being ours. On shutdown the last replica
-// clears what it published.
+// change, and takes its addresses back from Ingresses that stop being ours. On shutdown the leader clears
+// what it published when it is the last replica.
 package statusleader
 
 import (
@@ -62,7 +62,8 @@ type Options struct {
 	Election status.ElectionOptions
 	// UpdateInterval is --status-update-interval: how often the leader re-checks every Ingress.
 	UpdateInterval time.Duration
-	// UpdateOnShutdown is --update-status-on-shutdown: the last replica to stop clears what it published.
+	// UpdateOnShutdown is --update-status-on-shutdown: the last replica to stop clears what it published,
+	// if it leads.
 	UpdateOnShutdown bool
 	// WriteQPS and WriteBurst shape the token bucket of status writes, so that thousands of Ingresses
 	// do not flood the API server when the addresses change.
@@ -255,7 +256,7 @@ func (l *Leader) Start(ctx context.Context) {
 	})
 }
 
-// Stop stops writing, clears this replica's addresses when it is the last one and
+// Stop stops writing, clears this replica's addresses when it leads, is the last replica and
 // --update-status-on-shutdown is set, then releases the Lease, all within ctx.
 func (l *Leader) Stop(ctx context.Context) error {
 	// Workers first, so nothing writes while the shutdown decides; the Lease is still held meanwhile,
@@ -329,7 +330,7 @@ func (l *Leader) refreshAddresses() {
 	if err == nil {
 		l.published = addrs
 	}
-	leading := l.leaderCtx != nil
+	leading := l.leadingLocked()
 	l.mu.Unlock()
 
 	switch {
@@ -347,19 +348,33 @@ func (l *Leader) refreshAddresses() {
 	}
 }
 
+// startedLeading runs on its own goroutine, which may get to run only after leadership has ended and
+// stoppedLeading has run (status.Callbacks): ctx is cancelled then and must not be taken up. Checking it
+// under l.mu orders this against stoppedLeading, which runs after the cancel; the gauge is set under the
+// same lock so that it cannot end at 1 on a replica that does not lead.
 func (l *Leader) startedLeading(ctx context.Context) {
 	l.mu.Lock()
+	if ctx.Err() != nil {
+		l.mu.Unlock()
+		return
+	}
 	l.leaderCtx = ctx
-	l.mu.Unlock()
 	l.m.leader.Set(1)
+	l.mu.Unlock()
 	l.enqueueAll()
 }
 
 func (l *Leader) stoppedLeading() {
 	l.mu.Lock()
 	l.leaderCtx = nil
-	l.mu.Unlock()
 	l.m.leader.Set(0)
+	l.mu.Unlock()
+}
+
+// leadingLocked reports whether leadership has begun and not ended; l.mu must be held. The leader context
+// is cancelled a moment before stoppedLeading clears it.
+func (l *Leader) leadingLocked() bool {
+	return l.leaderCtx != nil && l.leaderCtx.Err() == nil
 }
 
 // enqueueAll queues every Ingress that is ours or may still carry our addresses.
@@ -420,10 +435,10 @@ func (l *Leader) sync(ctx context.Context, key types.NamespacedName) error {
 	_, ours := l.ours[key]
 	_, lost := l.lost[key]
 	addrs, known := l.addrs, l.known && l.addrsErr == nil
-	leaderCtx := l.leaderCtx
+	leading, leaderCtx := l.leadingLocked(), l.leaderCtx
 	l.mu.Unlock()
-	if leaderCtx == nil || !known || (!ours && !lost) {
-		return nil
+	if !leading || !known || (!ours && !lost) {
+		return nil // a replica that does not lead re-checks everything when it starts leading
 	}
 	if !l.elector.IsLeader() {
 		// Still leading but overdue with renewing the Lease: hold off; if leadership ends, the next
@@ -507,8 +522,9 @@ func (l *Leader) gaveUp(key types.NamespacedName, err error) {
 	l.recorder.Eventf(ing, corev1.EventTypeWarning, ReasonUpdateStatusFailed, "Cannot update the load-balancer status: %v", err)
 }
 
-// clearOnShutdown takes this replica's addresses back from every Ingress it serves, when no other replica
-// will keep publishing them.
+// clearOnShutdown takes this replica's addresses back from every Ingress it serves, when it is the leader
+// and no other replica will keep publishing them. A replica that does not lead never writes: the leader
+// may still be running and would write the addresses back, or have published others meanwhile.
 func (l *Leader) clearOnShutdown(ctx context.Context) {
 	l.mu.Lock()
 	published := l.published
@@ -518,6 +534,10 @@ func (l *Leader) clearOnShutdown(ctx context.Context) {
 	}
 	l.mu.Unlock()
 	if len(published) == 0 || len(keys) == 0 {
+		return
+	}
+	if !l.elector.IsLeader() {
+		l.log.Info("not the leader: leaving Ingress status to the leader on shutdown")
 		return
 	}
 	last, err := status.IsLastReplica(ctx, l.client, l.opts.Discovery.Pod)

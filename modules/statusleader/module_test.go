@@ -398,9 +398,17 @@ func TestPersistentFailureEmitsWarningEvent(t *testing.T) {
 	}
 }
 
-func TestOnlyTheLeaseHolderWrites(t *testing.T) {
-	// Another replica holds a fresh Lease; this one must not write until it takes over.
-	lease := &coordinationv1.Lease{
+// electionOptions elect through the Lease ctlNS/ingress-reactor-leader as "self", with short timings.
+func electionOptions() status.ElectionOptions {
+	return status.ElectionOptions{
+		Namespace: ctlNS, Name: "ingress-reactor-leader", Identity: "self",
+		LeaseDuration: 2 * time.Second, RenewDeadline: time.Second, RetryPeriod: 50 * time.Millisecond,
+	}
+}
+
+// leaseOfOther is a fresh Lease held by another replica for an hour.
+func leaseOfOther() *coordinationv1.Lease {
+	return &coordinationv1.Lease{
 		ObjectMeta: metav1.ObjectMeta{Name: "ingress-reactor-leader", Namespace: ctlNS},
 		Spec: coordinationv1.LeaseSpec{
 			HolderIdentity:       ptr.To("other"),
@@ -409,11 +417,13 @@ func TestOnlyTheLeaseHolderWrites(t *testing.T) {
 			RenewTime:            &metav1.MicroTime{Time: time.Now()},
 		},
 	}
+}
+
+func TestOnlyTheLeaseHolderWrites(t *testing.T) {
+	// Another replica holds a fresh Lease; this one must not write until it takes over.
+	lease := leaseOfOther()
 	opts := staticOptions()
-	opts.Election = status.ElectionOptions{
-		Namespace: ctlNS, Name: "ingress-reactor-leader", Identity: "self",
-		LeaseDuration: 2 * time.Second, RenewDeadline: time.Second, RetryPeriod: 50 * time.Millisecond,
-	}
+	opts.Election = electionOptions()
 	e := newEnv(t, opts, lease, ingress("web"))
 	e.accept("web")
 	eventually(t, "the ingress to be tracked", func() bool {
@@ -517,6 +527,91 @@ func TestShutdownClearsOnlyWhenLastReplica(t *testing.T) {
 				t.Errorf("status of web after stop = %v, want it kept", got)
 			}
 		})
+	}
+}
+
+func TestShutdownOfAReplicaThatDoesNotLeadClearsNothing(t *testing.T) {
+	// Another replica holds the Lease and keeps writing; this one must not take the addresses away, even
+	// when it believes it is the last replica (its pod is the only one it sees).
+	opts := staticOptions()
+	opts.UpdateOnShutdown = true
+	opts.Election = electionOptions()
+	published := []status.Address{ip("192.0.2.1"), ip("192.0.2.2")}
+	e := newEnv(t, opts, leaseOfOther(), controllerPod("self", true), ingress("web", published...))
+	e.accept("web")
+	eventually(t, "the ingress to be tracked and the addresses known", func() bool {
+		e.leader.mu.Lock()
+		defer e.leader.mu.Unlock()
+		_, ok := e.leader.ours[key("web")]
+		return ok && len(e.leader.published) > 0
+	})
+	if e.leader.IsLeader() {
+		t.Fatal("leads although another replica holds the Lease")
+	}
+	e.stop()
+	if got := e.status("web"); !reflect.DeepEqual(got, published) {
+		t.Errorf("status after a replica that does not lead stopped = %v, want %v kept", status.String(got), status.String(published))
+	}
+}
+
+func TestLeadershipThatEndedBeforeItWasTakenUpIsIgnored(t *testing.T) {
+	// client-go runs OnStartedLeading on a goroutine of its own; when the campaign ends at once, that
+	// goroutine may run only after OnStoppedLeading, with a context that is already cancelled.
+	opts := staticOptions()
+	opts.Election = electionOptions() // never run: this replica does not lead
+	clk := clocktesting.NewFakeClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	opts.Clock = clk
+	client := fake.NewClientset()
+	changes := pipeline.NewTopic[modules.IngressChange]("ingress-changes")
+	l, err := New(Params{
+		Options: opts, Client: client, Factory: informers.NewSharedInformerFactory(client, 0), IngressChanges: changes,
+		Metrics: pipeline.NewMetrics(nil), Registry: prometheus.NewRegistry(), Log: zap.NewNop(),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	q := l.ctrl.Queue()
+	t.Cleanup(func() { q.ShutDown(); changes.Close() })
+	l.refreshAddresses()
+	l.mu.Lock()
+	l.ours[key("web")] = struct{}{}
+	l.mu.Unlock()
+
+	ended, cancel := context.WithCancel(context.Background())
+	cancel()
+	l.stoppedLeading()
+	l.startedLeading(ended)
+	if got := value(t, l.m.leader); got != 0 {
+		t.Errorf("ingress_reactor_leader = %v after leadership ended, want 0", got)
+	}
+	if n := q.Len(); n != 0 {
+		t.Errorf("%d Ingresses queued for a leadership that had ended", n)
+	}
+
+	// Between client-go's cancel and OnStoppedLeading the leader context is set but cancelled: that is
+	// not leading, and nothing is re-queued to wait for it.
+	l.mu.Lock()
+	l.leaderCtx = ended
+	l.mu.Unlock()
+	if err := l.sync(context.Background(), key("web")); err != nil {
+		t.Fatalf("sync: %v", err)
+	}
+	// A re-queue would wait one retry period; a marker queued after it with the same delay is not ready
+	// before it, so once the marker is out, a re-queued key is too.
+	marker := key("marker")
+	q.AddAfter(marker, opts.Election.RetryPeriod)
+	var got []types.NamespacedName
+	eventually(t, "the marker", func() bool {
+		clk.Step(opts.Election.RetryPeriod)
+		for q.Len() > 0 {
+			k, _ := q.Get()
+			q.Finish(k, nil)
+			got = append(got, k)
+		}
+		return len(got) > 0 && got[len(got)-1] == marker
+	})
+	if !reflect.DeepEqual(got, []types.NamespacedName{marker}) {
+		t.Errorf("queued after sync = %v, want only the marker: a replica that does not lead re-queued the Ingress", got)
 	}
 }
 
