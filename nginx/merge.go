@@ -17,6 +17,10 @@ const (
 	ConflictPath ConflictKind = "path"
 	// ConflictTLS: two Ingresses name different Secrets for the same TLS host.
 	ConflictTLS ConflictKind = "tls"
+	// ConflictTLSNamespace: an Ingress lists a TLS host that only other namespaces route. A TLS entry
+	// applies only to hosts its own namespace routes, so one tenant cannot put its certificate (and an
+	// HTTPS redirect) in front of another tenant's host.
+	ConflictTLSNamespace ConflictKind = "tls-namespace"
 )
 
 // Conflict records a part of an Ingress that lost to an older Ingress. The caller emits a Warning Event
@@ -33,6 +37,10 @@ type Conflict struct {
 
 // Message explains the conflict to the owner of the losing Ingress.
 func (c Conflict) Message() string {
+	if c.Kind == ConflictTLSNamespace {
+		return fmt.Sprintf("TLS for host %s is ignored: only Ingresses in other namespaces route this host, and a TLS entry applies only to hosts its own namespace routes",
+			hostForMessage(c.Host))
+	}
 	if c.Kind == ConflictTLS {
 		return fmt.Sprintf("TLS for host %s is already configured with another secret by Ingress %s, which is older; this Ingress's TLS entry for the host is ignored",
 			hostForMessage(c.Host), c.Winner)
@@ -86,36 +94,63 @@ func Merge(translations []*IngressTranslation, defaultBackend *Upstream) (Model,
 		t *IngressTranslation
 		h TLSHost
 	}
-	tlsWinners := make(map[Hostname]tlsOwner)
+	tlsByHost := make(map[Hostname][]tlsOwner) // oldest Ingress first
 	for _, t := range ts {
 		for _, h := range t.TLS {
-			w, taken := tlsWinners[h.Host]
-			if !taken {
-				tlsWinners[h.Host] = tlsOwner{t, h}
-				continue
-			}
-			if w.h.Secret != h.Secret && w.t != t {
-				conflicts = append(conflicts, Conflict{Kind: ConflictTLS, Loser: t.Ingress, Winner: w.t.Ingress, Host: h.Host})
-			}
+			tlsByHost[h.Host] = append(tlsByHost[h.Host], tlsOwner{t, h})
 		}
 	}
 
 	servers := map[Hostname]*Server{"": {Host: ""}}
+	routedBy := make(map[Hostname][]string) // the namespaces whose routes a host serves
 	used := make(map[UpstreamName]Upstream, len(winners))
 	for k, w := range winners {
 		s := servers[k.host]
 		if s == nil {
 			s = &Server{Host: k.host}
 			servers[k.host] = s
-			if k.host != "" {
-				if tw, ok := lookupTLS(tlsWinners, k.host); ok {
-					s.TLS = &ServerTLS{Secret: tw.h.Secret, SSLRedirect: tw.t.SSLRedirect}
-				}
-			}
+		}
+		if ns := w.t.Ingress.Namespace; !slices.Contains(routedBy[k.host], ns) {
+			routedBy[k.host] = append(routedBy[k.host], ns)
 		}
 		s.Locations = append(s.Locations, Location{Path: k.path, PathType: k.pathType, Upstream: w.r.Upstream, Ingress: w.t.Ingress, SSLRedirect: w.t.SSLRedirect})
 		if _, ok := used[w.r.Upstream]; !ok {
 			used[w.r.Upstream] = w.t.upstream(w.r.Upstream)
+		}
+	}
+
+	// TLS per server: the oldest entry for the exact host, else for the wildcard one label up, among
+	// Ingresses of a namespace that routes the host.
+	reported := make(map[Conflict]bool)
+	report := func(c Conflict) {
+		if !reported[c] {
+			reported[c] = true
+			conflicts = append(conflicts, c)
+		}
+	}
+	for host, s := range servers {
+		if host == "" {
+			continue
+		}
+		namespaces := routedBy[host]
+		for _, key := range tlsKeys(host) {
+			var first *tlsOwner
+			for i, c := range tlsByHost[key] {
+				switch {
+				case !slices.Contains(namespaces, c.t.Ingress.Namespace):
+					if key == host { // a wildcard entry simply does not reach other namespaces' hosts
+						report(Conflict{Kind: ConflictTLSNamespace, Loser: c.t.Ingress, Host: host})
+					}
+				case first == nil:
+					first = &tlsByHost[key][i]
+				case c.h.Secret != first.h.Secret && c.t != first.t:
+					report(Conflict{Kind: ConflictTLS, Loser: c.t.Ingress, Winner: first.t.Ingress, Host: key})
+				}
+			}
+			if first != nil {
+				s.TLS = &ServerTLS{Secret: first.h.Secret, SSLRedirect: first.t.SSLRedirect}
+				break
+			}
 		}
 	}
 
@@ -188,21 +223,16 @@ func olderFirst(a, b *IngressTranslation) int {
 	)
 }
 
-// lookupTLS finds the TLS entry for host: the exact host first, then the wildcard one label up, as the
-// Ingress API defines wildcards ("*.example.com" covers "a.example.com" but not "a.b.example.com" or
-// "example.com"). A wildcard host is covered only by the same wildcard.
-func lookupTLS[V any](m map[Hostname]V, host Hostname) (V, bool) {
-	if v, ok := m[host]; ok {
-		return v, true
-	}
-	var zero V
+// tlsKeys returns the TLS hosts that can cover host, in order of preference: the host itself, then the
+// wildcard one label up, as the Ingress API defines wildcards ("*.example.com" covers "a.example.com" but
+// not "a.b.example.com" or "example.com"). A wildcard host is covered only by the same wildcard.
+func tlsKeys(host Hostname) []Hostname {
 	if host.IsWildcard() {
-		return zero, false
+		return []Hostname{host}
 	}
 	_, parent, ok := strings.Cut(string(host), ".")
 	if !ok {
-		return zero, false
+		return []Hostname{host}
 	}
-	v, ok := m[Hostname("*."+parent)]
-	return v, ok
+	return []Hostname{host, Hostname("*." + parent)}
 }

@@ -201,6 +201,49 @@ func TestMerge(t *testing.T) {
 			},
 			wantConflicts: []Conflict{{Kind: ConflictTLS, Loser: nn("default", "young"), Winner: nn("default", "old"), Host: "a.example.com"}},
 		},
+		"TLS applies only to hosts its own namespace routes": {
+			objs: []any{web, service("team-b", "web", port(80, "http")), service("team-c", "web", port(80, "http")),
+				// team-a serves victim.example.com without TLS and shares shared.example.com with team-b.
+				ingress("team-a", "site", age(time.Minute),
+					rule("victim.example.com", prefix("/", "web", 80)),
+					rule("shared.example.com", prefix("/a", "web", 80))),
+				// team-b (older) lists both hosts: shared.example.com it routes too, victim.example.com it does not.
+				ingress("team-b", "evil",
+					rule("shared.example.com", prefix("/b", "web", 80)),
+					withTLS("b-cert", "victim.example.com", "shared.example.com")),
+				// team-c's wildcard covers its own host, never team-a's.
+				ingress("team-c", "wild", rule("c.example.com", prefix("/", "web", 80)), withTLS("c-wild", "*.example.com")),
+			},
+			want: Model{
+				Servers: []Server{
+					catchAll,
+					{Host: "c.example.com", TLS: &ServerTLS{Secret: nn("team-c", "c-wild"), SSLRedirect: true}, Locations: []Location{
+						{Path: "/", PathType: PathPrefix, Upstream: up("team-c", "web", 80).Name, Ingress: nn("team-c", "wild"), SSLRedirect: true},
+					}},
+					{Host: "shared.example.com", TLS: &ServerTLS{Secret: nn("team-b", "b-cert"), SSLRedirect: true}, Locations: []Location{
+						{Path: "/a", PathType: PathPrefix, Upstream: up("team-a", "web", 80).Name, Ingress: nn("team-a", "site"), SSLRedirect: true},
+						{Path: "/b", PathType: PathPrefix, Upstream: up("team-b", "web", 80).Name, Ingress: nn("team-b", "evil"), SSLRedirect: true},
+					}},
+					{Host: "victim.example.com", Locations: []Location{
+						{Path: "/", PathType: PathPrefix, Upstream: up("team-a", "web", 80).Name, Ingress: nn("team-a", "site")},
+					}},
+				},
+				Upstreams: sortedUpstreams(up("team-a", "web", 80), up("team-b", "web", 80), up("team-c", "web", 80)),
+			},
+			wantConflicts: []Conflict{{Kind: ConflictTLSNamespace, Loser: nn("team-b", "evil"), Host: "victim.example.com"}},
+		},
+		"TLS from another Ingress of the same namespace applies": {
+			objs: []any{web,
+				ingress("default", "certs", withTLS("a-cert", "a.example.com")),
+				ingress("default", "app", rule("a.example.com", prefix("/", "web", 80))),
+			},
+			want: Model{
+				Servers: []Server{catchAll, {Host: "a.example.com", TLS: &ServerTLS{Secret: nn("default", "a-cert"), SSLRedirect: true}, Locations: []Location{
+					{Path: "/", PathType: PathPrefix, Upstream: web80.Name, Ingress: nn("default", "app"), SSLRedirect: true},
+				}}},
+				Upstreams: []Upstream{web80},
+			},
+		},
 		"upstreams of losing routes are not in the model": {
 			objs: []any{web, api,
 				ingress("default", "old", rule("a.example.com", prefix("/", "web", 80))),
