@@ -2,7 +2,8 @@
 // ingress-reactor.io/expose (and optional companions, see spec.go) gets an Ingress of the same name that it
 // controls through an owner reference; the Ingress follows the annotations, is re-created when deleted and
 // is deleted when the annotation goes. Ingresses this module does not control are never touched. Deleting the
-// Service is left to Kubernetes garbage collection.
+// Service is left to Kubernetes garbage collection. Where several instances with different --ingress-class
+// run this module, each Service is reconciled by one of them (claimOf), so they never undo each other's writes.
 package autoingress
 
 import (
@@ -45,6 +46,9 @@ const (
 	ReasonInvalid = "InvalidExposeAnnotation"
 	// ReasonNotOwned (Warning): an Ingress of the Service's name exists that this module does not control.
 	ReasonNotOwned = "IngressNotOwned"
+	// ReasonOtherClass (Warning): the Service names no IngressClass and its Ingress names another
+	// controller's class; this controller leaves it alone.
+	ReasonOtherClass = "IngressOfOtherClass"
 	// ReasonRejected (Warning): the API server refused the generated Ingress.
 	ReasonRejected = "IngressRejected"
 	// ReasonGaveUp (Warning): reconciling failed more often than the retry limit allows.
@@ -65,19 +69,20 @@ const (
 
 // Sync results, the values of the result label of ingress_reactor_autoingress_syncs_total.
 const (
-	resultCreated   = "created"
-	resultUpdated   = "updated"
-	resultDeleted   = "deleted"
-	resultUnchanged = "unchanged"
-	resultInvalid   = "invalid"
-	resultNotOwned  = "not_owned"
-	resultError     = "error"
+	resultCreated    = "created"
+	resultUpdated    = "updated"
+	resultDeleted    = "deleted"
+	resultUnchanged  = "unchanged"
+	resultInvalid    = "invalid"
+	resultNotOwned   = "not_owned"
+	resultOtherClass = "other_class"
+	resultError      = "error"
 )
 
 // Options configure the auto-ingress controller.
 type Options struct {
-	// IngressClass is the spec.ingressClassName of generated Ingresses whose Service names none
-	// (the controller's --ingress-class).
+	// IngressClass is the controller's --ingress-class: the spec.ingressClassName of generated Ingresses
+	// whose Service names none, and the class whose Services this controller reconciles (see claimOf).
 	IngressClass string
 	// Workers is how many Services are reconciled in parallel; 5 when zero.
 	Workers int
@@ -139,7 +144,7 @@ func New(p Params) (*Controller, error) {
 		log:       log,
 		syncs: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: metricSyncs,
-			Help: "Reconciliations of annotated Services by result: created, updated, deleted, unchanged, invalid (bad annotation), not_owned (an Ingress of that name is not ours), error (retried).",
+			Help: "Reconciliations of annotated Services by result: created, updated, deleted, unchanged, invalid (bad annotation), not_owned (an Ingress of that name is not ours), other_class (left to the controller of another IngressClass), error (retried).",
 		}, []string{"result"}),
 		warned: map[types.NamespacedName]string{},
 	}
@@ -262,6 +267,22 @@ func (c *Controller) reconcile(ctx context.Context, key types.NamespacedName) (s
 			return resultUnchanged, nil
 		}
 		return c.delete(ctx, svc, ing)
+	}
+
+	var owned *networkingv1.Ingress
+	if ing != nil && ControlledBy(ing, svc) && ing.DeletionTimestamp == nil {
+		owned = ing
+	}
+	switch claimOf(svc, owned, c.opts.IngressClass) {
+	case claimNamedOther:
+		c.clearWarning(key)
+		return resultOtherClass, nil
+	case claimHeldByOther:
+		c.warn(svc, ReasonOtherClass, fmt.Sprintf("Ingress %s has ingressClassName %q, not this controller's %q, and the Service names no class: "+
+			"another ingress-reactor instance (or a hand edit) set that class, so the Ingress is left to that class's controller. "+
+			"Set %s on the Service to choose the class",
+			owned.Name, *owned.Spec.IngressClassName, c.opts.IngressClass, AnnotationIngressClass))
+		return resultOtherClass, nil
 	}
 
 	expose, err := ParseExpose(svc, c.opts.IngressClass)

@@ -51,6 +51,13 @@ func newTestEnv(t *testing.T, opts Options, objs []runtime.Object, reactors ...k
 	for _, r := range reactors {
 		client.PrependReactor("*", "ingresses", r)
 	}
+	return newTestEnvOn(t, client, opts)
+}
+
+// newTestEnvOn builds a controller with informers of its own over an existing fake API, as a second
+// controller instance in the same cluster would be.
+func newTestEnvOn(t *testing.T, client *fake.Clientset, opts Options) *testEnv {
+	t.Helper()
 	factory := informers.NewSharedInformerFactory(client, 0)
 	core, logs := observer.New(zapcore.DebugLevel)
 	reg := prometheus.NewRegistry()
@@ -166,6 +173,26 @@ func TestSync(t *testing.T) {
 		return true, nil, apierrors.NewInvalid(schema.GroupKind{Group: "networking.k8s.io", Kind: "Ingress"}, "web",
 			field.ErrorList{field.Invalid(field.NewPath("spec", "rules").Index(0).Child("host"), "x", "admission says no")})
 	}
+	// What the OwnerReferencesPermissionEnforcement admission plugin (on by default in OpenShift) does to a
+	// controller that may not update services/finalizers: an owner reference that blocks the Service's
+	// deletion is refused.
+	forbidBlockingOwnerRefs := func(a k8stesting.Action) (bool, runtime.Object, error) {
+		create, ok := a.(k8stesting.CreateAction)
+		if !ok {
+			return false, nil, nil
+		}
+		ing, ok := create.GetObject().(*networkingv1.Ingress)
+		if !ok {
+			return false, nil, nil
+		}
+		for _, ref := range ing.OwnerReferences {
+			if ref.BlockOwnerDeletion != nil && *ref.BlockOwnerDeletion {
+				return true, nil, apierrors.NewForbidden(schema.GroupResource{Group: "networking.k8s.io", Resource: "ingresses"}, ing.Name,
+					errors.New("cannot set blockOwnerDeletion if an ownerReference refers to a resource you can't set finalizers on"))
+			}
+		}
+		return false, nil, nil
+	}
 	deleting := metav1.Now()
 
 	tests := map[string]struct {
@@ -196,13 +223,69 @@ func TestSync(t *testing.T) {
 		"every companion annotation shapes the ingress": {
 			objs: []runtime.Object{service("web", exposed("api.example.com"), ports(port("http", 80), port("admin", 9000)), annotated(
 				AnnotationPath, "/admin", AnnotationPathType, "Exact", AnnotationPort, "admin",
-				AnnotationTLSSecret, "api-tls", AnnotationIngressClass, "internal"))},
-			want: ingress("web", ownedBy("web", svcUID), managed(), withClass("internal"),
+				AnnotationTLSSecret, "api-tls", AnnotationIngressClass, testClass))},
+			want: ingress("web", ownedBy("web", svcUID), managed(), withClass(testClass),
 				withRule("api.example.com", "/admin", networkingv1.PathTypeExact, networkingv1.ServiceBackendPort{Name: "admin"}),
 				withTLS("api.example.com", "api-tls")),
 			wantWrites: []string{"create"},
 			wantEvents: []string{"Normal " + ReasonCreated},
 			wantResult: resultCreated,
+		},
+		"owner reference does not block the service's deletion, so no services/finalizers permission is needed": {
+			objs:       []runtime.Object{service("web", exposed("app.example.com"))},
+			reactors:   []k8stesting.ReactionFunc{forbidBlockingOwnerRefs},
+			want:       generated("web", "app.example.com"),
+			wantWrites: []string{"create"},
+			wantEvents: []string{"Normal " + ReasonCreated},
+			wantResult: resultCreated,
+		},
+		"service naming another class is left to the instance of that class": {
+			objs:       []runtime.Object{service("web", exposed("app.example.com"), annotated(AnnotationIngressClass, "other"))},
+			want:       nil,
+			wantResult: resultOtherClass,
+		},
+		"service naming another class: its ingress of our class is left to the instance of that class": {
+			objs: []runtime.Object{
+				service("web", exposed("new.example.com"), annotated(AnnotationIngressClass, "other")),
+				generated("web", "old.example.com"),
+			},
+			want:       generated("web", "old.example.com"),
+			wantResult: resultOtherClass,
+		},
+		"service naming our class takes its ingress over from another class": {
+			objs: []runtime.Object{
+				service("web", exposed("app.example.com"), annotated(AnnotationIngressClass, testClass)),
+				generated("web", "app.example.com", withClass("other")),
+			},
+			want:       generated("web", "app.example.com"),
+			wantWrites: []string{"patch"},
+			wantEvents: []string{"Normal " + ReasonUpdated},
+			wantResult: resultUpdated,
+		},
+		"service naming no class: its ingress of another class is not patched back, one warning": {
+			objs: []runtime.Object{
+				service("web", exposed("new.example.com")),
+				generated("web", "old.example.com", withClass("other")),
+			},
+			want:       generated("web", "old.example.com", withClass("other")),
+			wantEvents: []string{"Warning " + ReasonOtherClass}, wantEventText: `ingressClassName "other"`,
+			wantResult: resultOtherClass,
+		},
+		"service naming no class: its ingress without a class gets ours back": {
+			objs: []runtime.Object{
+				service("web", exposed("app.example.com")),
+				generated("web", "app.example.com", func(i *networkingv1.Ingress) { i.Spec.IngressClassName = nil }),
+			},
+			want:       generated("web", "app.example.com"),
+			wantWrites: []string{"patch"},
+			wantEvents: []string{"Normal " + ReasonUpdated},
+			wantResult: resultUpdated,
+		},
+		"invalid class name: clear event, no ingress": {
+			objs:       []runtime.Object{service("web", exposed("app.example.com"), annotated(AnnotationIngressClass, "Not A Class"))},
+			want:       nil,
+			wantEvents: []string{"Warning " + ReasonInvalid}, wantEventText: AnnotationIngressClass + `: "Not A Class" is not a valid IngressClass name`,
+			wantResult: resultInvalid,
 		},
 		"ingress already as wanted is not written": {
 			objs:       []runtime.Object{service("web", exposed("app.example.com")), generated("web", "app.example.com")},
@@ -515,6 +598,89 @@ func TestForeignIngressRemovedFreesTheName(t *testing.T) {
 	}
 	waitIngress(t, e, "our Ingress created once the foreign one is gone", func(ing *networkingv1.Ingress) bool {
 		return ing != nil && ControlledBy(ing, service("web"))
+	})
+}
+
+// Two controller instances with different --ingress-class in one cluster, and a Service that names no class:
+// the instance that created the Ingress keeps it; the other does not patch the class back (before, each
+// patched in its own class, which woke the other, for ever) and says so once.
+func TestInstancesOfTwoClassesDoNotFight(t *testing.T) {
+	client := fake.NewClientset(service("web", exposed("app.example.com")))
+	a := newTestEnvOn(t, client, Options{IngressClass: "a"})
+	b := newTestEnvOn(t, client, Options{IngressClass: "b"})
+	ctx := context.Background()
+
+	if err := a.ctrl.sync(ctx, key("web")); err != nil {
+		t.Fatal(err)
+	}
+	if ing := a.ingress(t, "web"); ing == nil || ing.Spec.IngressClassName == nil || *ing.Spec.IngressClassName != "a" {
+		t.Fatalf("instance a did not create the Ingress with its class: %+v", ing)
+	}
+	for round := range 3 {
+		waitCachesSeeIngress(t, "web", a, b)
+		client.ClearActions()
+		if err := b.ctrl.sync(ctx, key("web")); err != nil {
+			t.Fatalf("round %d: sync on b: %v", round, err)
+		}
+		waitCachesSeeIngress(t, "web", a, b)
+		if err := a.ctrl.sync(ctx, key("web")); err != nil {
+			t.Fatalf("round %d: sync on a: %v", round, err)
+		}
+		if w := a.writes(); len(w) > 0 {
+			t.Fatalf("round %d: the instances wrote %v to an Ingress both consider theirs, want no writes", round, w)
+		}
+	}
+	if ing := a.ingress(t, "web"); *ing.Spec.IngressClassName != "a" {
+		t.Errorf("ingressClassName = %q, want a (the creator's)", *ing.Spec.IngressClassName)
+	}
+	ev := b.events()
+	if len(ev) != 1 || !strings.HasPrefix(ev[0], "Warning "+ReasonOtherClass+" ") || !strings.Contains(ev[0], `"a"`) {
+		t.Errorf("instance b's events = %q, want exactly one %s warning naming class \"a\"", ev, ReasonOtherClass)
+	}
+	if ev := a.events(); len(ev) != 1 || !strings.HasPrefix(ev[0], "Normal "+ReasonCreated+" ") {
+		t.Errorf("instance a's events = %q, want only %s", ev, ReasonCreated)
+	}
+	if n := b.syncCount(resultOtherClass); n != 3 {
+		t.Errorf("instance b: %s{result=%q} = %g, want 3", metricSyncs, resultOtherClass, n)
+	}
+
+	// Naming a class hands the Service to that instance, and only to it.
+	setService(t, a, service("web", exposed("app.example.com"), annotated(AnnotationIngressClass, "b")))
+	waitServiceCache(t, b, "web", "b")
+	client.ClearActions()
+	if err := a.ctrl.sync(ctx, key("web")); err != nil {
+		t.Fatal(err)
+	}
+	if w := a.writes(); len(w) > 0 {
+		t.Fatalf("instance a wrote %v for a Service that names class b", w)
+	}
+	if err := b.ctrl.sync(ctx, key("web")); err != nil {
+		t.Fatal(err)
+	}
+	if ing := b.ingress(t, "web"); *ing.Spec.IngressClassName != "b" {
+		t.Errorf("after naming class b: ingressClassName = %q, want b", *ing.Spec.IngressClassName)
+	}
+}
+
+// waitCachesSeeIngress waits until every env's Ingress cache holds the API's current spec of Ingress name
+// (the fake API does not advance resourceVersion, so the spec is compared).
+func waitCachesSeeIngress(t *testing.T, name string, envs ...*testEnv) {
+	t.Helper()
+	want := envs[0].ingress(t, name)
+	for _, e := range envs {
+		eventually(t, "the ingress cache to catch up", func() bool {
+			cur, err := e.ctrl.ingresses.Ingresses(testNS).Get(name)
+			return err == nil && want != nil && apiequality.Semantic.DeepEqual(cur.Spec, want.Spec)
+		})
+	}
+}
+
+// waitServiceCache waits until e's Service cache sees the class annotation set to class.
+func waitServiceCache(t *testing.T, e *testEnv, name, class string) {
+	t.Helper()
+	eventually(t, "the service cache to catch up", func() bool {
+		cur, err := e.ctrl.services.Services(testNS).Get(name)
+		return err == nil && cur.Annotations[AnnotationIngressClass] == class
 	})
 }
 

@@ -29,8 +29,9 @@ const (
 	// AnnotationTLSSecret names a Secret of type kubernetes.io/tls in the Service's namespace; with it the
 	// host is also served over HTTPS with that certificate.
 	AnnotationTLSSecret = "ingress-reactor.io/expose-tls-secret"
-	// AnnotationIngressClass is the spec.ingressClassName of the Ingress; the controller's --ingress-class
-	// when absent.
+	// AnnotationIngressClass is the spec.ingressClassName of the Ingress, and so the ingress-reactor instance
+	// (the one whose --ingress-class it is) that creates and manages it; see claimOf. The controller's
+	// --ingress-class when absent.
 	AnnotationIngressClass = "ingress-reactor.io/expose-ingress-class"
 )
 
@@ -62,6 +63,49 @@ type Expose struct {
 func Requested(svc *corev1.Service) bool {
 	_, ok := svc.Annotations[AnnotationExpose]
 	return ok
+}
+
+// NamedClass returns the IngressClass svc names in AnnotationIngressClass, trimmed; ok is false without the
+// annotation.
+func NamedClass(svc *corev1.Service) (class string, ok bool) {
+	v, ok := svc.Annotations[AnnotationIngressClass]
+	return strings.TrimSpace(v), ok
+}
+
+// claim is how the controller instance of one IngressClass stands towards an annotated Service.
+type claim int
+
+const (
+	// claimOurs: this instance reconciles the Service.
+	claimOurs claim = iota
+	// claimNamedOther: the Service names another IngressClass; the instance of that class reconciles it.
+	claimNamedOther
+	// claimHeldByOther: the Service names no class, and the Ingress it controls names another one (set by
+	// another instance, or by hand); this instance leaves it alone.
+	claimHeldByOther
+)
+
+// claimOf decides whether the instance whose --ingress-class is ours reconciles svc, so that instances of
+// different classes never write the same Ingress with different content (each would undo the other's
+// write, and every write wakes the other up again). owned is the Ingress svc controls, nil when there is
+// none or it is being deleted.
+//
+// A Service that names a class belongs to the instance of that class. An instance without a class of its
+// own takes any named class, and an invalid name is claimed so that ParseExpose reports it. A Service that
+// names no class belongs to every instance until one has created its Ingress, and from then on to the
+// instance whose class the Ingress names: the first to create it wins, the others back off. An Ingress
+// without a class is claimed again; no instance writes one, so no instance fights over it.
+func claimOf(svc *corev1.Service, owned *networkingv1.Ingress, ours string) claim {
+	if named, ok := NamedClass(svc); ok {
+		if ours == "" || named == ours || len(validation.IsDNS1123Subdomain(named)) > 0 {
+			return claimOurs
+		}
+		return claimNamedOther
+	}
+	if owned != nil && owned.Spec.IngressClassName != nil && *owned.Spec.IngressClassName != ours {
+		return claimHeldByOther
+	}
+	return claimOurs
 }
 
 // ParseExpose reads and validates svc's expose annotations. defaultClass is used when the Service names no
@@ -107,7 +151,7 @@ func ParseExpose(svc *corev1.Service, defaultClass string) (Expose, error) {
 			fail(AnnotationTLSSecret, fmt.Errorf("%q is not a valid Secret name: %s", v, strings.Join(msgs, "; ")))
 		}
 	}
-	if v, ok := get(AnnotationIngressClass); ok {
+	if v, ok := NamedClass(svc); ok {
 		e.IngressClass = v
 		if msgs := validation.IsDNS1123Subdomain(v); len(msgs) > 0 {
 			fail(AnnotationIngressClass, fmt.Errorf("%q is not a valid IngressClass name: %s", v, strings.Join(msgs, "; ")))
@@ -189,7 +233,7 @@ func DesiredIngress(svc *corev1.Service, e Expose) *networkingv1.Ingress {
 			Name:            svc.Name,
 			Namespace:       svc.Namespace,
 			Labels:          map[string]string{LabelManagedBy: ManagedByValue},
-			OwnerReferences: []metav1.OwnerReference{*metav1.NewControllerRef(svc, corev1.SchemeGroupVersion.WithKind("Service"))},
+			OwnerReferences: []metav1.OwnerReference{serviceControllerRef(svc)},
 		},
 		Spec: networkingv1.IngressSpec{
 			IngressClassName: &class,
@@ -212,6 +256,18 @@ func DesiredIngress(svc *corev1.Service, e Expose) *networkingv1.Ingress {
 		ing.Spec.TLS = []networkingv1.IngressTLS{{Hosts: []string{e.Host}, SecretName: e.TLSSecret}}
 	}
 	return ing
+}
+
+// serviceControllerRef is a controller reference to svc that does not block svc's deletion.
+// blockOwnerDeletion=true (what metav1.NewControllerRef sets) only makes a foreground deletion of the Service
+// wait for the Ingress, and where the OwnerReferencesPermissionEnforcement admission plugin is on (OpenShift's
+// default) it needs update on services/finalizers, without which every create is refused. Garbage
+// collection deletes the Ingress with the Service either way.
+func serviceControllerRef(svc *corev1.Service) metav1.OwnerReference {
+	ref := metav1.NewControllerRef(svc, corev1.SchemeGroupVersion.WithKind("Service"))
+	block := false
+	ref.BlockOwnerDeletion = &block
+	return *ref
 }
 
 // ControlledBy reports whether ing's controller owner reference points at svc (same UID). An Ingress left

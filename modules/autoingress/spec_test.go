@@ -172,9 +172,41 @@ func TestDesiredIngress(t *testing.T) {
 	if !apiequality.Semantic.DeepEqual(got, want) {
 		t.Errorf("DesiredIngress =\n%+v\nwant\n%+v", got, want)
 	}
+	// blockOwnerDeletion=true would need update on services/finalizers where the OwnerReferencesPermissionEnforcement
+	// admission plugin is on; garbage collection needs only the controller reference.
 	ref := got.OwnerReferences[0]
-	if ref.Controller == nil || !*ref.Controller || ref.BlockOwnerDeletion == nil || !*ref.BlockOwnerDeletion {
-		t.Errorf("owner reference %+v: want controller=true and blockOwnerDeletion=true", ref)
+	if ref.Controller == nil || !*ref.Controller || ref.BlockOwnerDeletion == nil || *ref.BlockOwnerDeletion {
+		t.Errorf("owner reference %+v: want controller=true and blockOwnerDeletion=false", ref)
+	}
+}
+
+func TestClaimOf(t *testing.T) {
+	noClass := func(i *networkingv1.Ingress) { i.Spec.IngressClassName = nil }
+	tests := map[string]struct {
+		svc   *corev1.Service
+		owned *networkingv1.Ingress
+		ours  string
+		want  claim
+	}{
+		"names our class":                        {svc: service("web", annotated(AnnotationIngressClass, "a")), ours: "a", want: claimOurs},
+		"names our class, spaces around it":      {svc: service("web", annotated(AnnotationIngressClass, " a ")), ours: "a", want: claimOurs},
+		"names our class, ingress of another":    {svc: service("web", annotated(AnnotationIngressClass, "a")), owned: generated("web", "x", withClass("b")), ours: "a", want: claimOurs},
+		"names another class":                    {svc: service("web", annotated(AnnotationIngressClass, "b")), ours: "a", want: claimNamedOther},
+		"names another class, ingress of ours":   {svc: service("web", annotated(AnnotationIngressClass, "b")), owned: generated("web", "x", withClass("a")), ours: "a", want: claimNamedOther},
+		"names an invalid class: ours to report": {svc: service("web", annotated(AnnotationIngressClass, "B C")), ours: "a", want: claimOurs},
+		"names a class, we have none of our own": {svc: service("web", annotated(AnnotationIngressClass, "b")), ours: "", want: claimOurs},
+		"names none, no ingress yet":             {svc: service("web"), ours: "a", want: claimOurs},
+		"names none, ingress of our class":       {svc: service("web"), owned: generated("web", "x", withClass("a")), ours: "a", want: claimOurs},
+		"names none, ingress of another class":   {svc: service("web"), owned: generated("web", "x", withClass("b")), ours: "a", want: claimHeldByOther},
+		"names none, ingress without a class":    {svc: service("web"), owned: generated("web", "x", noClass), ours: "a", want: claimOurs},
+		"names none, we have none, ingress of b": {svc: service("web"), owned: generated("web", "x", withClass("b")), ours: "", want: claimHeldByOther},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			if got := claimOf(tc.svc, tc.owned, tc.ours); got != tc.want {
+				t.Errorf("claimOf = %d, want %d", got, tc.want)
+			}
+		})
 	}
 }
 
@@ -220,9 +252,9 @@ func ingress(name string, opts ...ingOpt) *networkingv1.Ingress {
 
 func ownedBy(svcName string, uid types.UID) ingOpt {
 	return func(i *networkingv1.Ingress) {
-		yes := true
+		yes, no := true, false
 		i.OwnerReferences = []metav1.OwnerReference{{
-			APIVersion: "v1", Kind: "Service", Name: svcName, UID: uid, Controller: &yes, BlockOwnerDeletion: &yes,
+			APIVersion: "v1", Kind: "Service", Name: svcName, UID: uid, Controller: &yes, BlockOwnerDeletion: &no,
 		}}
 	}
 }
