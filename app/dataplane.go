@@ -67,6 +67,10 @@ func NewDataPlane(cfg Config, log *zap.Logger) (*DataPlane, error) {
 	if err != nil {
 		return nil, fmt.Errorf("write default certificate: %w", err)
 	}
+	token, err := nginx.NewStatusToken()
+	if err != nil {
+		return nil, err
+	}
 	dp := &DataPlane{
 		Paths:       paths,
 		SSLStore:    store,
@@ -75,6 +79,7 @@ func NewDataPlane(cfg Config, log *zap.Logger) (*DataPlane, error) {
 			HTTPPort:              cfg.HTTPPort,
 			HTTPSPort:             cfg.HTTPSPort,
 			StatusPort:            cfg.NginxStatusPort,
+			StatusToken:           token,
 			Paths:                 paths,
 			Modules:               mods,
 			WorkerProcesses:       cfg.WorkerProcesses,
@@ -83,7 +88,8 @@ func NewDataPlane(cfg Config, log *zap.Logger) (*DataPlane, error) {
 		},
 		Runtime: nginx.RuntimeConfig{
 			Process:    nginx.ProcessConfig{Binary: cfg.NginxBinary, Paths: paths, Log: log.Named("nginx")},
-			StatusPort: cfg.NginxStatusPort,
+			StatusPort:  cfg.NginxStatusPort,
+			StatusToken: token,
 		},
 	}
 	passthroughRender(cfg, &dp.Render)

@@ -3,6 +3,8 @@ package nginx
 import (
 	"bytes"
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -19,14 +21,41 @@ import (
 // endpoints and certificates into the Lua shared dicts (no reload) and reads the live config hash.
 // The shared dicts survive reloads but not restarts: push everything again after Runtime's OnReady.
 type Client struct {
-	base string
-	hc   *http.Client
+	base  string
+	token string
+	hc    *http.Client
 }
 
-// NewClient returns a client for the status server on 127.0.0.1:statusPort.
-func NewClient(statusPort int) *Client {
+// StatusTokenHeader carries RenderConfig.StatusToken on writes to the status server.
+const StatusTokenHeader = "X-Ingress-Reactor-Token"
+
+// NewStatusToken returns a fresh random RenderConfig.StatusToken (128 bits, hex).
+func NewStatusToken() (string, error) {
+	var b [16]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		return "", fmt.Errorf("status token: %w", err)
+	}
+	return hex.EncodeToString(b[:]), nil
+}
+
+func validStatusToken(t string) bool {
+	if len(t) < 32 || len(t) > 128 {
+		return false
+	}
+	for _, c := range []byte(t) {
+		if !('0' <= c && c <= '9' || 'a' <= c && c <= 'f') {
+			return false
+		}
+	}
+	return true
+}
+
+// NewClient returns a client for the status server on 127.0.0.1:statusPort that sends token with its
+// writes (RenderConfig.StatusToken of the configuration NGINX runs).
+func NewClient(statusPort int, token string) *Client {
 	return &Client{
-		base: "http://" + net.JoinHostPort("127.0.0.1", strconv.Itoa(statusPort)),
+		base:  "http://" + net.JoinHostPort("127.0.0.1", strconv.Itoa(statusPort)),
+		token: token,
 		hc: &http.Client{
 			Timeout: 30 * time.Second,
 			Transport: &http.Transport{
@@ -224,6 +253,7 @@ func (c *Client) post(ctx context.Context, path string, body any) error {
 		return err
 	}
 	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set(StatusTokenHeader, c.token)
 	_, err = c.do(req)
 	return err
 }

@@ -20,6 +20,10 @@ func statusServer(t *testing.T, status int, reply string) (*Client, func() []str
 	var bodies []string
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		b, _ := io.ReadAll(r.Body)
+		if r.Method == http.MethodPost && r.Header.Get(StatusTokenHeader) != testStatusToken {
+			http.Error(w, "missing or wrong token", http.StatusForbidden)
+			return
+		}
 		mu.Lock()
 		bodies = append(bodies, r.Method+" "+r.URL.Path+" "+string(b))
 		mu.Unlock()
@@ -27,7 +31,7 @@ func statusServer(t *testing.T, status int, reply string) (*Client, func() []str
 		_, _ = io.WriteString(w, reply)
 	}))
 	t.Cleanup(srv.Close)
-	return NewClient(srv.Listener.Addr().(*net.TCPAddr).Port), func() []string {
+	return NewClient(srv.Listener.Addr().(*net.TCPAddr).Port, testStatusToken), func() []string {
 		mu.Lock()
 		defer mu.Unlock()
 		return slices.Clone(bodies)
@@ -139,7 +143,7 @@ func TestClientErrors(t *testing.T) {
 	if _, err := c.ConfigHash(context.Background()); err == nil || !strings.Contains(err.Error(), "500 Internal Server Error") {
 		t.Errorf("err = %v", err)
 	}
-	if err := NewClient(freePort(t)).Healthz(context.Background()); err == nil {
+	if err := NewClient(freePort(t), testStatusToken).Healthz(context.Background()); err == nil {
 		t.Error("Healthz of nothing succeeded")
 	}
 }

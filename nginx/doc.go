@@ -61,6 +61,12 @@
 // completely (addresses, ports, names, parseable PEM) before anything is written; errors answer 400
 // (or 507 when a shared dict is full) with {"error": "..."}. Writes never evict other entries.
 //
+// POSTs must carry RenderConfig.StatusToken in the X-Ingress-Reactor-Token header (403 otherwise): the
+// loopback port is reachable by every process in the pod's network namespace, and a write redirects
+// traffic or swaps certificates. The controller makes a fresh random token each start. A custom
+// template must keep "set $ingress_reactor_token {{.StatusToken}};" in the status server, or every
+// write is refused.
+//
 // # Running as root
 //
 // When the controller (and so the NGINX master) runs as root, NGINX's workers run as RenderConfig.User,

@@ -102,6 +102,9 @@ func selfSigned(t testing.TB, dir, file string, names ...string) (certPEM, keyPE
 	return certPEM, keyPEM, certFile, keyFile
 }
 
+// testStatusToken is the status server's write token in tests.
+const testStatusToken = "0123456789abcdef0123456789abcdef"
+
 // testRenderConfig is a complete configuration on free loopback ports.
 func testRenderConfig(t testing.TB, paths Paths) RenderConfig {
 	t.Helper()
@@ -114,6 +117,7 @@ func testRenderConfig(t testing.TB, paths Paths) RenderConfig {
 		HTTPPort:              freePort(t),
 		HTTPSPort:             freePort(t),
 		StatusPort:            freePort(t),
+		StatusToken:           testStatusToken,
 		ListenAddress:         "127.0.0.1",
 		Paths:                 paths,
 		Modules:               mods,

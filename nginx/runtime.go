@@ -16,8 +16,9 @@ import (
 type RuntimeConfig struct {
 	// Process configures the supervised NGINX; its Paths must equal the RenderConfig's.
 	Process ProcessConfig
-	// StatusPort is RenderConfig.StatusPort.
-	StatusPort int
+	// StatusPort and StatusToken are RenderConfig's.
+	StatusPort  int
+	StatusToken string
 	// ConfirmTimeout bounds the wait for a new configuration to go live after a reload or start;
 	// default 10s.
 	ConfirmTimeout time.Duration
@@ -75,7 +76,7 @@ func NewRuntime(cfg RuntimeConfig) (*Runtime, error) {
 	if err := pc.Paths.Prepare(); err != nil {
 		return nil, err
 	}
-	r := &Runtime{cfg: cfg, paths: pc.Paths, client: NewClient(cfg.StatusPort), log: pc.Log}
+	r := &Runtime{cfg: cfg, paths: pc.Paths, client: NewClient(cfg.StatusPort, cfg.StatusToken), log: pc.Log}
 	userOnStart := pc.OnStart
 	pc.OnStart = func(starts uint64) {
 		if userOnStart != nil {

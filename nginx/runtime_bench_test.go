@@ -20,7 +20,7 @@ func BenchmarkEndpointSwitch(b *testing.B) {
 	paths := nginxDir(b)
 	cfg := testRenderConfig(b, paths)
 	cfg.HTTPSPort = 0
-	rt, err := NewRuntime(RuntimeConfig{Process: ProcessConfig{Paths: paths, Log: zap.NewNop()}, StatusPort: cfg.StatusPort})
+	rt, err := NewRuntime(RuntimeConfig{Process: ProcessConfig{Paths: paths, Log: zap.NewNop()}, StatusPort: cfg.StatusPort, StatusToken: cfg.StatusToken})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -101,7 +101,7 @@ func BenchmarkApply(b *testing.B) {
 		b.Run(fmt.Sprintf("ingresses=%d", n), func(b *testing.B) {
 			paths := nginxDir(b)
 			cfg := testRenderConfig(b, paths)
-			rt, err := NewRuntime(RuntimeConfig{Process: ProcessConfig{Paths: paths, Log: zap.NewNop()}, StatusPort: cfg.StatusPort, ConfirmTimeout: time.Minute})
+			rt, err := NewRuntime(RuntimeConfig{Process: ProcessConfig{Paths: paths, Log: zap.NewNop()}, StatusPort: cfg.StatusPort, StatusToken: cfg.StatusToken, ConfirmTimeout: time.Minute})
 			if err != nil {
 				b.Fatal(err)
 			}

@@ -104,8 +104,9 @@ func testRuntime(t *testing.T, cfg RenderConfig, onReady func(uint64)) *Runtime 
 	t.Helper()
 	rt, err := NewRuntime(RuntimeConfig{
 		Process:    ProcessConfig{Paths: cfg.Paths, Log: zaptest.NewLogger(t), MinBackoff: 10 * time.Millisecond, MaxBackoff: 100 * time.Millisecond},
-		StatusPort: cfg.StatusPort,
-		OnReady:    onReady,
+		StatusPort:  cfg.StatusPort,
+		StatusToken: cfg.StatusToken,
+		OnReady:     onReady,
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -218,6 +219,32 @@ func TestRuntimeRoutesTraffic(t *testing.T) {
 	}
 	if r := fetch(t, c, url("a.example.com", "/generated-id")); len(r.echo.Header.Get("X-Request-Id")) != 32 {
 		t.Errorf("no generated X-Request-ID: %q", r.echo.Header.Get("X-Request-Id"))
+	}
+
+	// Writes without the token (another process on the loopback port) are refused and change nothing:
+	// a full push of no upstreams would otherwise remove every endpoint.
+	for name, token := range map[string]string{"no token": "", "wrong token": strings.Repeat("f", 32)} {
+		for _, path := range []string{"/configuration/endpoints", "/configuration/certificates"} {
+			req, err := http.NewRequest(http.MethodPost, fmt.Sprintf("http://127.0.0.1:%d%s", cfg.StatusPort, path),
+				strings.NewReader(`{"full":true,"upstreams":{},"certificates":{},"hosts":{}}`))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if token != "" {
+				req.Header.Set(StatusTokenHeader, token)
+			}
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			_ = resp.Body.Close()
+			if resp.StatusCode != http.StatusForbidden {
+				t.Errorf("POST %s with %s: status %d, want 403", path, name, resp.StatusCode)
+			}
+		}
+	}
+	if r := fetch(t, c, url("a.example.com", "/")); r.echo.Backend != "one" {
+		t.Errorf("after refused writes: %d from %q, want one", r.status, r.echo.Backend)
 	}
 
 	// Endpoint lane: a change routes to the new backend without a reload.
@@ -470,6 +497,7 @@ func TestRuntimeLoadFailures(t *testing.T) {
 		rt, err := NewRuntime(RuntimeConfig{
 			Process:        ProcessConfig{Paths: cfg.Paths, Log: zaptest.NewLogger(t), MinBackoff: 10 * time.Millisecond, MaxFailures: 2},
 			StatusPort:     cfg.StatusPort,
+			StatusToken:    cfg.StatusToken,
 			ConfirmTimeout: 2 * time.Second,
 		})
 		if err != nil {

@@ -28,6 +28,12 @@ type RenderConfig struct {
 	HTTPSPort int
 	// StatusPort is the internal server on 127.0.0.1 for the controller (dynamic configuration, config hash).
 	StatusPort int
+	// StatusToken authorizes writes to the status server: NGINX accepts endpoint and certificate updates
+	// only with this value in the StatusTokenHeader header, so another process that can reach the loopback
+	// port (a sidecar, or anything on the node with hostNetwork) cannot redirect traffic or swap
+	// certificates. 32 to 128 lower-case hex digits; NewStatusToken makes one. It is a secret: nginx.conf
+	// is written 0600 and the token is never logged.
+	StatusToken string
 	// ListenAddress restricts the public listeners to one IPv4 or IPv6 address; empty means all IPv4
 	// addresses (and all IPv6 addresses too when IPv6 is set).
 	ListenAddress string
@@ -127,6 +133,9 @@ func (c RenderConfig) withDefaults() (RenderConfig, error) {
 		c.RedirectHTTPSPort = c.HTTPSPort
 	}
 
+	if !validStatusToken(c.StatusToken) {
+		errs = append(errs, errors.New("status token must be 32 to 128 lower-case hex digits"))
+	}
 	ports := map[string]int{"HTTP port": c.HTTPPort, "status port": c.StatusPort}
 	if c.HTTPSPort != 0 {
 		ports["HTTPS port"] = c.HTTPSPort
@@ -261,7 +270,7 @@ func ParseTemplate(text string) (*Template, error) {
 		return nil, fmt.Errorf("parse nginx template: %w", err)
 	}
 	t := &Template{tmpl: tmpl}
-	probe := RenderConfig{HTTPPort: 80, HTTPSPort: 443, StatusPort: 10246, Paths: Paths{Prefix: "/nginx"},
+	probe := RenderConfig{HTTPPort: 80, HTTPSPort: 443, StatusPort: 10246, StatusToken: strings.Repeat("0", 32), Paths: Paths{Prefix: "/nginx"},
 		DefaultCertificate: "/ssl/default.crt", DefaultCertificateKey: "/ssl/default.key"}
 	m := Model{Servers: []Server{{Host: ""}, {Host: "example.com", TLS: &ServerTLS{SSLRedirect: true},
 		Locations: []Location{{Path: "/", PathType: PathPrefix, Upstream: "probe-upstream-80-00000000", SSLRedirect: true}}}}}
@@ -271,6 +280,9 @@ func ParseTemplate(text string) (*Template, error) {
 	}
 	if !bytes.Contains(conf, []byte("/configuration/hash")) {
 		return nil, errors.New("nginx template must serve /configuration/hash with {{.ConfigHash}}: the controller confirms reloads through it")
+	}
+	if !bytes.Contains(conf, []byte(`set $ingress_reactor_token "`+probe.StatusToken+`";`)) {
+		return nil, errors.New("nginx template must keep \"set $ingress_reactor_token {{.StatusToken}};\" in the status server: NGINX refuses endpoint and certificate updates without it")
 	}
 	return t, nil
 }
@@ -350,6 +362,7 @@ type view struct {
 	// RedirectPortSuffix is ":8443" when redirects need a port, else "".
 	RedirectPortSuffix string
 	StatusListen       string
+	StatusToken        string
 
 	// Servers start with the catch-all server (Default is true).
 	Servers []serverView
@@ -410,6 +423,7 @@ func newView(m Model, cfg RenderConfig) (*view, int, error) {
 		ClientMaxBodySize:     cfg.ClientMaxBodySize,
 		HTTPS:                 cfg.HTTPSPort != 0,
 		StatusListen:          q.quote(fmt.Sprintf("127.0.0.1:%d", cfg.StatusPort)),
+		StatusToken:           q.quote(cfg.StatusToken),
 		Servers:               make([]serverView, 0, len(m.Servers)+1),
 	}
 	for _, mod := range cfg.Modules {

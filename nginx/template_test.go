@@ -11,7 +11,7 @@ import (
 
 // baseRenderConfig is a valid configuration that needs no files (Render does not read them).
 func baseRenderConfig() RenderConfig {
-	return RenderConfig{HTTPPort: 80, HTTPSPort: 443, StatusPort: 10246, Paths: Paths{Prefix: "/var/lib/ingress-reactor"},
+	return RenderConfig{HTTPPort: 80, HTTPSPort: 443, StatusPort: 10246, StatusToken: testStatusToken, Paths: Paths{Prefix: "/var/lib/ingress-reactor"},
 		DefaultCertificate: "/ssl/default.crt", DefaultCertificateKey: "/ssl/default.key"}
 }
 
@@ -264,7 +264,8 @@ func TestParseTemplate(t *testing.T) {
 		"syntax error":               {text: "{{range .Servers}", wantErr: "parse nginx template"},
 		"unknown field":              {text: "{{.Nope}} /configuration/hash", wantErr: "can't evaluate field Nope"},
 		"no config hash location":    {text: "events {}", wantErr: "must serve /configuration/hash"},
-		"a raw upstream in the view": {text: "{{range .Servers}}{{range .Locations}}{{.Upstream}}{{end}}{{end}} /configuration/hash {{.ConfigHash}}"},
+		"no status token":            {text: "/configuration/hash {{.ConfigHash}}", wantErr: "must keep \"set $ingress_reactor_token {{.StatusToken}};\""},
+		"a raw upstream in the view": {text: "{{range .Servers}}{{range .Locations}}{{.Upstream}}{{end}}{{end}} /configuration/hash {{.ConfigHash}} set $ingress_reactor_token {{.StatusToken}};"},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {

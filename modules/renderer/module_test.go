@@ -110,7 +110,7 @@ type env struct {
 func renderOptions() Options {
 	return Options{
 		Render: nginx.RenderConfig{
-			HTTPPort: 8080, HTTPSPort: 8443, StatusPort: 10246,
+			HTTPPort: 8080, HTTPSPort: 8443, StatusPort: 10246, StatusToken: "0123456789abcdef0123456789abcdef",
 			Paths:              nginx.Paths{Prefix: "/var/lib/ingress-reactor"},
 			DefaultCertificate: "/ssl/default.crt", DefaultCertificateKey: "/ssl/default.key",
 		},

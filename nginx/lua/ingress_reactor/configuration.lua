@@ -144,6 +144,17 @@ local function get_endpoints()
     return respond(200, { upstreams = upstreams })
 end
 
+-- Writes must carry the token the controller put into nginx.conf. Reads are harmless and stay open for
+-- debugging. The digests are compared so that the time taken says nothing about a prefix of the token.
+local function authorized()
+    local want = ngx.var.ingress_reactor_token
+    local got = ngx.var.http_x_ingress_reactor_token
+    if not want or #want < 32 or not got then
+        return false
+    end
+    return ngx.sha1_bin(got) == ngx.sha1_bin(want)
+end
+
 function _M.endpoints()
     local method = ngx.req.get_method()
     if method == "GET" then
@@ -151,6 +162,9 @@ function _M.endpoints()
     end
     if method ~= "POST" then
         return fail(405, "use GET or POST")
+    end
+    if not authorized() then
+        return fail(403, "missing or wrong X-Ingress-Reactor-Token")
     end
     local req, err = decode_request()
     if not req then
@@ -227,6 +241,9 @@ function _M.certificates()
     end
     if method ~= "POST" then
         return fail(405, "use GET or POST")
+    end
+    if not authorized() then
+        return fail(403, "missing or wrong X-Ingress-Reactor-Token")
     end
     local req, err = decode_request()
     if not req then
