@@ -87,7 +87,7 @@ func NewDataPlane(cfg Config, log *zap.Logger) (*DataPlane, error) {
 			DefaultCertificateKey: fakePaths.Key,
 		},
 		Runtime: nginx.RuntimeConfig{
-			Process:    nginx.ProcessConfig{Binary: cfg.NginxBinary, Paths: paths, Log: log.Named("nginx")},
+			Process:     nginx.ProcessConfig{Binary: cfg.NginxBinary, Paths: paths, Log: log.Named("nginx")},
 			StatusPort:  cfg.NginxStatusPort,
 			StatusToken: token,
 		},

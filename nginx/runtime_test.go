@@ -103,7 +103,7 @@ func eventually(t *testing.T, what string, bound time.Duration, cond func() bool
 func testRuntime(t *testing.T, cfg RenderConfig, onReady func(uint64)) *Runtime {
 	t.Helper()
 	rt, err := NewRuntime(RuntimeConfig{
-		Process:    ProcessConfig{Paths: cfg.Paths, Log: zaptest.NewLogger(t), MinBackoff: 10 * time.Millisecond, MaxBackoff: 100 * time.Millisecond},
+		Process:     ProcessConfig{Paths: cfg.Paths, Log: zaptest.NewLogger(t), MinBackoff: 10 * time.Millisecond, MaxBackoff: 100 * time.Millisecond},
 		StatusPort:  cfg.StatusPort,
 		StatusToken: cfg.StatusToken,
 		OnReady:     onReady,
