@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/signal"
 	"syscall"
+	"time"
 
 	"go.uber.org/fx"
 	"go.uber.org/fx/fxevent"
@@ -41,6 +42,7 @@ func New(cfg Config, log *zap.Logger, extra ...fx.Option) *fx.App {
 			NewKubeSource,
 			NewEventRecorder,
 		),
+		drainModule,
 		fx.Invoke(RunHealthServer),
 	}
 	opts = append(opts, Modules(cfg)...)
@@ -48,7 +50,9 @@ func New(cfg Config, log *zap.Logger, extra ...fx.Option) *fx.App {
 	return fx.New(opts...)
 }
 
-// Run starts the controller and blocks until SIGTERM or SIGINT, then stops it within --shutdown-timeout.
+// Run starts the controller and blocks until SIGTERM or SIGINT. With --shutdown-grace-period it then
+// reports not ready and keeps serving for that long (a second signal cuts it short); then it stops
+// everything within --shutdown-timeout.
 func Run(cfg Config) error {
 	if err := cfg.Validate(); err != nil {
 		return err
@@ -60,7 +64,8 @@ func Run(cfg Config) error {
 	defer func() { _ = log.Sync() }()
 	log.Info("starting ingress-reactor", zap.String("version", cfg.Version), zap.String("commit", cfg.Commit))
 
-	a := New(cfg, log)
+	var drain *Drain
+	a := New(cfg, log, fx.Populate(&drain))
 	if err := a.Err(); err != nil {
 		return fmt.Errorf("assemble application: %w", err)
 	}
@@ -69,9 +74,19 @@ func Run(cfg Config) error {
 	if err := a.Start(startCtx); err != nil {
 		return fmt.Errorf("start: %w", err)
 	}
-	sigs := make(chan os.Signal, 1)
+	sigs := make(chan os.Signal, 2)
 	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT)
 	sig := <-sigs
+	if cfg.ShutdownGracePeriod > 0 {
+		drain.Begin()
+		log.Info("draining: not ready, still serving", zap.Stringer("signal", sig), zap.Duration("grace-period", cfg.ShutdownGracePeriod))
+		timer := time.NewTimer(cfg.ShutdownGracePeriod)
+		select {
+		case <-timer.C:
+		case sig = <-sigs: // a second signal ends the grace period
+			timer.Stop()
+		}
+	}
 	signal.Stop(sigs)
 	log.Info("stopping", zap.Stringer("signal", sig), zap.Duration("timeout", cfg.ShutdownTimeout))
 	stopCtx, cancelStop := context.WithTimeout(context.Background(), cfg.ShutdownTimeout)

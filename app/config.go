@@ -27,6 +27,9 @@ type Config struct {
 	LogLevel        string
 	LogFormat       string
 	ShutdownTimeout time.Duration
+	// ShutdownGracePeriod is how long NGINX keeps serving after SIGTERM with /readyz failing, before the
+	// graceful stop (bounded by ShutdownTimeout) begins.
+	ShutdownGracePeriod time.Duration
 
 	// Which Ingresses are ours.
 	IngressClass             string
@@ -121,6 +124,7 @@ func BindFlags(fs *flag.FlagSet, c *Config) {
 	fs.StringVar(&c.LogLevel, "log-level", c.LogLevel, "Log level: debug, info, warn or error.")
 	fs.StringVar(&c.LogFormat, "log-format", c.LogFormat, "Log format: json or console.")
 	fs.DurationVar(&c.ShutdownTimeout, "shutdown-timeout", c.ShutdownTimeout, "Upper bound for a graceful stop after SIGTERM or SIGINT.")
+	fs.Var(&secondsOrDuration{&c.ShutdownGracePeriod}, "shutdown-grace-period", "After SIGTERM, keep serving this long with /readyz failing, so that Endpoints and load balancers stop sending new connections before NGINX stops (a duration, or seconds as in ingress-nginx). The pod's terminationGracePeriodSeconds must exceed it plus --shutdown-timeout.")
 
 	fs.StringVar(&c.IngressClass, "ingress-class", c.IngressClass, "Name of the IngressClass (and legacy kubernetes.io/ingress.class value) this controller serves.")
 	fs.StringVar(&c.ControllerClass, "controller-class", c.ControllerClass, "IngressClass spec.controller value this controller serves. Use k8s.io/ingress-nginx to keep ingress-nginx's IngressClass.")
@@ -165,6 +169,9 @@ func (c *Config) Validate() error {
 	}
 	if c.SyncPeriod < 0 {
 		errs = append(errs, errors.New("--sync-period must not be negative"))
+	}
+	if c.ShutdownGracePeriod < 0 {
+		errs = append(errs, errors.New("--shutdown-grace-period must not be negative"))
 	}
 	if c.ShutdownTimeout <= 0 {
 		errs = append(errs, errors.New("--shutdown-timeout must be positive"))

@@ -159,7 +159,7 @@ func electionIdentity(podName string) string {
 }
 
 // secondsOrDuration is a duration flag that also takes a plain number of seconds, as ingress-nginx's
-// --status-update-interval did.
+// --status-update-interval and --shutdown-grace-period did.
 type secondsOrDuration struct{ d *time.Duration }
 
 // String returns the value in Go duration syntax.

@@ -5,7 +5,10 @@ package integration
 import (
 	"fmt"
 	"net/http"
+	"strings"
+	"syscall"
 	"testing"
+	"time"
 
 	networkingv1 "k8s.io/api/networking/v1"
 
@@ -39,6 +42,38 @@ func TestReactorBecomesReadyAndStopsCleanlyOnSIGTERM(t *testing.T) {
 	}
 	if _, _, err := r.GetHealthz("/healthz"); err == nil {
 		t.Errorf("healthz port still answers after the process exited")
+	}
+}
+
+// TestReactorDrainsOnSIGTERM: with --shutdown-grace-period, SIGTERM first makes /readyz fail while NGINX
+// keeps answering, so load balancers can stop sending before anything stops; a second SIGTERM ends the
+// grace period and the process exits cleanly.
+func TestReactorDrainsOnSIGTERM(t *testing.T) {
+	f := harness.New(t)
+	r := f.StartReactor("--shutdown-grace-period=2m")
+	r.WaitReady()
+
+	if err := r.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	r.Eventually(10*time.Second, "/readyz to fail after SIGTERM", func() (bool, string) {
+		code, body, err := r.GetHealthz("/readyz")
+		return err == nil && code == http.StatusServiceUnavailable && strings.Contains(body, "shutting down"), fmt.Sprintf("%d %q %v", code, body, err)
+	})
+	if code, body, err := r.GetHealthz("/healthz"); err != nil || code != http.StatusOK {
+		t.Errorf("/healthz while draining = %d %q, %v; want 200 (the kubelet must not restart a draining pod)", code, body, err)
+	}
+	resp, err := r.Get("unknown.example", "/")
+	if err != nil || resp.Status != http.StatusNotFound {
+		t.Errorf("NGINX while draining: %v, %v; want its 404 for an unknown host", resp, err)
+	}
+	select {
+	case <-r.Exited():
+		t.Fatalf("exited during the grace period: %s", r.ExitDescription())
+	default:
+	}
+	if code := r.Stop(t); code != 0 {
+		t.Fatalf("exit code after a second SIGTERM = %d, want 0", code)
 	}
 }
 
