@@ -278,7 +278,7 @@ func (t *translator) backend(field fieldRef, b *networkingv1.IngressBackend) (Up
 	case svc.Spec.Type == corev1.ServiceTypeExternalName:
 		// ExternalName Services may list no ports; the Ingress's port is the one to connect to.
 	case !hasServicePort(svc, port):
-		t.fail("%s: service %s has no TCP port %s (it has %s)", field, key, describePort(port), describePorts(svc))
+		t.fail("%s: service %s has no TCP port %s (its ports: %s)", field, key, describePort(port), DescribePorts(svc.Spec.Ports))
 		return Upstream{}, false
 	}
 	up := NewUpstream(key, port)
@@ -326,12 +326,13 @@ func describePort(p intstr.IntOrString) string {
 	return fmt.Sprintf("%d", p.IntVal)
 }
 
-func describePorts(svc *corev1.Service) string {
-	if len(svc.Spec.Ports) == 0 {
-		return "no ports"
+// DescribePorts lists ports for an error message: `80 ("http"), 53/UDP ("dns")`, or "none".
+func DescribePorts(ports []corev1.ServicePort) string {
+	if len(ports) == 0 {
+		return "none"
 	}
-	parts := make([]string, 0, len(svc.Spec.Ports))
-	for _, p := range svc.Spec.Ports {
+	parts := make([]string, 0, len(ports))
+	for _, p := range ports {
 		desc := strconv.Itoa(int(p.Port))
 		if p.Protocol != "" && p.Protocol != corev1.ProtocolTCP {
 			desc += "/" + string(p.Protocol)
@@ -341,7 +342,7 @@ func describePorts(svc *corev1.Service) string {
 		}
 		parts = append(parts, desc)
 	}
-	return "ports " + strings.Join(parts, ", ")
+	return strings.Join(parts, ", ")
 }
 
 // defaultBackend adds spec.defaultBackend as the "/" route of every host of the Ingress, or of the

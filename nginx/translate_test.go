@@ -309,7 +309,7 @@ func TestTranslateIngressRejects(t *testing.T) {
 		},
 		"port number the Service does not have": {
 			ing:     ingress("default", "a", rule("a.example.com", prefix("/", "web", 8080))),
-			wantErr: []string{`spec.rules[0].http.paths[0].backend: service default/web has no TCP port 8080 (it has ports 80 ("http"))`},
+			wantErr: []string{`spec.rules[0].http.paths[0].backend: service default/web has no TCP port 8080 (its ports: 80 ("http"))`},
 		},
 		"port name the Service does not have": {
 			ing:     ingress("default", "a", rule("a.example.com", prefix("/", "web", "grpc"))),
@@ -321,7 +321,7 @@ func TestTranslateIngressRejects(t *testing.T) {
 		},
 		"port that exists only for UDP": {
 			ing:     ingress("default", "a", rule("a.example.com", prefix("/", "dns", 53))),
-			wantErr: []string{`service default/dns has no TCP port 53 (it has ports 53/UDP ("dns"))`},
+			wantErr: []string{`service default/dns has no TCP port 53 (its ports: 53/UDP ("dns"))`},
 		},
 		"bad spec.defaultBackend": {
 			ing:     ingress("default", "a", withDefaultBackend("web", 81)),

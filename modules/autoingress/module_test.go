@@ -377,7 +377,7 @@ func TestSync(t *testing.T) {
 		"ambiguous port: clear event, no ingress": {
 			objs:       []runtime.Object{service("web", exposed("app.example.com"), ports(port("http", 80), port("metrics", 9090)))},
 			want:       nil,
-			wantEvents: []string{"Warning " + ReasonInvalid}, wantEventText: AnnotationPort + ": the Service has 2 ports (http=80, metrics=9090)",
+			wantEvents: []string{"Warning " + ReasonInvalid}, wantEventText: AnnotationPort + `: the Service has 2 TCP ports (its ports: 80 ("http"), 9090 ("metrics"))`,
 			wantResult: resultInvalid,
 		},
 		"invalid secret name: clear event, no ingress": {

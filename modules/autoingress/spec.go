@@ -9,6 +9,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/apimachinery/pkg/util/validation"
 
 	"github.com/ingress-reactor/ingress-reactor/nginx"
@@ -166,61 +167,49 @@ func ParseExpose(svc *corev1.Service, defaultClass string) (Expose, error) {
 	return e, nil
 }
 
-// servicePort resolves AnnotationPort against the Service's ports. A number must be one of the Service's
-// port numbers (any port 1-65535 for a Service without ports, such as most ExternalName Services); a name
-// must be one of its port names. Without the annotation the Service's only port is used.
+// servicePort resolves AnnotationPort against the Service's TCP ports (a port number may also be listed for
+// UDP, as for HTTP/3; only TCP carries HTTP). A number must be one of those port numbers (any port 1-65535
+// for a Service without ports, such as most ExternalName Services); a name must be one of their names.
+// Without the annotation the Service's only TCP port is used.
 func servicePort(svc *corev1.Service, ann map[string]string) (networkingv1.ServiceBackendPort, error) {
-	ports := svc.Spec.Ports
-	v, ok := ann[AnnotationPort]
-	v = strings.TrimSpace(v)
-	if !ok {
-		switch len(ports) {
-		case 1:
-			return networkingv1.ServiceBackendPort{Number: ports[0].Port}, nil
-		case 0:
-			return networkingv1.ServiceBackendPort{}, errors.New("the Service has no ports; set this annotation to the port number to route to")
-		default:
-			return networkingv1.ServiceBackendPort{}, fmt.Errorf("the Service has %d ports (%s); set this annotation to the one to route to", len(ports), describePorts(ports))
+	var tcp []corev1.ServicePort
+	for _, p := range svc.Spec.Ports {
+		if p.Protocol == "" || p.Protocol == corev1.ProtocolTCP {
+			tcp = append(tcp, p)
 		}
 	}
-	if v == "" {
+	v, ok := ann[AnnotationPort]
+	v = strings.TrimSpace(v)
+	switch {
+	case !ok && len(tcp) == 1:
+		return networkingv1.ServiceBackendPort{Number: tcp[0].Port}, nil
+	case !ok && len(svc.Spec.Ports) == 0:
+		return networkingv1.ServiceBackendPort{}, errors.New("the Service has no ports; set this annotation to the port number to route to")
+	case !ok:
+		return networkingv1.ServiceBackendPort{}, fmt.Errorf("the Service has %d TCP ports (its ports: %s); set this annotation to the one to route to",
+			len(tcp), nginx.DescribePorts(svc.Spec.Ports))
+	case v == "":
 		return networkingv1.ServiceBackendPort{}, errors.New("must not be empty; give a port name or number")
 	}
 	if n, err := strconv.Atoi(v); err == nil {
 		if n < 1 || n > 65535 {
 			return networkingv1.ServiceBackendPort{}, fmt.Errorf("port %d is out of range 1-65535", n)
 		}
-		if len(ports) == 0 {
+		if len(svc.Spec.Ports) == 0 {
 			return networkingv1.ServiceBackendPort{Number: int32(n)}, nil
 		}
-		for _, p := range ports {
-			if int(p.Port) == n {
-				return networkingv1.ServiceBackendPort{Number: int32(n)}, nil
-			}
+		if _, ok := nginx.ServicePort(svc, intstr.FromInt(n)); ok {
+			return networkingv1.ServiceBackendPort{Number: int32(n)}, nil
 		}
-		return networkingv1.ServiceBackendPort{}, fmt.Errorf("the Service has no port %d (it has %s)", n, describePorts(ports))
+		return networkingv1.ServiceBackendPort{}, fmt.Errorf("the Service has no TCP port %d (its ports: %s)", n, nginx.DescribePorts(svc.Spec.Ports))
 	}
-	for _, p := range ports {
-		if p.Name != "" && p.Name == v {
-			return networkingv1.ServiceBackendPort{Name: v}, nil
-		}
-	}
-	if len(ports) == 0 {
+	if len(svc.Spec.Ports) == 0 {
 		return networkingv1.ServiceBackendPort{}, fmt.Errorf("the Service has no ports, so port name %q cannot be resolved; give a port number", v)
 	}
-	return networkingv1.ServiceBackendPort{}, fmt.Errorf("the Service has no port named %q (it has %s)", v, describePorts(ports))
-}
-
-func describePorts(ports []corev1.ServicePort) string {
-	s := make([]string, len(ports))
-	for i, p := range ports {
-		if p.Name != "" {
-			s[i] = fmt.Sprintf("%s=%d", p.Name, p.Port)
-		} else {
-			s[i] = strconv.Itoa(int(p.Port))
-		}
+	if _, ok := nginx.ServicePort(svc, intstr.FromString(v)); ok {
+		return networkingv1.ServiceBackendPort{Name: v}, nil
 	}
-	return strings.Join(s, ", ")
+	return networkingv1.ServiceBackendPort{}, fmt.Errorf("the Service has no TCP port named %q (its ports: %s)", v, nginx.DescribePorts(svc.Spec.Ports))
 }
 
 // DesiredIngress returns the Ingress that e asks for on behalf of svc: same name and namespace, labelled as
