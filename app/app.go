@@ -69,13 +69,16 @@ func Run(cfg Config) error {
 	if err := a.Err(); err != nil {
 		return fmt.Errorf("assemble application: %w", err)
 	}
-	startCtx, cancel := context.WithTimeout(context.Background(), cfg.ShutdownTimeout)
-	defer cancel()
-	if err := a.Start(startCtx); err != nil {
-		return fmt.Errorf("start: %w", err)
-	}
+	// Signals are caught before starting, so one that arrives during start-up (waiting for caches, the
+	// first NGINX start) still leads to a graceful stop.
 	sigs := make(chan os.Signal, 2)
 	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT)
+	defer signal.Stop(sigs)
+	startCtx, cancel := context.WithTimeout(context.Background(), cfg.ShutdownTimeout)
+	defer cancel()
+	if err := a.Start(startCtx); err != nil { // fx has stopped what did start
+		return fmt.Errorf("start: %w", err)
+	}
 	sig := <-sigs
 	if cfg.ShutdownGracePeriod > 0 {
 		drain.Begin()

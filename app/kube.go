@@ -8,6 +8,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/fx"
 	"go.uber.org/zap"
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/fake"
@@ -15,6 +16,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/clientcmd"
 
+	"github.com/ingress-reactor/ingress-reactor/certs"
 	"github.com/ingress-reactor/ingress-reactor/modules"
 	"github.com/ingress-reactor/ingress-reactor/pipeline"
 )
@@ -98,7 +100,7 @@ func NewKubeSource(p KubeSourceParams) (KubeSourceResult, error) {
 		}
 		s.Client = cs
 	}
-	opts := []informers.SharedInformerOption{informers.WithTransform(pipeline.StripTransform)}
+	opts := []informers.SharedInformerOption{informers.WithTransform(cacheTransform)}
 	if p.Config.WatchNamespace != "" {
 		opts = append(opts, informers.WithNamespace(p.Config.WatchNamespace))
 	}
@@ -168,4 +170,25 @@ func (s *KubeSource) shutdown(context.Context) error {
 	}
 	s.Factory.Shutdown()
 	return nil
+}
+
+// cacheTransform trims objects before they enter the informer caches: managedFields and the
+// last-applied annotation of every object (pipeline.StripTransform), and every data key of a Secret other
+// than the certificate, key and CA that TLS uses. Most Secrets in a cluster are not TLS Secrets (Helm
+// releases, tokens, application credentials); keeping only these keys bounds the memory they take and
+// keeps credentials the controller has no use for out of its memory.
+func cacheTransform(obj any) (any, error) {
+	obj, err := pipeline.StripTransform(obj)
+	if err != nil {
+		return obj, err
+	}
+	if s, ok := obj.(*corev1.Secret); ok {
+		for k := range s.Data {
+			if k != certs.CertKey && k != certs.PrivateKeyKey && k != certs.CAKey {
+				delete(s.Data, k)
+			}
+		}
+		s.StringData = nil
+	}
+	return obj, nil
 }

@@ -7,6 +7,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/pprof"
+	"net/netip"
 	"strconv"
 	"strings"
 	"time"
@@ -45,13 +46,27 @@ func NewHealthMux(profiling bool, reg *prometheus.Registry, ready, live []module
 	mux.HandleFunc("/readyz", checksHandler("readyz", ready))
 	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
 	if profiling {
-		mux.HandleFunc("/debug/pprof/", pprof.Index)
-		mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
-		mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
-		mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
-		mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+		mux.HandleFunc("/debug/pprof/", loopbackOnly(pprof.Index))
+		mux.HandleFunc("/debug/pprof/cmdline", loopbackOnly(pprof.Cmdline))
+		mux.HandleFunc("/debug/pprof/profile", loopbackOnly(pprof.Profile))
+		mux.HandleFunc("/debug/pprof/symbol", loopbackOnly(pprof.Symbol))
+		mux.HandleFunc("/debug/pprof/trace", loopbackOnly(pprof.Trace))
 	}
 	return mux
+}
+
+// loopbackOnly answers 403 to clients that are not on the loopback interface. The healthz port is
+// reachable from the cluster (probes, Prometheus), but profiles and the command line are for an operator,
+// who reaches them with kubectl port-forward (which connects from inside the pod, over loopback).
+func loopbackOnly(h http.HandlerFunc) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		ap, err := netip.ParseAddrPort(r.RemoteAddr)
+		if err != nil || !ap.Addr().Unmap().IsLoopback() {
+			http.Error(w, "profiling is served to loopback clients only (use kubectl port-forward)", http.StatusForbidden)
+			return
+		}
+		h(w, r)
+	}
 }
 
 // checksHandler answers 200 "ok" when every check passes, else 503 with the failing checks.

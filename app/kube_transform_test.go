@@ -1,0 +1,48 @@
+package app
+
+import (
+	"maps"
+	"slices"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/ingress-reactor/ingress-reactor/pipeline"
+)
+
+// TestCacheTransformKeepsOnlyTLSKeysOfSecrets: a Secret in the cache keeps tls.crt, tls.key and ca.crt
+// and loses every other key; other objects only lose managedFields and the last-applied annotation.
+func TestCacheTransformKeepsOnlyTLSKeysOfSecrets(t *testing.T) {
+	s := &corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{Name: "s", ManagedFields: []metav1.ManagedFieldsEntry{{Manager: "kubectl"}}},
+		Type:       corev1.SecretTypeOpaque,
+		Data: map[string][]byte{
+			"tls.crt": []byte("cert"), "tls.key": []byte("key"), "ca.crt": []byte("ca"),
+			"password": []byte("hunter2"), "release": []byte("a large Helm release"),
+		},
+		StringData: map[string]string{"token": "t"},
+	}
+	out, err := cacheTransform(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := out.(*corev1.Secret)
+	if keys := slices.Sorted(maps.Keys(got.Data)); !slices.Equal(keys, []string{"ca.crt", "tls.crt", "tls.key"}) {
+		t.Errorf("Secret keys after the transform: %v", keys)
+	}
+	if got.StringData != nil || got.ManagedFields != nil {
+		t.Errorf("stringData %v, managedFields %v: want both gone", got.StringData, got.ManagedFields)
+	}
+
+	svc := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: "svc", Annotations: map[string]string{
+		pipeline.LastAppliedConfigAnnotation: "{}", "keep": "me",
+	}}}
+	out, err = cacheTransform(svc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a := out.(*corev1.Service).Annotations; len(a) != 1 || a["keep"] != "me" {
+		t.Errorf("Service annotations after the transform: %v", a)
+	}
+}
