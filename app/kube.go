@@ -11,7 +11,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/kubernetes/fake"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/clientcmd"
@@ -84,7 +83,7 @@ func NewKubeSource(p KubeSourceParams) (KubeSourceResult, error) {
 		return KubeSourceResult{}, fmt.Errorf("register informer metrics: %w", err)
 	}
 	if p.Config.LocalManifests != "" {
-		cs := fake.NewClientset()
+		cs := NewLocalClientset()
 		s.Client = cs
 		s.Local = NewLocalManifests(p.Config.LocalManifests, cs, p.Log.Named("local"))
 	} else {

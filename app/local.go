@@ -9,7 +9,6 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -22,17 +21,15 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
-	"k8s.io/client-go/kubernetes/fake"
 	"k8s.io/client-go/kubernetes/scheme"
 )
 
-// LocalManifests keeps an in-process API (client-go's fake clientset) in step with the YAML files in a directory.
+// LocalManifests keeps the in-process API of local mode (a LocalClientset) in step with the YAML files in a directory.
 // Every document of every *.yaml/*.yml/*.json file becomes an object; editing a file updates its objects,
 // removing a document or a file deletes them. A file that does not parse changes nothing: the objects it
 // produced before stay, and the error is logged with the file's path.
 type LocalManifests struct {
 	dir     string
-	client  *fake.Clientset
 	tracker interface {
 		Create(gvr schema.GroupVersionResource, obj runtime.Object, ns string, opts ...metav1.CreateOptions) error
 		Update(gvr schema.GroupVersionResource, obj runtime.Object, ns string, opts ...metav1.UpdateOptions) error
@@ -45,7 +42,6 @@ type LocalManifests struct {
 	files map[string]map[objectRef]runtime.Object
 	// created remembers when each object was first loaded, so updates keep their creationTimestamp.
 	created map[objectRef]metav1.Time
-	version int64
 	watcher *fsnotify.Watcher
 	done    chan struct{}
 	wg      sync.WaitGroup
@@ -63,10 +59,9 @@ func (r objectRef) String() string {
 }
 
 // NewLocalManifests prepares a loader for dir that writes into client.
-func NewLocalManifests(dir string, client *fake.Clientset, log *zap.Logger) *LocalManifests {
+func NewLocalManifests(dir string, client *LocalClientset, log *zap.Logger) *LocalManifests {
 	return &LocalManifests{
 		dir:     dir,
-		client:  client,
 		tracker: client.Tracker(),
 		log:     log,
 		files:   map[string]map[objectRef]runtime.Object{},
@@ -193,9 +188,9 @@ func (l *LocalManifests) Sync(path string) {
 		now[ref] = obj
 	}
 	for ref, obj := range now {
-		l.version++
 		m, _ := meta.Accessor(obj)
-		m.SetResourceVersion(strconv.FormatInt(l.version, 10))
+		// The local API hands out resourceVersions; one copied into a file from a cluster means nothing here.
+		m.SetResourceVersion("")
 		created, seen := l.created[ref]
 		if !seen {
 			created = metav1.NewTime(time.Now().Truncate(time.Second))

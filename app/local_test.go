@@ -8,7 +8,6 @@ import (
 
 	"go.uber.org/zap/zaptest"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/kubernetes/fake"
 )
 
 const twoServices = `
@@ -37,7 +36,7 @@ func writeFile(t *testing.T, path, content string) {
 	}
 }
 
-func serviceNames(t *testing.T, cs *fake.Clientset) map[string]string {
+func serviceNames(t *testing.T, cs *LocalClientset) map[string]string {
 	t.Helper()
 	list, err := cs.CoreV1().Services("").List(context.Background(), metav1.ListOptions{})
 	if err != nil {
@@ -54,7 +53,7 @@ func TestLocalManifestsFollowFileChanges(t *testing.T) {
 	dir := t.TempDir()
 	path := filepath.Join(dir, "svc.yaml")
 	writeFile(t, path, twoServices)
-	cs := fake.NewClientset()
+	cs := NewLocalClientset()
 	l := NewLocalManifests(dir, cs, zaptest.NewLogger(t))
 
 	l.LoadAll()
@@ -112,7 +111,7 @@ func TestLocalManifestsDuplicateObjectRejected(t *testing.T) {
 	path := filepath.Join(dir, "dup.yaml")
 	doc := "apiVersion: v1\nkind: Service\nmetadata: {name: a, namespace: demo}\n"
 	writeFile(t, path, doc+"---\n"+doc)
-	cs := fake.NewClientset()
+	cs := NewLocalClientset()
 	NewLocalManifests(dir, cs, zaptest.NewLogger(t)).LoadAll()
 	if got := serviceNames(t, cs); len(got) != 0 {
 		t.Fatalf("file defining an object twice must load nothing, got %v", got)
@@ -120,7 +119,7 @@ func TestLocalManifestsDuplicateObjectRejected(t *testing.T) {
 }
 
 func TestExamplesLocalLoad(t *testing.T) {
-	cs := fake.NewClientset()
+	cs := NewLocalClientset()
 	NewLocalManifests("../examples/local", cs, zaptest.NewLogger(t)).LoadAll()
 	ctx := context.Background()
 	ings, err := cs.NetworkingV1().Ingresses("demo").List(ctx, metav1.ListOptions{})
