@@ -147,6 +147,9 @@ func (s *KubeSource) start(context.Context) error {
 			return err
 		}
 	}
+	if lc, ok := s.Client.(*LocalClientset); ok {
+		go forgetActions(lc, localActionsPeriod, s.stop)
+	}
 	s.Factory.Start(s.stop)
 	go func() {
 		began := time.Now()
@@ -160,6 +163,25 @@ func (s *KubeSource) start(context.Context) error {
 		close(s.synced)
 	}()
 	return nil
+}
+
+// localActionsPeriod is how often local mode drops the fake clientset's record of API calls.
+const localActionsPeriod = 30 * time.Second
+
+// forgetActions clears, every period until stop closes, the list of every API call that client-go's fake
+// clientset keeps for tests to inspect. Nothing in the controller reads it, and in a long local run
+// (Lease renewals, Events, status writes) it would otherwise grow without bound.
+func forgetActions(cs *LocalClientset, period time.Duration, stop <-chan struct{}) {
+	t := time.NewTicker(period)
+	defer t.Stop()
+	for {
+		select {
+		case <-stop:
+			return
+		case <-t.C:
+			cs.ClearActions()
+		}
+	}
 }
 
 func (s *KubeSource) shutdown(context.Context) error {

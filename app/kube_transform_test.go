@@ -1,9 +1,12 @@
 package app
 
 import (
+	"context"
+	"fmt"
 	"maps"
 	"slices"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -44,5 +47,29 @@ func TestCacheTransformKeepsOnlyTLSKeysOfSecrets(t *testing.T) {
 	}
 	if a := out.(*corev1.Service).Annotations; len(a) != 1 || a["keep"] != "me" {
 		t.Errorf("Service annotations after the transform: %v", a)
+	}
+}
+
+// TestForgetActions: the fake clientset's record of API calls is cleared periodically in local mode, so
+// it does not grow for as long as the controller runs.
+func TestForgetActions(t *testing.T) {
+	cs := NewLocalClientset()
+	for i := range 50 {
+		_, _ = cs.CoreV1().Services("default").Get(context.Background(), fmt.Sprintf("s%d", i), metav1.GetOptions{})
+	}
+	if n := len(cs.Actions()); n != 50 {
+		t.Fatalf("recorded %d actions, want 50", n)
+	}
+	stop := make(chan struct{})
+	done := make(chan struct{})
+	go func() { forgetActions(cs, time.Millisecond, stop); close(done) }()
+	deadline := time.Now().Add(10 * time.Second)
+	for len(cs.Actions()) != 0 && time.Now().Before(deadline) {
+		time.Sleep(time.Millisecond)
+	}
+	close(stop)
+	<-done
+	if n := len(cs.Actions()); n != 0 {
+		t.Errorf("%d actions still recorded", n)
 	}
 }
