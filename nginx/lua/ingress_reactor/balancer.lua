@@ -2,6 +2,8 @@
 -- (see configuration.lua). Every location sets $proxy_upstream_name; access() checks that the upstream
 -- has endpoints (503 otherwise, which balancer_by_lua cannot send) and balance() picks the peer.
 --
+-- A retry (proxy_next_upstream) goes to an endpoint the request has not tried yet.
+--
 -- Each worker keeps the decoded list per upstream with the version it was decoded at, so a request
 -- costs one shared-dict read of a number, and a list is decoded again only after it changed.
 local ngx_balancer = require("ngx.balancer")
@@ -87,19 +89,30 @@ function _M.balance()
     end
     local peers = entry.peers
     local n = #peers
-    if not ctx.ingress_reactor_tried then
-        ctx.ingress_reactor_tried = true
+    local i = entry.next
+    if i > n then
+        i = 1
+    end
+    local tried = ctx.ingress_reactor_tried
+    if not tried then
         if n > 1 then
-            -- Retries (proxy_next_upstream) go to the next endpoints, at most two more.
+            ctx.ingress_reactor_tried = { [i] = true, count = 1 }
+            -- Retries (proxy_next_upstream) go to other endpoints, at most two more.
             local ok, err = ngx_balancer.set_more_tries(math_min(n, 3) - 1)
             if not ok then
                 ngx_log(ERR, "set_more_tries: ", err)
             end
         end
-    end
-    local i = entry.next
-    if i > n then
-        i = 1
+    else
+        -- A retry. The round-robin position is the worker's, and its other requests moved it since
+        -- this request's last try: skip the endpoints this request already tried while others are left.
+        if tried.count < n then
+            while tried[i] do
+                i = i % n + 1
+            end
+        end
+        tried[i] = true
+        tried.count = tried.count + 1
     end
     entry.next = i % n + 1
     local peer = peers[i]

@@ -17,7 +17,80 @@ local _M = {}
 -- Shared-dict keys; configuration.lua writes them.
 _M.HOST_PREFIX = "h:"    -- "h:<host>" -> certificate id
 _M.VERSION_PREFIX = "cv:" -- "cv:<id>" -> version
-_M.DATA_PREFIX = "c:"     -- "c:<id>" -> {"cert": PEM, "key": PEM}
+_M.DATA_PREFIX = "c:"     -- "c:<id>" -> pack(cert PEM, key PEM)
+
+-- The dict keeps certificates as DER, not as the PEM they are pushed in: base64, line breaks and
+-- JSON escapes make PEM about 40% larger, and the dict hands out room for values over 2 KB in whole
+-- 4 KB pages. An RSA-2048 key with a two-certificate chain takes one page as DER and two as PEM,
+-- so the same dict holds twice as many certificates.
+--
+-- pack returns "\1" followed by one record per PEM block, in order: "c" (part of the certificate
+-- chain) or "k" (part of the key), the block's label, "\n", the DER's length, "\n", the DER. It
+-- returns nil for PEM it cannot keep exactly (headers inside a block, a missing END line); the
+-- caller then stores JSON {"cert": PEM, "key": PEM}, which unpack reads as well.
+local PACKED = "\1"
+
+local function pack_blocks(out, kind, pem)
+    local blocks = 0
+    for label, body in pem:gmatch("%-%-%-%-%-BEGIN ([%w ]+)%-%-%-%-%-(.-)%-%-%-%-%-END %1%-%-%-%-%-") do
+        if body:find(":", 1, true) then
+            return nil
+        end
+        local der = ngx.decode_base64((body:gsub("%s", "")))
+        if not der or der == "" then
+            return nil
+        end
+        out[#out + 1] = kind .. label .. "\n" .. #der .. "\n" .. der
+        blocks = blocks + 1
+    end
+    local _, begins = pem:gsub("%-%-%-%-%-BEGIN ", "")
+    return blocks > 0 and blocks == begins
+end
+
+function _M.pack(cert_pem, key_pem)
+    local out = { PACKED }
+    if not pack_blocks(out, "c", cert_pem) or not pack_blocks(out, "k", key_pem) then
+        return nil
+    end
+    return table.concat(out)
+end
+
+local function pem_block(label, der)
+    local b64 = ngx.encode_base64(der)
+    local lines = {}
+    for i = 1, #b64, 64 do
+        lines[#lines + 1] = b64:sub(i, i + 63)
+    end
+    return "-----BEGIN " .. label .. "-----\n" .. table.concat(lines, "\n") .. "\n-----END " .. label .. "-----\n"
+end
+
+-- unpack returns the certificate chain and key PEM of a value that pack or the JSON fallback made.
+function _M.unpack(value)
+    if value:sub(1, 1) ~= PACKED then
+        local pair = cjson.decode(value)
+        if type(pair) ~= "table" or type(pair.cert) ~= "string" or type(pair.key) ~= "string" then
+            return nil
+        end
+        return pair.cert, pair.key
+    end
+    local parts = { c = {}, k = {} }
+    local pos = 2
+    while pos <= #value do
+        local label_end = value:find("\n", pos, true)
+        local length_end = label_end and value:find("\n", label_end + 1, true)
+        local length = length_end and tonumber(value:sub(label_end + 1, length_end - 1))
+        if not length then
+            return nil
+        end
+        local kind = parts[value:sub(pos, pos)]
+        if not kind then
+            return nil
+        end
+        kind[#kind + 1] = pem_block(value:sub(pos + 1, label_end - 1), value:sub(length_end + 1, length_end + length))
+        pos = length_end + length + 1
+    end
+    return table.concat(parts.c), table.concat(parts.k)
+end
 
 -- id -> { version = number, cert = cdata, key = cdata }: parsed once per worker and version.
 local cache = {}
@@ -50,16 +123,20 @@ local function load(id)
     if entry and entry.version == version then
         return entry
     end
-    local pair = cjson.decode(dict:get(_M.DATA_PREFIX .. id) or "null")
-    if type(pair) ~= "table" then
+    local raw = dict:get(_M.DATA_PREFIX .. id)
+    if not raw then
         return nil, "no data"
     end
-    local cert, err = ssl.parse_pem_cert(pair.cert)
+    local cert_pem, key_pem = _M.unpack(raw)
+    if not cert_pem then
+        return nil, "unreadable data"
+    end
+    local cert, err = ssl.parse_pem_cert(cert_pem)
     if not cert then
         return nil, "certificate: " .. tostring(err)
     end
     local key
-    key, err = ssl.parse_pem_priv_key(pair.key)
+    key, err = ssl.parse_pem_priv_key(key_pem)
     if not key then
         return nil, "private key: " .. tostring(err)
     end

@@ -10,6 +10,12 @@
 -- "full": true replaces everything (entries not in the body are removed); otherwise only the listed
 -- entries change, and an empty endpoint list or a null removes one. A request is validated completely
 -- before anything is written. Errors answer 4xx/5xx with {"error": "..."}.
+--
+-- A valid request is written removals first, so that they make room for the rest. When the dict is
+-- full, whatever fits is still written and live; the answer is then 507 with the usual counts, the
+-- "error" (which names the flag to raise) and "not_stored": the upstreams or certificate ids that did
+-- not fit (certificates also "hosts_not_stored"). An entry that did not fit keeps its previous value;
+-- a host whose certificate is not in the dict at all gets the wildcard or default certificate.
 local cjson = require("cjson.safe")
 local ssl = require("ngx.ssl")
 local balancer = require("ingress_reactor.balancer")
@@ -103,23 +109,87 @@ local function next_version(dict)
     return v
 end
 
--- store writes value under data_key, then a new version under version_key. safe_set never evicts
--- other entries: a full dict is an error the controller sees, not silently lost endpoints.
+-- store writes value under data_key, then a new version under version_key, or reports why not and
+-- leaves the previous value live. safe_set never evicts other entries (a full dict is an error the
+-- controller sees, not silently lost endpoints), but it frees an existing value of another size before
+-- it finds no room for the new one: the old value is written back into the room it just freed.
 local function store(dict, data_key, version_key, value)
+    local old = dict:get(data_key)
     local ok, err = dict:safe_set(data_key, value)
-    if not ok then
-        return nil, err
+    if ok then
+        local v
+        v, err = next_version(dict)
+        if v then
+            ok, err = dict:safe_set(version_key, v)
+            if ok then
+                return true
+            end
+        end
     end
-    local v
-    v, err = next_version(dict)
-    if not v then
-        return nil, err
+    if old == nil then
+        dict:delete(data_key)
+    elseif not dict:safe_set(data_key, old) then
+        -- Not expected (the room was just freed); never leave a version without its data.
+        dict:delete(version_key)
+        dict:delete(data_key)
     end
-    ok, err = dict:safe_set(version_key, v)
-    if not ok then
-        return nil, err
+    if err ~= "no memory" then
+        ngx.log(ngx.ERR, "storing ", data_key, ": ", tostring(err))
     end
-    return true
+    return nil, err
+end
+
+-- put sets key to value like store, for entries without a version (host names).
+local function put(dict, key, value)
+    local old = dict:get(key)
+    local ok, err = dict:safe_set(key, value)
+    if not ok and old ~= nil then
+        dict:safe_set(key, old)
+    end
+    return ok, err
+end
+
+-- sorted returns the keys of t in order, so that a push that does not fit stores the same entries
+-- each time it is retried.
+local function sorted(t)
+    local out = {}
+    for k in pairs(t) do
+        out[#out + 1] = k
+    end
+    table.sort(out)
+    return out
+end
+
+-- listing shows the first ten of names, in order, and how many more there are.
+local function listing(names)
+    table.sort(names)
+    local shown = {}
+    for i = 1, math.min(#names, 10) do
+        shown[i] = names[i]
+    end
+    local list = table.concat(shown, ", ")
+    if #names > #shown then
+        list = list .. ", and " .. (#names - #shown) .. " more"
+    end
+    return list
+end
+
+-- dict_full answers 507 for a push of which some entries did not fit. Everything else in the push is
+-- live; body carries the counts of a 200 answer plus what was not stored. parts are
+-- { noun, names that did not fit, how many the request wrote }.
+local function dict_full(dict, dict_name, flag, parts, body)
+    local what = {}
+    for _, part in ipairs(parts) do
+        local noun, missing, total = part[1], part[2], part[3]
+        if #missing > 0 then
+            what[#what + 1] = string.format("%d of %d %s (%s)", #missing, total, noun, listing(missing))
+        end
+    end
+    body.error = string.format("%s dict full: raise %s (now %d MB). %s did not fit and keep what they had "
+        .. "before, if anything; everything else in the request is live",
+        dict_name, flag, math.floor(dict:capacity() / 1048576 + 0.5), table.concat(what, " and "))
+    ngx.log(ngx.ERR, body.error)
+    return respond(507, body)
 end
 
 local function keys_with_prefix(dict, prefix)
@@ -203,25 +273,30 @@ function _M.endpoints()
         end
     end
 
-    local changed, unchanged = 0, 0
-    for name, value in pairs(updates) do
-        -- An identical list keeps its version: workers keep their decoded list and round-robin position.
-        if endpoints_dict:get(balancer.DATA_PREFIX .. name) == value and endpoints_dict:get(balancer.VERSION_PREFIX .. name) then
-            unchanged = unchanged + 1
-        else
-            local ok
-            ok, err = store(endpoints_dict, balancer.DATA_PREFIX .. name, balancer.VERSION_PREFIX .. name, value)
-            if not ok then
-                return fail(507, "storing endpoints of " .. name .. ": " .. tostring(err) .. " (increase the endpoints shared dict)")
-            end
-            changed = changed + 1
-        end
-    end
+    -- Removals first: they free the room that the updates may need.
     for _, name in ipairs(removals) do
         endpoints_dict:delete(balancer.VERSION_PREFIX .. name)
         endpoints_dict:delete(balancer.DATA_PREFIX .. name)
     end
-    return respond(200, { changed = changed, unchanged = unchanged, removed = #removals })
+    local changed, unchanged, not_stored, total = 0, 0, {}, 0
+    for _, name in ipairs(sorted(updates)) do
+        local value = updates[name]
+        total = total + 1
+        -- An identical list keeps its version: workers keep their decoded list and round-robin position.
+        if endpoints_dict:get(balancer.DATA_PREFIX .. name) == value and endpoints_dict:get(balancer.VERSION_PREFIX .. name) then
+            unchanged = unchanged + 1
+        elseif store(endpoints_dict, balancer.DATA_PREFIX .. name, balancer.VERSION_PREFIX .. name, value) then
+            changed = changed + 1
+        else
+            not_stored[#not_stored + 1] = name
+        end
+    end
+    local body = { changed = changed, unchanged = unchanged, removed = #removals }
+    if #not_stored > 0 then
+        body.not_stored = not_stored
+        return dict_full(endpoints_dict, "endpoints", "--endpoints-dict-size", { { "upstreams", not_stored, total } }, body)
+    end
+    return respond(200, body)
 end
 
 local function get_certificates()
@@ -266,16 +341,24 @@ function _M.certificates()
             if type(pair) ~= "table" or type(pair.cert) ~= "string" or type(pair.key) ~= "string" then
                 return fail(400, "certificate " .. id .. " needs \"cert\" and \"key\" PEM strings")
             end
-            local _, perr = ssl.parse_pem_cert(pair.cert)
+            -- What is checked is what workers will parse: the PEM that the stored value gives back.
+            local value = certificates.pack(pair.cert, pair.key)
+            local cert, key = pair.cert, pair.key
+            if value then
+                cert, key = certificates.unpack(value)
+            else
+                value = cjson.encode({ cert = pair.cert, key = pair.key })
+            end
+            local _, perr = ssl.parse_pem_cert(cert)
             if perr then
                 return fail(400, "certificate " .. id .. ": cannot parse the certificate chain: " .. perr)
             end
-            _, perr = ssl.parse_pem_priv_key(pair.key)
+            _, perr = ssl.parse_pem_priv_key(key)
             if perr then
                 -- The message of the parser names no key material.
                 return fail(400, "certificate " .. id .. ": cannot parse the private key: " .. perr)
             end
-            updates[id] = cjson.encode({ cert = pair.cert, key = pair.key })
+            updates[id] = value
         end
     end
     local host_updates, removed_hosts = {}, {}
@@ -287,6 +370,8 @@ function _M.certificates()
             removed_hosts[#removed_hosts + 1] = host
         elseif type(id) ~= "string" then
             return fail(400, "host " .. host .. ": certificate id must be a string")
+        elseif certs[id] == null then
+            return fail(400, "host " .. host .. " refers to certificate " .. id .. ", which this request removes")
         elseif not updates[id] and (req.full or not certificates_dict:get(certificates.VERSION_PREFIX .. id)) then
             return fail(400, "host " .. host .. " refers to unknown certificate " .. id)
         else
@@ -306,32 +391,104 @@ function _M.certificates()
         end
     end
 
-    local changed = 0
-    for id, value in pairs(updates) do
-        if certificates_dict:get(certificates.DATA_PREFIX .. id) ~= value or not certificates_dict:get(certificates.VERSION_PREFIX .. id) then
-            local ok
-            ok, err = store(certificates_dict, certificates.DATA_PREFIX .. id, certificates.VERSION_PREFIX .. id, value)
-            if not ok then
-                return fail(507, "storing certificate " .. id .. ": " .. tostring(err) .. " (increase the certificates shared dict)")
-            end
-            changed = changed + 1
-        end
-    end
+    -- Removals first, hosts before their certificates: they free the room that the updates may need,
+    -- and no host is left naming a certificate that is gone.
     for _, host in ipairs(removed_hosts) do
         certificates_dict:delete(certificates.HOST_PREFIX .. host)
-    end
-    for host, id in pairs(host_updates) do
-        local ok
-        ok, err = certificates_dict:safe_set(certificates.HOST_PREFIX .. host, id)
-        if not ok then
-            return fail(507, "storing host " .. host .. ": " .. tostring(err) .. " (increase the certificates shared dict)")
-        end
     end
     for _, id in ipairs(removed_ids) do
         certificates_dict:delete(certificates.VERSION_PREFIX .. id)
         certificates_dict:delete(certificates.DATA_PREFIX .. id)
     end
-    return respond(200, { changed = changed, removed = #removed_ids, removed_hosts = #removed_hosts })
+
+    local function live(id)
+        return certificates_dict:get(certificates.VERSION_PREFIX .. id) ~= nil
+    end
+    local hosts_of = {}
+    for _, host in ipairs(sorted(host_updates)) do
+        local id = host_updates[host]
+        hosts_of[id] = hosts_of[id] or {}
+        table.insert(hosts_of[id], host)
+    end
+    local hosts_not_stored = {}
+    -- set_hosts points the hosts of id at it and returns how many entries it wrote.
+    local function set_hosts(id)
+        local written = 0
+        for _, host in ipairs(hosts_of[id] or {}) do
+            if put(certificates_dict, certificates.HOST_PREFIX .. host, id) then
+                written = written + 1
+            else
+                hosts_not_stored[#hosts_not_stored + 1] = host
+            end
+        end
+        return written
+    end
+    -- drop_hosts removes the entries of id's hosts that name a certificate that is not live, so that
+    -- they fall back to the wildcard or default certificate.
+    local function drop_hosts(id)
+        for _, host in ipairs(hosts_of[id] or {}) do
+            local current = certificates_dict:get(certificates.HOST_PREFIX .. host)
+            if current and not live(current) then
+                certificates_dict:delete(certificates.HOST_PREFIX .. host)
+            end
+        end
+    end
+
+    -- Certificates to write: rotations first (a failed one keeps the previous certificate live, and
+    -- it may be about to expire), then the one behind the default host "*", then the rest by id.
+    local pending, rank = {}, {}
+    for id, value in pairs(updates) do
+        if certificates_dict:get(certificates.DATA_PREFIX .. id) ~= value or not live(id) then
+            pending[#pending + 1] = id
+            rank[id] = live(id) and 0 or (host_updates["*"] == id and 1 or 2)
+        end
+    end
+    table.sort(pending, function(a, b)
+        if rank[a] ~= rank[b] then
+            return rank[a] < rank[b]
+        end
+        return a < b
+    end)
+    -- Hosts of certificates already live cost little room and go first.
+    for _, id in ipairs(sorted(hosts_of)) do
+        if not rank[id] then
+            set_hosts(id)
+        end
+    end
+    local changed, not_stored = 0, {}
+    for _, id in ipairs(pending) do
+        local was_live = live(id)
+        if store(certificates_dict, certificates.DATA_PREFIX .. id, certificates.VERSION_PREFIX .. id, updates[id]) then
+            if set_hosts(id) == 0 and hosts_of[id] and not was_live then
+                -- None of its hosts fit: the certificate would only take room.
+                certificates_dict:delete(certificates.VERSION_PREFIX .. id)
+                certificates_dict:delete(certificates.DATA_PREFIX .. id)
+                not_stored[#not_stored + 1] = id
+            else
+                changed = changed + 1
+            end
+        else
+            not_stored[#not_stored + 1] = id
+            if live(id) then
+                set_hosts(id) -- the previous certificate of the same Secret stays live
+            else
+                drop_hosts(id)
+            end
+        end
+    end
+
+    local body = { changed = changed, removed = #removed_ids, removed_hosts = #removed_hosts }
+    if #not_stored > 0 or #hosts_not_stored > 0 then
+        body.not_stored = not_stored[1] and not_stored or nil
+        body.hosts_not_stored = hosts_not_stored[1] and hosts_not_stored or nil
+        local host_count = 0
+        for _ in pairs(host_updates) do
+            host_count = host_count + 1
+        end
+        return dict_full(certificates_dict, "certificates", "--certificates-dict-size",
+            { { "certificates", not_stored, #pending }, { "hosts", hosts_not_stored, host_count } }, body)
+    end
+    return respond(200, body)
 end
 
 return _M
