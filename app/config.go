@@ -48,6 +48,9 @@ type Config struct {
 	TemplatePath          string
 	DefaultBackendService string
 	ReloadRetries         int
+	// EndpointsDictSize and CertificatesDictSize size NGINX's Lua shared dicts, in MB.
+	EndpointsDictSize    int
+	CertificatesDictSize int
 
 	// TLS.
 	SSLDir                string
@@ -96,6 +99,8 @@ func DefaultConfig() Config {
 		HTTPSPort:                 443,
 		WorkerProcesses:           "auto",
 		ReloadRetries:             10,
+		EndpointsDictSize:         32,
+		CertificatesDictSize:      64,
 		SSLDir:                    "/tmp/ingress-reactor/ssl",
 		UpdateStatus:              true,
 		UpdateStatusOnShutdown:    true,
@@ -141,6 +146,13 @@ func BindFlags(fs *flag.FlagSet, c *Config) {
 	fs.StringVar(&c.TemplatePath, "template", c.TemplatePath, "Path to an nginx.conf template that replaces the embedded one; the file is watched for changes.")
 	fs.StringVar(&c.DefaultBackendService, "default-backend-service", c.DefaultBackendService, "Service (namespace/name) that answers requests no rule matches. Empty means a built-in 404.")
 	fs.IntVar(&c.ReloadRetries, "reload-retries", c.ReloadRetries, "How often a failing NGINX configuration is retried before the controller gives up on that version.")
+	fs.IntVar(&c.EndpointsDictSize, "endpoints-dict-size", c.EndpointsDictSize, fmt.Sprintf("Size in MB of NGINX's shared memory for endpoint lists, which change without reloads "+
+		"(ingress-nginx: configuration_data in the lua-shared-dicts ConfigMap key). 1 MB holds about 2,700 upstreams of a few endpoints each, or 25,000 endpoints in long lists. When it is full, "+
+		"upstreams whose endpoints do not fit keep their previous ones and the controller logs \"endpoints dict full\". %d to %d.", 1, maxDictSizeMB))
+	fs.IntVar(&c.CertificatesDictSize, "certificates-dict-size", c.CertificatesDictSize, fmt.Sprintf("Size in MB of NGINX's shared memory for the TLS certificates of "+
+		"Secrets, which change without reloads (ingress-nginx: certificate_data in the lua-shared-dicts ConfigMap key). 1 MB holds about 230 "+
+		"RSA-2048 certificates with a two-certificate chain. When it is full, hosts whose certificate does not fit get the default "+
+		"certificate and the controller logs \"certificates dict full\". Memory is used as certificates are stored. %d to %d.", 1, maxDictSizeMB))
 
 	fs.StringVar(&c.SSLDir, "ssl-dir", c.SSLDir, "Directory (mode 0700) for certificate files (mode 0600).")
 	fs.StringVar(&c.DefaultSSLCertificate, "default-ssl-certificate", c.DefaultSSLCertificate, "Secret (namespace/name) with the certificate for hosts without one. Empty means a generated self-signed certificate.")
@@ -149,6 +161,11 @@ func BindFlags(fs *flag.FlagSet, c *Config) {
 	bindStatusFlags(fs, c)
 	bindPassthroughFlags(fs, c)
 }
+
+// maxDictSizeMB bounds --endpoints-dict-size and --certificates-dict-size. A full push of endpoints or
+// certificates is one request to NGINX's status server, which accepts bodies up to 128 MB (nginx.tmpl), and
+// what such a body holds fits into 128 MB of dict: a larger dict could never be filled.
+const maxDictSizeMB = 128
 
 // Validate reports configuration errors an operator must fix before the controller can start.
 func (c *Config) Validate() error {
@@ -181,6 +198,11 @@ func (c *Config) Validate() error {
 	}
 	if c.ReloadRetries < 0 {
 		errs = append(errs, errors.New("--reload-retries must not be negative"))
+	}
+	for name, mb := range map[string]int{"--endpoints-dict-size": c.EndpointsDictSize, "--certificates-dict-size": c.CertificatesDictSize} {
+		if mb < 1 || mb > maxDictSizeMB {
+			errs = append(errs, fmt.Errorf("%s must be between 1 and %d (MB), got %d", name, maxDictSizeMB, mb))
+		}
 	}
 	for name, v := range map[string]string{"--default-backend-service": c.DefaultBackendService, "--default-ssl-certificate": c.DefaultSSLCertificate} {
 		if v == "" {

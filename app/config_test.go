@@ -4,7 +4,23 @@ import (
 	"flag"
 	"strings"
 	"testing"
+
+	"go.uber.org/zap/zaptest"
+
+	"github.com/ingress-reactor/ingress-reactor/nginx"
 )
+
+// parseFlags returns the configuration that args give.
+func parseFlags(t *testing.T, args ...string) Config {
+	t.Helper()
+	cfg := DefaultConfig()
+	fs := flag.NewFlagSet("test", flag.ContinueOnError)
+	BindFlags(fs, &cfg)
+	if err := fs.Parse(args); err != nil {
+		t.Fatal(err)
+	}
+	return cfg
+}
 
 func TestConfigValidate(t *testing.T) {
 	tests := map[string]struct {
@@ -23,21 +39,60 @@ func TestConfigValidate(t *testing.T) {
 		"default certificate outside the watched namespace": {args: []string{"--watch-namespace", "web", "--default-ssl-certificate", "ops/cert"}, wantErr: "must be in --watch-namespace"},
 		"default backend in the watched namespace":          {args: []string{"--watch-namespace", "web", "--default-backend-service", "web/fallback"}},
 		"empty controller class":                            {args: []string{"--controller-class="}, wantErr: "--controller-class"},
+		"dict sizes":                                        {args: []string{"--endpoints-dict-size", "1", "--certificates-dict-size", "128"}},
+		"no endpoints dict":                                 {args: []string{"--endpoints-dict-size", "0"}, wantErr: "--endpoints-dict-size must be between 1 and 128"},
+		"certificates dict larger than a push":              {args: []string{"--certificates-dict-size", "129"}, wantErr: "--certificates-dict-size must be between 1 and 128"},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
-			cfg := DefaultConfig()
-			fs := flag.NewFlagSet("test", flag.ContinueOnError)
-			BindFlags(fs, &cfg)
-			if err := fs.Parse(tc.args); err != nil {
-				t.Fatal(err)
-			}
+			cfg := parseFlags(t, tc.args...)
 			err := cfg.Validate()
 			switch {
 			case tc.wantErr == "" && err != nil:
 				t.Fatalf("want no error, got %v", err)
 			case tc.wantErr != "" && (err == nil || !strings.Contains(err.Error(), tc.wantErr)):
 				t.Fatalf("want error containing %q, got %v", tc.wantErr, err)
+			}
+		})
+	}
+}
+
+// TestDictSizeFlagsReachNginx checks that --endpoints-dict-size and --certificates-dict-size size the
+// shared dicts in the nginx.conf the controller renders.
+func TestDictSizeFlagsReachNginx(t *testing.T) {
+	if _, err := nginx.DetectModules(false); err != nil {
+		t.Skipf("NGINX's Lua module is not installed (run make deps): %v", err)
+	}
+	tests := map[string]struct {
+		args []string
+		want []string
+	}{
+		"defaults": {want: []string{"lua_shared_dict ingress_reactor_endpoints 32m;", "lua_shared_dict ingress_reactor_certificates 64m;"}},
+		"set": {
+			args: []string{"--endpoints-dict-size", "7", "--certificates-dict-size", "128"},
+			want: []string{"lua_shared_dict ingress_reactor_endpoints 7m;", "lua_shared_dict ingress_reactor_certificates 128m;"},
+		},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			cfg := parseFlags(t, tc.args...)
+			cfg.NginxDir = t.TempDir()
+			cfg.SSLDir = t.TempDir() + "/ssl"
+			if err := cfg.Validate(); err != nil {
+				t.Fatal(err)
+			}
+			dp, err := NewDataPlane(cfg, zaptest.NewLogger(t))
+			if err != nil {
+				t.Fatal(err)
+			}
+			conf, _, err := nginx.Render(nginx.Model{}, dp.Render)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, want := range tc.want {
+				if !strings.Contains(string(conf), want) {
+					t.Errorf("nginx.conf lacks %q", want)
+				}
 			}
 		})
 	}

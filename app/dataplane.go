@@ -85,6 +85,8 @@ func NewDataPlane(cfg Config, log *zap.Logger) (*DataPlane, error) {
 			WorkerProcesses:       cfg.WorkerProcesses,
 			DefaultCertificate:    fakePaths.Cert,
 			DefaultCertificateKey: fakePaths.Key,
+			EndpointsDictMB:       cfg.EndpointsDictSize,
+			CertificatesDictMB:    cfg.CertificatesDictSize,
 		},
 		Runtime: nginx.RuntimeConfig{
 			Process:     nginx.ProcessConfig{Binary: cfg.NginxBinary, Paths: paths, Log: log.Named("nginx")},
