@@ -263,13 +263,36 @@ func (p *Process) supervise(cmd *exec.Cmd, wake, done chan struct{}) {
 	}
 }
 
-// Reload asks the running master to load the configuration file again (SIGHUP).
+// Reload asks the running master to load the configuration file again (SIGHUP). NGINX installs its
+// signal handlers only after it has loaded its configuration: until then SIGHUP kills the master, so
+// call Reload only on a master that has answered requests (Runtime does).
 func (p *Process) Reload() error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if !p.running {
 		return ErrNotRunning
 	}
+	return p.signalReloadLocked()
+}
+
+// errStartChanged says that the master to reload is no longer the running one.
+var errStartChanged = errors.New("nginx was started again")
+
+// reloadStart is Reload for the master of start number starts only: a master started since (after a
+// crash) may still be loading its configuration, and a SIGHUP would kill it.
+func (p *Process) reloadStart(starts uint64) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if !p.running {
+		return ErrNotRunning
+	}
+	if p.starts != starts {
+		return errStartChanged
+	}
+	return p.signalReloadLocked()
+}
+
+func (p *Process) signalReloadLocked() error {
 	if err := p.cmd.Process.Signal(syscall.SIGHUP); err != nil {
 		return fmt.Errorf("reload nginx: %w", err)
 	}
@@ -370,6 +393,17 @@ func (p *Process) ErrorsSince(mark uint64) string {
 		}
 	}
 	return cleanNginxOutput(strings.Join(errs, "\n"))
+}
+
+// EmergencySince reports whether NGINX logged an [emerg] line after mark. A master logs one when it
+// cannot load a configuration: at a reload it keeps the previous one, at a start it exits.
+func (p *Process) EmergencySince(mark uint64) bool {
+	for _, line := range p.tail.since(mark) {
+		if strings.Contains(line, "[emerg]") {
+			return true
+		}
+	}
+	return false
 }
 
 // lineTail keeps the last lines written, for error messages.

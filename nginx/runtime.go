@@ -20,11 +20,13 @@ type RuntimeConfig struct {
 	StatusPort  int
 	StatusToken string
 	// ConfirmTimeout bounds the wait for a new configuration to go live after a reload or start;
-	// default 10s.
+	// default 10s. A start that takes longer is still waited for (and reported through OnReady), with a
+	// warning.
 	ConfirmTimeout time.Duration
 	// OnReady is called, in its own goroutine, each time a freshly started NGINX answers on its status
 	// server (the first start included), with the start count. A restarted NGINX has empty shared dicts:
 	// the caller pushes all endpoints and certificates again (ReplaceEndpoints, ReplaceCertificates).
+	// It must return quickly: the start counts as answered, for Ready and for reloads, once it returned.
 	OnReady func(starts uint64)
 }
 
@@ -46,6 +48,14 @@ type Runtime struct {
 	liveConf []byte
 	// stopped is set by Stop: a later Apply must not start NGINX again.
 	stopped bool
+	// answered is the last start that answered its health check (and whose OnReady returned): only that
+	// master has installed its signal handlers, and only its shared dicts are being filled. answeredCh is
+	// closed and replaced when it changes.
+	answered   uint64
+	answeredCh chan struct{}
+	// stopCtx ends with Stop, and with it the goroutines waiting for a start to answer.
+	stopCtx    context.Context
+	stopCancel context.CancelFunc
 }
 
 // ErrStopped is returned by Apply after Stop.
@@ -76,7 +86,9 @@ func NewRuntime(cfg RuntimeConfig) (*Runtime, error) {
 	if err := pc.Paths.Prepare(); err != nil {
 		return nil, err
 	}
-	r := &Runtime{cfg: cfg, paths: pc.Paths, client: NewClient(cfg.StatusPort, cfg.StatusToken), log: pc.Log}
+	r := &Runtime{cfg: cfg, paths: pc.Paths, client: NewClient(cfg.StatusPort, cfg.StatusToken), log: pc.Log,
+		answeredCh: make(chan struct{})}
+	r.stopCtx, r.stopCancel = context.WithCancel(context.Background())
 	userOnStart := pc.OnStart
 	pc.OnStart = func(starts uint64) {
 		if userOnStart != nil {
@@ -104,10 +116,12 @@ func (r *Runtime) LiveHash() string {
 	return r.liveHash
 }
 
-// Ready returns nil once a configuration is live and NGINX is running (for /readyz).
+// Ready returns nil once a configuration is live, NGINX is running, and its current start has answered
+// and been reported through OnReady (for /readyz). A master started again after a crash is not ready
+// before that: its shared dicts are empty until the caller pushed everything again.
 func (r *Runtime) Ready() error {
 	r.mu.Lock()
-	live := r.liveHash
+	live, answered := r.liveHash, r.answered
 	r.mu.Unlock()
 	if live == "" {
 		return errors.New("no nginx configuration applied yet")
@@ -115,15 +129,19 @@ func (r *Runtime) Ready() error {
 	if !r.proc.Running() {
 		return ErrNotRunning
 	}
+	if starts := r.proc.Starts(); answered != starts {
+		return fmt.Errorf("nginx (start %d) has not answered on its status server yet", starts)
+	}
 	return nil
 }
 
 // Apply makes conf (with its hash, as returned by Render) the running configuration: it writes conf
 // to a temp file next to nginx.conf, tests it with "nginx -t", renames it into place, starts NGINX or
-// reloads it (SIGHUP), and waits until the status server reports hash. A configuration that fails the
-// test never replaces the running one; one that NGINX fails to load is taken back out of nginx.conf,
-// so a later restart uses the last good one. Errors are *ApplyError with NGINX's message.
-// Applying the live hash again is a no-op while NGINX runs.
+// reloads it (SIGHUP), and waits until the status server reports hash. A master that is still loading
+// its configuration (a SIGHUP would kill it) is waited for, as long as ctx allows, before the reload.
+// A configuration that fails the test never replaces the running one; one that NGINX fails to load is
+// taken back out of nginx.conf, so a later restart uses the last good one. Errors are *ApplyError with
+// NGINX's message. Applying the live hash again is a no-op while NGINX runs.
 func (r *Runtime) Apply(ctx context.Context, conf []byte, hash string) error {
 	r.applyMu.Lock()
 	defer r.applyMu.Unlock()
@@ -132,6 +150,10 @@ func (r *Runtime) Apply(ctx context.Context, conf []byte, hash string) error {
 	r.mu.Unlock()
 	if hash == liveHash && r.proc.Running() {
 		return nil
+	}
+	// Wait before nginx.conf changes, so that a master started meanwhile still loads the last good one.
+	if err := r.waitLoaded(ctx); err != nil {
+		return &ApplyError{Stage: "reload", Err: err}
 	}
 
 	tmp, err := writeTemp(r.paths.ConfFile(), conf)
@@ -146,21 +168,7 @@ func (r *Runtime) Apply(ctx context.Context, conf []byte, hash string) error {
 		return &ApplyError{Stage: "write", Err: err}
 	}
 
-	starts := r.proc.Starts()
-	mark := r.proc.OutputMark()
-	stage := "reload"
-	r.mu.Lock()
-	switch {
-	case r.stopped:
-		err = ErrStopped
-	case r.proc.Running():
-		err = r.proc.Reload()
-	default:
-		stage = "start"
-		err = r.proc.Start()
-		starts = r.proc.Starts()
-	}
-	r.mu.Unlock()
+	stage, starts, mark, err := r.startOrReload(ctx)
 	if err == nil {
 		stage = "confirm"
 		err = r.confirm(ctx, hash, starts, mark)
@@ -172,15 +180,85 @@ func (r *Runtime) Apply(ctx context.Context, conf []byte, hash string) error {
 	r.mu.Lock()
 	r.liveHash, r.liveConf = hash, conf
 	r.mu.Unlock()
+	// Kept-alive connections may lead to workers of the previous configuration, whose shared dicts a
+	// reload can replace (a lua_shared_dict whose size changed): later pushes must reach the new workers.
+	r.client.CloseIdleConnections()
 	r.log.Info("nginx configuration live", zap.String("hash", hash))
 	return nil
+}
+
+// startOrReload starts NGINX when no master runs, or sends SIGHUP to the running master once its start
+// has answered, waiting for that within ctx. It returns the stage, the start to confirm, and the output
+// mark from which NGINX's messages concern this attempt.
+func (r *Runtime) startOrReload(ctx context.Context) (stage string, starts, mark uint64, err error) {
+	for {
+		r.mu.Lock()
+		if r.stopped {
+			r.mu.Unlock()
+			return "reload", 0, 0, ErrStopped
+		}
+		mark = r.proc.OutputMark()
+		if !r.proc.Running() {
+			err = r.proc.Start()
+			starts = r.proc.Starts()
+			r.mu.Unlock()
+			return "start", starts, mark, err
+		}
+		starts = r.proc.Starts()
+		if r.answered == starts {
+			err = r.proc.reloadStart(starts)
+			r.mu.Unlock()
+			if errors.Is(err, errStartChanged) || errors.Is(err, ErrNotRunning) {
+				continue // it died since: start it, or wait for its successor
+			}
+			return "reload", starts, mark, err
+		}
+		r.mu.Unlock()
+		if err := r.waitLoaded(ctx); err != nil {
+			return "reload", starts, mark, err
+		}
+	}
+}
+
+// waitLoaded returns once no master runs or the running one has answered its health check (so it has
+// loaded its configuration and installed its signal handlers), or with an error when ctx ends or the
+// Runtime stops first.
+func (r *Runtime) waitLoaded(ctx context.Context) error {
+	logged := false
+	for {
+		r.mu.Lock()
+		answered, changed := r.answered, r.answeredCh
+		r.mu.Unlock()
+		starts := r.proc.Starts()
+		if !r.proc.Running() || answered == starts {
+			return nil
+		}
+		if !logged {
+			r.log.Info("nginx is still loading its configuration; reloading once it answers", zap.Uint64("starts", starts))
+			logged = true
+		}
+		// The timer notices a master that dies while loading.
+		timer := time.NewTimer(confirmPollMax)
+		select {
+		case <-ctx.Done():
+			timer.Stop()
+			return fmt.Errorf("nginx (start %d) is still loading its configuration, and a reload now would kill it: %w", starts, ctx.Err())
+		case <-r.stopCtx.Done():
+			timer.Stop()
+			return ErrStopped
+		case <-changed:
+			timer.Stop()
+		case <-timer.C:
+		}
+	}
 }
 
 // confirmPollMax bounds the interval between polls of the config hash: polls are cheap, and each
 // interval adds to the time a structure change takes to be reported live.
 const confirmPollMax = 50 * time.Millisecond
 
-// confirm polls the status server until it reports hash. It gives up early when NGINX dies.
+// confirm polls the status server until it reports hash and start number starts has been reported
+// through OnReady. It gives up early when NGINX dies or logs that it cannot load the configuration.
 func (r *Runtime) confirm(ctx context.Context, hash string, starts, mark uint64) error {
 	ctx, cancel := context.WithTimeout(ctx, r.cfg.ConfirmTimeout)
 	defer cancel()
@@ -190,13 +268,23 @@ func (r *Runtime) confirm(ctx context.Context, hash string, starts, mark uint64)
 	for {
 		got, err := r.client.ConfigHash(ctx)
 		if err == nil && got == hash {
-			return nil
+			r.mu.Lock()
+			answered := r.answered
+			r.mu.Unlock()
+			if answered == starts {
+				return nil
+			}
 		}
 		if ctx.Err() == nil {
 			last, lastErr = got, err
 		}
 		if r.proc.Starts() != starts || !r.proc.Running() {
-			return fmt.Errorf("nginx exited while loading the configuration: %s", r.proc.ErrorsSince(mark))
+			return fmt.Errorf("nginx exited while loading the configuration (%v): %s", r.proc.Err(), r.proc.ErrorsSince(mark))
+		}
+		// A master that cannot load a configuration logs [emerg]: at a reload it keeps the old one, at a
+		// start it exits. Either way this configuration will not go live.
+		if r.proc.EmergencySince(mark) {
+			return fmt.Errorf("nginx refused the configuration: %s", r.proc.ErrorsSince(mark))
 		}
 		timer := time.NewTimer(delay)
 		select {
@@ -223,32 +311,60 @@ func (r *Runtime) restoreLive(liveConf []byte) {
 	}
 }
 
-// waitReady calls OnReady once NGINX started as start number starts answers, bounded by ConfirmTimeout.
+// readyPollMax bounds the interval between health checks of a start that is slower than ConfirmTimeout.
+const readyPollMax = time.Second
+
+// waitReady waits until NGINX started as start number starts answers its health check, however long
+// its start takes, then calls OnReady and records the start as answered. It ends early when the master
+// dies (a newer start reports for itself) or the Runtime stops.
 func (r *Runtime) waitReady(starts uint64) {
-	if r.cfg.OnReady == nil {
-		return
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), r.cfg.ConfirmTimeout)
-	defer cancel()
+	began := time.Now()
+	warned := false
 	delay := 10 * time.Millisecond
 	for {
-		if r.proc.Starts() != starts {
-			return // a newer start will report
-		}
-		if err := r.client.Healthz(ctx); err == nil {
-			r.cfg.OnReady(starts)
+		if r.proc.Starts() != starts || !r.proc.Running() {
 			return
+		}
+		ctx, cancel := context.WithTimeout(r.stopCtx, r.cfg.ConfirmTimeout)
+		err := r.client.Healthz(ctx)
+		cancel()
+		if err == nil {
+			break
+		}
+		pollMax := confirmPollMax
+		if time.Since(began) >= r.cfg.ConfirmTimeout {
+			if !warned {
+				r.log.Warn("nginx has not answered on its status server yet; still waiting",
+					zap.Uint64("starts", starts), zap.Duration("after", r.cfg.ConfirmTimeout), zap.Error(err))
+				warned = true
+			}
+			pollMax = readyPollMax
 		}
 		timer := time.NewTimer(delay)
 		select {
-		case <-ctx.Done():
+		case <-r.stopCtx.Done():
 			timer.Stop()
-			r.log.Error("nginx did not answer on its status server after start", zap.Uint64("starts", starts))
 			return
 		case <-timer.C:
 		}
-		delay = min(2*delay, confirmPollMax)
+		delay = min(2*delay, pollMax)
 	}
+	if r.proc.Starts() != starts {
+		return // it died while answering; the newer start reports
+	}
+	if warned {
+		r.log.Info("nginx answers after a slow start", zap.Uint64("starts", starts), zap.Duration("took", time.Since(began)))
+	}
+	if r.cfg.OnReady != nil {
+		r.cfg.OnReady(starts)
+	}
+	r.mu.Lock()
+	if starts > r.answered {
+		r.answered = starts
+		close(r.answeredCh)
+		r.answeredCh = make(chan struct{})
+	}
+	r.mu.Unlock()
 }
 
 // Stop stops NGINX gracefully, killing it when ctx ends first. Apply fails with ErrStopped afterwards.
@@ -256,6 +372,7 @@ func (r *Runtime) Stop(ctx context.Context) error {
 	r.mu.Lock()
 	r.stopped = true
 	r.mu.Unlock()
+	r.stopCancel()
 	r.client.CloseIdleConnections()
 	return r.proc.Stop(ctx)
 }

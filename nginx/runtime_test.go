@@ -518,6 +518,9 @@ func TestRuntimeLoadFailures(t *testing.T) {
 		if !errors.As(err, &applyErr) || applyErr.Stage != "confirm" || !strings.Contains(err.Error(), "Address already in use") {
 			t.Fatalf("Apply: %v", err)
 		}
+		if strings.Contains(err.Error(), "not live after") {
+			t.Errorf("Apply waited for ConfirmTimeout although NGINX had refused the configuration: %v", err)
+		}
 		t.Logf("Apply error: %v", err)
 		if rt.Ready() == nil || rt.LiveHash() != "" {
 			t.Error("ready without a live configuration")
@@ -539,6 +542,9 @@ func TestRuntimeLoadFailures(t *testing.T) {
 		var applyErr *ApplyError
 		if !errors.As(err, &applyErr) || applyErr.Stage != "confirm" || !strings.Contains(err.Error(), "Address already in use") {
 			t.Fatalf("Apply: %v", err)
+		}
+		if strings.Contains(err.Error(), "not live after") {
+			t.Errorf("Apply waited for ConfirmTimeout although NGINX had refused the configuration: %v", err)
 		}
 		t.Logf("Apply error: %v", err)
 		if live, _ := rt.Client().ConfigHash(ctx); live != goodHash || rt.LiveHash() != goodHash {
