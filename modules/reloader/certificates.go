@@ -110,7 +110,7 @@ func (r *Reloader) pushCertificates(ctx context.Context, _ certKey) error {
 		r.mu.Unlock()
 		return nil
 	}
-	full := r.certsFull
+	full, fullFor := r.certsFull, r.certsFullFor
 	u, nextCerts, nextHosts := r.certs.diff(full)
 	r.certsFull = false
 	r.mu.Unlock()
@@ -127,6 +127,9 @@ func (r *Reloader) pushCertificates(ctx context.Context, _ certKey) error {
 	r.m.certUpdates.WithLabelValues("success").Inc()
 	r.mu.Lock()
 	r.certs.pushedCerts, r.certs.pushedHosts = nextCerts, nextHosts
+	if full {
+		r.certsPushedFor = max(r.certsPushedFor, fullFor)
+	}
 	r.mu.Unlock()
 	return nil
 }

@@ -105,12 +105,13 @@ type Reloader struct {
 	// fresh is true once the data plane has reported a start: pushes before that would only fail.
 	fresh bool
 	// fullFor is the start count that the pending full push serves; pushedFor the one the last successful
-	// full push served. Ready requires them to match the data plane's current start.
+	// full push served. Ready requires pushedFor to match the data plane's current start.
 	fullFor, pushedFor uint64
-	// The certificate lane's state, under mu too.
-	certs      *certState
-	certsFresh bool
-	certsFull  bool
+	// The certificate lane's state, under mu too; certsFullFor and certsPushedFor as above.
+	certs                        *certState
+	certsFresh                   bool
+	certsFull                    bool
+	certsFullFor, certsPushedFor uint64
 }
 
 type reloaderMetrics struct {
@@ -219,13 +220,11 @@ func New(p Params) (ReadyResult, error) {
 	})
 	r.certLane = pipeline.NewController(cq, r.pushCertificates, pipeline.ControllerOptions{Workers: 1})
 
+	// The SNI host table follows the configuration that NGINX runs: apply takes it from each Rendered
+	// once that is live.
 	p.Rendered.Subscribe(func(v modules.Rendered) {
 		r.latest.Set(v)
 		sq.Add(applyKey{})
-		r.mu.Lock()
-		r.certs.hosts = v.Model.TLSHosts()
-		r.mu.Unlock()
-		cq.Add(certKey{})
 	})
 	p.Certs.Subscribe(func(c modules.CertChange) {
 		r.mu.Lock()
@@ -255,17 +254,21 @@ func New(p Params) (ReadyResult, error) {
 }
 
 // Ready returns nil once a configuration is live and the data plane's current instance has received
-// every endpoint: a Pod marked ready then routes at once.
+// every endpoint and every certificate: a Pod marked ready then routes, with the right certificates, at
+// once. The data plane's Ready covers a fresh instance that has not reported its start yet.
 func (r *Reloader) Ready() error {
 	if err := r.applier.Ready(); err != nil {
 		return err
 	}
 	starts, ok := r.restarts.Get()
 	r.mu.Lock()
-	pushed := r.pushedFor
+	endpoints, certificates := r.pushedFor, r.certsPushedFor
 	r.mu.Unlock()
-	if !ok || pushed != starts {
+	if !ok || endpoints != starts {
 		return errors.New("endpoints not pushed to nginx yet")
+	}
+	if certificates != starts {
+		return errors.New("certificates not pushed to nginx yet")
 	}
 	return nil
 }
@@ -287,7 +290,7 @@ func (r *Reloader) Start(ctx context.Context) {
 				r.log.Info("nginx ready; pushing all endpoints and certificates", zap.Uint64("starts", starts))
 				r.mu.Lock()
 				r.fresh, r.full, r.fullFor = true, true, starts
-				r.certsFresh, r.certsFull = true, true
+				r.certsFresh, r.certsFull, r.certsFullFor = true, true, starts
 				r.mu.Unlock()
 				r.endpoints.Queue().Add(pushKey{})
 				r.certLane.Queue().Add(certKey{})
@@ -314,6 +317,7 @@ func (r *Reloader) apply(ctx context.Context, _ applyKey) error {
 	if v.Hash == r.applied {
 		// The same configuration again: the renderer published a change to the SNI table only (an
 		// Ingress switched TLS Secret), which the certificate lane applies. Nothing to reload or count.
+		r.useHosts(v.Model, false)
 		return nil
 	}
 	if v.Hash != r.attempted {
@@ -340,11 +344,30 @@ func (r *Reloader) apply(ctx context.Context, _ applyKey) error {
 		return err
 	}
 	r.applied = v.Hash
+	// A reload keeps the shared dicts, except one whose size or definition changed: NGINX gives that one
+	// a new, empty zone. Push everything again (unchanged entries cost the data plane little).
+	r.useHosts(v.Model, true)
 	r.m.reloads.WithLabelValues("success").Inc()
 	r.m.lastSuccess.Set(1)
 	r.m.lastTime.Set(float64(time.Now().Unix()))
 	r.m.hash.Set(hashNumber(v.Hash))
 	return nil
+}
+
+// useHosts makes the SNI host table that of m, the model of the configuration NGINX now runs, and
+// schedules a certificate push; with reloaded, full pushes of endpoints and certificates.
+func (r *Reloader) useHosts(m nginx.Model, reloaded bool) {
+	hosts := m.TLSHosts()
+	r.mu.Lock()
+	r.certs.hosts = hosts
+	if reloaded {
+		r.full, r.certsFull = true, true
+	}
+	r.mu.Unlock()
+	if reloaded {
+		r.endpoints.Queue().Add(pushKey{})
+	}
+	r.certLane.Queue().Add(certKey{})
 }
 
 func (r *Reloader) push(ctx context.Context, _ pushKey) error {

@@ -48,10 +48,23 @@ type laneApplier struct {
 	applyGate  chan struct{}   // when set, Apply waits until it is closed
 	pushGate   chan struct{}   // when set, SetEndpoints waits until it is closed
 	pushErrors int             // the next pushErrors SetEndpoints calls fail
+
+	// certPushesStarted counts SetCertificates calls, including held ones; certPushes are those that
+	// returned, and hosts is the SNI host table they built up.
+	certPushesStarted int
+	certPushes        []certPush
+	hosts             map[nginx.Hostname]string
+	certGate          chan struct{} // when set, SetCertificates waits until it is closed
+}
+
+// certPush is one SetCertificates call that returned.
+type certPush struct {
+	full bool
+	push push
 }
 
 func newLaneApplier() *laneApplier {
-	return &laneApplier{configs: map[string][]byte{}, failing: map[string]bool{}}
+	return &laneApplier{configs: map[string][]byte{}, failing: map[string]bool{}, hosts: map[nginx.Hostname]string{}}
 }
 
 func (a *laneApplier) Apply(ctx context.Context, conf []byte, hash string) error {
@@ -60,12 +73,8 @@ func (a *laneApplier) Apply(ctx context.Context, conf []byte, hash string) error
 	a.configs[hash] = conf
 	gate, fail := a.applyGate, a.failing[hash]
 	a.mu.Unlock()
-	if gate != nil {
-		select {
-		case <-gate:
-		case <-ctx.Done():
-			return ctx.Err()
-		}
+	if err := pass(ctx, gate); err != nil {
+		return err
 	}
 	if fail {
 		return errors.New("nginx -t: unknown directive")
@@ -81,12 +90,8 @@ func (a *laneApplier) SetEndpoints(ctx context.Context, ups map[nginx.UpstreamNa
 	a.pushesStarted++
 	gate := a.pushGate
 	a.mu.Unlock()
-	if gate != nil {
-		select {
-		case <-gate:
-		case <-ctx.Done():
-			return ctx.Err()
-		}
+	if err := pass(ctx, gate); err != nil {
+		return err
 	}
 	a.mu.Lock()
 	defer a.mu.Unlock()
@@ -99,8 +104,50 @@ func (a *laneApplier) SetEndpoints(ctx context.Context, ups map[nginx.UpstreamNa
 	return nil
 }
 
-func (a *laneApplier) SetCertificates(context.Context, nginx.CertificateUpdate, bool) error {
+func (a *laneApplier) SetCertificates(ctx context.Context, u nginx.CertificateUpdate, full bool) error {
+	a.mu.Lock()
+	a.certPushesStarted++
+	gate := a.certGate
+	a.mu.Unlock()
+	if err := pass(ctx, gate); err != nil {
+		return err
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.certPushes = append(a.certPushes, certPush{full: full, push: asPush(u)})
+	if full {
+		a.hosts = map[nginx.Hostname]string{}
+	}
+	for h, id := range u.Hosts {
+		if id == "" {
+			delete(a.hosts, h)
+		} else {
+			a.hosts[h] = id
+		}
+	}
 	return nil
+}
+
+// holdCertPushes makes SetCertificates wait until the returned function is called.
+func (a *laneApplier) holdCertPushes() (release func()) { return a.hold(&a.certGate) }
+
+func (a *laneApplier) certsStarted() int {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.certPushesStarted
+}
+
+func (a *laneApplier) certsReturned() []certPush {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return slices.Clone(a.certPushes)
+}
+
+// certHosts is the SNI host table the data plane holds.
+func (a *laneApplier) certHosts() map[nginx.Hostname]string {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return maps.Clone(a.hosts)
 }
 
 func (a *laneApplier) Ready() error {
@@ -112,33 +159,38 @@ func (a *laneApplier) Ready() error {
 	return nil
 }
 
-// holdApplies makes Apply wait until the returned function is called.
-func (a *laneApplier) holdApplies() (release func()) {
-	gate := make(chan struct{})
-	a.mu.Lock()
-	a.applyGate = gate
-	a.mu.Unlock()
-	return func() {
-		a.mu.Lock()
-		a.applyGate = nil
-		a.mu.Unlock()
-		close(gate)
+// pass waits until gate (when set) is closed or ctx ends.
+func pass(ctx context.Context, gate chan struct{}) error {
+	if gate == nil {
+		return nil
+	}
+	select {
+	case <-gate:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
 	}
 }
 
-// holdPushes makes SetEndpoints wait until the returned function is called.
-func (a *laneApplier) holdPushes() (release func()) {
-	gate := make(chan struct{})
+// hold sets *gate (one of the laneApplier's gates) until the returned function is called.
+func (a *laneApplier) hold(gate *chan struct{}) (release func()) {
+	g := make(chan struct{})
 	a.mu.Lock()
-	a.pushGate = gate
+	*gate = g
 	a.mu.Unlock()
 	return func() {
 		a.mu.Lock()
-		a.pushGate = nil
+		*gate = nil
 		a.mu.Unlock()
-		close(gate)
+		close(g)
 	}
 }
+
+// holdApplies makes Apply wait until the returned function is called.
+func (a *laneApplier) holdApplies() (release func()) { return a.hold(&a.applyGate) }
+
+// holdPushes makes SetEndpoints wait until the returned function is called.
+func (a *laneApplier) holdPushes() (release func()) { return a.hold(&a.pushGate) }
 
 func (a *laneApplier) failApplyOf(hash string) {
 	a.mu.Lock()
@@ -188,6 +240,7 @@ type env struct {
 	restarts  *Restarts
 	rendered  *pipeline.Topic[modules.Rendered]
 	endpoints *pipeline.Topic[modules.EndpointsChange]
+	certs     *pipeline.Topic[modules.CertChange]
 	rec       *recorder
 	reg       *prometheus.Registry
 }
@@ -200,10 +253,11 @@ func newEnv(t *testing.T, opts Options) *env {
 		restarts:  NewRestarts(),
 		rendered:  pipeline.NewTopic[modules.Rendered]("rendered"),
 		endpoints: pipeline.NewTopic[modules.EndpointsChange]("endpoints"),
+		certs:     pipeline.NewTopic[modules.CertChange]("certs"),
 		rec:       &recorder{},
 		reg:       prometheus.NewRegistry(),
 	}
-	certTopic := pipeline.NewTopic[modules.CertChange]("certs")
+	certTopic := e.certs
 	res, err := New(Params{
 		Options: opts, Applier: e.a, Restarts: e.restarts,
 		Rendered: e.rendered, Endpoints: e.endpoints, Certs: certTopic,
@@ -259,6 +313,15 @@ func (e *env) reloads(result string) float64 {
 
 func (e *env) render(hash string) {
 	e.rendered.Publish(modules.Rendered{Config: []byte("# nginx.conf " + hash), Hash: hash})
+}
+
+// renderTLS publishes a configuration whose model serves hosts over TLS, each with the named Secret.
+func (e *env) renderTLS(hash string, hosts map[nginx.Hostname]string) {
+	var m nginx.Model
+	for h, name := range hosts {
+		m.Servers = append(m.Servers, nginx.Server{Host: h, TLS: &nginx.ServerTLS{Secret: secret(name)}})
+	}
+	e.rendered.Publish(modules.Rendered{Model: m, Config: []byte("# nginx.conf " + hash), Hash: hash})
 }
 
 func (e *env) waitLive(hash string) {
@@ -576,4 +639,107 @@ func TestEndpointsAreNotBlockedBySlowApply(t *testing.T) {
 	release()
 	e.waitLive("aaaa0001")
 	eventually(t, "ready once the configuration is live", func() bool { return e.ready.Check() == nil })
+}
+
+func TestReadinessNeedsTheCertificatePush(t *testing.T) {
+	e := newEnv(t, Options{})
+	e.render("aaaa0001")
+	e.waitLive("aaaa0001")
+
+	// Each start of the data plane holds no certificates: TLS hosts get the fake default certificate
+	// until the full certificate push arrives.
+	for starts := uint64(1); starts <= 2; starts++ {
+		release := e.a.holdCertPushes()
+		e.restarts.Set(starts)
+		e.waitPushes(int(starts))
+		eventually(t, "the full certificate push to start", func() bool { return e.a.certsStarted() == int(starts) })
+		if err := e.ready.Check(); err == nil {
+			t.Fatalf("start %d: ready while its full certificate push is in flight", starts)
+		}
+		release()
+		eventually(t, "ready after the certificate push", func() bool { return e.ready.Check() == nil })
+		if ps := e.a.certsReturned(); !ps[len(ps)-1].full {
+			t.Errorf("start %d: certificate push full=false, want a full push", starts)
+		}
+	}
+}
+
+// A reload can replace a shared dict with an empty one (a lua_shared_dict whose size changed): every
+// configuration that goes live gets everything pushed again.
+func TestFullPushesAfterEachNewConfiguration(t *testing.T) {
+	e := newEnv(t, Options{})
+	e.setEndpoints("a", "10.0.0.1")
+	e.render("aaaa0001")
+	e.waitLive("aaaa0001")
+	e.restarts.Set(1)
+	e.waitPushes(1)
+	eventually(t, "the start's certificate push", func() bool { return len(e.a.certsReturned()) == 1 })
+	e.setEndpoints("b", "10.0.0.2")
+	if p := e.waitPushes(2)[1]; p.full {
+		t.Fatalf("push of a change is full, want incremental")
+	}
+
+	e.render("bbbb0002")
+	e.waitLive("bbbb0002")
+	want := map[string]string{"a": "10.0.0.1", "b": "10.0.0.2"}
+	if p := e.waitPushes(3)[2]; !p.full || !maps.Equal(pushed(p), want) {
+		t.Errorf("endpoint push after a reload full=%v %v, want a full push of %v", p.full, pushed(p), want)
+	}
+	eventually(t, "a certificate push after the reload", func() bool { return len(e.a.certsReturned()) == 2 })
+	if p := e.a.certsReturned()[1]; !p.full {
+		t.Errorf("certificate push after a reload is incremental, want full")
+	}
+
+	// The same configuration again (an SNI change only) and a configuration that fails change nothing in
+	// NGINX: the next push carries the next change only.
+	e.render("bbbb0002")
+	e.a.failApplyOf("cccc0003")
+	e.render("cccc0003")
+	eventually(t, "the failed configuration to be given up", func() bool {
+		return e.metric("ingress_reactor_pipeline_dropped_total", "name", "reloader-structure") == 1
+	})
+	e.setEndpoints("c", "10.0.0.3")
+	if p := e.waitPushes(4)[3]; p.full || !maps.Equal(pushed(p), map[string]string{"c": "10.0.0.3"}) {
+		t.Errorf("push after a republished and a failed configuration full=%v %v, want c alone", p.full, pushed(p))
+	}
+}
+
+// NGINX serves the hosts of the configuration it runs: one that never went live must not take their
+// certificates away.
+func TestCertificateHostsFollowTheAppliedConfiguration(t *testing.T) {
+	e := newEnv(t, Options{})
+	e.certs.Publish(set("a", "1"))
+	e.certs.Publish(set("c", "1"))
+	e.renderTLS("aaaa0001", map[nginx.Hostname]string{"a.example": "a", "b.example": "a"})
+	e.waitLive("aaaa0001")
+	e.restarts.Set(1)
+	both := map[nginx.Hostname]string{"a.example": id("a"), "b.example": id("a")}
+	eventually(t, "both hosts pushed", func() bool { return maps.Equal(e.a.certHosts(), both) })
+
+	e.a.failApplyOf("bbbb0002")
+	e.renderTLS("bbbb0002", map[nginx.Hostname]string{"a.example": "a"})
+	eventually(t, "the failed configuration to be given up", func() bool {
+		return e.metric("ingress_reactor_pipeline_dropped_total", "name", "reloader-structure") == 1
+	})
+	// A rotation is pushed after anything the failed configuration could have changed.
+	e.certs.Publish(set("a", "2"))
+	eventually(t, "the rotation to be pushed", func() bool {
+		ps := e.a.certsReturned()
+		return ps[len(ps)-1].push.certs[id("a")] == "a@2"
+	})
+	if got := e.a.certHosts(); !maps.Equal(got, both) {
+		t.Errorf("hosts %v after a configuration that never went live, want %v", got, both)
+	}
+
+	// Once a configuration without b.example is live, b.example goes.
+	e.renderTLS("cccc0003", map[nginx.Hostname]string{"a.example": "a"})
+	e.waitLive("cccc0003")
+	eventually(t, "b.example to be removed", func() bool {
+		return maps.Equal(e.a.certHosts(), map[nginx.Hostname]string{"a.example": id("a")})
+	})
+	// The same configuration with another Secret for a host (only the SNI table changed).
+	e.renderTLS("cccc0003", map[nginx.Hostname]string{"a.example": "c"})
+	eventually(t, "a.example to switch Secret", func() bool {
+		return maps.Equal(e.a.certHosts(), map[nginx.Hostname]string{"a.example": id("c")})
+	})
 }
