@@ -4,6 +4,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"strconv"
 	"strings"
 	"time"
 
@@ -48,6 +49,7 @@ type Config struct {
 	TemplatePath          string
 	DefaultBackendService string
 	ReloadRetries         int
+	NginxConfirmTimeout   time.Duration
 	// EndpointsDictSize and CertificatesDictSize size NGINX's Lua shared dicts, in MB.
 	EndpointsDictSize    int
 	CertificatesDictSize int
@@ -99,6 +101,7 @@ func DefaultConfig() Config {
 		HTTPSPort:                 443,
 		WorkerProcesses:           "auto",
 		ReloadRetries:             10,
+		NginxConfirmTimeout:       10 * time.Second,
 		EndpointsDictSize:         32,
 		CertificatesDictSize:      64,
 		SSLDir:                    "/tmp/ingress-reactor/ssl",
@@ -125,11 +128,11 @@ func BindFlags(fs *flag.FlagSet, c *Config) {
 
 	fs.StringVar(&c.HealthzHost, "healthz-host", c.HealthzHost, "Address the health, metrics and profiling server binds to. Empty means all interfaces.")
 	fs.IntVar(&c.HealthzPort, "healthz-port", c.HealthzPort, "Port of the /healthz, /readyz and /metrics server.")
-	fs.BoolVar(&c.Profiling, "profiling", c.Profiling, "Serve Go profiling data under /debug/pprof/ on the healthz port.")
+	fs.BoolVar(&c.Profiling, "profiling", c.Profiling, "Serve Go profiling data under /debug/pprof/ on the healthz port, to loopback clients only (reach it with kubectl port-forward).")
 	fs.StringVar(&c.LogLevel, "log-level", c.LogLevel, "Log level: debug, info, warn or error.")
 	fs.StringVar(&c.LogFormat, "log-format", c.LogFormat, "Log format: json or console.")
 	fs.DurationVar(&c.ShutdownTimeout, "shutdown-timeout", c.ShutdownTimeout, "Upper bound for a graceful stop after SIGTERM or SIGINT.")
-	fs.Var(&secondsOrDuration{&c.ShutdownGracePeriod}, "shutdown-grace-period", "After SIGTERM, keep serving this long with /readyz failing, so that Endpoints and load balancers stop sending new connections before NGINX stops (a duration, or seconds as in ingress-nginx). The pod's terminationGracePeriodSeconds must exceed it plus --shutdown-timeout.")
+	fs.Var(&secondsOrDuration{&c.ShutdownGracePeriod}, "shutdown-grace-period", "After SIGTERM, keep serving this long with /readyz failing, so that Endpoints and load balancers stop sending new connections before NGINX stops (a `duration` such as 10s, or a number of seconds as in ingress-nginx). The pod's terminationGracePeriodSeconds must exceed it plus --shutdown-timeout.")
 
 	fs.StringVar(&c.IngressClass, "ingress-class", c.IngressClass, "Name of the IngressClass (and legacy kubernetes.io/ingress.class value) this controller serves.")
 	fs.StringVar(&c.ControllerClass, "controller-class", c.ControllerClass, "IngressClass spec.controller value this controller serves. Use k8s.io/ingress-nginx to keep ingress-nginx's IngressClass.")
@@ -146,6 +149,8 @@ func BindFlags(fs *flag.FlagSet, c *Config) {
 	fs.StringVar(&c.TemplatePath, "template", c.TemplatePath, "Path to an nginx.conf template that replaces the embedded one; the file is watched for changes.")
 	fs.StringVar(&c.DefaultBackendService, "default-backend-service", c.DefaultBackendService, "Service (namespace/name) that answers requests no rule matches. Empty means a built-in 404.")
 	fs.IntVar(&c.ReloadRetries, "reload-retries", c.ReloadRetries, "How often a failing NGINX configuration is retried before the controller gives up on that version.")
+	fs.DurationVar(&c.NginxConfirmTimeout, "nginx-confirm-timeout", c.NginxConfirmTimeout, "How long a reload or start may take until NGINX serves the new configuration before it counts as failed "+
+		"(a configuration NGINX refuses fails at once). Raise it when very large configurations take longer to load.")
 	fs.IntVar(&c.EndpointsDictSize, "endpoints-dict-size", c.EndpointsDictSize, fmt.Sprintf("Size in MB of NGINX's shared memory for endpoint lists, which change without reloads "+
 		"(ingress-nginx: configuration_data in the lua-shared-dicts ConfigMap key). 1 MB holds about 2,700 upstreams of a few endpoints each, or 25,000 endpoints in long lists. When it is full, "+
 		"upstreams whose endpoints do not fit keep their previous ones and the controller logs \"endpoints dict full\". %d to %d.", 1, maxDictSizeMB))
@@ -179,9 +184,21 @@ func (c *Config) Validate() error {
 	if c.LogFormat != "json" && c.LogFormat != "console" {
 		errs = append(errs, fmt.Errorf("--log-format must be json or console, got %q", c.LogFormat))
 	}
-	for name, p := range map[string]int{"--healthz-port": c.HealthzPort, "--http-port": c.HTTPPort, "--https-port": c.HTTPSPort, "--nginx-status-port": c.NginxStatusPort} {
-		if p < 1 || p > 65535 {
-			errs = append(errs, fmt.Errorf("%s must be between 1 and 65535, got %d", name, p))
+	usedBy := map[int]string{}
+	for _, f := range []struct {
+		name string
+		port int
+	}{{"--healthz-port", c.HealthzPort}, {"--http-port", c.HTTPPort}, {"--https-port", c.HTTPSPort}, {"--nginx-status-port", c.NginxStatusPort}} {
+		if f.port < 1 || f.port > 65535 {
+			errs = append(errs, fmt.Errorf("%s must be between 1 and 65535, got %d", f.name, f.port))
+		} else if other, taken := usedBy[f.port]; taken {
+			errs = append(errs, fmt.Errorf("%s and %s are both %d; each needs a port of its own", other, f.name, f.port))
+		}
+		usedBy[f.port] = f.name
+	}
+	if c.WorkerProcesses != "auto" {
+		if n, err := strconv.Atoi(c.WorkerProcesses); err != nil || n < 1 {
+			errs = append(errs, fmt.Errorf("--worker-processes must be auto or a positive number, got %q", c.WorkerProcesses))
 		}
 	}
 	if c.SyncPeriod < 0 {
@@ -195,6 +212,9 @@ func (c *Config) Validate() error {
 	}
 	if c.ControllerClass == "" {
 		errs = append(errs, errors.New("--controller-class must not be empty"))
+	}
+	if c.NginxConfirmTimeout <= 0 {
+		errs = append(errs, errors.New("--nginx-confirm-timeout must be positive"))
 	}
 	if c.ReloadRetries < 0 {
 		errs = append(errs, errors.New("--reload-retries must not be negative"))

@@ -2,6 +2,7 @@ package app
 
 import (
 	"flag"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -42,6 +43,11 @@ func TestConfigValidate(t *testing.T) {
 		"dict sizes":                                        {args: []string{"--endpoints-dict-size", "1", "--certificates-dict-size", "128"}},
 		"no endpoints dict":                                 {args: []string{"--endpoints-dict-size", "0"}, wantErr: "--endpoints-dict-size must be between 1 and 128"},
 		"certificates dict larger than a push":              {args: []string{"--certificates-dict-size", "129"}, wantErr: "--certificates-dict-size must be between 1 and 128"},
+		"two port flags with one port":                      {args: []string{"--healthz-port", "8080", "--http-port", "8080"}, wantErr: "--healthz-port and --http-port are both 8080"},
+		"status port on the HTTPS port":                     {args: []string{"--nginx-status-port", "443"}, wantErr: "--https-port and --nginx-status-port are both 443"},
+		"worker processes":                                  {args: []string{"--worker-processes", "4"}},
+		"bad worker processes":                              {args: []string{"--worker-processes", "many"}, wantErr: `--worker-processes must be auto or a positive number, got "many"`},
+		"no confirm timeout":                                {args: []string{"--nginx-confirm-timeout", "0s"}, wantErr: "--nginx-confirm-timeout must be positive"},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
@@ -95,5 +101,28 @@ func TestDictSizeFlagsReachNginx(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestRelativeSSLDir: a relative --ssl-dir works; NGINX's configuration names the default certificate by
+// absolute path.
+func TestRelativeSSLDir(t *testing.T) {
+	if _, err := nginx.DetectModules(false); err != nil {
+		t.Skipf("NGINX's Lua module is not installed (run make deps): %v", err)
+	}
+	t.Chdir(t.TempDir())
+	cfg := parseFlags(t, "--ssl-dir", "rel/ssl", "--nginx-dir", "rel/nginx")
+	if err := cfg.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	dp, err := NewDataPlane(cfg, zaptest.NewLogger(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !filepath.IsAbs(dp.Render.DefaultCertificate) || !filepath.IsAbs(dp.Render.DefaultCertificateKey) {
+		t.Errorf("default certificate files %q and %q are not absolute", dp.Render.DefaultCertificate, dp.Render.DefaultCertificateKey)
+	}
+	if _, _, err := nginx.Render(nginx.Model{}, dp.Render); err != nil {
+		t.Errorf("render with a relative --ssl-dir: %v", err)
 	}
 }

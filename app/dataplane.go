@@ -52,10 +52,14 @@ func NewDataPlane(cfg Config, log *zap.Logger) (*DataPlane, error) {
 	}
 	// The ssl directory itself is 0700, but its parent must stay traversable: with the default layout it
 	// also holds NGINX's directory, whose temp paths NGINX's workers (another user under root) use.
-	if err := os.MkdirAll(filepath.Dir(filepath.Clean(cfg.SSLDir)), 0o755); err != nil {
+	sslDir, err := filepath.Abs(cfg.SSLDir) // NGINX's configuration names the files by absolute path
+	if err != nil {
+		return nil, fmt.Errorf("--ssl-dir: %w", err)
+	}
+	if err := os.MkdirAll(filepath.Dir(sslDir), 0o755); err != nil {
 		return nil, fmt.Errorf("--ssl-dir parent: %w", err)
 	}
-	store, err := certs.NewStore(cfg.SSLDir)
+	store, err := certs.NewStore(sslDir)
 	if err != nil {
 		return nil, err
 	}
@@ -89,12 +93,18 @@ func NewDataPlane(cfg Config, log *zap.Logger) (*DataPlane, error) {
 			CertificatesDictMB:    cfg.CertificatesDictSize,
 		},
 		Runtime: nginx.RuntimeConfig{
-			Process:     nginx.ProcessConfig{Binary: cfg.NginxBinary, Paths: paths, Log: log.Named("nginx")},
-			StatusPort:  cfg.NginxStatusPort,
-			StatusToken: token,
+			Process:        nginx.ProcessConfig{Binary: cfg.NginxBinary, Paths: paths, Log: log.Named("nginx")},
+			StatusPort:     cfg.NginxStatusPort,
+			StatusToken:    token,
+			ConfirmTimeout: cfg.NginxConfirmTimeout,
 		},
 	}
 	passthroughRender(cfg, &dp.Render)
+	// The settings are checked now, so a mistake stops the start with a clear error instead of failing
+	// every render later.
+	if _, _, err := nginx.Render(nginx.Model{}, dp.Render); err != nil {
+		return nil, fmt.Errorf("nginx settings: %w", err)
+	}
 	if cfg.TemplatePath != "" {
 		t, err := loadTemplate(cfg.TemplatePath)
 		if err != nil {

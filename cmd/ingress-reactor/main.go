@@ -5,6 +5,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"os"
 	"strings"
 
@@ -22,14 +23,20 @@ func main() {
 	fs := flag.NewFlagSet("ingress-reactor", flag.ContinueOnError)
 	app.BindFlags(fs, &cfg)
 	showVersion := fs.Bool("version", false, "Print version and commit, then exit.")
-	fs.Usage = func() {
-		fmt.Fprintf(fs.Output(), "Usage: ingress-reactor [flags]\n\nA Kubernetes ingress controller that drives NGINX.\n\nFlags:\n")
+	usage := func(w io.Writer) {
+		fs.SetOutput(w)
+		fmt.Fprintf(w, "Usage: ingress-reactor [flags]\n\nA Kubernetes ingress controller that drives NGINX.\n\nFlags:\n")
 		printFlags(fs)
 	}
+	// The flag package prints its error to stderr; the usage follows it there, except for --help, whose
+	// answer goes to stdout (so `ingress-reactor --help | less` works) with exit code 0.
+	fs.Usage = func() {}
 	if err := fs.Parse(os.Args[1:]); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
+			usage(os.Stdout)
 			os.Exit(0)
 		}
+		usage(os.Stderr)
 		os.Exit(2)
 	}
 	if fs.NArg() > 0 {
