@@ -15,7 +15,8 @@ type ConflictKind string
 const (
 	// ConflictPath: two Ingresses route the same host, path and path type.
 	ConflictPath ConflictKind = "path"
-	// ConflictTLS: two Ingresses name different Secrets for the same TLS host.
+	// ConflictTLS: two Ingresses name different Secrets for the same host (Host is the served host, also
+	// when the entries are wildcards).
 	ConflictTLS ConflictKind = "tls"
 	// ConflictTLSNamespace: an Ingress lists a TLS host that only other namespaces route. A TLS entry
 	// applies only to hosts its own namespace routes, so one tenant cannot put its certificate (and an
@@ -42,7 +43,7 @@ func (c Conflict) Message() string {
 			hostForMessage(c.Host))
 	}
 	if c.Kind == ConflictTLS {
-		return fmt.Sprintf("TLS for host %s is already configured with another secret by Ingress %s, which is older; this Ingress's TLS entry for the host is ignored",
+		return fmt.Sprintf("TLS for host %s is served with the secret of Ingress %s (an Ingress that routes the host comes first, then the oldest); this Ingress's TLS entry for the host is ignored",
 			hostForMessage(c.Host), c.Winner)
 	}
 	return fmt.Sprintf("path %q (%s) on host %s is already served by Ingress %s, which is older; this Ingress's path is ignored",
@@ -119,8 +120,9 @@ func Merge(translations []*IngressTranslation, defaultBackend *Upstream) (Model,
 		}
 	}
 
-	// TLS per server: the oldest entry for the exact host, else for the wildcard one label up, among
-	// Ingresses of a namespace that routes the host.
+	// TLS per server. The candidates are the entries for the exact host, else those for the wildcard one
+	// label up, of Ingresses in a namespace that routes the host. An Ingress that routes the host itself
+	// comes first (ingress-nginx took TLS only from such Ingresses), then the oldest.
 	reported := make(map[Conflict]bool)
 	report := func(c Conflict) {
 		if !reported[c] {
@@ -134,23 +136,32 @@ func Merge(translations []*IngressTranslation, defaultBackend *Upstream) (Model,
 		}
 		namespaces := routedBy[host]
 		for _, key := range tlsKeys(host) {
+			cands := tlsByHost[key]
 			var first *tlsOwner
-			for i, c := range tlsByHost[key] {
-				switch {
-				case !slices.Contains(namespaces, c.t.Ingress.Namespace):
+			firstRoutes := false
+			for i := range cands {
+				c := &cands[i]
+				if !slices.Contains(namespaces, c.t.Ingress.Namespace) {
 					if key == host { // a wildcard entry simply does not reach other namespaces' hosts
 						report(Conflict{Kind: ConflictTLSNamespace, Loser: c.t.Ingress, Host: host})
 					}
-				case first == nil:
-					first = &tlsByHost[key][i]
-				case c.h.Secret != first.h.Secret && c.t != first.t:
-					report(Conflict{Kind: ConflictTLS, Loser: c.t.Ingress, Winner: first.t.Ingress, Host: key})
+					continue
+				}
+				if r := c.t.routesHost(host); first == nil || (r && !firstRoutes) {
+					first, firstRoutes = c, r
 				}
 			}
-			if first != nil {
-				s.TLS = &ServerTLS{Secret: first.h.Secret, SSLRedirect: first.t.SSLRedirect}
-				break
+			if first == nil {
+				continue
 			}
+			for i := range cands {
+				c := &cands[i]
+				if c != first && c.t != first.t && c.h.Secret != first.h.Secret && slices.Contains(namespaces, c.t.Ingress.Namespace) {
+					report(Conflict{Kind: ConflictTLS, Loser: c.t.Ingress, Winner: first.t.Ingress, Host: host})
+				}
+			}
+			s.TLS = &ServerTLS{Secret: first.h.Secret, SSLRedirect: first.t.SSLRedirect}
+			break
 		}
 	}
 
@@ -193,11 +204,22 @@ func Merge(translations []*IngressTranslation, defaultBackend *Upstream) (Model,
 			strings.Compare(a.Loser.String(), b.Loser.String()),
 			strings.Compare(string(a.Kind), string(b.Kind)),
 			strings.Compare(string(a.Host), string(b.Host)),
+			strings.Compare(a.Winner.String(), b.Winner.String()),
 			strings.Compare(a.Path, b.Path),
 			strings.Compare(string(a.PathType), string(b.PathType)),
 		)
 	})
 	return m, conflicts
+}
+
+// routesHost reports whether the translation has a route on host.
+func (t *IngressTranslation) routesHost(host Hostname) bool {
+	for i := range t.Routes {
+		if t.Routes[i].Host == host {
+			return true
+		}
+	}
+	return false
 }
 
 // upstream returns the translation's upstream named n. TranslateIngress sorts Upstreams; a translation

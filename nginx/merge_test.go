@@ -232,6 +232,45 @@ func TestMerge(t *testing.T) {
 			},
 			wantConflicts: []Conflict{{Kind: ConflictTLSNamespace, Loser: nn("team-b", "evil"), Host: "victim.example.com"}},
 		},
+		"TLS of the Ingress that routes the host wins over an older one that does not": {
+			objs: []any{web,
+				ingress("default", "old", rule("bar.example.com", prefix("/", "web", 80)), withTLS("s-old", "foo.example.com")),
+				ingress("default", "new", age(time.Minute), rule("foo.example.com", prefix("/", "web", 80)), withTLS("s-new", "foo.example.com")),
+			},
+			want: Model{
+				Servers: []Server{catchAll,
+					{Host: "bar.example.com", Locations: []Location{
+						{Path: "/", PathType: PathPrefix, Upstream: web80.Name, Ingress: nn("default", "old")},
+					}},
+					{Host: "foo.example.com", TLS: &ServerTLS{Secret: nn("default", "s-new"), SSLRedirect: true}, Locations: []Location{
+						{Path: "/", PathType: PathPrefix, Upstream: web80.Name, Ingress: nn("default", "new"), SSLRedirect: true},
+					}},
+				},
+				Upstreams: []Upstream{web80},
+			},
+			wantConflicts: []Conflict{{Kind: ConflictTLS, Loser: nn("default", "old"), Winner: nn("default", "new"), Host: "foo.example.com"}},
+		},
+		"wildcard TLS: conflicts name the served host, one per host": {
+			objs: []any{web,
+				ingress("default", "x", rule("a.example.com", prefix("/", "web", 80)), withTLS("s1", "*.example.com")),
+				ingress("default", "y", age(time.Minute), rule("b.example.com", prefix("/", "web", 80)), withTLS("s2", "*.example.com")),
+			},
+			want: Model{
+				Servers: []Server{catchAll,
+					{Host: "a.example.com", TLS: &ServerTLS{Secret: nn("default", "s1"), SSLRedirect: true}, Locations: []Location{
+						{Path: "/", PathType: PathPrefix, Upstream: web80.Name, Ingress: nn("default", "x"), SSLRedirect: true},
+					}},
+					{Host: "b.example.com", TLS: &ServerTLS{Secret: nn("default", "s2"), SSLRedirect: true}, Locations: []Location{
+						{Path: "/", PathType: PathPrefix, Upstream: web80.Name, Ingress: nn("default", "y"), SSLRedirect: true},
+					}},
+				},
+				Upstreams: []Upstream{web80},
+			},
+			wantConflicts: []Conflict{
+				{Kind: ConflictTLS, Loser: nn("default", "x"), Winner: nn("default", "y"), Host: "b.example.com"},
+				{Kind: ConflictTLS, Loser: nn("default", "y"), Winner: nn("default", "x"), Host: "a.example.com"},
+			},
+		},
 		"TLS from another Ingress of the same namespace applies": {
 			objs: []any{web,
 				ingress("default", "certs", withTLS("a-cert", "a.example.com")),
@@ -289,7 +328,7 @@ func TestConflictMessage(t *testing.T) {
 		},
 		"tls": {
 			c:    Conflict{Kind: ConflictTLS, Loser: nn("ns", "b"), Winner: nn("ns", "a"), Host: "foo.example.com"},
-			want: `TLS for host foo.example.com is already configured with another secret by Ingress ns/a, which is older; this Ingress's TLS entry for the host is ignored`,
+			want: `TLS for host foo.example.com is served with the secret of Ingress ns/a (an Ingress that routes the host comes first, then the oldest); this Ingress's TLS entry for the host is ignored`,
 		},
 	}
 	for name, tc := range tests {
