@@ -38,11 +38,18 @@ func restrictsAccess(name string) bool {
 	return false
 }
 
-// annotations applies the Ingress's ingress-nginx annotations: ssl-redirect is supported; annotations
-// that restrict access and are not supported reject the Ingress; every other one is reported as ignored
-// in one Warning, so a migrating owner learns what does not carry over.
+// AnnotationCanary marks an ingress-nginx canary Ingress: a second Ingress for the same host and path
+// that gets only a share of the traffic.
+const AnnotationCanary = IngressNginxPrefix + "canary"
+
+// annotations applies the Ingress's ingress-nginx annotations: ssl-redirect is supported. Annotations
+// whose loss would change who gets what are refused, rejecting the Ingress: access restrictions (serving
+// without them opens what the owner closed), snippets (raw NGINX configuration, often deny/allow rules;
+// ingress-nginx also refused them by default since 1.9) and canary (the canary Ingress would serve its
+// paths outright, or take them over when it is older). Every other one is reported as ignored in one
+// Warning, so a migrating owner learns what does not carry over.
 func (t *translator) annotations() {
-	var ignored, snippets []string
+	var ignored []string
 	for _, key := range slices.Sorted(maps.Keys(t.ing.Annotations)) {
 		name, ok := strings.CutPrefix(key, IngressNginxPrefix)
 		if !ok || slices.Contains(handledElsewhere, key) {
@@ -61,15 +68,17 @@ func (t *translator) annotations() {
 			t.fail("metadata.annotations[%s]: restricts access, which ingress-reactor does not support yet; "+
 				"the Ingress is not served rather than served without the restriction (see docs/migration.md)", key)
 		case strings.HasSuffix(name, "-snippet"):
-			snippets = append(snippets, key)
+			t.fail("metadata.annotations[%s]: snippets (raw NGINX configuration) are never applied; the Ingress is not served "+
+				"rather than served without what the snippet did (see docs/migration.md)", key)
+		case key == AnnotationCanary:
+			if b, err := strconv.ParseBool(strings.TrimSpace(value)); err == nil && !b {
+				continue // an explicit "false" is a plain Ingress
+			}
+			t.fail("metadata.annotations[%s]: canary Ingresses are not supported yet; the Ingress is not served, so that it "+
+				"cannot take its host and paths from the main Ingress (see docs/migration.md)", key)
 		default:
 			ignored = append(ignored, key)
 		}
-	}
-	if len(snippets) > 0 {
-		t.out.Warnings = append(t.out.Warnings, fmt.Sprintf(
-			"metadata.annotations: %s: snippets are never applied (raw NGINX configuration from an Ingress is how configuration injection happens)",
-			strings.Join(snippets, ", ")))
 	}
 	if len(ignored) > 0 {
 		t.out.Warnings = append(t.out.Warnings, fmt.Sprintf(

@@ -346,6 +346,15 @@ func TestTranslateIngressRejects(t *testing.T) {
 			wantErr: []string{"whitelist-source-range]: restricts access", "denylist-source-range]: restricts access",
 				"auth-tls-verify-client]: restricts access", "enable-modsecurity]: restricts access", "satisfy]: restricts access"},
 		},
+		"snippets": {
+			ing: ingress("default", "a", rule("a.example.com", prefix("/", "web", 80)), annotate(
+				IngressNginxPrefix+"configuration-snippet", "deny all;", IngressNginxPrefix+"server-snippet", "return 200;")),
+			wantErr: []string{"configuration-snippet]: snippets (raw NGINX configuration) are never applied", "server-snippet]: snippets"},
+		},
+		"canary": {
+			ing:     ingress("default", "a", rule("a.example.com", prefix("/", "web", 80)), annotate(AnnotationCanary, "true", IngressNginxPrefix+"canary-weight", "0")),
+			wantErr: []string{"canary]: canary Ingresses are not supported yet"},
+		},
 		"ssl-redirect that is not a boolean": {
 			ing:     ingress("default", "a", rule("a.example.com", prefix("/", "web", 80)), annotate(AnnotationSSLRedirect, "sometimes")),
 			wantErr: []string{`metadata.annotations[nginx.ingress.kubernetes.io/ssl-redirect]: "sometimes" is not a boolean`},
@@ -398,17 +407,21 @@ func TestTranslateAnnotations(t *testing.T) {
 			annotations:  []string{AnnotationSSLPassthrough, "true", "kubernetes.io/ingress.class", "nginx", "example.com/team", "a"},
 			wantRedirect: true,
 		},
-		"unsupported ones in one sorted warning, snippets in another": {
+		"unsupported ones in one sorted warning": {
 			annotations: []string{
 				IngressNginxPrefix + "rewrite-target", "/",
 				IngressNginxPrefix + "proxy-read-timeout", "60",
-				IngressNginxPrefix + "configuration-snippet", "deny all;",
-				IngressNginxPrefix + "server-snippet", "return 200;",
 			},
 			wantRedirect: true,
 			wantWarnings: []string{
-				"metadata.annotations: nginx.ingress.kubernetes.io/configuration-snippet, nginx.ingress.kubernetes.io/server-snippet: snippets are never applied (raw NGINX configuration from an Ingress is how configuration injection happens)",
 				"metadata.annotations: nginx.ingress.kubernetes.io/proxy-read-timeout, nginx.ingress.kubernetes.io/rewrite-target: not supported yet and ignored; the Ingress is served with the defaults",
+			},
+		},
+		"canary false is a plain Ingress": {
+			annotations:  []string{AnnotationCanary, "false", IngressNginxPrefix + "canary-weight", "10"},
+			wantRedirect: true,
+			wantWarnings: []string{
+				"metadata.annotations: nginx.ingress.kubernetes.io/canary-weight: not supported yet and ignored; the Ingress is served with the defaults",
 			},
 		},
 	}
