@@ -314,6 +314,17 @@ func ServicePort(svc *corev1.Service, port intstr.IntOrString) (corev1.ServicePo
 	return corev1.ServicePort{}, false
 }
 
+// FirstTCPPort returns the number of svc's first TCP port (the port a Service given without one, such as
+// --default-backend-service, is reached on).
+func FirstTCPPort(svc *corev1.Service) (int32, bool) {
+	for _, p := range svc.Spec.Ports {
+		if p.Protocol == "" || p.Protocol == corev1.ProtocolTCP {
+			return p.Port, true
+		}
+	}
+	return 0, false
+}
+
 func hasServicePort(svc *corev1.Service, port intstr.IntOrString) bool {
 	_, ok := ServicePort(svc, port)
 	return ok

@@ -243,8 +243,8 @@ func (w *Watcher) upstreamsOfService(key types.NamespacedName, svc *corev1.Servi
 		ups = append(ups, r.up)
 	}
 	if key == w.opts.DefaultBackend && svc != nil {
-		for _, p := range svc.Spec.Ports {
-			up := nginx.NewUpstream(key, intstr.FromInt32(p.Port))
+		if port, ok := nginx.FirstTCPPort(svc); ok { // the port the renderer routes the default backend to
+			up := nginx.NewUpstream(key, intstr.FromInt32(port))
 			if _, dup := m[up.Name]; !dup {
 				ups = append(ups, up)
 			}

@@ -330,11 +330,16 @@ func (r *Renderer) sync(context.Context, renderKey) error {
 
 	var defaultBackend *nginx.Upstream
 	if db := r.opts.DefaultBackend; db.Name != "" {
-		if svc, ok := r.lookupService(db); ok && len(svc.Spec.Ports) > 0 {
-			up := nginx.NewUpstream(db, intstr.FromInt32(svc.Spec.Ports[0].Port))
+		var port int32
+		svc, ok := r.lookupService(db)
+		if ok {
+			port, ok = nginx.FirstTCPPort(svc)
+		}
+		if ok {
+			up := nginx.NewUpstream(db, intstr.FromInt32(port))
 			defaultBackend = &up
 		} else {
-			r.log.Warn("default backend service not found or without ports; serving the built-in 404", zap.Stringer("service", db))
+			r.log.Warn("default backend service not found or without a TCP port; serving the built-in 404", zap.Stringer("service", db))
 		}
 	}
 	model, conflicts := nginx.Merge(translations, defaultBackend)

@@ -16,6 +16,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes/fake"
 
@@ -606,5 +607,20 @@ func TestBackendWarningIsNotRepeated(t *testing.T) {
 				t.Errorf("BackendWarning Event %+v, want one on %s/a about the missing service", ev, ns)
 			}
 		})
+	}
+}
+
+// TestDefaultBackendUsesTheFirstTCPPort: a --default-backend-service that lists a UDP port first is
+// routed on its first TCP port, the one the endpoint watcher resolves.
+func TestDefaultBackendUsesTheFirstTCPPort(t *testing.T) {
+	opts := renderOptions()
+	opts.DefaultBackend = key("fallback")
+	fallback := service("fallback", "1", 53, 8080)
+	fallback.Spec.Ports[0].Protocol = corev1.ProtocolUDP
+	e := newEnvWith(t, opts, fallback)
+	e.synced()
+	v := e.next()
+	if want := nginx.NewUpstream(key("fallback"), intstr.FromInt32(8080)).Name; v.Model.DefaultBackend != want {
+		t.Errorf("default backend upstream %q, want %q (port 8080, the TCP one)", v.Model.DefaultBackend, want)
 	}
 }
