@@ -15,6 +15,7 @@ import (
 
 	"github.com/fsnotify/fsnotify"
 	"go.uber.org/zap"
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -286,6 +287,9 @@ func decodeManifests(data []byte) ([]runtime.Object, error) {
 		if list, ok := obj.(*metav1.List); ok {
 			return nil, fmt.Errorf("document %d: kind List is not supported (%d items); write one document per object", doc, len(list.Items))
 		}
+		if s, ok := obj.(*corev1.Secret); ok {
+			mergeStringData(s)
+		}
 		objs = append(objs, obj)
 	}
 }
@@ -329,3 +333,18 @@ func namespaced(kind string) bool {
 }
 
 func bufioReader(data []byte) *bufio.Reader { return bufio.NewReader(bytes.NewReader(data)) }
+
+// mergeStringData does what the API server does on write: stringData entries go into data (winning over
+// a data entry of the same key) and stringData itself is not stored.
+func mergeStringData(s *corev1.Secret) {
+	if len(s.StringData) == 0 {
+		return
+	}
+	if s.Data == nil {
+		s.Data = make(map[string][]byte, len(s.StringData))
+	}
+	for k, v := range s.StringData {
+		s.Data[k] = []byte(v)
+	}
+	s.StringData = nil
+}

@@ -355,6 +355,7 @@ func (s *localStore) Watch(gvr schema.GroupVersionResource, ns string, opts ...m
 			}
 			obj, err := s.inner.Get(gvr, key.Namespace, key.Name)
 			if err != nil {
+				w.abandon()
 				return nil, fmt.Errorf("read %s %s: %w", gvr.Resource, key, err)
 			}
 			s.stamp(gvr, obj)
@@ -478,6 +479,14 @@ func (w *localWatcher) run() {
 func (w *localWatcher) ResultChan() <-chan watch.Event { return w.result }
 
 // Stop ends the watch: the watcher leaves the store, queued events are dropped and ResultChan is closed.
+// abandon ends a watcher that was never handed out (it is not in the store yet): its goroutine exits.
+func (w *localWatcher) abandon() {
+	w.stopOnce.Do(func() {
+		close(w.stop)
+		<-w.done
+	})
+}
+
 func (w *localWatcher) Stop() {
 	w.stopOnce.Do(func() {
 		close(w.stop)

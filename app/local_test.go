@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"go.uber.org/zap/zaptest"
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
@@ -145,5 +146,31 @@ func TestDeployManifestsParse(t *testing.T) {
 		if kinds[k] != 1 {
 			t.Errorf("deploy manifest: want one %s, got %d", k, kinds[k])
 		}
+	}
+}
+
+// TestLocalSecretStringData: a Secret written with stringData has those keys in data, as the API server
+// stores it (the TLS code reads data only).
+func TestLocalSecretStringData(t *testing.T) {
+	objs, err := decodeManifests([]byte(`
+apiVersion: v1
+kind: Secret
+metadata: {name: tls, namespace: demo}
+type: kubernetes.io/tls
+data:
+  tls.key: b2xk
+stringData:
+  tls.crt: "-----BEGIN CERTIFICATE-----"
+  tls.key: "new"
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, ok := objs[0].(*corev1.Secret)
+	if !ok {
+		t.Fatalf("decoded %T", objs[0])
+	}
+	if string(s.Data["tls.crt"]) != "-----BEGIN CERTIFICATE-----" || string(s.Data["tls.key"]) != "new" || s.StringData != nil {
+		t.Errorf("data %q, stringData %v: want stringData merged into data, winning over data", s.Data, s.StringData)
 	}
 }
