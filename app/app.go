@@ -79,11 +79,18 @@ func Run(cfg Config) error {
 	if err := a.Start(startCtx); err != nil { // fx has stopped what did start
 		return fmt.Errorf("start: %w", err)
 	}
-	sig := <-sigs
-	if cfg.ShutdownGracePeriod > 0 {
+	var sig os.Signal
+	grace := cfg.ShutdownGracePeriod
+	select {
+	case sig = <-sigs: // during start-up: the controller was never ready, so nobody sends it traffic to drain
+		grace = 0
+	default:
+		sig = <-sigs
+	}
+	if grace > 0 {
 		drain.Begin()
-		log.Info("draining: not ready, still serving", zap.Stringer("signal", sig), zap.Duration("grace-period", cfg.ShutdownGracePeriod))
-		timer := time.NewTimer(cfg.ShutdownGracePeriod)
+		log.Info("draining: not ready, still serving", zap.Stringer("signal", sig), zap.Duration("grace-period", grace))
+		timer := time.NewTimer(grace)
 		select {
 		case <-timer.C:
 		case sig = <-sigs: // a second signal ends the grace period
