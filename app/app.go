@@ -28,6 +28,7 @@ import (
 // in them override what the modules provide.
 func New(cfg Config, log *zap.Logger, extra ...fx.Option) *fx.App {
 	opts := []fx.Option{
+		healthServerStop, // first: its stop hook must be registered before any module's
 		fx.WithLogger(func() fxevent.Logger {
 			l := &fxevent.ZapLogger{Logger: log.Named("fx")}
 			l.UseLogLevel(zap.DebugLevel)

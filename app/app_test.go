@@ -3,8 +3,11 @@ package app
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"net"
+	"net/http"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -64,7 +67,10 @@ func freePort(t testing.TB) int {
 	return l.Addr().(*net.TCPAddr).Port
 }
 
-func TestApplierCanBeSwapped(t *testing.T) {
+// swappedApp is the controller on the local example with the Applier swapped for a recording one, so no
+// NGINX runs.
+func swappedApp(t *testing.T, extra ...fx.Option) (*fx.App, *recordingApplier, Config) {
+	t.Helper()
 	if _, err := nginx.DetectModules(false); err != nil {
 		t.Skipf("NGINX's Lua module is not installed (run make deps): %v", err)
 	}
@@ -80,13 +86,52 @@ func TestApplierCanBeSwapped(t *testing.T) {
 	// fx.Replace swaps the Applier (and the restart mailbox it reports into) without touching the module.
 	restarts := reloader.NewRestarts()
 	rec := &recordingApplier{restarts: restarts}
-	app := New(cfg, zaptest.NewLogger(t),
+	app := New(cfg, zaptest.NewLogger(t), append([]fx.Option{
 		fx.Replace(restarts),
 		fx.Replace(fx.Annotate(rec, fx.As(new(reloader.Applier)))),
-	)
+	}, extra...)...)
 	if err := app.Err(); err != nil {
 		t.Fatal(err)
 	}
+	return app, rec, cfg
+}
+
+// TestHealthServerStopsLast: while the modules stop (a module's stop hook, registered like theirs, asks),
+// /healthz still answers.
+func TestHealthServerStopsLast(t *testing.T) {
+	var during atomic.Int32
+	var cfg Config
+	probe := fx.Module("probe", fx.Invoke(func(lc fx.Lifecycle) {
+		lc.Append(fx.Hook{OnStop: func(ctx context.Context) error {
+			resp, err := http.Get(fmt.Sprintf("http://127.0.0.1:%d/healthz", cfg.HealthzPort))
+			if err == nil {
+				during.Store(int32(resp.StatusCode))
+				_ = resp.Body.Close()
+			}
+			return nil
+		}})
+	}))
+	app, _, c := swappedApp(t, probe)
+	cfg = c
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := app.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := app.Stop(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got := during.Load(); got != http.StatusOK {
+		t.Errorf("/healthz while the modules stopped: %d, want 200 (0: no answer)", got)
+	}
+	if resp, err := http.Get(fmt.Sprintf("http://127.0.0.1:%d/healthz", cfg.HealthzPort)); err == nil {
+		_ = resp.Body.Close()
+		t.Error("the health server still answers after Stop")
+	}
+}
+
+func TestApplierCanBeSwapped(t *testing.T) {
+	app, rec, _ := swappedApp(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	if err := app.Start(ctx); err != nil {

@@ -37,6 +37,7 @@ type HealthServerParams struct {
 	Checks    []modules.ReadyCheck `group:"readyz"`
 	Live      []modules.ReadyCheck `group:"healthz"`
 	Lifecycle fx.Lifecycle
+	Server    *healthServer
 }
 
 // NewHealthMux builds the handler of the healthz port: /healthz, /readyz, /metrics and, with --profiling, /debug/pprof/.
@@ -89,7 +90,28 @@ func checksHandler(what string, checks []modules.ReadyCheck) http.HandlerFunc {
 	}
 }
 
-// RunHealthServer binds the healthz port at start (failing start if it is taken) and shuts the server down at stop.
+// healthServer carries the health server from RunHealthServer, which builds and starts it, to the stop
+// hook of healthServerStop.
+type healthServer struct{ srv *http.Server }
+
+// healthServerStop shuts the health server down last. fx stops hooks in the reverse order of their
+// registration and runs the invokes of modules before those of the application, so RunHealthServer's own
+// hook would stop first; this module, listed before every other, registers the stop hook before any
+// module does. /healthz, /readyz and /metrics so keep answering while the modules stop and NGINX drains.
+var healthServerStop = fx.Module("healthz-stop",
+	fx.Provide(func() *healthServer { return &healthServer{} }),
+	fx.Invoke(func(h *healthServer, lc fx.Lifecycle) {
+		lc.Append(fx.Hook{OnStop: func(ctx context.Context) error {
+			if h.srv == nil {
+				return nil
+			}
+			return h.srv.Shutdown(ctx)
+		}})
+	}),
+)
+
+// RunHealthServer binds the healthz port at start (failing start if it is taken); healthServerStop shuts
+// it down at stop, after everything else.
 func RunHealthServer(p HealthServerParams) {
 	log := p.Log.Named("healthz")
 	srv := &http.Server{
@@ -97,6 +119,7 @@ func RunHealthServer(p HealthServerParams) {
 		Handler:           NewHealthMux(p.Config.Profiling, p.Registry, p.Checks, p.Live),
 		ReadHeaderTimeout: 10 * time.Second,
 	}
+	p.Server.srv = srv
 	p.Lifecycle.Append(fx.Hook{
 		OnStart: func(context.Context) error {
 			ln, err := net.Listen("tcp", srv.Addr)
@@ -110,9 +133,6 @@ func RunHealthServer(p HealthServerParams) {
 				}
 			}()
 			return nil
-		},
-		OnStop: func(ctx context.Context) error {
-			return srv.Shutdown(ctx)
 		},
 	})
 }
