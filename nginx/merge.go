@@ -114,7 +114,7 @@ func Merge(translations []*IngressTranslation, defaultBackend *Upstream) (Model,
 		if ns := w.t.Ingress.Namespace; !slices.Contains(routedBy[k.host], ns) {
 			routedBy[k.host] = append(routedBy[k.host], ns)
 		}
-		s.Locations = append(s.Locations, Location{Path: k.path, PathType: k.pathType, Upstream: w.r.Upstream, Ingress: w.t.Ingress, SSLRedirect: w.t.SSLRedirect})
+		s.Locations = append(s.Locations, Location{Path: k.path, PathType: k.pathType, Upstream: w.r.Upstream, Ingress: w.t.Ingress, SSLRedirect: w.t.SSLRedirect, Access: w.t.Access})
 		if _, ok := used[w.r.Upstream]; !ok {
 			used[w.r.Upstream] = w.t.upstream(w.r.Upstream)
 		}

@@ -1,6 +1,7 @@
 package nginx
 
 import (
+	"net/netip"
 	"testing"
 	"time"
 
@@ -41,6 +42,8 @@ func TestMerge(t *testing.T) {
 	web80, api8080 := up("default", "web", 80), up("default", "api", 8080)
 	catchAll := Server{Host: ""}
 	defaultBE := up("kube-system", "default-http-backend", 80)
+	adminAccess := &SourceRanges{Deny: []netip.Prefix{netip.MustParsePrefix("10.9.0.0/16")}, Allow: []netip.Prefix{netip.MustParsePrefix("10.0.0.0/8")}}
+	everyone := &SourceRanges{Allow: []netip.Prefix{netip.MustParsePrefix("0.0.0.0/0"), netip.MustParsePrefix("::/0")}}
 
 	tests := map[string]struct {
 		objs           []any
@@ -282,6 +285,39 @@ func TestMerge(t *testing.T) {
 				}}},
 				Upstreams: []Upstream{web80},
 			},
+		},
+		"source ranges follow their Ingress's locations; Ingresses sharing a host keep their own": {
+			objs: []any{web, api,
+				ingress("default", "admin", withDefaultBackend("web", 80), annotate(
+					AnnotationAllowlistSourceRange, "10.0.0.0/8", AnnotationDenylistSourceRange, "10.9.0.0/16"),
+					rule("shared.example", prefix("/admin", "api", 8080), exact("/status", "web", 80))),
+				ingress("default", "public", rule("shared.example", prefix("/public", "web", 80))),
+				ingress("default", "cm-acme-http-solver", annotate(AnnotationWhitelistSourceRange, "0.0.0.0/0,::/0"),
+					rule("shared.example", path(networkingv1.PathTypeImplementationSpecific, "/.well-known/acme-challenge/token", "web", 80))),
+			},
+			want: Model{
+				Servers: []Server{catchAll, {Host: "shared.example", Locations: []Location{
+					{Path: "/", PathType: PathPrefix, Upstream: web80.Name, Ingress: nn("default", "admin"), Access: adminAccess},
+					{Path: "/.well-known/acme-challenge/token", PathType: PathPrefix, Upstream: web80.Name, Ingress: nn("default", "cm-acme-http-solver"), Access: everyone},
+					{Path: "/admin", PathType: PathPrefix, Upstream: api8080.Name, Ingress: nn("default", "admin"), Access: adminAccess},
+					{Path: "/public", PathType: PathPrefix, Upstream: web80.Name, Ingress: nn("default", "public")},
+					{Path: "/status", PathType: PathExact, Upstream: web80.Name, Ingress: nn("default", "admin"), Access: adminAccess},
+				}}},
+				Upstreams: sortedUpstreams(api8080, web80),
+			},
+		},
+		"a conflicting path keeps the winner's source ranges, not the loser's": {
+			objs: []any{web,
+				ingress("default", "old", rule("a.example.com", prefix("/", "web", 80))),
+				ingress("default", "young", age(time.Minute), annotate(AnnotationDenylistSourceRange, "0.0.0.0/0"), rule("a.example.com", prefix("/", "web", 80))),
+			},
+			want: Model{
+				Servers: []Server{catchAll, {Host: "a.example.com", Locations: []Location{
+					{Path: "/", PathType: PathPrefix, Upstream: web80.Name, Ingress: nn("default", "old")},
+				}}},
+				Upstreams: []Upstream{web80},
+			},
+			wantConflicts: []Conflict{{Kind: ConflictPath, Loser: nn("default", "young"), Winner: nn("default", "old"), Host: "a.example.com", Path: "/", PathType: PathPrefix}},
 		},
 		"upstreams of losing routes are not in the model": {
 			objs: []any{web, api,

@@ -53,6 +53,23 @@ type Location struct {
 	Ingress types.NamespacedName
 	// SSLRedirect answers plain-HTTP requests with a 308 to HTTPS. Only set on servers with TLS.
 	SSLRedirect bool
+	// Access restricts which client addresses may use the location; nil means everyone. Locations of
+	// one Ingress share the value, which must not be modified.
+	Access *SourceRanges
+}
+
+// SourceRanges restricts clients by address, as ingress-nginx's denylist-source-range and
+// allowlist-source-range (formerly whitelist-source-range) annotations did. NGINX checks the address
+// the connection comes from ($remote_addr): behind a load balancer that does not preserve client
+// addresses, that is the balancer's. Refused requests get 403.
+//
+// Prefixes are canonical (masked; IPv4-mapped IPv6 written as IPv4), unique and sorted, so equal
+// annotations render equal configurations.
+type SourceRanges struct {
+	// Deny lists the addresses refused whatever Allow says; checked first.
+	Deny []netip.Prefix
+	// Allow, when not empty, lists the only addresses admitted.
+	Allow []netip.Prefix
 }
 
 // PathType is the matching mode of a location, after ImplementationSpecific has been mapped to Prefix.

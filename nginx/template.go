@@ -238,10 +238,11 @@ func validUser(u string) bool {
 // operator's replacement (--template).
 //
 // A template only ever sees the view types below: every string in them is already quoted by Quote,
-// every other value is an integer or a boolean, so a replacement template cannot inject anything that
-// did not pass validation. A replacement must keep the status server and its Lua locations, the
-// balancer upstream and access phase, and report {{.ConfigHash}} at /configuration/hash: the
-// controller confirms each reload through it.
+// every other value is an integer, a boolean or a netip.Prefix (which prints as hex digits, '.', ':'
+// and '/' only), so a replacement template cannot inject anything that did not pass validation. A
+// replacement must keep the status server and its Lua locations, the balancer upstream and access
+// phase, and report {{.ConfigHash}} at /configuration/hash: the controller confirms each reload
+// through it.
 type Template struct {
 	tmpl *template.Template
 }
@@ -273,7 +274,8 @@ func ParseTemplate(text string) (*Template, error) {
 	probe := RenderConfig{HTTPPort: 80, HTTPSPort: 443, StatusPort: 10246, StatusToken: strings.Repeat("0", 32), Paths: Paths{Prefix: "/nginx"},
 		DefaultCertificate: "/ssl/default.crt", DefaultCertificateKey: "/ssl/default.key"}
 	m := Model{Servers: []Server{{Host: ""}, {Host: "example.com", TLS: &ServerTLS{SSLRedirect: true},
-		Locations: []Location{{Path: "/", PathType: PathPrefix, Upstream: "probe-upstream-80-00000000", SSLRedirect: true}}}}}
+		Locations: []Location{{Path: "/", PathType: PathPrefix, Upstream: "probe-upstream-80-00000000", SSLRedirect: true,
+			Access: &SourceRanges{Deny: []netip.Prefix{netip.MustParsePrefix("192.0.2.0/24")}, Allow: []netip.Prefix{netip.MustParsePrefix("0.0.0.0/0")}}}}}}}
 	conf, _, err := t.Render(m, probe)
 	if err != nil {
 		return nil, err
@@ -392,6 +394,9 @@ type locationView struct {
 	Upstream string
 	// Redirect sends plain-HTTP requests to HTTPS (308) when RedirectAll is not set.
 	Redirect bool
+	// Access, when not nil, becomes "deny p;" for each Access.Deny, then, when Access.Allow is not
+	// empty, "allow p;" for each and "deny all;". It points into the model.
+	Access *SourceRanges
 }
 
 func newView(m Model, cfg RenderConfig) (*view, int, error) {
@@ -546,21 +551,22 @@ func serverFor(q *quoter, s *Server, https bool, defaultUpstream string) serverV
 		upstream := q.quote(string(l.Upstream))
 		switch {
 		case l.PathType == PathExact:
-			sv.Locations = append(sv.Locations, locationView{Exact: true, Path: q.quote(l.Path), Upstream: upstream, Redirect: redirect})
+			sv.Locations = append(sv.Locations, locationView{Exact: true, Path: q.quote(l.Path), Upstream: upstream, Redirect: redirect, Access: l.Access})
 		case l.Path == "/":
 			hasRoot = true
-			sv.Locations = append(sv.Locations, locationView{Path: q.quote("/"), Upstream: upstream, Redirect: redirect})
+			sv.Locations = append(sv.Locations, locationView{Path: q.quote("/"), Upstream: upstream, Redirect: redirect, Access: l.Access})
 		default:
 			if !exact[l.Path] {
-				sv.Locations = append(sv.Locations, locationView{Exact: true, Path: q.quote(l.Path), Upstream: upstream, Redirect: redirect})
+				sv.Locations = append(sv.Locations, locationView{Exact: true, Path: q.quote(l.Path), Upstream: upstream, Redirect: redirect, Access: l.Access})
 			}
-			sv.Locations = append(sv.Locations, locationView{Path: q.quote(l.Path + "/"), Upstream: upstream, Redirect: redirect})
+			sv.Locations = append(sv.Locations, locationView{Path: q.quote(l.Path + "/"), Upstream: upstream, Redirect: redirect, Access: l.Access})
 		}
 	}
 	fallbackRedirect := https && s.TLS != nil && s.TLS.SSLRedirect
 	// NGINX answers a request for "/a" with a 301 to "/a/" when a proxied location (exact ones too) is
 	// named "/a/" and nothing is named "/a". For Exact "/a/" that redirect is wrong: "/a" belongs to the
-	// longest Prefix path that covers it, or to the fallback. Naming "/a" exactly keeps it there.
+	// longest Prefix path that covers it, or to the fallback. Naming "/a" exactly keeps it there, with
+	// that Prefix path's upstream and access rules (the fallback has none).
 	for i := range s.Locations {
 		l := &s.Locations[i]
 		bare := strings.TrimSuffix(l.Path, "/")
@@ -570,7 +576,7 @@ func serverFor(q *quoter, s *Server, https bool, defaultUpstream string) serverV
 		exact[bare] = true
 		v := locationView{Exact: true, Path: q.quote(bare), Upstream: defaultUpstream, Redirect: fallbackRedirect}
 		if c := coveringPrefix(s, bare); c != nil {
-			v.Upstream, v.Redirect = q.quote(string(c.Upstream)), https && c.SSLRedirect
+			v.Upstream, v.Redirect, v.Access = q.quote(string(c.Upstream)), https && c.SSLRedirect, c.Access
 		}
 		allRedirect = allRedirect && v.Redirect
 		sv.Locations = append(sv.Locations, v)

@@ -144,6 +144,105 @@ func TestRenderServers(t *testing.T) {
 	}
 `,
 		},
+		"source ranges: deny first, then allow and deny all, on both locations of a Prefix; the fallback has none": {
+			objs: []any{web, ingress("default", "a", rule("a.example.com", prefix("/foo", "web", 80)), annotate(
+				AnnotationAllowlistSourceRange, "2001:db8::/32, 10.0.0.0/8", AnnotationDenylistSourceRange, "10.9.0.0/16"))},
+			server: `"a.example.com"`,
+			want: `	server {
+		listen "80";
+		listen "443" ssl http2;
+		server_name "a.example.com";
+		location = "/foo" {
+			deny 10.9.0.0/16;
+			allow 10.0.0.0/8;
+			allow 2001:db8::/32;
+			deny all;
+			set $proxy_upstream_name "` + string(webUp) + `";
+			proxy_pass http://upstream_balancer;
+		}
+		location "/foo/" {
+			deny 10.9.0.0/16;
+			allow 10.0.0.0/8;
+			allow 2001:db8::/32;
+			deny all;
+			set $proxy_upstream_name "` + string(webUp) + `";
+			proxy_pass http://upstream_balancer;
+		}
+		location "/" {
+			return 404;
+		}
+	}
+`,
+		},
+		"denylist alone: no deny all; with a TLS redirect": {
+			objs: []any{web, ingress("default", "a", rule("a.example.com", exact("/x", "web", 80)), withTLS("cert", "a.example.com"),
+				annotate(AnnotationDenylistSourceRange, "192.0.2.7"))},
+			server: `"a.example.com"`,
+			want: `	server {
+		listen "80";
+		listen "443" ssl http2;
+		server_name "a.example.com";
+		if ($scheme = http) {
+			return 308 https://$host$request_uri;
+		}
+		location = "/x" {
+			deny 192.0.2.7/32;
+			set $proxy_upstream_name "` + string(webUp) + `";
+			proxy_pass http://upstream_balancer;
+		}
+		location "/" {
+			return 404;
+		}
+	}
+`,
+		},
+		"Exact paths ending in /: the path without it takes the covering Prefix's upstream and rules, or the fallback's none": {
+			objs: []any{web, api,
+				ingress("default", "a", rule("a.example.com", prefix("/a", "web", 80)), annotate(AnnotationAllowlistSourceRange, "192.0.2.0/24")),
+				ingress("default", "b", rule("a.example.com", exact("/a/b/", "api", 80), exact("/z/", "api", 80)), annotate(AnnotationDenylistSourceRange, "203.0.113.0/24")),
+			},
+			server: `"a.example.com"`,
+			want: `	server {
+		listen "80";
+		listen "443" ssl http2;
+		server_name "a.example.com";
+		location = "/a" {
+			allow 192.0.2.0/24;
+			deny all;
+			set $proxy_upstream_name "` + string(webUp) + `";
+			proxy_pass http://upstream_balancer;
+		}
+		location "/a/" {
+			allow 192.0.2.0/24;
+			deny all;
+			set $proxy_upstream_name "` + string(webUp) + `";
+			proxy_pass http://upstream_balancer;
+		}
+		location = "/a/b/" {
+			deny 203.0.113.0/24;
+			set $proxy_upstream_name "` + string(apiUp) + `";
+			proxy_pass http://upstream_balancer;
+		}
+		location = "/z/" {
+			deny 203.0.113.0/24;
+			set $proxy_upstream_name "` + string(apiUp) + `";
+			proxy_pass http://upstream_balancer;
+		}
+		location = "/a/b" {
+			allow 192.0.2.0/24;
+			deny all;
+			set $proxy_upstream_name "` + string(webUp) + `";
+			proxy_pass http://upstream_balancer;
+		}
+		location = "/z" {
+			return 404;
+		}
+		location "/" {
+			return 404;
+		}
+	}
+`,
+		},
 		"HTTPS disabled: no TLS listener, no redirect; IPv6 and address listeners": {
 			objs: []any{web, ingress("default", "a", rule("*.example.com", exact("/x", "web", 80)), withTLS("cert", "*.example.com"))},
 			cfg: func(c *RenderConfig) {
@@ -321,6 +420,13 @@ func TestRenderNginxAccepts(t *testing.T) {
 				prefix("/a-b_c.d~e!f*g(h)i,j+k=l:m@n&o", "web", 80), exact("/=", "web", 80), exact("/~", "web", 80), prefix("/^", "web", 80)))},
 		},
 		"1,500 hosts with long names and a 253-byte one (server_names_hash sizing)": {objs: manyHosts},
+		"source ranges, IPv4 and IPv6, on every kind of location": {
+			objs: []any{web,
+				ingress("default", "a", annotate(AnnotationAllowlistSourceRange, "10.0.0.0/8,2001:db8::/32,192.0.2.7", AnnotationDenylistSourceRange, "10.9.0.0/16,::1"),
+					rule("a.example.com", prefix("/", "web", 80), prefix("/api", "web", 80), exact("/x/", "web", 80))),
+				ingress("default", "b", annotate(AnnotationWhitelistSourceRange, "0.0.0.0/0,::/0"), rule("b.example.com", exact("/b", "web", 80))),
+			},
+		},
 		"HTTP only, IPv6, access log, user, single worker": {
 			objs: []any{web, ingress("default", "a", rule("a.example.com", prefix("/", "web", 80)))},
 			cfg: func(c *RenderConfig) {

@@ -53,6 +53,9 @@ type IngressTranslation struct {
 	TLS []TLSHost
 	// SSLRedirect says whether this Ingress's paths redirect plain HTTP on hosts with TLS.
 	SSLRedirect bool
+	// Access restricts the client addresses of every location of the Ingress (its source address
+	// annotations); nil means no restriction.
+	Access *SourceRanges
 	// Services are the Services the Ingress references, with the resourceVersion seen ("" when missing).
 	Services []ServiceVersion
 	// Warnings are problems that do not reject the Ingress (for example a Service that does not exist yet);

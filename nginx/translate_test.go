@@ -2,6 +2,7 @@ package nginx
 
 import (
 	"encoding/json"
+	"net/netip"
 	"reflect"
 	"slices"
 	"strings"
@@ -335,16 +336,38 @@ func TestTranslateIngressRejects(t *testing.T) {
 			ing:     ingress("default", "a", rule("a.example.com", prefix("/", "web", 80)), annotate(IngressNginxPrefix+"auth-type", "basic", IngressNginxPrefix+"auth-secret", "users")),
 			wantErr: []string{`metadata.annotations[nginx.ingress.kubernetes.io/auth-secret]: restricts access`, `annotations[nginx.ingress.kubernetes.io/auth-type]: restricts access`},
 		},
-		"access restriction that is not supported: source ranges and client certificates": {
+		"access restrictions that are not supported: client certificates, firewall, satisfy, unknown source lists": {
 			ing: ingress("default", "a", rule("a.example.com", prefix("/", "web", 80)), annotate(
-				IngressNginxPrefix+"whitelist-source-range", "10.0.0.0/8",
-				IngressNginxPrefix+"denylist-source-range", "1.2.3.4/32",
+				AnnotationWhitelistSourceRange, "10.0.0.0/8", // supported: not what rejects the Ingress
+				IngressNginxPrefix+"blacklist-source-range", "1.2.3.4/32",
 				IngressNginxPrefix+"auth-tls-verify-client", "on",
 				IngressNginxPrefix+"enable-modsecurity", "true",
 				IngressNginxPrefix+"satisfy", "any",
 			)),
-			wantErr: []string{"whitelist-source-range]: restricts access", "denylist-source-range]: restricts access",
+			wantErr: []string{"blacklist-source-range]: restricts access",
 				"auth-tls-verify-client]: restricts access", "enable-modsecurity]: restricts access", "satisfy]: restricts access"},
+		},
+		"source range that is not an address": {
+			ing:     ingress("default", "a", rule("a.example.com", prefix("/", "web", 80)), annotate(AnnotationWhitelistSourceRange, "10.0.0.0/8, 10.0.0.300")),
+			wantErr: []string{`metadata.annotations[nginx.ingress.kubernetes.io/whitelist-source-range]: entry "10.0.0.300" is not an IP address or a CIDR range`},
+		},
+		"source ranges: prefix too long, host name, zone, space-separated, injection; each is named": {
+			ing: ingress("default", "a", rule("a.example.com", prefix("/", "web", 80)), annotate(
+				AnnotationAllowlistSourceRange, "10.0.0.0/33,example.com",
+				AnnotationDenylistSourceRange, "fe80::1%eth0, 10.0.0.0/8 10.1.0.0/16,1.2.3.4;allow all"),
+			),
+			wantErr: []string{
+				`annotations[nginx.ingress.kubernetes.io/allowlist-source-range]: entry "10.0.0.0/33" is not`,
+				`annotations[nginx.ingress.kubernetes.io/allowlist-source-range]: entry "example.com" is not`,
+				`annotations[nginx.ingress.kubernetes.io/denylist-source-range]: entry "fe80::1%eth0" is not`,
+				`annotations[nginx.ingress.kubernetes.io/denylist-source-range]: entry "10.0.0.0/8 10.1.0.0/16" is not`,
+				`annotations[nginx.ingress.kubernetes.io/denylist-source-range]: entry "1.2.3.4;allow all" is not`,
+			},
+		},
+		"an invalid whitelist-source-range rejects even when allowlist-source-range wins": {
+			ing: ingress("default", "a", rule("a.example.com", prefix("/", "web", 80)), annotate(
+				AnnotationAllowlistSourceRange, "10.0.0.0/8", AnnotationWhitelistSourceRange, "10.0.0.0/8,bad")),
+			wantErr: []string{`whitelist-source-range]: entry "bad" is not an IP address or a CIDR range`},
 		},
 		"snippets": {
 			ing: ingress("default", "a", rule("a.example.com", prefix("/", "web", 80)), annotate(
@@ -444,6 +467,72 @@ func TestTranslateAnnotations(t *testing.T) {
 	got, err := TranslateIngress(ingress("default", "a", append(base, annotate(AnnotationSSLRedirect, "true"))...), svcs, opts)
 	if err != nil || !got.SSLRedirect {
 		t.Errorf("ssl-redirect true with redirects off by default: %v, %v", got, err)
+	}
+}
+
+// TestTranslateSourceRanges: the source address annotations become the translation's Access, parsed,
+// canonical, sorted and without duplicates.
+func TestTranslateSourceRanges(t *testing.T) {
+	svcs := servicesOf(service("default", "web", port(80, "http")))
+	p := netip.MustParsePrefix
+	tests := map[string]struct {
+		annotations  []string
+		want         *SourceRanges
+		wantWarnings []string
+	}{
+		"none": {},
+		// cert-manager's HTTP-01 solver puts exactly this on every challenge Ingress it creates.
+		"cert-manager's challenge Ingress: every IPv4 and IPv6 address": {
+			annotations: []string{AnnotationWhitelistSourceRange, "0.0.0.0/0,::/0"},
+			want:        &SourceRanges{Allow: []netip.Prefix{p("0.0.0.0/0"), p("::/0")}},
+		},
+		"addresses and ranges, whitespace, host bits masked, duplicates dropped, sorted IPv4 first": {
+			annotations: []string{AnnotationAllowlistSourceRange, " 2001:DB8::1 ,10.1.2.3/8,\t192.0.2.7, 10.0.0.0/8,192.0.2.7/32 ,2001:db8:0:0::/32"},
+			want: &SourceRanges{Allow: []netip.Prefix{
+				p("10.0.0.0/8"), p("192.0.2.7/32"), p("2001:db8::/32"), p("2001:db8::1/128"),
+			}},
+		},
+		"IPv4-mapped IPv6 is written as IPv4 (NGINX checks mapped clients against IPv4 rules)": {
+			annotations: []string{AnnotationAllowlistSourceRange, "::ffff:192.0.2.7,::ffff:10.0.0.0/104"},
+			want:        &SourceRanges{Allow: []netip.Prefix{p("10.0.0.0/8"), p("192.0.2.7/32")}},
+		},
+		"denylist alone": {
+			annotations: []string{AnnotationDenylistSourceRange, "18.0.0.0/8, 56.0.0.1"},
+			want:        &SourceRanges{Deny: []netip.Prefix{p("18.0.0.0/8"), p("56.0.0.1/32")}},
+		},
+		"denylist with an allowlist": {
+			annotations: []string{AnnotationDenylistSourceRange, "18.1.0.0/16", AnnotationWhitelistSourceRange, "18.0.0.0/8"},
+			want:        &SourceRanges{Deny: []netip.Prefix{p("18.1.0.0/16")}, Allow: []netip.Prefix{p("18.0.0.0/8")}},
+		},
+		"both names: allowlist-source-range wins, with a warning": {
+			annotations: []string{AnnotationAllowlistSourceRange, "10.0.0.0/8", AnnotationWhitelistSourceRange, "0.0.0.0/0"},
+			want:        &SourceRanges{Allow: []netip.Prefix{p("10.0.0.0/8")}},
+			wantWarnings: []string{"metadata.annotations[nginx.ingress.kubernetes.io/whitelist-source-range]: ignored, because " +
+				"nginx.ingress.kubernetes.io/allowlist-source-range (its newer name) is set too and wins, as in ingress-nginx"},
+		},
+		"an empty allowlist-source-range leaves whitelist-source-range in force": {
+			annotations:  []string{AnnotationAllowlistSourceRange, "", AnnotationWhitelistSourceRange, "10.0.0.0/8"},
+			want:         &SourceRanges{Allow: []netip.Prefix{p("10.0.0.0/8")}},
+			wantWarnings: []string{"metadata.annotations[nginx.ingress.kubernetes.io/allowlist-source-range]: lists no addresses, so it restricts nothing"},
+		},
+		"blank lists restrict nothing, and say so": {
+			annotations: []string{AnnotationWhitelistSourceRange, " , ", AnnotationDenylistSourceRange, ""},
+			wantWarnings: []string{
+				"metadata.annotations[nginx.ingress.kubernetes.io/denylist-source-range]: lists no addresses, so it restricts nothing",
+				"metadata.annotations[nginx.ingress.kubernetes.io/whitelist-source-range]: lists no addresses, so it restricts nothing",
+			},
+		},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			ing := ingress("default", "a", rule("a.example.com", prefix("/", "web", 80)), annotate(tc.annotations...))
+			got, err := TranslateIngress(ing, svcs, DefaultTranslateOptions())
+			if err != nil {
+				t.Fatal(err)
+			}
+			same(t, "access", got.Access, tc.want)
+			same(t, "warnings", got.Warnings, tc.wantWarnings)
+		})
 	}
 }
 
