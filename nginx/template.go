@@ -298,6 +298,11 @@ func Render(m Model, cfg RenderConfig) (conf []byte, hash string, err error) {
 // value can, so it is never confused with a host or a path.
 const hashPlaceholder = "%ingress-reactor-config-hash%"
 
+// tokenPlaceholder stands for the status token while rendering and hashing, so the hash (the
+// ingress_reactor_config_hash metric) is equal on every replica that serves the same configuration, though
+// each has its own token.
+const tokenPlaceholder = "%ingress-reactor-status-token%"
+
 // Render returns nginx.conf for m and cfg, and the configuration's hash: the hex SHA-256 of the
 // rendered text (with the hash itself left out), which the status server reports at
 // GET /configuration/hash. Equal inputs give equal bytes and hashes.
@@ -319,6 +324,7 @@ func (t *Template) Render(m Model, cfg RenderConfig) (conf []byte, hash string, 
 	sum := sha256.Sum256(conf)
 	hash = hex.EncodeToString(sum[:])
 	conf = bytes.ReplaceAll(conf, []byte(hashPlaceholder), []byte(hash))
+	conf = bytes.ReplaceAll(conf, []byte(tokenPlaceholder), []byte(cfg.StatusToken)) // hex digits, validated
 	return conf, hash, nil
 }
 
@@ -428,7 +434,7 @@ func newView(m Model, cfg RenderConfig) (*view, int, error) {
 		ClientMaxBodySize:     cfg.ClientMaxBodySize,
 		HTTPS:                 cfg.HTTPSPort != 0,
 		StatusListen:          q.quote(fmt.Sprintf("127.0.0.1:%d", cfg.StatusPort)),
-		StatusToken:           q.quote(cfg.StatusToken),
+		StatusToken:           q.quote(tokenPlaceholder),
 		Servers:               make([]serverView, 0, len(m.Servers)+1),
 	}
 	for _, mod := range cfg.Modules {

@@ -313,6 +313,16 @@ func TestRenderHash(t *testing.T) {
 	if _, h, _ := Render(m, cfg); h == changed {
 		t.Error("a different configuration has the same hash")
 	}
+	// Each replica has its own status token; the hash (a metric to compare replicas by) leaves it out.
+	other := baseRenderConfig()
+	other.StatusToken = strings.Repeat("f", 32)
+	confOther, h, err := Render(m, other)
+	if err != nil || h != changed {
+		t.Errorf("another status token changed the hash: %s vs %s (%v)", h, changed, err)
+	}
+	if !bytes.Contains(confOther, []byte(`set $ingress_reactor_token "`+other.StatusToken+`";`)) || bytes.Contains(confOther, []byte(tokenPlaceholder)) {
+		t.Error("the status token is not in the configuration")
+	}
 }
 
 func TestRenderRejects(t *testing.T) {
