@@ -14,8 +14,8 @@
 //     objects did not change.
 //   - Configuration (escape.go, template.go, nginx.tmpl): Render turns a Model and a RenderConfig into
 //     nginx.conf and its hash. Every string reaching the file passes through Quote; the template only
-//     sees pre-quoted strings, integers and booleans, so a --template replacement cannot inject
-//     anything either.
+//     sees pre-quoted strings, integers, booleans and typed address ranges (netip.Prefix, for the
+//     source-range annotations), so a --template replacement cannot inject anything either.
 //   - Runtime (process.go, runtime.go, client.go, configtest.go, lua/): Process runs NGINX as a
 //     supervised foreground child; Runtime applies a configuration (nginx -t, atomic rename, SIGHUP,
 //     confirmation through the config hash); Client feeds endpoints and certificates to the embedded
