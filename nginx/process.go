@@ -93,6 +93,13 @@ type Process struct {
 	lastErr  error
 	wake     chan struct{} // closed by Stop to end a backoff wait
 	done     chan struct{} // closed when the supervisor goroutine ends
+
+	// startedAt is when the current start began; workersFailed is the last start whose master reported
+	// that a worker exited with a fatal code and is not respawned.
+	startedAt     time.Time
+	workersFailed uint64
+	// restartAsked is set by restart: the master's next exit was asked for, and NGINX starts again at once.
+	restartAsked bool
 }
 
 // NewProcess returns a Process; nothing runs before Start.
@@ -152,10 +159,11 @@ func (p *Process) startLocked() (*exec.Cmd, error) {
 		return nil, fmt.Errorf("start %s: %w", p.cfg.Binary, err)
 	}
 	_ = w.Close()
-	go p.readStderr(r)
 	p.cmd = cmd
 	p.running = true
 	p.starts++
+	p.startedAt = time.Now()
+	go p.readStderr(r, p.starts)
 	p.cfg.Log.Info("nginx started", zap.Int("pid", cmd.Process.Pid), zap.Uint64("starts", p.starts))
 	return cmd, nil
 }
@@ -166,13 +174,23 @@ func (p *Process) notifyStart(starts uint64) {
 	}
 }
 
-func (p *Process) readStderr(r *os.File) {
+// fatalWorkerExit is how a master reports a worker that exited with a fatal code (2, as after a failed
+// worker initialization): it does not start another one, and when it was the last, the master runs on
+// without workers and answers nothing.
+const fatalWorkerExit = "and cannot be respawned"
+
+func (p *Process) readStderr(r *os.File, starts uint64) {
 	defer r.Close()
 	sc := bufio.NewScanner(r)
 	sc.Buffer(make([]byte, 0, 4096), 1<<20)
 	for sc.Scan() {
 		line := sc.Text()
 		p.tail.add(line)
+		if strings.Contains(line, fatalWorkerExit) {
+			p.mu.Lock()
+			p.workersFailed = max(p.workersFailed, starts)
+			p.mu.Unlock()
+		}
 		if p.cfg.OnStderrLine != nil {
 			p.cfg.OnStderrLine(line)
 			continue
@@ -207,7 +225,8 @@ func (p *Process) supervise(cmd *exec.Cmd, wake, done chan struct{}) {
 
 		p.mu.Lock()
 		p.running = false
-		stopping := p.stopping
+		stopping, asked := p.stopping, p.restartAsked
+		p.restartAsked = false
 		if err == nil {
 			err = errors.New("nginx exited")
 		}
@@ -216,7 +235,11 @@ func (p *Process) supervise(cmd *exec.Cmd, wake, done chan struct{}) {
 		if stopping {
 			return
 		}
-		p.cfg.Log.Error("nginx exited unexpectedly", zap.Error(err), zap.String("output", p.tail.String()))
+		if asked {
+			p.cfg.Log.Warn("nginx stopped to be started again", zap.Error(err))
+		} else {
+			p.cfg.Log.Error("nginx exited unexpectedly", zap.Error(err), zap.String("output", p.tail.String()))
+		}
 		if p.cfg.OnExit != nil {
 			p.cfg.OnExit(err)
 		}
@@ -224,6 +247,7 @@ func (p *Process) supervise(cmd *exec.Cmd, wake, done chan struct{}) {
 			backoff, failures = p.cfg.MinBackoff, 0
 		}
 		for {
+			// An asked-for restart counts too: a master that has to be replaced again and again gives up.
 			failures++
 			if failures > p.cfg.MaxFailures {
 				p.cfg.Log.Error("nginx keeps dying; giving up until the next start", zap.Int("failures", failures-1))
@@ -232,7 +256,11 @@ func (p *Process) supervise(cmd *exec.Cmd, wake, done chan struct{}) {
 				p.mu.Unlock()
 				return
 			}
-			timer := time.NewTimer(backoff)
+			delay := backoff
+			if asked {
+				delay, asked = 0, false
+			}
+			timer := time.NewTimer(delay)
 			select {
 			case <-wake:
 				timer.Stop()
@@ -283,13 +311,46 @@ var errStartChanged = errors.New("nginx was started again")
 func (p *Process) reloadStart(starts uint64) error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	if err := p.isCurrentLocked(starts); err != nil {
+		return err
+	}
+	return p.signalReloadLocked()
+}
+
+// isCurrentLocked returns nil when the running master is that of start number starts.
+func (p *Process) isCurrentLocked(starts uint64) error {
 	if !p.running {
 		return ErrNotRunning
 	}
 	if p.starts != starts {
 		return errStartChanged
 	}
-	return p.signalReloadLocked()
+	return nil
+}
+
+// restart kills the master of start number starts and its workers (its process group), so that the
+// supervisor starts NGINX again at once, on the configuration file as it is then; it counts as a restart.
+// It is for a master that cannot be reloaded: one that never answered.
+func (p *Process) restart(starts uint64) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if err := p.isCurrentLocked(starts); err != nil {
+		return err
+	}
+	p.restartAsked = true
+	if err := syscall.Kill(-p.cmd.Process.Pid, syscall.SIGKILL); err != nil {
+		p.restartAsked = false
+		return fmt.Errorf("restart nginx: %w", err)
+	}
+	return nil
+}
+
+// startState describes the current start: its number, whether its master runs, when it began, and
+// whether its master reported a worker that exited fatally (see fatalWorkerExit).
+func (p *Process) startState() (starts uint64, running bool, began time.Time, workersFailed bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.starts, p.running, p.startedAt, p.workersFailed == p.starts
 }
 
 func (p *Process) signalReloadLocked() error {

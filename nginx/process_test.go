@@ -139,3 +139,39 @@ func TestConfigTest(t *testing.T) {
 		})
 	}
 }
+
+// TestProcessRestart: restart replaces the master of a given start (and its process group) at once,
+// counted as a restart; a master that reported a fatal worker exit is marked for its start only.
+func TestProcessRestart(t *testing.T) {
+	marker := filepath.Join(t.TempDir(), "started-once")
+	// The first start reports a worker that cannot be respawned, as NGINX does; later ones do not.
+	script := `if [ ! -e ` + marker + ` ]; then : > ` + marker + `; echo "[alert] 7#7: worker process 8 exited with fatal code 2 and cannot be respawned" >&2; fi
+sleep 1000 & wait`
+	p := NewProcess(ProcessConfig{Binary: fakeNginx(t, script), Paths: Paths{Prefix: t.TempDir()}, Log: zaptest.NewLogger(t),
+		MinBackoff: time.Hour}) // an unasked-for restart would not come within the test
+	if err := p.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		_ = p.Stop(ctx)
+	})
+	eventually(t, "the fatal worker exit to be noticed", 10*time.Second, func() bool {
+		_, _, _, failed := p.startState()
+		return failed
+	})
+	first := p.PID()
+	if err := p.restart(2); !errors.Is(err, errStartChanged) {
+		t.Errorf("restart of another start: %v, want errStartChanged", err)
+	}
+	if err := p.restart(1); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the next start", 10*time.Second, func() bool { return p.Starts() == 2 && p.Running() })
+	starts, running, began, failed := p.startState()
+	if starts != 2 || !running || began.IsZero() || failed || p.Restarts() != 1 || p.PID() == first {
+		t.Errorf("after restart: start %d running %v began %v workers failed %v, restarts %d, pid %d (was %d)",
+			starts, running, began, failed, p.Restarts(), p.PID(), first)
+	}
+}

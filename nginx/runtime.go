@@ -21,8 +21,12 @@ type RuntimeConfig struct {
 	StatusToken string
 	// ConfirmTimeout bounds the wait for a new configuration to go live after a reload or start;
 	// default 10s. A start that takes longer is still waited for (and reported through OnReady), with a
-	// warning.
+	// warning, within the bounds of a stuck start (see StartTimeout).
 	ConfirmTimeout time.Duration
+	// StartTimeout is how long a start may go without answering on its status server before it counts as
+	// stuck, unless it is stuck sooner (see Runtime.Apply); default 30 ConfirmTimeouts, at least 5 minutes.
+	// A master that loads a very large configuration answers late, and must not be killed for it.
+	StartTimeout time.Duration
 	// OnReady is called, in its own goroutine, each time a freshly started NGINX answers on its status
 	// server (the first start included), with the start count. A restarted NGINX has empty shared dicts:
 	// the caller pushes all endpoints and certificates again (ReplaceEndpoints, ReplaceCertificates).
@@ -63,7 +67,7 @@ var ErrStopped = errors.New("nginx runtime is stopped")
 
 // ApplyError says which step of Apply failed. Output carries NGINX's messages.
 type ApplyError struct {
-	// Stage is "write", "test", "start", "reload" or "confirm".
+	// Stage is "write", "test", "start", "reload", "restart" or "confirm".
 	Stage string
 	Err   error
 }
@@ -81,6 +85,9 @@ func (e *ApplyError) Unwrap() error { return e.Err }
 func NewRuntime(cfg RuntimeConfig) (*Runtime, error) {
 	if cfg.ConfirmTimeout <= 0 {
 		cfg.ConfirmTimeout = 10 * time.Second
+	}
+	if cfg.StartTimeout <= 0 {
+		cfg.StartTimeout = max(30*cfg.ConfirmTimeout, 5*time.Minute)
 	}
 	pc := cfg.Process.withDefaults()
 	if err := pc.Paths.Prepare(); err != nil {
@@ -137,8 +144,18 @@ func (r *Runtime) Ready() error {
 
 // Apply makes conf (with its hash, as returned by Render) the running configuration: it writes conf
 // to a temp file next to nginx.conf, tests it with "nginx -t", renames it into place, starts NGINX or
-// reloads it (SIGHUP), and waits until the status server reports hash. A master that is still loading
-// its configuration (a SIGHUP would kill it) is waited for, as long as ctx allows, before the reload.
+// reloads it (SIGHUP), and waits until the status server reports hash.
+//
+// A master whose start has not answered yet cannot be reloaded: it may still be loading its
+// configuration, and a SIGHUP would kill it. Apply waits for it until it answers or counts as stuck,
+// then replaces a stuck master by a new start on conf (the supervisor starts NGINX again at once; it
+// counts as a restart). A start counts as stuck
+//   - ConfirmTimeout after it began, when its master reported a worker that exited fatally ("cannot be
+//     respawned"): the master has loaded its configuration, and one with no workers left runs on
+//     without ever answering;
+//   - otherwise StartTimeout after it began: it may be a slow first load of a large configuration,
+//     which must not be killed, nor killed again each time a configuration arrives.
+//
 // A configuration that fails the test never replaces the running one; one that NGINX fails to load is
 // taken back out of nginx.conf, so a later restart uses the last good one. Errors are *ApplyError with
 // NGINX's message. Applying the live hash again is a no-op while NGINX runs.
@@ -152,7 +169,8 @@ func (r *Runtime) Apply(ctx context.Context, conf []byte, hash string) error {
 		return nil
 	}
 	// Wait before nginx.conf changes, so that a master started meanwhile still loads the last good one.
-	if err := r.waitLoaded(ctx); err != nil {
+	// A stuck master is replaced once conf is in place (startOrReload).
+	if _, _, err := r.waitLoaded(ctx); err != nil {
 		return &ApplyError{Stage: "reload", Err: err}
 	}
 
@@ -187,9 +205,10 @@ func (r *Runtime) Apply(ctx context.Context, conf []byte, hash string) error {
 	return nil
 }
 
-// startOrReload starts NGINX when no master runs, or sends SIGHUP to the running master once its start
-// has answered, waiting for that within ctx. It returns the stage, the start to confirm, and the output
-// mark from which NGINX's messages concern this attempt.
+// startOrReload starts NGINX when no master runs, sends SIGHUP to the running master once its start
+// has answered, or replaces a master that is stuck (see Apply), waiting for the current start within
+// ctx. It returns the stage, the start to confirm, and the output mark from which NGINX's messages
+// concern this attempt.
 func (r *Runtime) startOrReload(ctx context.Context) (stage string, starts, mark uint64, err error) {
 	for {
 		r.mu.Lock()
@@ -214,16 +233,55 @@ func (r *Runtime) startOrReload(ctx context.Context) (stage string, starts, mark
 			return "reload", starts, mark, err
 		}
 		r.mu.Unlock()
-		if err := r.waitLoaded(ctx); err != nil {
+		stuck, reason, err := r.waitLoaded(ctx)
+		if err != nil {
 			return "reload", starts, mark, err
 		}
+		if stuck == 0 {
+			continue
+		}
+		r.log.Error("nginx start is stuck; starting nginx again with the new configuration",
+			zap.Uint64("starts", stuck), zap.String("reason", reason))
+		mark = r.proc.OutputMark()
+		err = r.proc.restart(stuck)
+		if errors.Is(err, errStartChanged) || errors.Is(err, ErrNotRunning) {
+			continue
+		}
+		if err == nil {
+			starts, err = r.waitRestarted(ctx, stuck)
+		}
+		return "restart", starts, mark, err
 	}
 }
 
+// stuckReason says why the current start, number starts, counts as stuck (see Apply), or returns ""
+// while it does not (yet). stuckAt is when it does or will count as stuck; it is zero for a start
+// that is not current, not running, or has answered.
+func (r *Runtime) stuckReason(starts uint64) (reason string, stuckAt time.Time) {
+	current, running, began, workersFailed := r.proc.startState()
+	r.mu.Lock()
+	answered := r.answered
+	r.mu.Unlock()
+	if current != starts || !running || answered == starts || began.IsZero() {
+		return "", time.Time{}
+	}
+	stuckAt = began.Add(r.cfg.StartTimeout)
+	reason = fmt.Sprintf("it has not answered on its status server for %s", r.cfg.StartTimeout)
+	if workersFailed {
+		stuckAt = began.Add(r.cfg.ConfirmTimeout)
+		reason = fmt.Sprintf("its worker processes exited fatally and it has not answered for %s: %s",
+			r.cfg.ConfirmTimeout, r.proc.ErrorsSince(0))
+	}
+	if time.Now().Before(stuckAt) {
+		return "", stuckAt
+	}
+	return reason, stuckAt
+}
+
 // waitLoaded returns once no master runs or the running one has answered its health check (so it has
-// loaded its configuration and installed its signal handlers), or with an error when ctx ends or the
-// Runtime stops first.
-func (r *Runtime) waitLoaded(ctx context.Context) error {
+// loaded its configuration and installed its signal handlers), or with the number of the current start
+// and why once that counts as stuck (see Apply). It fails when ctx ends or the Runtime stops first.
+func (r *Runtime) waitLoaded(ctx context.Context) (stuck uint64, reason string, err error) {
 	logged := false
 	for {
 		r.mu.Lock()
@@ -231,26 +289,66 @@ func (r *Runtime) waitLoaded(ctx context.Context) error {
 		r.mu.Unlock()
 		starts := r.proc.Starts()
 		if !r.proc.Running() || answered == starts {
-			return nil
+			return 0, "", nil
+		}
+		if reason, _ := r.stuckReason(starts); reason != "" {
+			return starts, reason, nil
 		}
 		if !logged {
 			r.log.Info("nginx is still loading its configuration; reloading once it answers", zap.Uint64("starts", starts))
 			logged = true
 		}
-		// The timer notices a master that dies while loading.
+		// The timer notices a master that dies while loading, and one that becomes stuck.
 		timer := time.NewTimer(confirmPollMax)
 		select {
 		case <-ctx.Done():
 			timer.Stop()
-			return fmt.Errorf("nginx (start %d) is still loading its configuration, and a reload now would kill it: %w", starts, ctx.Err())
+			return 0, "", fmt.Errorf("nginx (start %d) is still loading its configuration, and a reload now would kill it: %w", starts, ctx.Err())
 		case <-r.stopCtx.Done():
 			timer.Stop()
-			return ErrStopped
+			return 0, "", ErrStopped
 		case <-changed:
 			timer.Stop()
 		case <-timer.C:
 		}
 	}
+}
+
+// waitRestarted waits until the supervisor has started NGINX again after restart stopped start number
+// stopped, and returns the new start's number.
+func (r *Runtime) waitRestarted(ctx context.Context, stopped uint64) (uint64, error) {
+	ctx, cancel := context.WithTimeout(ctx, r.cfg.ConfirmTimeout)
+	defer cancel()
+	for {
+		if starts := r.proc.Starts(); starts > stopped {
+			return starts, nil
+		}
+		if r.proc.GaveUp() {
+			return 0, fmt.Errorf("nginx keeps dying and is no longer restarted: %v", r.proc.Err())
+		}
+		timer := time.NewTimer(10 * time.Millisecond)
+		select {
+		case <-ctx.Done():
+			timer.Stop()
+			return 0, fmt.Errorf("nginx was not started again after start %d was stopped: %w", stopped, ctx.Err())
+		case <-r.stopCtx.Done():
+			timer.Stop()
+			return 0, ErrStopped
+		case <-timer.C:
+		}
+	}
+}
+
+// Alive returns an error when the current start has been stuck (see Apply) for three more
+// ConfirmTimeouts: an Apply would have replaced it by then, so none is coming, and NGINX serves nothing.
+// It fails the process's liveness check, so that the kubelet restarts the pod as a last resort.
+func (r *Runtime) Alive() error {
+	starts := r.proc.Starts()
+	reason, stuckAt := r.stuckReason(starts)
+	if reason == "" || time.Since(stuckAt) < 3*r.cfg.ConfirmTimeout {
+		return nil
+	}
+	return fmt.Errorf("nginx (start %d) is stuck since %s: %s", starts, stuckAt.Format(time.RFC3339), reason)
 }
 
 // confirmPollMax bounds the interval between polls of the config hash: polls are cheap, and each
