@@ -19,7 +19,8 @@ import (
 
 // Client talks to the internal status server of the running NGINX (127.0.0.1:StatusPort): it pushes
 // endpoints and certificates into the Lua shared dicts (no reload) and reads the live config hash.
-// The shared dicts survive reloads but not restarts: push everything again after Runtime's OnReady.
+// The shared dicts survive reloads but not restarts: push everything again after Runtime's OnReady. A
+// reload that changes a dict's size empties that dict too; Filled tells.
 type Client struct {
 	base  string
 	token string
@@ -89,7 +90,8 @@ func (v endpointsValue) MarshalJSON() ([]byte, error) {
 }
 
 // PushEndpoints replaces the endpoint lists of the given upstreams and leaves the others alone. An
-// empty list means "no endpoints" (requests get 503). Addresses must be IP literals.
+// empty list means "no endpoints" (requests get 503). Addresses must be IP literals. When some lists do
+// not fit into the shared dict, the error is a *DictFullError and the others are live.
 func (c *Client) PushEndpoints(ctx context.Context, upstreams map[UpstreamName][]Endpoint) error {
 	return c.postEndpoints(ctx, upstreams, false)
 }
@@ -117,6 +119,67 @@ func (c *Client) postEndpoints(ctx context.Context, upstreams map[UpstreamName][
 		return fmt.Errorf("push endpoints: %w", err)
 	}
 	return nil
+}
+
+// DictFullError is the answer to a push of which some entries did not fit into their shared dict (HTTP
+// 507 Insufficient Storage). It is a partial success: everything else in the push is live, and an entry
+// that did not fit keeps what it had before, if anything (a host without its certificate gets the
+// wildcard or default certificate). Sending the same push again stores the same entries: only a larger
+// dict (--endpoints-dict-size, --certificates-dict-size) or fewer entries help.
+type DictFullError struct {
+	// Dict is "endpoints" or "certificates".
+	Dict string
+	// NotStored are the upstream names or certificate IDs that did not fit; HostsNotStored the SNI
+	// names (certificates only).
+	NotStored      []string
+	HostsNotStored []Hostname
+	// Message is the data plane's explanation, which names the flag to raise.
+	Message string
+}
+
+// Error says which dict is full, with the data plane's explanation.
+func (e *DictFullError) Error() string {
+	return fmt.Sprintf("POST /configuration/%s: 507 Insufficient Storage: %s", e.Dict, e.Message)
+}
+
+// dictFullError reads a 507 answer of the status server, or returns nil for an answer it cannot read.
+func dictFullError(path string, body []byte) *DictFullError {
+	var a struct {
+		Error          string     `json:"error"`
+		NotStored      []string   `json:"not_stored"`
+		HostsNotStored []Hostname `json:"hosts_not_stored"`
+	}
+	if json.Unmarshal(body, &a) != nil || a.Error == "" {
+		return nil
+	}
+	return &DictFullError{Dict: strings.TrimPrefix(path, "/configuration/"), NotStored: a.NotStored, HostsNotStored: a.HostsNotStored, Message: a.Error}
+}
+
+// Filled says, for each shared dict, whether a full push has filled it since NGINX created it. A reload
+// keeps the dicts, except one whose size changed: NGINX replaces that one with an empty dict, which needs
+// a full push. A data plane that does not report it (an older Lua) reads as not filled.
+type Filled struct {
+	Endpoints    bool
+	Certificates bool
+}
+
+// Filled asks the data plane which shared dicts a full push has filled; the answer costs the data
+// plane nothing, whatever the dicts hold.
+func (c *Client) Filled(ctx context.Context) (Filled, error) {
+	var f Filled
+	for _, d := range []struct {
+		path string
+		to   *bool
+	}{{"/configuration/endpoints", &f.Endpoints}, {"/configuration/certificates", &f.Certificates}} {
+		var out struct {
+			Filled bool `json:"filled"`
+		}
+		if err := c.getJSON(ctx, d.path+"?only=filled", &out); err != nil {
+			return Filled{}, fmt.Errorf("read whether %s is filled: %w", d.path, err)
+		}
+		*d.to = out.Filled
+	}
+	return f, nil
 }
 
 // Endpoints returns what the data plane currently holds.
@@ -163,7 +226,8 @@ type certificatesRequest struct {
 }
 
 // PushCertificates changes the listed certificates and hosts and leaves the others alone. The data
-// plane rejects certificates or keys it cannot parse, and hosts that name an unknown certificate.
+// plane rejects certificates or keys it cannot parse, and hosts that name an unknown certificate. When
+// some do not fit into the shared dict, the error is a *DictFullError and the others are live.
 func (c *Client) PushCertificates(ctx context.Context, u CertificateUpdate) error {
 	return c.postCertificates(ctx, u, false)
 }
@@ -283,6 +347,11 @@ func (c *Client) do(req *http.Request) ([]byte, error) {
 	body, err := io.ReadAll(io.LimitReader(resp.Body, 64<<20))
 	if err != nil {
 		return nil, fmt.Errorf("read response: %w", err)
+	}
+	if resp.StatusCode == http.StatusInsufficientStorage && req.Method == http.MethodPost {
+		if e := dictFullError(req.URL.Path, body); e != nil {
+			return nil, e
+		}
 	}
 	if resp.StatusCode/100 != 2 {
 		var e struct {

@@ -3,6 +3,7 @@ package nginx
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"io"
 	"net"
 	"net/http"
@@ -25,7 +26,7 @@ func statusServer(t *testing.T, status int, reply string) (*Client, func() []str
 			return
 		}
 		mu.Lock()
-		bodies = append(bodies, r.Method+" "+r.URL.Path+" "+string(b))
+		bodies = append(bodies, r.Method+" "+r.URL.RequestURI()+" "+string(b))
 		mu.Unlock()
 		w.WriteHeader(status)
 		_, _ = io.WriteString(w, reply)
@@ -145,5 +146,60 @@ func TestClientErrors(t *testing.T) {
 	}
 	if err := NewClient(freePort(t), testStatusToken).Healthz(context.Background()); err == nil {
 		t.Error("Healthz of nothing succeeded")
+	}
+}
+
+// A 507 answer is a partial success: the Client returns it as a *DictFullError that lists what did not
+// fit, so that callers can tell it from a failed push.
+func TestClientDictFull(t *testing.T) {
+	ctx := context.Background()
+	c, _ := statusServer(t, 507, `{"changed":3,"not_stored":["ns/a","ns/b"],"hosts_not_stored":["a.example.com"],`+
+		`"error":"certificates dict full: raise --certificates-dict-size (now 1 MB)"}`)
+	err := c.ReplaceCertificates(ctx, CertificateUpdate{})
+	var full *DictFullError
+	if !errors.As(err, &full) {
+		t.Fatalf("err = %v, want a *DictFullError", err)
+	}
+	if full.Dict != "certificates" || !slices.Equal(full.NotStored, []string{"ns/a", "ns/b"}) ||
+		!slices.Equal(full.HostsNotStored, []Hostname{"a.example.com"}) || !strings.Contains(err.Error(), "raise --certificates-dict-size") {
+		t.Errorf("DictFullError %+v (%v)", full, err)
+	}
+
+	c, _ = statusServer(t, 507, `{"not_stored":["up-1"],"error":"endpoints dict full: raise --endpoints-dict-size (now 1 MB)"}`)
+	err = c.PushEndpoints(ctx, map[UpstreamName][]Endpoint{"up-1": nil})
+	if !errors.As(err, &full) || full.Dict != "endpoints" || !slices.Equal(full.NotStored, []string{"up-1"}) {
+		t.Errorf("endpoints: err = %v (%+v), want a *DictFullError naming up-1", err, full)
+	}
+
+	// Other failures are not partial successes.
+	for status, reply := range map[int]string{500: `{"error":"boom"}`, 400: `{"error":"invalid host"}`, 507: `<html>`} {
+		c, _ = statusServer(t, status, reply)
+		if err := c.PushEndpoints(ctx, map[UpstreamName][]Endpoint{"a": nil}); err == nil || errors.As(err, &full) {
+			t.Errorf("%d %s: err = %v, want a plain error", status, reply, err)
+		}
+	}
+}
+
+func TestClientFilled(t *testing.T) {
+	tests := map[string]struct {
+		reply string
+		want  Filled
+	}{
+		"filled":                          {`{"filled":true}`, Filled{Endpoints: true, Certificates: true}},
+		"emptied by a reload":             {`{"filled":false}`, Filled{}},
+		"a data plane that does not tell": {`{"upstreams":{}}`, Filled{}},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			c, sent := statusServer(t, 200, tc.reply)
+			got, err := c.Filled(context.Background())
+			if err != nil || got != tc.want {
+				t.Errorf("Filled() = %+v, %v; want %+v", got, err, tc.want)
+			}
+			want := []string{"GET /configuration/endpoints?only=filled ", "GET /configuration/certificates?only=filled "}
+			if !slices.Equal(sent(), want) {
+				t.Errorf("requests %q, want %q", sent(), want)
+			}
+		})
 	}
 }

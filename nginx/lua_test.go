@@ -12,8 +12,10 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"encoding/pem"
+	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"math/big"
 	"net"
 	"net/http"
@@ -182,10 +184,11 @@ func TestCertificatesDictFull(t *testing.T) {
 	if cn := servedCommonName(t, cfg, hostOf(missing)); cn != "ingress-reactor-default" {
 		t.Errorf("SNI %s (certificate did not fit): %q, want the default", hostOf(missing), cn)
 	}
-	// Client callers see an error that names the cause.
+	// Client callers see a partial success that lists what did not fit and names the cause.
 	err = rt.Client().ReplaceCertificates(ctx, CertificateUpdate{Certificates: certs, Hosts: hostnames(hosts)})
-	if err == nil || !strings.Contains(err.Error(), "507") || !strings.Contains(err.Error(), "--certificates-dict-size") {
-		t.Errorf("Client on a full dict: %v", err)
+	var dictFull *DictFullError
+	if !errors.As(err, &dictFull) || !slices.Equal(dictFull.NotStored, full.NotStored) || !strings.Contains(err.Error(), "--certificates-dict-size") {
+		t.Errorf("Client on a full dict: %v, want a *DictFullError listing %v", err, full.NotStored)
 	}
 	// The same push again stores the same certificates (the controller retries it).
 	if again := postStatus(t, cfg, "/configuration/certificates", certificatesBody(true, certs, hosts)); !slices.Equal(again.NotStored, full.NotStored) {
@@ -273,8 +276,9 @@ func TestEndpointsDictFull(t *testing.T) {
 		}
 		err := rt.Client().PushEndpoints(ctx, map[UpstreamName][]Endpoint{name(filled): endpointList(filled, 400)})
 		if err != nil {
-			if !strings.Contains(err.Error(), "507") {
-				t.Fatalf("filling the dict: %v", err)
+			var full *DictFullError
+			if !errors.As(err, &full) || !slices.Equal(full.NotStored, []string{string(name(filled))}) {
+				t.Fatalf("filling the dict: %v, want a *DictFullError naming %s", err, name(filled))
 			}
 			if !strings.Contains(err.Error(), "endpoints dict full: raise --endpoints-dict-size (now 1 MB)") {
 				t.Errorf("the error does not name the cause: %v", err)
@@ -571,5 +575,167 @@ func TestCertificatesDictCapacity(t *testing.T) {
 	t.Logf("%d certificates (%d bytes of PEM each) per MB", perMB, len(c.Cert)+len(c.Key))
 	if perMB < 225 {
 		t.Errorf("%d certificates per MB, want about 230", perMB)
+	}
+}
+
+// getFilled reads the "filled" field of GET path, and checks that ?only=filled answers the same alone.
+func getFilled(t *testing.T, cfg RenderConfig, path string) bool {
+	t.Helper()
+	var full, only map[string]any
+	for uri, out := range map[string]*map[string]any{path: &full, path + "?only=filled": &only} {
+		resp, err := http.Get(fmt.Sprintf("http://127.0.0.1:%d%s", cfg.StatusPort, uri))
+		if err != nil {
+			t.Fatal(err)
+		}
+		err = json.NewDecoder(resp.Body).Decode(out)
+		_ = resp.Body.Close()
+		if err != nil || resp.StatusCode != http.StatusOK {
+			t.Fatalf("GET %s: %d, %v", uri, resp.StatusCode, err)
+		}
+	}
+	if len(only) != 1 || only["filled"] != full["filled"] {
+		t.Errorf("GET %s?only=filled answered %v; GET %s says filled=%v", path, only, path, full["filled"])
+	}
+	filled, ok := full["filled"].(bool)
+	if !ok {
+		t.Errorf("GET %s answered no \"filled\": %v", path, full)
+	}
+	return filled
+}
+
+// TestSharedDictsReportAFullPush: each dict says whether a full push filled it; a reload keeps that,
+// except for a dict whose size changed, which NGINX replaces with an empty one.
+func TestSharedDictsReportAFullPush(t *testing.T) {
+	requireNginx(t)
+	paths := nginxDir(t)
+	cfg := testRenderConfig(t, paths)
+	rt := testRuntime(t, cfg, nil)
+	ctx := context.Background()
+	applyModel(t, rt, Model{}, cfg)
+	filled := func() Filled {
+		t.Helper()
+		f, err := rt.Client().Filled(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if f.Endpoints != getFilled(t, cfg, "/configuration/endpoints") || f.Certificates != getFilled(t, cfg, "/configuration/certificates") {
+			t.Errorf("Client.Filled %+v disagrees with the GET answers", f)
+		}
+		return f
+	}
+	if f := filled(); f.Endpoints || f.Certificates {
+		t.Fatalf("a fresh NGINX reports %+v, want nothing filled", f)
+	}
+
+	// An incremental push does not make a dict complete.
+	ups := map[UpstreamName][]Endpoint{"a": endpointList(1, 2)}
+	if err := rt.Client().PushEndpoints(ctx, ups); err != nil {
+		t.Fatal(err)
+	}
+	cert, key, _, _ := selfSigned(t, paths.Prefix, "a", "a.example.com")
+	certs := CertificateUpdate{Certificates: map[string]*CertificatePEM{"default/a": {Cert: cert, Key: key}}, Hosts: map[Hostname]string{"a.example.com": "default/a"}}
+	if err := rt.Client().PushCertificates(ctx, certs); err != nil {
+		t.Fatal(err)
+	}
+	if f := filled(); f.Endpoints || f.Certificates {
+		t.Fatalf("after incremental pushes: %+v, want nothing filled", f)
+	}
+	if err := rt.Client().ReplaceEndpoints(ctx, ups); err != nil {
+		t.Fatal(err)
+	}
+	if err := rt.Client().ReplaceCertificates(ctx, certs); err != nil {
+		t.Fatal(err)
+	}
+	if f := filled(); !f.Endpoints || !f.Certificates {
+		t.Fatalf("after full pushes: %+v, want both filled", f)
+	}
+
+	// A reload that changes neither dict keeps both.
+	cfg.WorkerConnections = 512
+	applyModel(t, rt, Model{}, cfg)
+	if f := filled(); !f.Endpoints || !f.Certificates {
+		t.Errorf("after a reload: %+v, want both still filled", f)
+	}
+	// A reload that resizes the endpoints dict empties it, and only it.
+	cfg.EndpointsDictMB++
+	applyModel(t, rt, Model{}, cfg)
+	if f := filled(); f.Endpoints || !f.Certificates {
+		t.Errorf("after resizing the endpoints dict: %+v, want only the certificates filled", f)
+	}
+	if got, err := rt.Client().Endpoints(ctx); err != nil || len(got) != 0 {
+		t.Errorf("endpoints after resizing their dict: %v %v, want none", got, err)
+	}
+	if hosts, err := rt.Client().CertificateHosts(ctx); err != nil || hosts["a.example.com"] != "default/a" {
+		t.Errorf("certificate hosts after resizing the endpoints dict: %v %v", hosts, err)
+	}
+}
+
+// TestUnchangedCertificatesAreNotParsedAgain: a full push of certificates the dict already holds, byte
+// for byte, parses none of them again, and a push is still validated as a whole before anything is
+// written.
+func TestUnchangedCertificatesAreNotParsedAgain(t *testing.T) {
+	requireNginx(t)
+	paths := nginxDir(t)
+	cfg := testRenderConfig(t, paths)
+	rt := testRuntime(t, cfg, nil)
+	applyModel(t, rt, Model{}, cfg)
+
+	const n = 20
+	certs := map[string]*CertificatePEM{}
+	hosts := map[string]string{}
+	for i := range n {
+		host := fmt.Sprintf("h%02d.example.com", i)
+		c, k, _, _ := selfSigned(t, paths.Prefix, host, host)
+		certs["default/"+host] = &CertificatePEM{Cert: c, Key: k}
+		hosts[host] = "default/" + host
+	}
+	type counts struct{ status, changed, unchanged int }
+	push := func(certs map[string]*CertificatePEM) counts {
+		t.Helper()
+		data, err := json.Marshal(certificatesBody(true, certs, hosts))
+		if err != nil {
+			t.Fatal(err)
+		}
+		req, _ := http.NewRequest(http.MethodPost, fmt.Sprintf("http://127.0.0.1:%d/configuration/certificates", cfg.StatusPort), bytes.NewReader(data))
+		req.Header.Set(StatusTokenHeader, cfg.StatusToken)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		var a struct{ Changed, Unchanged int }
+		if err := json.NewDecoder(resp.Body).Decode(&a); err != nil {
+			t.Fatal(err)
+		}
+		return counts{resp.StatusCode, a.Changed, a.Unchanged}
+	}
+	if got := push(certs); got != (counts{200, n, 0}) {
+		t.Fatalf("first full push: %+v, want all %d changed", got, n)
+	}
+	if got := push(certs); got != (counts{200, 0, n}) {
+		t.Errorf("the same full push again: %+v, want all %d unchanged (not parsed again)", got, n)
+	}
+
+	// A rotation among unchanged certificates is parsed and goes live.
+	rotated := maps.Clone(certs)
+	c, k, _, _ := selfSigned(t, paths.Prefix, "rotated", "h00.example.com", "rotated.example.com")
+	rotated["default/h00.example.com"] = &CertificatePEM{Cert: c, Key: k}
+	if got := push(rotated); got != (counts{200, 1, n - 1}) {
+		t.Errorf("full push with one rotation: %+v, want 1 changed and %d unchanged", got, n-1)
+	}
+	if !servedCertificate(t, cfg, "h00.example.com").Equal(parseCert(t, c)) {
+		t.Error("the rotated certificate is not served")
+	}
+
+	// A changed entry that does not parse fails the push before anything is written.
+	broken := maps.Clone(rotated)
+	c2, k2, _, _ := selfSigned(t, paths.Prefix, "again", "h01.example.com")
+	broken["default/h01.example.com"] = &CertificatePEM{Cert: c2, Key: k2}
+	broken["default/h03.example.com"] = &CertificatePEM{Cert: []byte("junk"), Key: k2}
+	if got := push(broken); got.status != http.StatusBadRequest {
+		t.Fatalf("full push with a broken certificate: %+v, want 400", got)
+	}
+	if !servedCertificate(t, cfg, "h01.example.com").Equal(parseCert(t, certs["default/h01.example.com"].Cert)) {
+		t.Error("a push refused as a whole changed a certificate")
 	}
 }

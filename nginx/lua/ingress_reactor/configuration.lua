@@ -2,14 +2,22 @@
 -- that balancer.lua and certificates.lua read, so endpoint and certificate changes need no reload.
 --
 --   POST /configuration/endpoints     {"full": bool, "upstreams": {"<name>": [{"address": "10.0.0.1", "port": 8080}, ...]}}
---   GET  /configuration/endpoints     {"upstreams": {...}}
+--   GET  /configuration/endpoints     {"upstreams": {...}, "filled": bool}
 --   POST /configuration/certificates  {"full": bool, "certificates": {"<id>": {"cert": "<PEM>", "key": "<PEM>"} | null},
 --                                      "hosts": {"<host>": "<id>" | null}}
---   GET  /configuration/certificates  {"hosts": {"<host>": "<id>"}, "certificates": ["<id>", ...]}
+--   GET  /configuration/certificates  {"hosts": {"<host>": "<id>"}, "certificates": ["<id>", ...], "filled": bool}
 --
 -- "full": true replaces everything (entries not in the body are removed); otherwise only the listed
 -- entries change, and an empty endpoint list or a null removes one. A request is validated completely
 -- before anything is written. Errors answer 4xx/5xx with {"error": "..."}.
+--
+-- "filled" says that a full push has filled the dict since NGINX created it: a reload keeps the shared
+-- dicts, except one whose size changed, which it replaces with an empty one. Only a full push writes
+-- the marker, so an incremental push into an emptied dict does not hide that it needs a full one. Both
+-- GETs answer {"filled": bool} alone with ?only=filled, which costs nothing whatever the dict holds.
+--
+-- A certificate whose packed value is byte-identical to the stored one is not parsed again (it was
+-- checked when it was stored): a full push of unchanged certificates is cheap. It counts as "unchanged".
 --
 -- A valid request is written removals first, so that they make room for the rest. When the dict is
 -- full, whatever fits is still written and live; the answer is then 507 with the usual counts, the
@@ -28,6 +36,7 @@ local endpoints_dict = ngx.shared.ingress_reactor_endpoints
 local certificates_dict = ngx.shared.ingress_reactor_certificates
 
 local SEQUENCE = "seq"
+local FILLED = "filled" -- the marker of a full push; see above
 
 local _M = {}
 
@@ -192,6 +201,27 @@ local function dict_full(dict, dict_name, flag, parts, body)
     return respond(507, body)
 end
 
+-- mark_filled writes the marker of a full push into dict, after its removals made room.
+local function mark_filled(dict)
+    local ok, err = dict:safe_set(FILLED, true)
+    if not ok then
+        ngx.log(ngx.ERR, "storing the marker of a full push: ", tostring(err))
+    end
+end
+
+local function filled(dict)
+    return dict:get(FILLED) ~= nil
+end
+
+-- only_filled answers a GET with ?only=filled, or returns false for a GET of everything.
+local function only_filled(dict)
+    if ngx.req.get_uri_args().only ~= "filled" then
+        return false
+    end
+    respond(200, { filled = filled(dict) })
+    return true
+end
+
 local function keys_with_prefix(dict, prefix)
     local out = {}
     local n = #prefix
@@ -204,6 +234,9 @@ local function keys_with_prefix(dict, prefix)
 end
 
 local function get_endpoints()
+    if only_filled(endpoints_dict) then
+        return
+    end
     local upstreams = {}
     for _, name in ipairs(keys_with_prefix(endpoints_dict, balancer.DATA_PREFIX)) do
         local list = cjson.decode(endpoints_dict:get(balancer.DATA_PREFIX .. name) or "[]")
@@ -211,7 +244,7 @@ local function get_endpoints()
             upstreams[name] = list
         end
     end
-    return respond(200, { upstreams = upstreams })
+    return respond(200, { upstreams = upstreams, filled = filled(endpoints_dict) })
 end
 
 -- Writes must carry the token the controller put into nginx.conf. Reads are harmless and stay open for
@@ -278,6 +311,9 @@ function _M.endpoints()
         endpoints_dict:delete(balancer.VERSION_PREFIX .. name)
         endpoints_dict:delete(balancer.DATA_PREFIX .. name)
     end
+    if req.full then
+        mark_filled(endpoints_dict)
+    end
     local changed, unchanged, not_stored, total = 0, 0, {}, 0
     for _, name in ipairs(sorted(updates)) do
         local value = updates[name]
@@ -300,13 +336,16 @@ function _M.endpoints()
 end
 
 local function get_certificates()
+    if only_filled(certificates_dict) then
+        return
+    end
     local hosts = {}
     for _, host in ipairs(keys_with_prefix(certificates_dict, certificates.HOST_PREFIX)) do
         hosts[host] = certificates_dict:get(certificates.HOST_PREFIX .. host)
     end
     local ids = keys_with_prefix(certificates_dict, certificates.VERSION_PREFIX)
     table.sort(ids)
-    return respond(200, { hosts = hosts, certificates = ids })
+    return respond(200, { hosts = hosts, certificates = ids, filled = filled(certificates_dict) })
 end
 
 function _M.certificates()
@@ -330,7 +369,7 @@ function _M.certificates()
         return fail(400, "\"certificates\" and \"hosts\" must be objects")
     end
 
-    local updates, removed_ids = {}, {}
+    local updates, removed_ids, unchanged = {}, {}, 0
     for id, pair in pairs(certs) do
         if type(id) ~= "string" or not id:match("^[a-z0-9.-]+/[a-z0-9.-]+$") then
             return fail(400, "invalid certificate id " .. tostring(id) .. " (want namespace/name)")
@@ -341,22 +380,31 @@ function _M.certificates()
             if type(pair) ~= "table" or type(pair.cert) ~= "string" or type(pair.key) ~= "string" then
                 return fail(400, "certificate " .. id .. " needs \"cert\" and \"key\" PEM strings")
             end
-            -- What is checked is what workers will parse: the PEM that the stored value gives back.
             local value = certificates.pack(pair.cert, pair.key)
-            local cert, key = pair.cert, pair.key
-            if value then
-                cert, key = certificates.unpack(value)
-            else
+            local packed = value ~= nil
+            if not packed then
                 value = cjson.encode({ cert = pair.cert, key = pair.key })
             end
-            local _, perr = ssl.parse_pem_cert(cert)
-            if perr then
-                return fail(400, "certificate " .. id .. ": cannot parse the certificate chain: " .. perr)
-            end
-            _, perr = ssl.parse_pem_priv_key(key)
-            if perr then
-                -- The message of the parser names no key material.
-                return fail(400, "certificate " .. id .. ": cannot parse the private key: " .. perr)
+            if certificates_dict:get(certificates.DATA_PREFIX .. id) == value
+                and certificates_dict:get(certificates.VERSION_PREFIX .. id) then
+                -- The live value, byte for byte: it was parsed when it was stored, and parsing every
+                -- certificate and key of a full push again blocks this worker for seconds.
+                unchanged = unchanged + 1
+            else
+                -- What is checked is what workers will parse: the PEM that the stored value gives back.
+                local cert, key = pair.cert, pair.key
+                if packed then
+                    cert, key = certificates.unpack(value)
+                end
+                local _, perr = ssl.parse_pem_cert(cert)
+                if perr then
+                    return fail(400, "certificate " .. id .. ": cannot parse the certificate chain: " .. perr)
+                end
+                _, perr = ssl.parse_pem_priv_key(key)
+                if perr then
+                    -- The message of the parser names no key material.
+                    return fail(400, "certificate " .. id .. ": cannot parse the private key: " .. perr)
+                end
             end
             updates[id] = value
         end
@@ -399,6 +447,9 @@ function _M.certificates()
     for _, id in ipairs(removed_ids) do
         certificates_dict:delete(certificates.VERSION_PREFIX .. id)
         certificates_dict:delete(certificates.DATA_PREFIX .. id)
+    end
+    if req.full then
+        mark_filled(certificates_dict)
     end
 
     local function live(id)
@@ -477,7 +528,7 @@ function _M.certificates()
         end
     end
 
-    local body = { changed = changed, removed = #removed_ids, removed_hosts = #removed_hosts }
+    local body = { changed = changed, unchanged = unchanged, removed = #removed_ids, removed_hosts = #removed_hosts }
     if #not_stored > 0 or #hosts_not_stored > 0 then
         body.not_stored = not_stored[1] and not_stored or nil
         body.hosts_not_stored = hosts_not_stored[1] and hosts_not_stored or nil
