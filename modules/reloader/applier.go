@@ -31,6 +31,15 @@ type Applier interface {
 	Ready() error
 }
 
+// FillReporter is an optional part of an Applier. A reload can empty the data plane's stores of
+// endpoints and certificates (NGINX replaces a shared dict whose size changed with an empty one). After a
+// configuration went live, the reloader asks an Applier with Filled which stores a full push has filled
+// since they were created, and pushes in full only those that lost their contents. An Applier without
+// it gets full pushes after every new configuration.
+type FillReporter interface {
+	Filled(ctx context.Context) (nginx.Filled, error)
+}
+
 // Restarts carries the start count of the data plane each time a fresh instance is ready to receive
 // dynamic configuration (the first start included). A fresh instance holds no endpoints: the reloader
 // pushes all of them again.
@@ -123,13 +132,19 @@ func (a *NginxApplier) SetCertificates(ctx context.Context, u nginx.CertificateU
 	return a.rt.Client().PushCertificates(ctx, u)
 }
 
-// Alive returns an error once NGINX kept dying and its supervisor gave up restarting it: the process
-// then fails /healthz, so the kubelet restarts the pod instead of leaving a dead replica in place.
+// Filled reports which of NGINX's shared dicts a full push has filled since NGINX created them.
+func (a *NginxApplier) Filled(ctx context.Context) (nginx.Filled, error) {
+	return a.rt.Client().Filled(ctx)
+}
+
+// Alive returns an error once NGINX kept dying and its supervisor gave up restarting it, or when its
+// current start is stuck without a configuration coming to replace it (see nginx.Runtime.Alive): the
+// process then fails /healthz, so the kubelet restarts the pod instead of leaving a dead replica in place.
 func (a *NginxApplier) Alive() error {
 	if a.rt.Process().GaveUp() {
 		return fmt.Errorf("nginx kept dying and is no longer restarted: %v", a.rt.Process().Err())
 	}
-	return nil
+	return a.rt.Alive()
 }
 
 // Ready reports whether a configuration is live and NGINX runs.

@@ -110,26 +110,50 @@ func (r *Reloader) pushCertificates(ctx context.Context, _ certKey) error {
 		r.mu.Unlock()
 		return nil
 	}
-	full, fullFor := r.certsFull, r.certsFullFor
+	full, fullFor, withHosts := r.certsFull, r.certsFullFor, r.hostsFromModel
 	u, nextCerts, nextHosts := r.certs.diff(full)
 	r.certsFull = false
-	r.mu.Unlock()
 	if !full && len(u.Certificates) == 0 && len(u.Hosts) == 0 {
+		r.certsComplete(withHosts)
+		r.mu.Unlock()
 		return nil
 	}
-	if err := r.applier.SetCertificates(ctx, u, full); err != nil {
+	r.mu.Unlock()
+	err := r.applier.SetCertificates(ctx, u, full)
+	partial := dictFull(err)
+	if err != nil && partial == nil {
 		r.m.certUpdates.WithLabelValues("failure").Inc()
 		r.mu.Lock()
 		r.certsFull = r.certsFull || full
 		r.mu.Unlock()
 		return err
 	}
-	r.m.certUpdates.WithLabelValues("success").Inc()
+	// A full dict is a partial success: what fit is live, and the same push would store the same
+	// certificates, parsing each again. It is not retried: what did not fit is sent again when it
+	// changes, and with the next full push (a new NGINX start, a reload that emptied the dict).
+	sent := make([]string, 0, len(u.Certificates)+len(u.Hosts))
+	for id := range u.Certificates {
+		sent = append(sent, id)
+	}
+	for h := range u.Hosts {
+		sent = append(sent, string(h))
+	}
 	r.mu.Lock()
 	r.certs.pushedCerts, r.certs.pushedHosts = nextCerts, nextHosts
 	if full {
-		r.certsPushedFor = max(r.certsPushedFor, fullFor)
+		r.certsFilledFor = max(r.certsFilledFor, fullFor)
 	}
+	r.certsComplete(withHosts)
+	changed := r.certsRoom.pushed(full, sent, partial)
 	r.mu.Unlock()
+	r.notePush(r.m.certUpdates, r.certsRoom, changed, partial)
 	return nil
+}
+
+// certsComplete records, after a push (or none needed) whose host table came from an applied model when
+// withHosts, that the data plane holds every certificate and host since the last full push. r.mu is held.
+func (r *Reloader) certsComplete(withHosts bool) {
+	if withHosts {
+		r.certsPushedFor = max(r.certsPushedFor, r.certsFilledFor)
+	}
 }

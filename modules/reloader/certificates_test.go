@@ -8,6 +8,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
+	"go.uber.org/zap"
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/ingress-reactor/ingress-reactor/certs"
@@ -188,11 +189,14 @@ func (f *fakeApplier) SetCertificates(_ context.Context, u nginx.CertificateUpda
 
 func newCertReloader(a Applier) *Reloader {
 	return &Reloader{
-		applier: a,
-		certs:   newCertState(),
-		m: reloaderMetrics{certUpdates: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "ingress_reactor_certificate_updates_total",
-		}, []string{"result"})},
+		applier:   a,
+		log:       zap.NewNop(),
+		certs:     newCertState(),
+		certsRoom: newDictRoom("certificates", "--certificates-dict-size"),
+		m: reloaderMetrics{
+			certUpdates: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "ingress_reactor_certificate_updates_total"}, []string{"result"}),
+			notStored:   prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "ingress_reactor_shared_dict_not_stored"}, []string{"dict"}),
+		},
 	}
 }
 

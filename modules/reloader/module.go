@@ -112,6 +112,14 @@ type Reloader struct {
 	certsFresh                   bool
 	certsFull                    bool
 	certsFullFor, certsPushedFor uint64
+	// hostsFromModel is set once the SNI host table comes from an applied model: a full push of a table
+	// that did not (the first start reports before its configuration is applied) makes the certificates
+	// complete only once a push with the model's table followed. certsFilledFor is the start that the
+	// last full certificate push served, with or without the table.
+	hostsFromModel bool
+	certsFilledFor uint64
+	// What the shared dicts had no room for (see dictRoom).
+	endpointsRoom, certsRoom *dictRoom
 }
 
 type reloaderMetrics struct {
@@ -122,6 +130,7 @@ type reloaderMetrics struct {
 	duration    prometheus.Histogram
 	epUpdates   *prometheus.CounterVec
 	certUpdates *prometheus.CounterVec
+	notStored   *prometheus.GaugeVec
 }
 
 // New builds the reloader.
@@ -138,6 +147,9 @@ func New(p Params) (ReadyResult, error) {
 		desired:  map[nginx.UpstreamName][]nginx.Endpoint{},
 		dirty:    map[nginx.UpstreamName]struct{}{},
 		certs:    newCertState(),
+		// The flags of app's Config that size the dicts.
+		endpointsRoom: newDictRoom("endpoints", "--endpoints-dict-size"),
+		certsRoom:     newDictRoom("certificates", "--certificates-dict-size"),
 		m: reloaderMetrics{
 			reloads: prometheus.NewCounterVec(prometheus.CounterOpts{
 				Name: "ingress_reactor_reloads_total",
@@ -162,23 +174,32 @@ func New(p Params) (ReadyResult, error) {
 			}),
 			epUpdates: prometheus.NewCounterVec(prometheus.CounterOpts{
 				Name: "ingress_reactor_endpoint_updates_total",
-				Help: "Endpoint pushes to the data plane (no reload), by result.",
+				Help: "Endpoint pushes to the data plane (no reload), by result (dict_full: what fit is live).",
 			}, []string{"result"}),
 			certUpdates: prometheus.NewCounterVec(prometheus.CounterOpts{
 				Name: "ingress_reactor_certificate_updates_total",
-				Help: "Certificate pushes to the data plane (no reload), by result.",
+				Help: "Certificate pushes to the data plane (no reload), by result (dict_full: what fit is live).",
 			}, []string{"result"}),
+			notStored: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+				Name: "ingress_reactor_shared_dict_not_stored",
+				Help: "Entries (upstreams; certificates and SNI hosts) that NGINX's shared dict had no room for; raise --endpoints-dict-size or --certificates-dict-size.",
+			}, []string{"dict"}),
 		},
 	}
-	for _, c := range []prometheus.Collector{r.m.reloads, r.m.lastSuccess, r.m.lastTime, r.m.hash, r.m.duration, r.m.epUpdates, r.m.certUpdates} {
+	for _, c := range []prometheus.Collector{r.m.reloads, r.m.lastSuccess, r.m.lastTime, r.m.hash, r.m.duration, r.m.epUpdates, r.m.certUpdates, r.m.notStored} {
 		if err := p.Registry.Register(c); err != nil {
 			return ReadyResult{}, fmt.Errorf("reloader: register metrics: %w", err)
 		}
 	}
 	for _, res := range []string{"success", "failure"} {
 		r.m.reloads.WithLabelValues(res)
+	}
+	for _, res := range []string{"success", "failure", "dict_full"} {
 		r.m.epUpdates.WithLabelValues(res)
 		r.m.certUpdates.WithLabelValues(res)
+	}
+	for _, d := range []*dictRoom{r.endpointsRoom, r.certsRoom} {
+		r.m.notStored.WithLabelValues(d.dict)
 	}
 	retries := p.Options.MaxRetries
 	if retries == 0 {
@@ -317,7 +338,7 @@ func (r *Reloader) apply(ctx context.Context, _ applyKey) error {
 	if v.Hash == r.applied {
 		// The same configuration again: the renderer published a change to the SNI table only (an
 		// Ingress switched TLS Secret), which the certificate lane applies. Nothing to reload or count.
-		r.useHosts(v.Model, false)
+		r.useHosts(v.Model, false, false)
 		return nil
 	}
 	if v.Hash != r.attempted {
@@ -345,8 +366,9 @@ func (r *Reloader) apply(ctx context.Context, _ applyKey) error {
 	}
 	r.applied = v.Hash
 	// A reload keeps the shared dicts, except one whose size or definition changed: NGINX gives that one
-	// a new, empty zone. Push everything again (unchanged entries cost the data plane little).
-	r.useHosts(v.Model, true)
+	// a new, empty zone, which needs a full push.
+	endpointsLost, certsLost := r.lostStores(ctx)
+	r.useHosts(v.Model, endpointsLost, certsLost)
 	r.m.reloads.WithLabelValues("success").Inc()
 	r.m.lastSuccess.Set(1)
 	r.m.lastTime.Set(float64(time.Now().Unix()))
@@ -354,17 +376,35 @@ func (r *Reloader) apply(ctx context.Context, _ applyKey) error {
 	return nil
 }
 
+// lostStores says which of the data plane's stores need a full push after a configuration went live:
+// those that the reload emptied. An Applier that cannot tell (no FillReporter, or an error) gets both.
+func (r *Reloader) lostStores(ctx context.Context) (endpoints, certificates bool) {
+	fr, ok := r.applier.(FillReporter)
+	if !ok {
+		return true, true
+	}
+	f, err := fr.Filled(ctx)
+	if err != nil {
+		r.log.Warn("cannot tell whether the reload emptied the shared dicts; pushing everything", zap.Error(err))
+		return true, true
+	}
+	if !f.Endpoints || !f.Certificates {
+		r.log.Info("pushing what the data plane lost in the reload", zap.Bool("endpoints", !f.Endpoints), zap.Bool("certificates", !f.Certificates))
+	}
+	return !f.Endpoints, !f.Certificates
+}
+
 // useHosts makes the SNI host table that of m, the model of the configuration NGINX now runs, and
-// schedules a certificate push; with reloaded, full pushes of endpoints and certificates.
-func (r *Reloader) useHosts(m nginx.Model, reloaded bool) {
+// schedules a certificate push; full pushes of endpoints and certificates as asked.
+func (r *Reloader) useHosts(m nginx.Model, endpointsFull, certsFull bool) {
 	hosts := m.TLSHosts()
 	r.mu.Lock()
 	r.certs.hosts = hosts
-	if reloaded {
-		r.full, r.certsFull = true, true
-	}
+	r.hostsFromModel = true
+	r.full = r.full || endpointsFull
+	r.certsFull = r.certsFull || certsFull
 	r.mu.Unlock()
-	if reloaded {
+	if endpointsFull {
 		r.endpoints.Queue().Add(pushKey{})
 	}
 	r.certLane.Queue().Add(certKey{})
@@ -393,7 +433,9 @@ func (r *Reloader) push(ctx context.Context, _ pushKey) error {
 	if len(batch) == 0 && !full {
 		return nil
 	}
-	if err := r.applier.SetEndpoints(ctx, batch, full); err != nil {
+	err := r.applier.SetEndpoints(ctx, batch, full)
+	partial := dictFull(err)
+	if err != nil && partial == nil {
 		r.m.epUpdates.WithLabelValues("failure").Inc()
 		r.mu.Lock()
 		r.full = r.full || full
@@ -403,14 +445,46 @@ func (r *Reloader) push(ctx context.Context, _ pushKey) error {
 		r.mu.Unlock()
 		return err
 	}
-	r.m.epUpdates.WithLabelValues("success").Inc()
-	if full {
-		r.mu.Lock()
-		r.pushedFor = max(r.pushedFor, fullFor)
-		r.mu.Unlock()
+	// A full dict is a partial success: what fit is live, and the same push would store the same lists.
+	// It is not retried; the lists that did not fit go out again with the next push, which a removal
+	// may have made room for.
+	sent := make([]string, 0, len(batch))
+	for name := range batch {
+		sent = append(sent, string(name))
 	}
+	r.mu.Lock()
+	if full {
+		r.pushedFor = max(r.pushedFor, fullFor)
+	}
+	if partial != nil {
+		for _, name := range partial.NotStored {
+			if _, ok := batch[nginx.UpstreamName(name)]; ok {
+				r.dirty[nginx.UpstreamName(name)] = struct{}{}
+			}
+		}
+	}
+	changed := r.endpointsRoom.pushed(full, sent, partial)
+	r.mu.Unlock()
+	r.notePush(r.m.epUpdates, r.endpointsRoom, changed, partial)
 	r.log.Debug("endpoints pushed", zap.Int("upstreams", len(batch)), zap.Bool("full", full))
 	return nil
+}
+
+// notePush counts a push that stored everything or what fit (partial), and logs and exports a change of
+// what the dict had no room for. room is read under mu.
+func (r *Reloader) notePush(updates *prometheus.CounterVec, room *dictRoom, changed bool, partial *nginx.DictFullError) {
+	if partial != nil {
+		updates.WithLabelValues("dict_full").Inc()
+	} else {
+		updates.WithLabelValues("success").Inc()
+	}
+	if !changed {
+		return
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.m.notStored.WithLabelValues(room.dict).Set(float64(len(room.notStored)))
+	room.log(r.log, partial)
 }
 
 // hashNumber maps a hex hash to a float64 that a gauge can carry exactly (52 bits).

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -55,6 +56,16 @@ type laneApplier struct {
 	certPushes        []certPush
 	hosts             map[nginx.Hostname]string
 	certGate          chan struct{} // when set, SetCertificates waits until it is closed
+
+	// Like NGINX's shared dicts, the stores of endpoints and of certificates are filled by full pushes
+	// and may be emptied by a configuration (emptiedBy); Filled reports them.
+	endpointsFilled, certsFilled bool
+	emptiedBy                    map[string]nginx.Filled // hash -> the stores its Apply empties (true: emptied)
+	// onApply, when set, runs inside Apply, before it succeeds (as NGINX reports a first start from
+	// inside Apply).
+	onApply func(hash string)
+	// Pushes answer these partial successes, after recording the push.
+	endpointsFull, certsFull *nginx.DictFullError
 }
 
 // certPush is one SetCertificates call that returned.
@@ -64,14 +75,53 @@ type certPush struct {
 }
 
 func newLaneApplier() *laneApplier {
-	return &laneApplier{configs: map[string][]byte{}, failing: map[string]bool{}, hosts: map[nginx.Hostname]string{}}
+	return &laneApplier{configs: map[string][]byte{}, failing: map[string]bool{}, hosts: map[nginx.Hostname]string{},
+		emptiedBy: map[string]nginx.Filled{}}
 }
+
+func (a *laneApplier) Filled(context.Context) (nginx.Filled, error) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return nginx.Filled{Endpoints: a.endpointsFilled, Certificates: a.certsFilled}, nil
+}
+
+// empties makes the Apply of hash empty the stores set in which.
+func (a *laneApplier) empties(hash string, which nginx.Filled) {
+	a.mu.Lock()
+	a.emptiedBy[hash] = which
+	a.mu.Unlock()
+}
+
+// answerDictFull makes the following endpoint and certificate pushes answer these partial successes
+// (nil: success).
+func (a *laneApplier) answerDictFull(endpoints, certificates *nginx.DictFullError) {
+	a.mu.Lock()
+	a.endpointsFull, a.certsFull = endpoints, certificates
+	a.mu.Unlock()
+}
+
+// plainApplier hides the laneApplier's Filled: a data plane that cannot tell what a reload emptied.
+type plainApplier struct{ a *laneApplier }
+
+func (p plainApplier) Apply(ctx context.Context, conf []byte, hash string) error {
+	return p.a.Apply(ctx, conf, hash)
+}
+
+func (p plainApplier) SetEndpoints(ctx context.Context, ups map[nginx.UpstreamName][]nginx.Endpoint, full bool) error {
+	return p.a.SetEndpoints(ctx, ups, full)
+}
+
+func (p plainApplier) SetCertificates(ctx context.Context, u nginx.CertificateUpdate, full bool) error {
+	return p.a.SetCertificates(ctx, u, full)
+}
+
+func (p plainApplier) Ready() error { return p.a.Ready() }
 
 func (a *laneApplier) Apply(ctx context.Context, conf []byte, hash string) error {
 	a.mu.Lock()
 	a.applies = append(a.applies, hash)
 	a.configs[hash] = conf
-	gate, fail := a.applyGate, a.failing[hash]
+	gate, fail, onApply := a.applyGate, a.failing[hash], a.onApply
 	a.mu.Unlock()
 	if err := pass(ctx, gate); err != nil {
 		return err
@@ -79,8 +129,18 @@ func (a *laneApplier) Apply(ctx context.Context, conf []byte, hash string) error
 	if fail {
 		return errors.New("nginx -t: unknown directive")
 	}
+	if onApply != nil {
+		onApply(hash)
+	}
 	a.mu.Lock()
 	a.live = hash
+	if a.emptiedBy[hash].Endpoints {
+		a.endpointsFilled = false
+	}
+	if a.emptiedBy[hash].Certificates {
+		a.certsFilled = false
+		clear(a.hosts)
+	}
 	a.mu.Unlock()
 	return nil
 }
@@ -100,6 +160,10 @@ func (a *laneApplier) SetEndpoints(ctx context.Context, ups map[nginx.UpstreamNa
 	if !p.ok {
 		a.pushErrors--
 		return errors.New("status server: connection refused")
+	}
+	a.endpointsFilled = a.endpointsFilled || full
+	if a.endpointsFull != nil {
+		return fmt.Errorf("push endpoints: %w", a.endpointsFull)
 	}
 	return nil
 }
@@ -124,6 +188,10 @@ func (a *laneApplier) SetCertificates(ctx context.Context, u nginx.CertificateUp
 		} else {
 			a.hosts[h] = id
 		}
+	}
+	a.certsFilled = a.certsFilled || full
+	if a.certsFull != nil {
+		return fmt.Errorf("push certificates: %w", a.certsFull)
 	}
 	return nil
 }
@@ -247,6 +315,12 @@ type env struct {
 
 func newEnv(t *testing.T, opts Options) *env {
 	t.Helper()
+	return newEnvWith(t, opts, func(a *laneApplier) Applier { return a })
+}
+
+// newEnvWith is newEnv with the Applier that applier makes of the env's laneApplier.
+func newEnvWith(t *testing.T, opts Options, applier func(*laneApplier) Applier) *env {
+	t.Helper()
 	e := &env{
 		t:         t,
 		a:         newLaneApplier(),
@@ -259,7 +333,7 @@ func newEnv(t *testing.T, opts Options) *env {
 	}
 	certTopic := e.certs
 	res, err := New(Params{
-		Options: opts, Applier: e.a, Restarts: e.restarts,
+		Options: opts, Applier: applier(e.a), Restarts: e.restarts,
 		Rendered: e.rendered, Endpoints: e.endpoints, Certs: certTopic,
 		Recorder: e.rec, Metrics: pipeline.NewMetrics(e.reg), Registry: e.reg, Log: zap.NewNop(),
 	})
@@ -590,23 +664,113 @@ func TestReadiness(t *testing.T) {
 	release()
 	eventually(t, "ready after the full push", func() bool { return e.ready.Check() == nil })
 
-	// A new data-plane instance holds no endpoints: not ready until it got them all, also across a
-	// failed push.
-	e.a.failNextPushes(1)
+	// A new data-plane instance holds no endpoints: not ready until it got them all, also across failed
+	// pushes. The pushes fail until the test lets them succeed, so that a retry cannot make it ready
+	// before the test looked.
+	e.a.failNextPushes(1 << 30)
 	e.restarts.Set(2)
 	if err := e.ready.Check(); err == nil {
 		t.Fatal("ready right after a restart, before its full push")
 	}
-	ps := e.waitPushes(2)
-	if ps[1].ok || !ps[1].full {
-		t.Fatalf("push after the restart ok=%v full=%v, want a failed full push", ps[1].ok, ps[1].full)
+	ps := e.waitPushes(3) // the first push and a retry
+	for _, p := range ps[1:] {
+		if p.ok || !p.full {
+			t.Fatalf("push after the restart ok=%v full=%v, want failed full pushes", p.ok, p.full)
+		}
 	}
 	if err := e.ready.Check(); err == nil {
-		t.Fatal("ready although the full push after the restart failed")
+		t.Fatal("ready although the full pushes after the restart failed")
 	}
+	e.a.failNextPushes(0)
 	eventually(t, "ready after the retried full push", func() bool { return e.ready.Check() == nil })
-	if p := e.a.returned()[2]; !p.ok || !p.full || !maps.Equal(pushed(p), map[string]string{"a": "10.0.0.1"}) {
+	ps = e.a.returned()
+	if p := ps[len(ps)-1]; !p.ok || !p.full || !maps.Equal(pushed(p), map[string]string{"a": "10.0.0.1"}) {
 		t.Errorf("retry ok=%v full=%v %v, want a successful full push of a", p.ok, p.full, pushed(p))
+	}
+}
+
+// On the first start, NGINX reports its start (and the start's full pushes go out) before Apply returns,
+// while the SNI host table still awaits the applied model: ready must wait for the push that carries it,
+// or TLS hosts get the default certificate from a ready Pod.
+func TestFirstStartReadyOnlyWithTheHostTable(t *testing.T) {
+	e := newEnv(t, Options{})
+	e.certs.Publish(set("a", "1"))
+	e.setEndpoints("a", "10.0.0.1")
+	var releaseHosts func()
+	e.a.onApply = func(string) {
+		e.restarts.Set(1)
+		eventually(t, "the start's full certificate push", func() bool { return len(e.a.certsReturned()) == 1 })
+		releaseHosts = e.a.holdCertPushes()
+	}
+	e.renderTLS("aaaa0001", map[nginx.Hostname]string{"a.example": "a"})
+	e.waitLive("aaaa0001")
+	eventually(t, "the host table's push to start", func() bool { return e.a.certsStarted() == 2 })
+	e.waitPushes(1)
+	if err := e.ready.Check(); err == nil {
+		t.Errorf("ready before the host table was pushed; the data plane holds hosts %v", e.a.certHosts())
+	}
+	releaseHosts()
+	eventually(t, "ready after the host table's push", func() bool { return e.ready.Check() == nil })
+	if got := e.a.certHosts(); !maps.Equal(got, map[nginx.Hostname]string{"a.example": id("a")}) {
+		t.Errorf("hosts %v, want a.example", got)
+	}
+}
+
+// A push into a full shared dict is a partial success: what fit is live. It counts for readiness, is
+// reported once in the log and in a metric, and the same push is not sent again and again.
+func TestDictFullIsAPartialSuccess(t *testing.T) {
+	e := newEnv(t, Options{})
+	e.certs.Publish(set("a", "1"))
+	e.certs.Publish(set("b", "1"))
+	e.setEndpoints("a", "10.0.0.1")
+	e.setEndpoints("b", "10.0.0.2")
+	e.renderTLS("aaaa0001", map[nginx.Hostname]string{"a.example": "a", "b.example": "b"})
+	e.waitLive("aaaa0001")
+	eventually(t, "the host table to come from the applied model", func() bool { return e.syncsDone("reloader-structure") == 1 })
+	e.a.answerDictFull(
+		&nginx.DictFullError{Dict: "endpoints", NotStored: []string{string(upstream("b").Name)}, Message: "endpoints dict full: raise --endpoints-dict-size (now 1 MB)"},
+		&nginx.DictFullError{Dict: "certificates", NotStored: []string{id("b")}, HostsNotStored: []nginx.Hostname{"b.example"}, Message: "certificates dict full: raise --certificates-dict-size (now 1 MB)"})
+	e.restarts.Set(1)
+	eventually(t, "ready although the dicts are full", func() bool { return e.ready.Check() == nil })
+	for _, tc := range []struct {
+		dict, updates string
+		want          float64
+	}{{"endpoints", "ingress_reactor_endpoint_updates_total", 1}, {"certificates", "ingress_reactor_certificate_updates_total", 2}} {
+		if got := e.metric("ingress_reactor_shared_dict_not_stored", "dict", tc.dict); got != tc.want {
+			t.Errorf("shared_dict_not_stored{dict=%s} = %g, want %g", tc.dict, got, tc.want)
+		}
+		if got := e.metric(tc.updates, "result", "dict_full"); got < 1 {
+			t.Errorf("%s{result=dict_full} = %g, want the partial pushes counted", tc.updates, got)
+		}
+		if got := e.metric(tc.updates, "result", "failure"); got != 0 {
+			t.Errorf("%s{result=failure} = %g, want 0", tc.updates, got)
+		}
+	}
+
+	// The next change goes out alone (no full push again); the endpoint list that did not fit goes with
+	// it, as a removal may have made room, and now fits.
+	e.a.answerDictFull(nil, nil)
+	e.setEndpoints("c", "10.0.0.3")
+	e.certs.Publish(set("a", "2"))
+	eventually(t, "the change's pushes", func() bool {
+		return len(e.a.returned()) >= 2 && len(e.a.certsReturned()) >= 2
+	})
+	if ps := e.a.returned(); len(ps) != 2 || ps[1].full || !maps.Equal(pushed(ps[1]), map[string]string{"b": "10.0.0.2", "c": "10.0.0.3"}) {
+		t.Errorf("endpoint pushes %d, the second full=%v %v; want one incremental push of b and c", len(ps), ps[len(ps)-1].full, pushed(ps[len(ps)-1]))
+	}
+	if cs := e.a.certsReturned(); len(cs) != 2 || cs[1].full || !maps.Equal(cs[1].push.certs, map[string]string{id("a"): "a@2"}) {
+		t.Errorf("certificate pushes %+v; want the full push, then the rotation of a alone", cs)
+	}
+	eventually(t, "the endpoints dict to have room again", func() bool {
+		return e.metric("ingress_reactor_shared_dict_not_stored", "dict", "endpoints") == 0
+	})
+	// The certificate that did not fit is not sent again before it changes or a full push: the metric
+	// keeps counting it.
+	if got := e.metric("ingress_reactor_shared_dict_not_stored", "dict", "certificates"); got != 2 {
+		t.Errorf("shared_dict_not_stored{dict=certificates} = %g after an unrelated push, want 2", got)
+	}
+	if got := e.metric("workqueue_retries_total", "name", "reloader-certificates") + e.metric("workqueue_retries_total", "name", "reloader-endpoints"); got != 0 {
+		t.Errorf("%g retries of partial pushes, want none", got)
 	}
 }
 
@@ -664,10 +828,81 @@ func TestReadinessNeedsTheCertificatePush(t *testing.T) {
 	}
 }
 
-// A reload can replace a shared dict with an empty one (a lua_shared_dict whose size changed): every
-// configuration that goes live gets everything pushed again.
-func TestFullPushesAfterEachNewConfiguration(t *testing.T) {
+// A reload can replace a shared dict with an empty one (a lua_shared_dict whose size changed). After a
+// configuration goes live, the stores it emptied get everything again in full pushes, and only those:
+// a full certificate push makes NGINX check every certificate again.
+func TestFullPushesOnlyForStoresAReloadEmptied(t *testing.T) {
 	e := newEnv(t, Options{})
+	e.setEndpoints("a", "10.0.0.1")
+	e.certs.Publish(set("a", "1"))
+	e.renderTLS("aaaa0001", map[nginx.Hostname]string{"a.example": "a"})
+	e.waitLive("aaaa0001")
+	e.restarts.Set(1)
+	e.waitPushes(1)
+	eventually(t, "ready after the start's pushes", func() bool { return e.ready.Check() == nil })
+	endpointPushes, certPushes := len(e.a.returned()), len(e.a.certsReturned())
+
+	// next changes one endpoint list and one certificate after a configuration went live, and returns
+	// the pushes they caused (and any full push the reload caused before them).
+	step := 0
+	next := func(hash string) (endpointPush, certPush) {
+		t.Helper()
+		step++
+		done := e.syncsDone("reloader-structure")
+		e.renderTLS(hash, map[nginx.Hostname]string{"a.example": "a"})
+		e.waitLive(hash)
+		eventually(t, "the reload to be handled", func() bool { return e.syncsDone("reloader-structure") > done })
+		e.setEndpoints("a", fmt.Sprintf("10.0.1.%d", step))
+		e.certs.Publish(set("a", strconv.Itoa(step+1)))
+		eventually(t, "the change's pushes", func() bool {
+			ps, cs := e.a.returned(), e.a.certsReturned()
+			return len(ps) > endpointPushes && pushed(ps[len(ps)-1])["a"] == fmt.Sprintf("10.0.1.%d", step) &&
+				len(cs) > certPushes && cs[len(cs)-1].push.certs[id("a")] == fmt.Sprintf("a@%d", step+1)
+		})
+		ps, cs := e.a.returned(), e.a.certsReturned()
+		p, c := ps[endpointPushes], cs[certPushes]
+		endpointPushes, certPushes = len(ps), len(cs)
+		return p, c
+	}
+
+	// A reload that kept both stores: the next pushes carry the changes alone.
+	if p, c := next("bbbb0002"); p.full || c.full {
+		t.Errorf("after a reload that emptied nothing: endpoint push full=%v, certificate push full=%v; want both incremental", p.full, c.full)
+	}
+	// A reload that emptied the endpoints: a full endpoint push, and no full certificate push.
+	e.a.empties("cccc0003", nginx.Filled{Endpoints: true})
+	if p, c := next("cccc0003"); !p.full || c.full {
+		t.Errorf("after a reload that emptied the endpoints: endpoint push full=%v, certificate push full=%v; want only the endpoints in full", p.full, c.full)
+	}
+	// A reload that emptied the certificates: a full certificate push that restores the host table.
+	e.a.empties("dddd0004", nginx.Filled{Certificates: true})
+	if p, c := next("dddd0004"); p.full || !c.full {
+		t.Errorf("after a reload that emptied the certificates: endpoint push full=%v, certificate push full=%v; want only the certificates in full", p.full, c.full)
+	}
+	if got := e.a.certHosts(); !maps.Equal(got, map[nginx.Hostname]string{"a.example": id("a")}) {
+		t.Errorf("hosts after the certificates store was emptied: %v", got)
+	}
+
+	// The same configuration again (an SNI change only) and a configuration that fails change nothing in
+	// NGINX: the next push carries the next change only.
+	e.render("dddd0004")
+	e.a.failApplyOf("eeee0005")
+	e.a.empties("eeee0005", nginx.Filled{Endpoints: true, Certificates: true})
+	e.render("eeee0005")
+	eventually(t, "the failed configuration to be given up", func() bool {
+		return e.metric("ingress_reactor_pipeline_dropped_total", "name", "reloader-structure") == 1
+	})
+	e.setEndpoints("c", "10.0.0.3")
+	eventually(t, "the push of c", func() bool { return pushed(e.a.returned()[len(e.a.returned())-1])["c"] == "10.0.0.3" })
+	if p := e.a.returned()[endpointPushes]; p.full || !maps.Equal(pushed(p), map[string]string{"c": "10.0.0.3"}) {
+		t.Errorf("push after a republished and a failed configuration full=%v %v, want c alone", p.full, pushed(p))
+	}
+}
+
+// A data plane that cannot tell what a reload emptied gets everything pushed in full after each
+// configuration that goes live.
+func TestFullPushesAfterEachConfigurationWithoutFillReports(t *testing.T) {
+	e := newEnvWith(t, Options{}, func(a *laneApplier) Applier { return plainApplier{a} })
 	e.setEndpoints("a", "10.0.0.1")
 	e.render("aaaa0001")
 	e.waitLive("aaaa0001")
@@ -688,19 +923,6 @@ func TestFullPushesAfterEachNewConfiguration(t *testing.T) {
 	eventually(t, "a certificate push after the reload", func() bool { return len(e.a.certsReturned()) == 2 })
 	if p := e.a.certsReturned()[1]; !p.full {
 		t.Errorf("certificate push after a reload is incremental, want full")
-	}
-
-	// The same configuration again (an SNI change only) and a configuration that fails change nothing in
-	// NGINX: the next push carries the next change only.
-	e.render("bbbb0002")
-	e.a.failApplyOf("cccc0003")
-	e.render("cccc0003")
-	eventually(t, "the failed configuration to be given up", func() bool {
-		return e.metric("ingress_reactor_pipeline_dropped_total", "name", "reloader-structure") == 1
-	})
-	e.setEndpoints("c", "10.0.0.3")
-	if p := e.waitPushes(4)[3]; p.full || !maps.Equal(pushed(p), map[string]string{"c": "10.0.0.3"}) {
-		t.Errorf("push after a republished and a failed configuration full=%v %v, want c alone", p.full, pushed(p))
 	}
 }
 
