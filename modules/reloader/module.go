@@ -365,14 +365,16 @@ func (r *Reloader) apply(ctx context.Context, _ applyKey) error {
 		return err
 	}
 	r.applied = v.Hash
-	// A reload keeps the shared dicts, except one whose size or definition changed: NGINX gives that one
-	// a new, empty zone, which needs a full push.
-	endpointsLost, certsLost := r.lostStores(ctx)
-	r.useHosts(v.Model, endpointsLost, certsLost)
+	// Counted as soon as NGINX serves it: what follows asks NGINX about its stores, and the metrics must
+	// not lag behind the traffic meanwhile.
 	r.m.reloads.WithLabelValues("success").Inc()
 	r.m.lastSuccess.Set(1)
 	r.m.lastTime.Set(float64(time.Now().Unix()))
 	r.m.hash.Set(hashNumber(v.Hash))
+	// A reload keeps the shared dicts, except one whose size or definition changed: NGINX gives that one
+	// a new, empty zone, which needs a full push.
+	endpointsLost, certsLost := r.lostStores(ctx)
+	r.useHosts(v.Model, endpointsLost, certsLost)
 	return nil
 }
 

@@ -137,6 +137,9 @@ const (
 // reloads counter then. Call it once traffic shows the configuration a test wants: the
 // reloader counts a reload only after confirming it live, so traffic alone can run ahead
 // of the counter.
+//
+// Right after a reload a worker of the previous configuration may still accept a connection and
+// answer the old hash, so the live hash counts only once several fresh connections in a row agree.
 func (r *Reactor) WaitConfigSettled() float64 {
 	r.t.Helper()
 	var reloads float64
@@ -144,6 +147,15 @@ func (r *Reactor) WaitConfigSettled() float64 {
 		live, err := r.LiveConfigHash()
 		if err != nil {
 			return false, err.Error()
+		}
+		for range 4 {
+			again, err := r.LiveConfigHash()
+			if err != nil {
+				return false, err.Error()
+			}
+			if again != live {
+				return false, fmt.Sprintf("NGINX answers both %s and %s: a previous configuration's workers are still accepting", live, again)
+			}
 		}
 		m, err := r.Metrics()
 		if err != nil {
