@@ -467,6 +467,17 @@ func (p *Process) EmergencySince(mark uint64) bool {
 	return false
 }
 
+// WorkersLostSince reports whether NGINX's master logged, after mark, that a worker exited fatally and
+// is not respawned (see fatalWorkerExit).
+func (p *Process) WorkersLostSince(mark uint64) bool {
+	for _, line := range p.tail.since(mark) {
+		if strings.Contains(line, fatalWorkerExit) {
+			return true
+		}
+	}
+	return false
+}
+
 // lineTail keeps the last lines written, for error messages.
 type lineTail struct {
 	mu    sync.Mutex

@@ -187,12 +187,16 @@ func (r *Runtime) Apply(ctx context.Context, conf []byte, hash string) error {
 	}
 
 	stage, starts, mark, err := r.startOrReload(ctx)
+	how := stage
 	if err == nil {
 		stage = "confirm"
 		err = r.confirm(ctx, hash, starts, mark)
 	}
 	if err != nil {
 		r.restoreLive(liveConf)
+		if how == "reload" && liveConf != nil && r.proc.WorkersLostSince(mark) {
+			r.revert(ctx, liveHash, starts)
+		}
 		return &ApplyError{Stage: stage, Err: err}
 	}
 	r.mu.Lock()
@@ -355,6 +359,10 @@ func (r *Runtime) Alive() error {
 // interval adds to the time a structure change takes to be reported live.
 const confirmPollMax = 50 * time.Millisecond
 
+// confirmPollRequest bounds one question to the status server while confirming; NGINX answers it from
+// memory, in well under a millisecond when it can answer at all.
+const confirmPollRequest = 2 * time.Second
+
 // confirm polls the status server until it reports hash and start number starts has been reported
 // through OnReady. It gives up early when NGINX dies or logs that it cannot load the configuration.
 func (r *Runtime) confirm(ctx context.Context, hash string, starts, mark uint64) error {
@@ -364,7 +372,11 @@ func (r *Runtime) confirm(ctx context.Context, hash string, starts, mark uint64)
 	var last string
 	var lastErr error
 	for {
-		got, err := r.client.ConfigHash(ctx)
+		// Each question is bounded on its own: a master without workers accepts connections that nobody
+		// answers, and the checks below must still get their turn.
+		pollCtx, cancelPoll := context.WithTimeout(ctx, confirmPollRequest)
+		got, err := r.client.ConfigHash(pollCtx)
+		cancelPoll()
 		if err == nil && got == hash {
 			r.mu.Lock()
 			answered := r.answered
@@ -384,6 +396,10 @@ func (r *Runtime) confirm(ctx context.Context, hash string, starts, mark uint64)
 		if r.proc.EmergencySince(mark) {
 			return fmt.Errorf("nginx refused the configuration: %s", r.proc.ErrorsSince(mark))
 		}
+		// Workers that die at start-up with this configuration are not respawned: it will not go live.
+		if r.proc.WorkersLostSince(mark) {
+			return fmt.Errorf("nginx's workers exited with the configuration and cannot be respawned: %s", r.proc.ErrorsSince(mark))
+		}
 		timer := time.NewTimer(delay)
 		select {
 		case <-ctx.Done():
@@ -397,6 +413,24 @@ func (r *Runtime) confirm(ctx context.Context, hash string, starts, mark uint64)
 		}
 		delay = min(2*delay, confirmPollMax)
 	}
+}
+
+// revert reloads the last good configuration, which restoreLive put back into nginx.conf, after a reload
+// whose new workers all exited fatally: the master stopped the previous workers and runs on without any,
+// serving nothing, until it is given a configuration whose workers live.
+func (r *Runtime) revert(ctx context.Context, liveHash string, starts uint64) {
+	r.mu.Lock()
+	mark := r.proc.OutputMark()
+	err := r.proc.reloadStart(starts)
+	r.mu.Unlock()
+	if err == nil {
+		err = r.confirm(ctx, liveHash, starts, mark)
+	}
+	if err != nil {
+		r.log.Error("the new configuration's workers exited, and returning to the last good configuration failed", zap.String("hash", liveHash), zap.Error(err))
+		return
+	}
+	r.log.Warn("the new configuration's workers exited; the last good configuration is live again", zap.String("hash", liveHash))
 }
 
 // restoreLive puts the last confirmed configuration back into nginx.conf after a failed load.

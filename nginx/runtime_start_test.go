@@ -313,3 +313,33 @@ func TestRuntimeNotAliveWhenStuck(t *testing.T) {
 		t.Errorf("Alive: %v, want the reason", err)
 	}
 }
+
+// TestRuntimeRevertsAReloadWhoseWorkersDie: a configuration that passes nginx -t but whose workers exit
+// fatally is reported at once, and NGINX is taken back to the last good configuration: without that the
+// master, having stopped the previous workers, would run on without any and serve nothing.
+func TestRuntimeRevertsAReloadWhoseWorkersDie(t *testing.T) {
+	requireNginx(t)
+	_, cfg := startConfig(t)
+	rt := heldRuntime(t, cfg, RuntimeConfig{ConfirmTimeout: 30 * time.Second})
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	good, goodHash := mustRenderHash(t, Model{}, cfg)
+	if err := rt.Apply(ctx, good, goodHash); err != nil {
+		t.Fatal(err)
+	}
+
+	next, nextHash := nextConfig(t, cfg)
+	err := rt.Apply(ctx, fatalWorkers(t, next), nextHash)
+	if err == nil || !strings.Contains(err.Error(), "cannot be respawned") {
+		t.Fatalf("Apply of a configuration whose workers exit: %v, want an error naming the lost workers", err)
+	}
+	if live, err := rt.Client().ConfigHash(ctx); err != nil || live != goodHash {
+		t.Fatalf("after the failed reload NGINX answers %q (%v), want the last good configuration %q", live, err, goodHash)
+	}
+	if err := rt.Ready(); err != nil {
+		t.Errorf("not ready on the last good configuration: %v", err)
+	}
+	if restarts := rt.Process().Restarts(); restarts != 0 {
+		t.Errorf("%d restarts: a reload back to the good configuration needs none", restarts)
+	}
+}
