@@ -244,10 +244,16 @@ func (r *Runtime) startOrReload(ctx context.Context) (stage string, starts, mark
 		if stuck == 0 {
 			continue
 		}
+		r.mu.Lock()
+		if r.answered == stuck { // it answered after all, just now: reload it instead
+			r.mu.Unlock()
+			continue
+		}
 		r.log.Error("nginx start is stuck; starting nginx again with the new configuration",
 			zap.Uint64("starts", stuck), zap.String("reason", reason))
 		mark = r.proc.OutputMark()
 		err = r.proc.restart(stuck)
+		r.mu.Unlock()
 		if errors.Is(err, errStartChanged) || errors.Is(err, ErrNotRunning) {
 			continue
 		}
