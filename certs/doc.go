@@ -15,7 +15,11 @@
 //   - tls.crt must hold at least one CERTIFICATE block; every such block must
 //     parse. Text outside PEM blocks and blocks of other types are ignored, as
 //     OpenSSL ignores them. The first certificate is the leaf (the server
-//     certificate) and the rest is the chain, in the order given.
+//     certificate) and the rest is the chain, in the order given. At most
+//     [MaxChainCertificates] certificates of at most [MaxChainDERBytes] in
+//     all are accepted: the whole chain travels in every handshake, and a
+//     huge one breaks clients that cap that message (ingress-nginx served
+//     any size).
 //   - tls.key must hold an unencrypted RSA, ECDSA or Ed25519 private key in
 //     PKCS#1, PKCS#8 or SEC 1 form, and it must belong to the leaf. RSA keys
 //     must have at least 2048 bits, because the OpenSSL that NGINX links

@@ -29,6 +29,17 @@ const (
 	CAKey = corev1.ServiceAccountRootCAKey
 )
 
+// Limits on the chain served for one host. A TLS handshake carries the whole chain in one Certificate
+// message: a chain of hundreds of kilobytes slows every handshake of the host and breaks clients that cap
+// that message (many cap it well below the protocol's 16 MB), so such a Secret is refused rather than
+// served. Real chains are a leaf, one to three intermediates and at most a root: a few kilobytes.
+const (
+	// MaxChainCertificates is the largest number of certificates accepted in tls.crt.
+	MaxChainCertificates = 10
+	// MaxChainDERBytes is the largest total size, in DER bytes, of the certificates in tls.crt.
+	MaxChainDERBytes = 100 << 10
+)
+
 // MinRSABits is the smallest RSA modulus accepted. OpenSSL's default
 // security level (2) in current distributions refuses smaller keys.
 const MinRSABits = 2048
@@ -98,6 +109,9 @@ func ParsePEM(key types.NamespacedName, certPEM, keyPEM, caPEM []byte) (*Certifi
 	chain, chainDER, err := parseCertificates(certPEM)
 	if err != nil {
 		return nil, fail(CertKey, err)
+	}
+	if reason := chainTooLarge(chainDER); reason != "" {
+		return nil, fail(reason, nil)
 	}
 	leaf := chain[0]
 	if reason := weakSignature(chain); reason != "" {
@@ -201,6 +215,21 @@ func parseCertificates(data []byte) ([]*x509.Certificate, [][]byte, error) {
 		return nil, nil, errors.New("no PEM CERTIFICATE block found")
 	}
 	return certs, ders, nil
+}
+
+// chainTooLarge returns why a chain exceeds MaxChainCertificates or MaxChainDERBytes, or "".
+func chainTooLarge(ders [][]byte) string {
+	if len(ders) > MaxChainCertificates {
+		return fmt.Sprintf("%s holds %d certificates, more than the %d accepted", CertKey, len(ders), MaxChainCertificates)
+	}
+	total := 0
+	for _, der := range ders {
+		total += len(der)
+	}
+	if total > MaxChainDERBytes {
+		return fmt.Sprintf("%s holds %d KiB of certificates, more than the %d KiB accepted", CertKey, (total+1023)>>10, MaxChainDERBytes>>10)
+	}
+	return ""
 }
 
 // encodeCertificates writes DER certificates as consecutive PEM blocks.

@@ -205,6 +205,19 @@ func TestParseSecretRejects(t *testing.T) {
 	goodKey := pemKey(t, ecKey, pkcs8)
 	sha1Leaf := makeCert(t, certSpec{dns: []string{"old.example.com"}, key: ecKey, parent: ca.inter, parentKey: ca.interKey, serial: 12, sigAlg: x509.ECDSAWithSHA1})
 
+	// A chain over the limits: eleven certificates, or a few certificates with thousands of names each.
+	var longChain []*x509.Certificate
+	longChain = append(longChain, leaf)
+	for range MaxChainCertificates {
+		longChain = append(longChain, ca.inter)
+	}
+	manyNames := make([]string, 2500)
+	for i := range manyNames {
+		manyNames[i] = fmt.Sprintf("host-%04d.shop.example.com", i)
+	}
+	bigLeaf := makeCert(t, certSpec{dns: manyNames, key: ecKey, parent: ca.inter, parentKey: ca.interKey, serial: 13})
+	bigInter := makeCert(t, certSpec{cn: "padded intermediate", dns: manyNames, key: ecKey, parent: ca.inter, parentKey: ca.interKey, serial: 14})
+
 	encrypted := pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Headers: map[string]string{"Proc-Type": "4,ENCRYPTED", "DEK-Info": "AES-128-CBC,00112233445566778899AABBCCDDEEFF"}, Bytes: pemBody(t, pemKey(t, ecKey, sec1))})
 	garbageKeyDER := pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: append([]byte("SECRETSECRETSECRET"), pemBody(t, goodKey)[:40]...)})
 
@@ -212,10 +225,19 @@ func TestParseSecretRejects(t *testing.T) {
 		secret *corev1.Secret
 		want   string // the whole message after "secret ns/name: "
 		prefix bool   // want is a prefix of the message (library text follows)
+		suffix string // with prefix: the message also ends with this
 	}{
 		"SHA-1 signed certificate": {
 			secret: tlsSecret("default", "s", pemCerts(sha1Leaf, ca.inter), goodKey),
 			want:   "tls.crt: certificate 1 of the chain is signed with ECDSA-SHA1, which NGINX's TLS library refuses; re-issue it with SHA-256 or better",
+		},
+		"more certificates than the chain limit": {
+			secret: tlsSecret("default", "s", pemCerts(longChain...), goodKey),
+			want:   "tls.crt holds 11 certificates, more than the 10 accepted",
+		},
+		"chain larger than the size limit": {
+			secret: tlsSecret("default", "s", pemCerts(bigLeaf, bigInter), goodKey),
+			want:   "tls.crt holds 1", prefix: true, suffix: " KiB of certificates, more than the 100 KiB accepted",
 		},
 		"wrong secret type": {
 			secret: withType(tlsSecret("default", "s", goodCrt, goodKey), corev1.SecretTypeDockerConfigJson),
@@ -308,7 +330,7 @@ func TestParseSecretRejects(t *testing.T) {
 			if !ok {
 				t.Fatalf("message %q does not start with the secret", msg)
 			}
-			if tt.prefix && !strings.HasPrefix(got, tt.want) || !tt.prefix && got != tt.want {
+			if tt.prefix && (!strings.HasPrefix(got, tt.want) || !strings.HasSuffix(got, tt.suffix)) || !tt.prefix && got != tt.want {
 				t.Errorf("message = %q, want %q", got, tt.want)
 			}
 			for _, k := range [][]byte{tt.secret.Data[PrivateKeyKey], goodKey, pemKey(t, rsaKey, pkcs1), pemKey(t, smallRSA, pkcs1)} {

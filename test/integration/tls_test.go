@@ -400,6 +400,38 @@ func TestTLSBrokenSecretFallsBackToDefault(t *testing.T) {
 	requireCertificate(t, r, otherReq, "web", other)
 }
 
+// TestTLSOversizedChainRejected: a Secret whose tls.crt holds more certificates than a chain sanely
+// has is refused with a Warning Event naming the limit, and its host presents the default certificate
+// (before, a chain of any size was served and broke handshakes of clients that cap the Certificate
+// message); once the chain is trimmed the host presents its own certificate.
+func TestTLSOversizedChainRejected(t *testing.T) {
+	f := harness.New(t)
+	web := f.StartBackend("web", false)
+	routingService(f, "web", web)
+	good := newTestCert(t, "chain.example", "chain.example")
+	padding := newTestCert(t, "padding intermediate")
+	oversized := slices.Clone(good.CertPEM)
+	for range 10 {
+		oversized = append(oversized, padding.CertPEM...)
+	}
+	applyTLSSecret(f, "chain-tls", oversized, good.KeyPEM)
+	r := f.StartReactor()
+	r.WaitReady()
+	f.CreateIngress(tlsIngress(f, "chain", "chain.example", "chain-tls", "web"))
+
+	req := harness.Request{Host: "chain.example"}
+	waitServedCertificate(r, req, "web", "the fake default certificate", isFakeDefault)
+	ev := f.WaitEvent(r, "Ingress", "chain", corev1.EventTypeWarning, reasonTLSSecretInvalid, "11 certificates, more than the 10 accepted")
+	if !strings.Contains(ev.Message, f.Namespace+"/chain-tls") {
+		t.Errorf("Event message %q does not name the Secret", ev.Message)
+	}
+	r.WaitMetric(sslInvalidMetric, nil, "= 1", func(v float64) bool { return v == 1 })
+
+	applyTLSSecret(f, "chain-tls", append(slices.Clone(good.CertPEM), padding.CertPEM...), good.KeyPEM)
+	waitServedCertificate(r, req, "web", describeLeaf(good.Leaf), isLeaf(good))
+	r.WaitMetric(sslInvalidMetric, nil, "= 0", func(v float64) bool { return v == 0 })
+}
+
 // TestTLSCertificateFilesFollowReferences: the certificate of a referenced Secret is
 // written into the ssl directory (mode 0700) as a mode 0600 file, and the file goes
 // away once no Ingress references the Secret.
