@@ -92,6 +92,14 @@ func NewKubeSource(p KubeSourceParams) (KubeSourceResult, error) {
 			return KubeSourceResult{}, err
 		}
 		rc.UserAgent = "ingress-reactor/" + p.Config.Version
+		reachable := prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "ingress_reactor_kube_api_reachable",
+			Help: "1 while the Kubernetes API server answers, 0 while it cannot be reached (reads wait for it).",
+		})
+		if err := p.Registry.Register(reachable); err != nil {
+			return KubeSourceResult{}, fmt.Errorf("register API server metrics: %w", err)
+		}
+		rc.Wrap(newAPIWaiter(s.log, reachable, s.stop).wrap)
 		rc.QPS, rc.Burst = 50, 100
 		cs, err := kubernetes.NewForConfig(rc)
 		if err != nil {
