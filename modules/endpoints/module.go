@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"net"
 	"slices"
-	"strings"
 	"sync"
 	"time"
 
@@ -14,10 +13,8 @@ import (
 	"go.uber.org/zap"
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
-	networkingv1 "k8s.io/api/networking/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/client-go/informers"
 	listerscorev1 "k8s.io/client-go/listers/core/v1"
 	listersnetv1 "k8s.io/client-go/listers/networking/v1"
@@ -183,7 +180,7 @@ func (w *Watcher) ingressChanged(c modules.IngressChange) []types.NamespacedName
 	var now []nginx.Upstream
 	if c.Accepted {
 		if ing, err := w.ingresses.Ingresses(c.Key.Namespace).Get(c.Key.Name); err == nil {
-			now = UpstreamsOf(ing)
+			now = nginx.UpstreamsOf(ing)
 		}
 	}
 	w.mu.Lock()
@@ -243,8 +240,7 @@ func (w *Watcher) upstreamsOfService(key types.NamespacedName, svc *corev1.Servi
 		ups = append(ups, r.up)
 	}
 	if key == w.opts.DefaultBackend && svc != nil {
-		if port, ok := nginx.FirstTCPPort(svc); ok { // the port the renderer routes the default backend to
-			up := nginx.NewUpstream(key, intstr.FromInt32(port))
+		if up, ok := nginx.DefaultBackendUpstream(key, svc); ok {
 			if _, dup := m[up.Name]; !dup {
 				ups = append(ups, up)
 			}
@@ -382,36 +378,4 @@ func serviceOfSlice(obj any) ([]string, error) {
 		return nil, nil
 	}
 	return []string{s.Namespace + "/" + name}, nil
-}
-
-// UpstreamsOf lists the Service ports an Ingress sends traffic to, named as the renderer names them.
-// Backends that cannot be translated are skipped here; the renderer reports them.
-func UpstreamsOf(ing *networkingv1.Ingress) []nginx.Upstream {
-	var ups []nginx.Upstream
-	add := func(b *networkingv1.IngressBackend) {
-		if b == nil || b.Service == nil || b.Service.Name == "" {
-			return
-		}
-		var port intstr.IntOrString
-		switch sp := b.Service.Port; {
-		case sp.Name != "" && sp.Number == 0:
-			port = intstr.FromString(sp.Name)
-		case sp.Name == "" && sp.Number > 0 && sp.Number <= 65535:
-			port = intstr.FromInt32(sp.Number)
-		default:
-			return
-		}
-		ups = append(ups, nginx.NewUpstream(types.NamespacedName{Namespace: ing.Namespace, Name: b.Service.Name}, port))
-	}
-	add(ing.Spec.DefaultBackend)
-	for _, r := range ing.Spec.Rules {
-		if r.HTTP == nil {
-			continue
-		}
-		for i := range r.HTTP.Paths {
-			add(&r.HTTP.Paths[i].Backend)
-		}
-	}
-	slices.SortFunc(ups, func(a, b nginx.Upstream) int { return strings.Compare(string(a.Name), string(b.Name)) })
-	return slices.CompactFunc(ups, func(a, b nginx.Upstream) bool { return a.Name == b.Name })
 }

@@ -17,7 +17,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/client-go/informers"
 	listerscorev1 "k8s.io/client-go/listers/core/v1"
 	listersnetv1 "k8s.io/client-go/listers/networking/v1"
@@ -230,25 +229,6 @@ func (r *Renderer) renderIfUsed(obj any) []renderKey {
 	return []renderKey{{}}
 }
 
-// referencedServices lists the Services an Ingress's backends name, in the Ingress's namespace.
-func referencedServices(ing *networkingv1.Ingress) []types.NamespacedName {
-	var out []types.NamespacedName
-	add := func(b *networkingv1.IngressBackend) {
-		if b != nil && b.Service != nil && b.Service.Name != "" {
-			out = append(out, types.NamespacedName{Namespace: ing.Namespace, Name: b.Service.Name})
-		}
-	}
-	add(ing.Spec.DefaultBackend)
-	for i := range ing.Spec.Rules {
-		if http := ing.Spec.Rules[i].HTTP; http != nil {
-			for j := range http.Paths {
-				add(&http.Paths[j].Backend)
-			}
-		}
-	}
-	return out
-}
-
 func (r *Renderer) lookupService(key types.NamespacedName) (*corev1.Service, bool) {
 	svc, err := r.services.Services(key.Namespace).Get(key.Name)
 	return svc, err == nil
@@ -290,7 +270,7 @@ func (r *Renderer) sync(context.Context, renderKey) error {
 	// at the end.
 	r.mu.Lock()
 	for _, ing := range ings {
-		for _, s := range referencedServices(ing) {
+		for _, s := range nginx.ServicesOf(ing) {
 			r.usedServices[s] = struct{}{}
 		}
 	}
@@ -302,7 +282,7 @@ func (r *Renderer) sync(context.Context, renderKey) error {
 			rejected++
 			// A rejection can depend on a Service (a port it lacks): a change to it must re-render,
 			// or the Ingress stays rejected after the Service is fixed.
-			for _, s := range referencedServices(ing) {
+			for _, s := range nginx.ServicesOf(ing) {
 				used[s] = struct{}{}
 			}
 			msg := "Ingress not served: " + err.Error()
@@ -330,13 +310,12 @@ func (r *Renderer) sync(context.Context, renderKey) error {
 
 	var defaultBackend *nginx.Upstream
 	if db := r.opts.DefaultBackend; db.Name != "" {
-		var port int32
+		var up nginx.Upstream
 		svc, ok := r.lookupService(db)
 		if ok {
-			port, ok = nginx.FirstTCPPort(svc)
+			up, ok = nginx.DefaultBackendUpstream(db, svc)
 		}
 		if ok {
-			up := nginx.NewUpstream(db, intstr.FromInt32(port))
 			defaultBackend = &up
 		} else {
 			r.log.Warn("default backend service not found or without a TCP port; serving the built-in 404", zap.Stringer("service", db))

@@ -16,7 +16,6 @@ import (
 	"go.uber.org/fx"
 	"go.uber.org/zap"
 	corev1 "k8s.io/api/core/v1"
-	networkingv1 "k8s.io/api/networking/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/informers"
@@ -27,6 +26,7 @@ import (
 
 	"github.com/ingress-reactor/ingress-reactor/certs"
 	"github.com/ingress-reactor/ingress-reactor/modules"
+	"github.com/ingress-reactor/ingress-reactor/nginx"
 	"github.com/ingress-reactor/ingress-reactor/pipeline"
 )
 
@@ -232,26 +232,6 @@ func (s *Syncer) renewFake(ctx context.Context) {
 // Stop stops the workers within ctx.
 func (s *Syncer) Stop(ctx context.Context) error { return s.ctrl.Stop(ctx) }
 
-// SecretsOf returns the TLS Secrets an Ingress references (spec.tls[].secretName), sorted.
-func SecretsOf(ing *networkingv1.Ingress) []types.NamespacedName {
-	var out []types.NamespacedName
-	for _, t := range ing.Spec.TLS {
-		if t.SecretName != "" {
-			out = append(out, types.NamespacedName{Namespace: ing.Namespace, Name: t.SecretName})
-		}
-	}
-	slices.SortFunc(out, func(a, b types.NamespacedName) int {
-		if a.Name < b.Name {
-			return -1
-		}
-		if a.Name > b.Name {
-			return 1
-		}
-		return 0
-	})
-	return slices.Compact(out)
-}
-
 // ingressChanged updates the reference index and returns the Secrets whose users changed.
 func (s *Syncer) ingressChanged(c modules.IngressChange) []types.NamespacedName {
 	if c.Synced {
@@ -260,7 +240,7 @@ func (s *Syncer) ingressChanged(c modules.IngressChange) []types.NamespacedName 
 	var now []types.NamespacedName
 	if c.Accepted {
 		if ing, err := s.ingresses.Ingresses(c.Key.Namespace).Get(c.Key.Name); err == nil {
-			now = SecretsOf(ing)
+			now = nginx.SecretsOf(ing)
 		}
 	}
 	s.mu.Lock()

@@ -36,6 +36,7 @@ import (
 	"github.com/ingress-reactor/ingress-reactor/certs"
 	"github.com/ingress-reactor/ingress-reactor/modules"
 	"github.com/ingress-reactor/ingress-reactor/modules/moduletest"
+	"github.com/ingress-reactor/ingress-reactor/nginx"
 	"github.com/ingress-reactor/ingress-reactor/pipeline"
 )
 
@@ -276,7 +277,7 @@ func (e *env) accept(ing *networkingv1.Ingress) {
 	}
 	eventually(e.t, "the ingress cache to show "+ing.Name, func() bool {
 		got, err := e.syncer.ingresses.Ingresses(ing.Namespace).Get(ing.Name)
-		return err == nil && slices.Equal(SecretsOf(got), SecretsOf(ing))
+		return err == nil && slices.Equal(nginx.SecretsOf(got), nginx.SecretsOf(ing))
 	})
 	e.run(e.syncer.ingressChanged(modules.IngressChange{Key: types.NamespacedName{Namespace: ing.Namespace, Name: ing.Name}, Accepted: true})...)
 }
@@ -597,16 +598,6 @@ func TestSyncerExpiryMetricFollowsCertificate(t *testing.T) {
 	e.drop("shop")
 	if _, ok := e.gauge("ingress_reactor_ssl_expire_time_seconds", map[string]string{"secret": "a-tls"}); ok {
 		t.Error("expiry series of an unreferenced secret is still exported")
-	}
-}
-
-func TestSecretsOf(t *testing.T) {
-	ing := ingress("shop", "b-tls", "a-tls", "b-tls")
-	ing.Spec.TLS = append(ing.Spec.TLS, networkingv1.IngressTLS{Hosts: []string{"x.example"}}) // no secret: default
-	got := SecretsOf(ing)
-	want := []types.NamespacedName{key("a-tls"), key("b-tls")}
-	if !slices.Equal(got, want) {
-		t.Errorf("SecretsOf = %v, want %v", got, want)
 	}
 }
 
