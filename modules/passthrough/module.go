@@ -6,7 +6,6 @@
 package passthrough
 
 import (
-	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -311,19 +310,14 @@ func (m *Passthrough) endpointsChanged(c modules.EndpointsChange) {
 	}
 }
 
-// rebuildLocked builds a new table from all passthrough Ingresses, oldest first so that the oldest claim
-// on a host wins (as for NGINX's servers), and swaps it in. m.mu must be held.
+// rebuildLocked builds a new table from all passthrough Ingresses in NGINX's order (nginx.OlderFirst), so
+// that a contested host goes to the Ingress NGINX would give it to, and swaps it in. m.mu must be held.
 func (m *Passthrough) rebuildLocked() {
 	all := make([]ingressRoutes, 0, len(m.byIngress))
 	for _, ir := range m.byIngress {
 		all = append(all, ir)
 	}
-	slices.SortFunc(all, func(a, b ingressRoutes) int {
-		if c := a.created.Compare(b.created); c != 0 {
-			return c
-		}
-		return cmp.Compare(a.key.String(), b.key.String())
-	})
+	slices.SortFunc(all, func(a, b ingressRoutes) int { return nginx.OlderFirst(a.created, a.key, b.created, b.key) })
 	owner := map[string]types.NamespacedName{}
 	used := map[nginx.UpstreamName]bool{}
 	var routes []tlsproxy.Route

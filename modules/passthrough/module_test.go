@@ -21,6 +21,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap/zaptest"
+	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -341,4 +342,40 @@ func selfSigned(t testing.TB, name string) tls.Certificate {
 		t.Fatal(err)
 	}
 	return tls.Certificate{Certificate: [][]byte{der}, PrivateKey: key}
+}
+
+// TestContestedHostGoesWhereNGINXSendsIt: two Ingresses created in one apply (same creationTimestamp), in
+// namespaces "team" and "team-b", claim one host. The passthrough table gives it to the Ingress NGINX's
+// merge gives it to (creation time, then namespace, then name), not to whichever "ns/name" string sorts
+// first ("team-b/app" < "team/app").
+func TestContestedHostGoesWhereNGINXSendsIt(t *testing.T) {
+	f := newFixture(t, Options{})
+	created := metav1.NewTime(time.Now().Truncate(time.Second))
+	var ings []*networkingv1.Ingress
+	for _, ns := range []string{"team-b", "team"} {
+		ing := newIngress("app").passthrough().rule("shared.example.com", "/=web:443").build()
+		ing.Namespace, ing.CreationTimestamp = ns, created
+		ings = append(ings, ing)
+		f.apply(ing)
+	}
+	f.apply(newIngress("probe").passthrough().rule("probe.example.com", "/=web:443").build())
+	f.waitRoute("probe.example.com", "web") // the changes above were processed, in order
+
+	var translations []*nginx.IngressTranslation
+	for _, ing := range ings {
+		tr, err := nginx.TranslateIngress(ing, nginx.ServiceLookupFunc(func(types.NamespacedName) (*corev1.Service, bool) { return nil, false }), nginx.DefaultTranslateOptions())
+		if err != nil {
+			t.Fatal(err)
+		}
+		translations = append(translations, tr)
+	}
+	_, conflicts := nginx.Merge(translations, nil)
+	if len(conflicts) != 1 {
+		t.Fatalf("NGINX's merge reports %d conflicts, want 1", len(conflicts))
+	}
+	winner := conflicts[0].Winner.Namespace
+	want := nginx.NewUpstream(types.NamespacedName{Namespace: winner, Name: "web"}, intstr.FromInt32(443)).Name
+	if got, _ := f.route("shared.example.com"); got != string(want) {
+		t.Errorf("passthrough sends shared.example.com to %s; NGINX gives the host to namespace %s (%s)", got, winner, want)
+	}
 }
