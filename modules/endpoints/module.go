@@ -174,9 +174,6 @@ func (w *Watcher) Stop(ctx context.Context) error { return w.ctrl.Stop(ctx) }
 
 // ingressChanged updates the reference counts for one Ingress and returns the Services whose upstream set changed.
 func (w *Watcher) ingressChanged(c modules.IngressChange) []types.NamespacedName {
-	if c.Synced {
-		return nil
-	}
 	var now []nginx.Upstream
 	if c.Accepted {
 		if ing, err := w.ingresses.Ingresses(c.Key.Namespace).Get(c.Key.Name); err == nil {

@@ -42,6 +42,7 @@ type fixture struct {
 	t         *testing.T
 	client    *fake.Clientset
 	ingresses *pipeline.Topic[modules.IngressChange]
+	announced *modules.IngressesAnnounced
 	endpoints *pipeline.Topic[modules.EndpointsChange]
 	recorder  *record.FakeRecorder
 	m         *Passthrough
@@ -60,6 +61,7 @@ func newFixture(t *testing.T, opts Options, objs ...*networkingv1.Ingress) *fixt
 		t:         t,
 		client:    cs,
 		ingresses: pipeline.NewTopic[modules.IngressChange]("ingress-changes"),
+		announced: modules.NewIngressesAnnounced(),
 		endpoints: pipeline.NewTopic[modules.EndpointsChange]("endpoints-changes"),
 		recorder:  record.NewFakeRecorder(100),
 	}
@@ -71,6 +73,7 @@ func newFixture(t *testing.T, opts Options, objs ...*networkingv1.Ingress) *fixt
 		Options:        opts,
 		Factory:        factory,
 		IngressChanges: f.ingresses,
+		Announced:      f.announced,
 		Endpoints:      f.endpoints,
 		Recorder:       f.recorder,
 		Registry:       prometheus.NewRegistry(),
@@ -288,9 +291,9 @@ func TestModuleProxiesTLS(t *testing.T) {
 	f.publishEndpoints("web", 443, backend.Addr().String())
 	f.apply(newIngress("a").passthrough().rule("a.example.com", "/=web:443").build())
 	if f.ready.Check() == nil {
-		t.Error("ready before the class filter's Synced marker")
+		t.Error("ready before the class filter announced every Ingress")
 	}
-	f.ingresses.Publish(modules.IngressChange{Synced: true})
+	f.announced.Announce()
 	f.waitFor("ready", func() bool { return f.ready.Check() == nil })
 	f.waitRoute("a.example.com", "web", backend.Addr().String())
 

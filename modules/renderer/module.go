@@ -59,6 +59,7 @@ type Params struct {
 	Options        Options
 	Factory        informers.SharedInformerFactory
 	IngressChanges *pipeline.Topic[modules.IngressChange]
+	Announced      *modules.IngressesAnnounced
 	Rendered       *pipeline.Topic[modules.Rendered]
 	Recorder       record.EventRecorder
 	Metrics        *pipeline.Metrics
@@ -73,6 +74,7 @@ type renderKey struct{}
 // Renderer turns the accepted Ingresses into nginx.conf.
 type Renderer struct {
 	opts      Options
+	announced *modules.IngressesAnnounced
 	ingresses listersnetv1.IngressLister
 	services  listerscorev1.ServiceLister
 	recorder  record.EventRecorder
@@ -87,8 +89,6 @@ type Renderer struct {
 	accepted map[types.NamespacedName]struct{}
 	// usedServices are the Services the last render depended on; a change to one re-renders.
 	usedServices map[types.NamespacedName]struct{}
-	// initialDone is set by the class filter's Synced marker; there is no render before it.
-	initialDone bool
 
 	// Touched only by sync (one worker).
 	lastHash     string
@@ -112,6 +112,7 @@ func New(p Params) (*Renderer, error) {
 	log := p.Log.Named("renderer")
 	r := &Renderer{
 		opts:         p.Options,
+		announced:    p.Announced,
 		ingresses:    p.Factory.Networking().V1().Ingresses().Lister(),
 		services:     p.Factory.Core().V1().Services().Lister(),
 		recorder:     p.Recorder,
@@ -167,9 +168,7 @@ func New(p Params) (*Renderer, error) {
 
 	p.IngressChanges.Subscribe(func(c modules.IngressChange) {
 		r.mu.Lock()
-		if c.Synced {
-			r.initialDone = true
-		} else if c.Accepted {
+		if c.Accepted {
 			r.accepted[c.Key] = struct{}{}
 		} else {
 			delete(r.accepted, c.Key)
@@ -190,14 +189,19 @@ func New(p Params) (*Renderer, error) {
 }
 
 // Start waits for the caches and starts the worker. The first render happens once the class filter has
-// announced every existing Ingress (an empty cluster still gets a configuration then), and after every
-// change.
+// announced every existing Ingress (modules.IngressesAnnounced; an empty cluster still gets a
+// configuration then), and after every change.
 func (r *Renderer) Start(ctx context.Context) {
 	go func() {
 		if !cache.WaitForCacheSync(ctx.Done(), r.synced...) {
 			return
 		}
 		r.ctrl.Start(ctx)
+		select {
+		case <-r.announced.Done():
+			r.Trigger() // the first render
+		case <-ctx.Done():
+		}
 	}()
 }
 
@@ -235,12 +239,11 @@ func (r *Renderer) lookupService(key types.NamespacedName) (*corev1.Service, boo
 }
 
 func (r *Renderer) sync(context.Context, renderKey) error {
-	r.mu.Lock()
-	if !r.initialDone {
-		r.mu.Unlock()
-		return nil // the Synced marker triggers the first render
+	select {
+	case <-r.announced.Done():
+	default:
+		return nil // Start triggers the first render once the class filter has announced every Ingress
 	}
-	r.mu.Unlock()
 	timer := prometheus.NewTimer(r.metrics.duration)
 	r.mu.Lock()
 	keys := make([]types.NamespacedName, 0, len(r.accepted))

@@ -97,15 +97,16 @@ type recorder = moduletest.Recorder
 // env is a started Renderer over a fake clientset. The test plays the class filter: it publishes
 // IngressChange messages once the informer cache shows the Ingress.
 type env struct {
-	t        *testing.T
-	client   *fake.Clientset
-	r        *Renderer
-	changes  *pipeline.Topic[modules.IngressChange]
-	out      *pipeline.Topic[modules.Rendered]
-	rendered chan modules.Rendered
-	rec      *recorder
-	reg      *prometheus.Registry
-	markers  int
+	t         *testing.T
+	client    *fake.Clientset
+	r         *Renderer
+	changes   *pipeline.Topic[modules.IngressChange]
+	announced *modules.IngressesAnnounced
+	out       *pipeline.Topic[modules.Rendered]
+	rendered  chan modules.Rendered
+	rec       *recorder
+	reg       *prometheus.Registry
+	markers   int
 }
 
 func renderOptions() Options {
@@ -127,18 +128,19 @@ func newEnv(t *testing.T, objs ...runtime.Object) *env {
 func newEnvWith(t *testing.T, opts Options, objs ...runtime.Object) *env {
 	t.Helper()
 	e := &env{
-		t:        t,
-		client:   fake.NewClientset(objs...),
-		changes:  pipeline.NewTopic[modules.IngressChange]("ingress-changes"),
-		out:      pipeline.NewTopic[modules.Rendered]("rendered"),
-		rendered: make(chan modules.Rendered, 100),
-		rec:      &recorder{},
-		reg:      prometheus.NewRegistry(),
+		t:         t,
+		client:    fake.NewClientset(objs...),
+		changes:   pipeline.NewTopic[modules.IngressChange]("ingress-changes"),
+		announced: modules.NewIngressesAnnounced(),
+		out:       pipeline.NewTopic[modules.Rendered]("rendered"),
+		rendered:  make(chan modules.Rendered, 100),
+		rec:       &recorder{},
+		reg:       prometheus.NewRegistry(),
 	}
 	factory := informers.NewSharedInformerFactory(e.client, 0)
 	e.out.Subscribe(func(v modules.Rendered) { e.rendered <- v })
 	r, err := New(Params{
-		Options: opts, Factory: factory, IngressChanges: e.changes, Rendered: e.out,
+		Options: opts, Factory: factory, IngressChanges: e.changes, Announced: e.announced, Rendered: e.out,
 		Recorder: e.rec, Metrics: pipeline.NewMetrics(e.reg), Registry: e.reg, Log: zap.NewNop(),
 	})
 	if err != nil {
@@ -181,8 +183,17 @@ func (e *env) accept(names ...string) {
 	}
 }
 
-// synced publishes the class filter's marker: every existing Ingress has been announced.
-func (e *env) synced() { e.changes.Publish(modules.IngressChange{Synced: true}) }
+// synced fires the class filter's signal as it does: once the renderer has taken in every Ingress
+// announced so far.
+func (e *env) synced() {
+	e.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), waitLimit)
+	defer cancel()
+	if err := e.changes.Flush(ctx); err != nil {
+		e.t.Fatal(err)
+	}
+	e.announced.Announce()
+}
 
 // next waits for the next published configuration.
 func (e *env) next() modules.Rendered {
@@ -297,10 +308,10 @@ func location(m nginx.Model, host, path string) (string, bool) {
 	return "", false
 }
 
-func TestFirstRenderWaitsForSyncedMarker(t *testing.T) {
+func TestFirstRenderWaitsForIngressesAnnounced(t *testing.T) {
 	tests := map[string]struct {
 		objs []runtime.Object
-		// announced are the Ingresses the class filter accepts before its Synced marker.
+		// announced are the Ingresses the class filter accepts before it announces them all.
 		announced []string
 		want      []string
 	}{
@@ -324,10 +335,10 @@ func TestFirstRenderWaitsForSyncedMarker(t *testing.T) {
 			e.r.Trigger() // as a template change would: still no render before the marker
 			eventually(t, "the renderer to process the changes", func() bool { return e.syncsDone() >= 1 })
 			if got := e.renders("changed") + e.renders("unchanged") + e.renders("error"); got != 0 {
-				t.Fatalf("%g renders before the class filter's Synced marker, want none", got)
+				t.Fatalf("%g renders before the class filter announced every Ingress, want none", got)
 			}
 			if got := e.published(); len(got) != 0 {
-				t.Fatalf("%d configurations published before the Synced marker, want none", len(got))
+				t.Fatalf("%d configurations published before the class filter announced every Ingress, want none", len(got))
 			}
 
 			e.synced()

@@ -234,9 +234,6 @@ func (s *Syncer) Stop(ctx context.Context) error { return s.ctrl.Stop(ctx) }
 
 // ingressChanged updates the reference index and returns the Secrets whose users changed.
 func (s *Syncer) ingressChanged(c modules.IngressChange) []types.NamespacedName {
-	if c.Synced {
-		return nil
-	}
 	var now []types.NamespacedName
 	if c.Accepted {
 		if ing, err := s.ingresses.Ingresses(c.Key.Namespace).Get(c.Key.Name); err == nil {
