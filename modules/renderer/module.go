@@ -80,7 +80,7 @@ type Renderer struct {
 	recorder  record.EventRecorder
 	out       *pipeline.Topic[modules.Rendered]
 	ctrl      *pipeline.Controller[renderKey]
-	cache     *nginx.TranslationCache
+	builder   *nginx.ModelBuilder
 	synced    []cache.InformerSynced
 	log       *zap.Logger
 	metrics   rendererMetrics
@@ -117,7 +117,7 @@ func New(p Params) (*Renderer, error) {
 		services:     p.Factory.Core().V1().Services().Lister(),
 		recorder:     p.Recorder,
 		out:          p.Rendered,
-		cache:        nginx.NewTranslationCache(),
+		builder:      nginx.NewModelBuilder(),
 		log:          log,
 		accepted:     map[types.NamespacedName]struct{}{},
 		usedServices: map[types.NamespacedName]struct{}{},
@@ -172,7 +172,6 @@ func New(p Params) (*Renderer, error) {
 			r.accepted[c.Key] = struct{}{}
 		} else {
 			delete(r.accepted, c.Key)
-			r.cache.Evict(c.Key)
 		}
 		r.mu.Unlock()
 		q.Add(renderKey{})
@@ -254,19 +253,11 @@ func (r *Renderer) sync(context.Context, renderKey) error {
 	r.mu.Unlock()
 	slices.SortFunc(keys, func(a, b types.NamespacedName) int { return strings.Compare(a.String(), b.String()) })
 
-	lookup := nginx.ServiceLookupFunc(r.lookupService)
-	translations := make([]*nginx.IngressTranslation, 0, len(keys))
-	used := map[types.NamespacedName]struct{}{}
-	rejected := 0
-	problems := map[types.NamespacedName]string{}
 	ings := make([]*networkingv1.Ingress, 0, len(keys))
 	for _, key := range keys {
-		ing, err := r.ingresses.Ingresses(key.Namespace).Get(key.Name)
-		if err != nil {
-			r.cache.Evict(key)
-			continue
+		if ing, err := r.ingresses.Ingresses(key.Namespace).Get(key.Name); err == nil {
+			ings = append(ings, ing)
 		}
-		ings = append(ings, ing)
 	}
 	// Every Service about to be looked up counts as used before the lookups: an update to one that lands
 	// while this render runs must queue another render, not be dropped because the set is replaced only
@@ -278,69 +269,19 @@ func (r *Renderer) sync(context.Context, renderKey) error {
 		}
 	}
 	r.mu.Unlock()
-	for _, ing := range ings {
-		key := types.NamespacedName{Namespace: ing.Namespace, Name: ing.Name}
-		tr, err := r.cache.Translate(ing, lookup, r.opts.Translate)
-		if err != nil {
-			rejected++
-			// A rejection can depend on a Service (a port it lacks): a change to it must re-render,
-			// or the Ingress stays rejected after the Service is fixed.
-			for _, s := range nginx.ServicesOf(ing) {
-				used[s] = struct{}{}
-			}
-			msg := "Ingress not served: " + err.Error()
-			if r.reported[key] != ing.ResourceVersion+msg {
-				r.metrics.rejects.WithLabelValues(key.Namespace).Inc()
-				r.recorder.Event(ing, corev1.EventTypeWarning, ReasonRejected, msg)
-				r.log.Warn("ingress rejected", zap.Stringer("ingress", key), zap.String("reason", err.Error()))
-			}
-			problems[key] = ing.ResourceVersion + msg
-			continue
-		}
-		for _, s := range tr.Services {
-			used[s.Key] = struct{}{}
-		}
-		if len(tr.Warnings) > 0 {
-			msg := strings.Join(tr.Warnings, "; ")
-			// Contains, not equality: conflict messages are appended to the same entry below.
-			if !strings.Contains(r.reported[key], ing.ResourceVersion+msg) {
-				r.recorder.Event(ing, corev1.EventTypeWarning, ReasonWarning, msg)
-			}
-			problems[key] = ing.ResourceVersion + msg
-		}
-		translations = append(translations, tr)
-	}
-
-	var defaultBackend *nginx.Upstream
-	if db := r.opts.DefaultBackend; db.Name != "" {
-		var up nginx.Upstream
-		svc, ok := r.lookupService(db)
-		if ok {
-			up, ok = nginx.DefaultBackendUpstream(db, svc)
-		}
-		if ok {
-			defaultBackend = &up
-		} else {
-			r.log.Warn("default backend service not found or without a TCP port; serving the built-in 404", zap.Stringer("service", db))
-		}
-	}
-	model, conflicts := nginx.Merge(translations, defaultBackend)
-	for _, c := range conflicts {
-		msg := c.Message()
-		key := c.Loser
-		if ing, err := r.ingresses.Ingresses(key.Namespace).Get(key.Name); err == nil {
-			if !strings.Contains(r.reported[key], ing.ResourceVersion+msg) {
-				r.recorder.Event(ing, corev1.EventTypeWarning, ReasonConflict, msg)
-			}
-			problems[key] += ing.ResourceVersion + msg
-		}
-	}
-	r.reported = problems
-	r.metrics.rejected.Set(float64(rejected))
-	r.metrics.conflicts.Set(float64(len(conflicts)))
+	build := r.builder.Build(nginx.BuildInput{
+		Ingresses:      ings,
+		Services:       nginx.ServiceLookupFunc(r.lookupService),
+		Options:        r.opts.Translate,
+		DefaultBackend: r.opts.DefaultBackend,
+	})
+	r.report(build)
+	r.metrics.rejected.Set(float64(len(build.Rejected)))
+	r.metrics.conflicts.Set(float64(len(build.Conflicts)))
 	r.mu.Lock()
-	r.usedServices = used
+	r.usedServices = build.Services
 	r.mu.Unlock()
+	model := build.Model
 
 	var (
 		conf []byte
@@ -367,8 +308,49 @@ func (r *Renderer) sync(context.Context, renderKey) error {
 	r.lastHash, r.lastTLSHosts = hash, tlsHosts
 	r.metrics.renders.WithLabelValues("changed").Inc()
 	r.metrics.confBytes.Set(float64(len(conf)))
-	r.log.Info("configuration rendered", zap.String("hash", hash), zap.Int("ingresses", len(translations)),
-		zap.Int("rejected", rejected), zap.Int("servers", len(model.Servers)), zap.Int("bytes", len(conf)))
+	r.log.Info("configuration rendered", zap.String("hash", hash), zap.Int("ingresses", build.Translated),
+		zap.Int("rejected", len(build.Rejected)), zap.Int("servers", len(model.Servers)), zap.Int("bytes", len(conf)))
 	r.out.Publish(modules.Rendered{Model: model, Config: conf, Hash: hash})
 	return nil
+}
+
+// report sends the Warning Events of a build: rejections, warnings and lost conflicts. An Event already
+// sent for the same version of an Ingress is not sent again.
+func (r *Renderer) report(build nginx.Build) {
+	problems := map[types.NamespacedName]string{}
+	for _, rej := range build.Rejected {
+		ing := rej.Ingress
+		key := types.NamespacedName{Namespace: ing.Namespace, Name: ing.Name}
+		msg := "Ingress not served: " + rej.Err.Error()
+		if r.reported[key] != ing.ResourceVersion+msg {
+			r.metrics.rejects.WithLabelValues(key.Namespace).Inc()
+			r.recorder.Event(ing, corev1.EventTypeWarning, ReasonRejected, msg)
+			r.log.Warn("ingress rejected", zap.Stringer("ingress", key), zap.String("reason", rej.Err.Error()))
+		}
+		problems[key] = ing.ResourceVersion + msg
+	}
+	for _, w := range build.Warnings {
+		ing := w.Ingress
+		key := types.NamespacedName{Namespace: ing.Namespace, Name: ing.Name}
+		msg := strings.Join(w.Warnings, "; ")
+		// Contains, not equality: conflict messages are appended to the same entry below.
+		if !strings.Contains(r.reported[key], ing.ResourceVersion+msg) {
+			r.recorder.Event(ing, corev1.EventTypeWarning, ReasonWarning, msg)
+		}
+		problems[key] = ing.ResourceVersion + msg
+	}
+	if build.DefaultBackendMissing {
+		r.log.Warn("default backend service not found or without a TCP port; serving the built-in 404", zap.Stringer("service", r.opts.DefaultBackend))
+	}
+	for _, c := range build.Conflicts {
+		msg := c.Message()
+		key := c.Loser
+		if ing, err := r.ingresses.Ingresses(key.Namespace).Get(key.Name); err == nil {
+			if !strings.Contains(r.reported[key], ing.ResourceVersion+msg) {
+				r.recorder.Event(ing, corev1.EventTypeWarning, ReasonConflict, msg)
+			}
+			problems[key] += ing.ResourceVersion + msg
+		}
+	}
+	r.reported = problems
 }

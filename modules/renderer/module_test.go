@@ -6,6 +6,7 @@ import (
 	"maps"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -19,6 +20,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes/fake"
+	listerscorev1 "k8s.io/client-go/listers/core/v1"
 
 	"github.com/ingress-reactor/ingress-reactor/modules"
 	"github.com/ingress-reactor/ingress-reactor/modules/moduletest"
@@ -633,5 +635,41 @@ func TestDefaultBackendUsesTheFirstTCPPort(t *testing.T) {
 	v := e.next()
 	if want := nginx.NewUpstream(key("fallback"), intstr.FromInt32(8080)).Name; v.Model.DefaultBackend != want {
 		t.Errorf("default backend upstream %q, want %q (port 8080, the TCP one)", v.Model.DefaultBackend, want)
+	}
+}
+
+// hookedServices is a Service lister that calls hook (once) on the first lookup of a Service, in the
+// middle of a render's translation.
+type hookedServices struct {
+	listerscorev1.ServiceLister
+	once sync.Once
+	hook func()
+}
+
+func (h *hookedServices) Services(namespace string) listerscorev1.ServiceNamespaceLister {
+	h.once.Do(h.hook)
+	return h.ServiceLister.Services(namespace)
+}
+
+// TestIngressLeavingDuringARenderLeavesNoCacheEntry: an Ingress that stops being ours while a render is
+// translating it leaves nothing behind in the translation cache once the next render has run (the
+// entry the racing render stored used to stay forever: nothing evicted it again).
+func TestIngressLeavingDuringARenderLeavesNoCacheEntry(t *testing.T) {
+	e := newEnv(t, service("web", "1", 80), ingress("a", "a.example", "/", "web", 80))
+	e.r.services = &hookedServices{ServiceLister: e.r.services, hook: func() {
+		e.changes.Publish(modules.IngressChange{Key: key("a"), Accepted: false})
+		ctx, cancel := context.WithTimeout(context.Background(), waitLimit)
+		defer cancel()
+		if err := e.changes.Flush(ctx); err != nil { // the renderer has taken the change in
+			t.Error(err)
+		}
+	}}
+	e.accept("a")
+	e.synced()
+	// The render that raced the change, then the one the change queued.
+	eventually(t, "two renders", func() bool { return e.syncsDone() >= 2 })
+	e.settle()
+	if n := e.r.builder.Cached(); n != 0 {
+		t.Errorf("translation cache holds %d entries after the only Ingress left, want 0", n)
 	}
 }
