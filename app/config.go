@@ -161,7 +161,7 @@ func BindFlags(fs *flag.FlagSet, c *Config) {
 		"RSA-2048 certificates with a two-certificate chain. When it is full, hosts whose certificate does not fit get the default "+
 		"certificate and the controller logs \"certificates dict full\". Memory is used as certificates are stored. %d to %d.", 1, maxDictSizeMB))
 
-	fs.StringVar(&c.SSLDir, "ssl-dir", c.SSLDir, "Directory (mode 0700) for certificate files (mode 0600).")
+	fs.StringVar(&c.SSLDir, "ssl-dir", c.SSLDir, "Directory (mode 0700) for the default certificate file NGINX reads (mode 0600); Secret certificates reach NGINX without files.")
 	fs.StringVar(&c.DefaultSSLCertificate, "default-ssl-certificate", c.DefaultSSLCertificate, "Secret (namespace/name) with the certificate for hosts without one. Empty means a generated self-signed certificate.")
 
 	bindAutoIngressFlags(fs, c)

@@ -26,12 +26,14 @@ func Modules(cfg Config) []fx.Option {
 	}, slices.Concat(dataPlaneModules(cfg), autoIngressModules(cfg), statusModules(cfg), passthroughModules(cfg))...)
 }
 
-// topics are the typed channels between modules; each is closed when the application stops.
+// topics are the typed channels between modules; each is closed when the application stops. The
+// IngressesAnnounced signal travels beside the IngressChange topic.
 var topics = []any{
 	newTopic[modules.IngressChange]("ingress-changes"),
 	newTopic[modules.EndpointsChange]("endpoints-changes"),
 	newTopic[modules.Rendered]("rendered"),
 	newTopic[modules.CertChange]("cert-changes"),
+	modules.NewIngressesAnnounced,
 }
 
 func newTopic[T any](name string) func(*zap.Logger, *pipeline.Metrics, fx.Lifecycle) *pipeline.Topic[T] {

@@ -59,10 +59,16 @@
 //
 // # Files
 //
-// [Store] writes one file per Secret into the ssl directory (the
-// --ssl-dir flag): the certificate chain followed by the private key, in one
-// file, mode 0600, in a directory kept at mode 0700. NGINX reads the same file
-// for ssl_certificate and ssl_certificate_key, as it did with ingress-nginx.
+// [Store] writes certificates into the ssl directory (the --ssl-dir flag)
+// as one file each: the certificate chain followed by the private key, mode
+// 0600, in a directory kept at mode 0700. Only a file a process reads is
+// written: today that is the generated default certificate
+// ([FakeDefaultKey]), which nginx.conf names for both ssl_certificate and
+// ssl_certificate_key. Certificates of Secrets, --default-ssl-certificate
+// included, are never written: the secretsync module parses them and the
+// reloader hands them to NGINX's workers through Lua (ssl_certificate_by_lua),
+// so their private keys stay in memory. At start secretsync calls
+// [Store.Prune] to remove Secret files an earlier version wrote.
 // One file, rather than a certificate file and a key file, means a single
 // rename replaces both, so a reload can never see a new certificate with an
 // old key. A ca.crt, when present, goes into a second file because NGINX

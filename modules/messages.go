@@ -1,6 +1,8 @@
 package modules
 
 import (
+	"sync"
+
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/ingress-reactor/ingress-reactor/certs"
@@ -14,11 +16,28 @@ type IngressChange struct {
 	Key types.NamespacedName
 	// Accepted is true while the Ingress is served by this controller, false once it is not.
 	Accepted bool
-	// Synced marks a message without Key, published once after start: every Ingress that existed when the
-	// caches synced has been announced before it. The renderer waits for it before its first render, so
-	// NGINX never goes live (and ready) with a configuration that lacks existing Ingresses.
-	Synced bool
 }
+
+// IngressesAnnounced is a one-shot signal beside the IngressChange topic. The class filter fires it once
+// after start, when every Ingress that existed as the caches synced has been announced on IngressChange and
+// every subscriber of that topic has taken those announcements in. Consumers that must not act on a
+// partial view wait for it: the renderer before its first render (NGINX never goes live, and ready, with
+// a configuration that lacks existing Ingresses), the passthrough proxy before it accepts connections.
+type IngressesAnnounced struct {
+	once sync.Once
+	done chan struct{}
+}
+
+// NewIngressesAnnounced returns a signal that has not fired.
+func NewIngressesAnnounced() *IngressesAnnounced {
+	return &IngressesAnnounced{done: make(chan struct{})}
+}
+
+// Announce fires the signal; later calls do nothing.
+func (a *IngressesAnnounced) Announce() { a.once.Do(func() { close(a.done) }) }
+
+// Done is closed once the signal has fired.
+func (a *IngressesAnnounced) Done() <-chan struct{} { return a.done }
 
 // EndpointsChange carries the complete, current endpoint list of one upstream. It is the endpoint lane's
 // message: consumers apply it without touching NGINX's structure (no reload).

@@ -7,11 +7,13 @@
 //
 //   - Model (model.go): the structure of nginx.conf as typed, validated values (servers, locations,
 //     upstream names). Endpoint lists are not part of it.
-//   - Translation (translate.go, merge.go, cache.go): TranslateIngress turns one Ingress into an
-//     IngressTranslation, or rejects that Ingress alone with an error naming the fields at fault.
-//     Merge combines all accepted translations into a Model (the oldest Ingress wins a conflicting
-//     path or TLS host; losers are reported as Conflicts). TranslationCache skips Ingresses whose
-//     objects did not change.
+//   - Translation (backends.go, translate.go, merge.go, cache.go, build.go): backends.go is the one walk
+//     over an Ingress's backends that names upstreams (the translation, the endpoint lane and
+//     passthrough all use it). TranslateIngress turns one Ingress into an IngressTranslation, or
+//     rejects that Ingress alone with an error naming the fields at fault. Merge combines all accepted
+//     translations into a Model (OlderFirst: the oldest Ingress wins a conflicting path or TLS host;
+//     losers are reported as Conflicts). TranslationCache skips Ingresses whose objects did not change;
+//     ModelBuilder runs the whole build for the renderer and keeps its cache to the Ingresses built.
 //   - Configuration (escape.go, template.go, nginx.tmpl): Render turns a Model and a RenderConfig into
 //     nginx.conf and its hash. Every string reaching the file passes through Quote; the template only
 //     sees pre-quoted strings, integers, booleans and typed address ranges (netip.Prefix, for the

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"time"
 
 	"k8s.io/apimachinery/pkg/types"
 )
@@ -236,12 +237,19 @@ func (t *IngressTranslation) upstream(n UpstreamName) Upstream {
 	return Upstream{Name: n}
 }
 
-// olderFirst orders translations by creationTimestamp, then namespace/name.
+// olderFirst orders translations as OlderFirst orders their Ingresses.
 func olderFirst(a, b *IngressTranslation) int {
+	return OlderFirst(a.CreationTimestamp, a.Ingress, b.CreationTimestamp, b.Ingress)
+}
+
+// OlderFirst orders two Ingresses that claim the same thing (a host, a path, a TLS host): the older
+// creationTimestamp first, then namespace, then name. The first one wins the claim. NGINX's merge and
+// the passthrough table both use it, so a contested host goes to the same Ingress in both.
+func OlderFirst(aCreated time.Time, a types.NamespacedName, bCreated time.Time, b types.NamespacedName) int {
 	return cmp.Or(
-		a.CreationTimestamp.Compare(b.CreationTimestamp),
-		strings.Compare(a.Ingress.Namespace, b.Ingress.Namespace),
-		strings.Compare(a.Ingress.Name, b.Ingress.Name),
+		aCreated.Compare(bCreated),
+		strings.Compare(a.Namespace, b.Namespace),
+		strings.Compare(a.Name, b.Name),
 	)
 }
 

@@ -124,8 +124,7 @@ func translate(ing *networkingv1.Ingress, svc ServiceLookup, opts TranslateOptio
 		}
 		return nil, tr.out.Services, fmt.Errorf("ingress %s rejected: %w", tr.out.Ingress, errors.Join(errs...))
 	}
-	slices.SortFunc(tr.out.Upstreams, func(a, b Upstream) int { return strings.Compare(string(a.Name), string(b.Name)) })
-	tr.out.Upstreams = slices.CompactFunc(tr.out.Upstreams, func(a, b Upstream) bool { return a.Name == b.Name })
+	tr.out.Upstreams = sortUpstreams(tr.out.Upstreams)
 	return tr.out, tr.out.Services, nil
 }
 
@@ -251,28 +250,16 @@ func (t *translator) find(k routeKey) (int, bool) {
 // path answers 503 until the Service appears (as with ingress-nginx), and the translation carries a warning.
 // A port the existing Service does not have is an error.
 func (t *translator) backend(field fieldRef, b *networkingv1.IngressBackend) (Upstream, bool) {
-	if b.Resource != nil {
-		t.fail("%s: resource backends (%s %q) are not supported; use a Service backend", field, b.Resource.Kind, b.Resource.Name)
+	up, err := BackendUpstream(t.ing.Namespace, b)
+	if err != nil {
+		if be := (*BackendError)(nil); errors.As(err, &be) && be.Field != "" {
+			t.fail("%s.%s: %s", field, be.Field, be.Reason)
+		} else {
+			t.fail("%s: %w", field, err)
+		}
 		return Upstream{}, false
 	}
-	if b.Service == nil || b.Service.Name == "" {
-		t.fail("%s: no service name", field)
-		return Upstream{}, false
-	}
-	key := types.NamespacedName{Namespace: t.ing.Namespace, Name: b.Service.Name}
-	var port intstr.IntOrString
-	switch sp := b.Service.Port; {
-	case sp.Name != "" && sp.Number != 0:
-		t.fail("%s.service.port: set either name or number, not both", field)
-		return Upstream{}, false
-	case sp.Name != "":
-		port = intstr.FromString(sp.Name)
-	case sp.Number > 0 && sp.Number <= 65535:
-		port = intstr.FromInt32(sp.Number)
-	default:
-		t.fail("%s.service.port: want a port name or a number between 1 and 65535, got %d", field, sp.Number)
-		return Upstream{}, false
-	}
+	key, port := up.Service, up.Port
 	svc, found := t.svc.Service(key)
 	t.recordService(key, svc, found)
 	switch {
@@ -284,7 +271,6 @@ func (t *translator) backend(field fieldRef, b *networkingv1.IngressBackend) (Up
 		t.fail("%s: service %s has no TCP port %s (its ports: %s)", field, key, describePort(port), DescribePorts(svc.Spec.Ports))
 		return Upstream{}, false
 	}
-	up := NewUpstream(key, port)
 	t.out.Upstreams = append(t.out.Upstreams, up)
 	return up, true
 }

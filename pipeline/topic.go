@@ -1,6 +1,8 @@
 package pipeline
 
 import (
+	"context"
+	"fmt"
 	"runtime/debug"
 	"slices"
 	"sync"
@@ -95,6 +97,29 @@ func (t *Topic[T]) Publish(v T) {
 	t.mu.Unlock()
 }
 
+// Flush waits until every subscriber has returned from fn for every value published before the call, or
+// until a subscriber is cancelled or ctx ends. A producer that announces "everything so far has been
+// delivered" through another channel calls it first, so no consumer hears the announcement before the
+// values it covers. Do not call it from a subscriber function of this topic: it would wait for itself.
+func (t *Topic[T]) Flush(ctx context.Context) error {
+	t.mu.Lock()
+	subs := slices.Clone(t.subs)
+	done := make([]<-chan struct{}, len(subs))
+	for i, s := range subs {
+		done[i] = s.deliveredAll()
+	}
+	t.mu.Unlock()
+	for i, s := range subs {
+		select {
+		case <-done[i]:
+		case <-s.quit:
+		case <-ctx.Done():
+			return fmt.Errorf("flush topic %s: %w", t.name, ctx.Err())
+		}
+	}
+	return nil
+}
+
 // Subscribe calls fn with every value published from now on, in order, on a
 // goroutine of its own. A panic in fn is recovered, logged and counted, and
 // delivery goes on with the next value. The returned cancel stops delivery:
@@ -148,6 +173,9 @@ type subscriber[T any] struct {
 
 	mu      sync.Mutex
 	pending []T // published, not yet taken by run
+	// pushed and delivered count values, for Flush; flushes wait for delivered to reach their mark.
+	pushed, delivered uint64
+	flushes           []flushWait
 
 	wake     chan struct{} // capacity 1: "pending may be non-empty"
 	quit     chan struct{}
@@ -158,11 +186,45 @@ type subscriber[T any] struct {
 func (s *subscriber[T]) push(v T) {
 	s.mu.Lock()
 	s.pending = append(s.pending, v)
+	s.pushed++
 	s.mu.Unlock()
 	select {
 	case s.wake <- struct{}{}:
 	default: // a wake-up is already pending; it will see v too
 	}
+}
+
+// flushWait is one Flush waiting for a subscriber.
+type flushWait struct {
+	mark uint64
+	done chan struct{}
+}
+
+// deliveredAll returns a channel closed once every value pushed so far has been delivered.
+func (s *subscriber[T]) deliveredAll() <-chan struct{} {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	done := make(chan struct{})
+	if s.delivered >= s.pushed {
+		close(done)
+		return done
+	}
+	s.flushes = append(s.flushes, flushWait{mark: s.pushed, done: done})
+	return done
+}
+
+// markDelivered counts n more values delivered and releases the flushes they complete.
+func (s *subscriber[T]) markDelivered(n int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.delivered += uint64(n)
+	s.flushes = slices.DeleteFunc(s.flushes, func(w flushWait) bool {
+		if w.mark <= s.delivered {
+			close(w.done)
+			return true
+		}
+		return false
+	})
 }
 
 func (s *subscriber[T]) stop() {
@@ -191,6 +253,7 @@ func (s *subscriber[T]) run() {
 			}
 			s.deliver(v)
 		}
+		s.markDelivered(len(batch))
 		clear(batch) // drop references so delivered values can be collected
 		if cap(batch) > maxRetainedBuffer {
 			batch = nil

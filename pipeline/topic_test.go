@@ -1,6 +1,8 @@
 package pipeline
 
 import (
+	"context"
+	"errors"
 	"slices"
 	"sync"
 	"testing"
@@ -272,4 +274,40 @@ func topicPendingValue(t *testing.T, reg *prometheus.Registry, name string) floa
 	}
 	t.Fatalf("no ingress_reactor_pipeline_topic_pending{name=%q}", name)
 	return 0
+}
+
+// TestTopicFlushWaitsForEveryDelivery: Flush returns only once every subscriber has handled every value
+// published before it, however slow; a Flush whose context ends returns its error.
+func TestTopicFlushWaitsForEveryDelivery(t *testing.T) {
+	topic := NewTopic[int]("t")
+	defer topic.Close()
+	var fast, slow collector[int]
+	gate := make(chan struct{})
+	topic.Subscribe(fast.add)
+	topic.Subscribe(func(v int) { <-gate; slow.add(v) })
+	for i := range 3 {
+		topic.Publish(i)
+	}
+
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if err := topic.Flush(ctx); !errors.Is(err, context.Canceled) {
+		t.Fatalf("Flush with a cancelled context while a subscriber is blocked = %v, want context.Canceled", err)
+	}
+
+	flushed := make(chan error, 1)
+	go func() { flushed <- topic.Flush(context.Background()) }()
+	close(gate)
+	if err := <-flushed; err != nil {
+		t.Fatal(err)
+	}
+	if got := slow.values(); !slices.Equal(got, seq(3)) {
+		t.Errorf("slow subscriber had %v when Flush returned, want %v", got, seq(3))
+	}
+	if got := fast.values(); !slices.Equal(got, seq(3)) {
+		t.Errorf("fast subscriber had %v when Flush returned, want %v", got, seq(3))
+	}
+	if err := topic.Flush(context.Background()); err != nil {
+		t.Errorf("Flush with nothing pending = %v", err)
+	}
 }

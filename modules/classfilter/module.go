@@ -36,6 +36,7 @@ type Params struct {
 	Options   Options
 	Factory   informers.SharedInformerFactory
 	Changes   *pipeline.Topic[modules.IngressChange]
+	Announced *modules.IngressesAnnounced
 	Metrics   *pipeline.Metrics
 	Registry  prometheus.Registerer
 	Log       *zap.Logger
@@ -45,14 +46,15 @@ type Params struct {
 // ClassFilter watches Ingresses and IngressClasses and publishes IngressChange for the Ingresses that are
 // or were ours.
 type ClassFilter struct {
-	filter   *Filter
-	ingress  listersv1.IngressLister
-	indexer  cache.Indexer
-	changes  *pipeline.Topic[modules.IngressChange]
-	ctrl     *pipeline.Controller[types.NamespacedName]
-	accepted prometheus.Gauge
-	synced   []cache.InformerSynced
-	log      *zap.Logger
+	filter    *Filter
+	ingress   listersv1.IngressLister
+	indexer   cache.Indexer
+	changes   *pipeline.Topic[modules.IngressChange]
+	announced *modules.IngressesAnnounced
+	ctrl      *pipeline.Controller[types.NamespacedName]
+	accepted  prometheus.Gauge
+	synced    []cache.InformerSynced
+	log       *zap.Logger
 
 	mu   sync.Mutex
 	ours map[types.NamespacedName]struct{}
@@ -74,10 +76,11 @@ func New(p Params) (*ClassFilter, error) {
 	}
 	log := p.Log.Named("classfilter")
 	c := &ClassFilter{
-		filter:  NewFilter(p.Options, classInf.Lister()),
-		ingress: ingInf.Lister(),
-		indexer: ingInf.Informer().GetIndexer(),
-		changes: p.Changes,
+		filter:    NewFilter(p.Options, classInf.Lister()),
+		ingress:   ingInf.Lister(),
+		indexer:   ingInf.Informer().GetIndexer(),
+		changes:   p.Changes,
+		announced: p.Announced,
 		accepted: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "ingress_reactor_ingresses_accepted",
 			Help: "Ingresses this controller currently serves (after class filtering).",
@@ -118,7 +121,7 @@ func (c *ClassFilter) Start(ctx context.Context) {
 		if !cache.WaitForCacheSync(ctx.Done(), c.synced...) {
 			return
 		}
-		// Announce every existing Ingress before the marker; the queue holds them too, and processing
+		// Announce every existing Ingress before the signal; the queue holds them too, and processing
 		// them again later only repeats the same announcement.
 		all, err := c.ingress.List(labels.Everything())
 		if err != nil {
@@ -130,8 +133,13 @@ func (c *ClassFilter) Start(ctx context.Context) {
 				c.ctrl.Queue().AddRateLimited(key)
 			}
 		}
-		c.changes.Publish(modules.IngressChange{Synced: true})
 		c.ctrl.Start(ctx)
+		// The signal travels apart from the topic: it may fire only once every subscriber has taken in
+		// the announcements above.
+		if err := c.changes.Flush(ctx); err != nil {
+			return // stopping
+		}
+		c.announced.Announce()
 	}()
 }
 

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"net"
 	"slices"
-	"strings"
 	"sync"
 	"time"
 
@@ -14,7 +13,6 @@ import (
 	"go.uber.org/zap"
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
-	networkingv1 "k8s.io/api/networking/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
@@ -34,6 +32,9 @@ var Module = fx.Module("endpoints",
 	fx.Invoke(func(*Watcher) {}),
 )
 
+// laneWorkers is how many Services the endpoint lane syncs at once.
+const laneWorkers = 4
+
 // byService indexes EndpointSlices by the Service they belong to ("namespace/name").
 const byService = "service"
 
@@ -43,6 +44,8 @@ type Options struct {
 	DefaultBackend types.NamespacedName
 	// ExternalNameRefresh is how often ExternalName Services are resolved again; default 30s.
 	ExternalNameRefresh time.Duration
+	// ExternalNameTimeout bounds one DNS lookup of an ExternalName Service; default 5s.
+	ExternalNameTimeout time.Duration
 	// Resolver resolves ExternalName Services; nil means net.DefaultResolver.
 	Resolver Resolver
 	// AllowLoopback lets loopback addresses through (local mode, whose demo backends run on 127.0.0.1).
@@ -75,6 +78,7 @@ type Watcher struct {
 	synced    []cache.InformerSynced
 	log       *zap.Logger
 	published *prometheus.CounterVec
+	names     *nameCache
 
 	mu sync.Mutex
 	// byIngress holds the upstreams each accepted Ingress uses.
@@ -97,6 +101,9 @@ type ref struct {
 func New(p Params) (*Watcher, error) {
 	if p.Options.ExternalNameRefresh <= 0 {
 		p.Options.ExternalNameRefresh = 30 * time.Second
+	}
+	if p.Options.ExternalNameTimeout <= 0 {
+		p.Options.ExternalNameTimeout = 5 * time.Second
 	}
 	if p.Options.Resolver == nil {
 		p.Options.Resolver = net.DefaultResolver
@@ -132,7 +139,15 @@ func New(p Params) (*Watcher, error) {
 		// The endpoint lane must keep up with rolling updates of many Services at once.
 		QPS: 500, Burst: 5000,
 	})
-	w.ctrl = pipeline.NewController(q, w.sync, pipeline.ControllerOptions{Workers: 4})
+	w.ctrl = pipeline.NewController(q, w.sync, pipeline.ControllerOptions{Workers: laneWorkers})
+	w.names = newNameCache(p.Options.Resolver, p.Options.ExternalNameTimeout, p.Options.ExternalNameRefresh,
+		func(k types.NamespacedName, after time.Duration) {
+			if after <= 0 {
+				q.Add(k)
+			} else {
+				q.AddAfter(k, after)
+			}
+		})
 	if p.Options.DefaultBackend.Name != "" {
 		w.refs[p.Options.DefaultBackend] = map[nginx.UpstreamName]*ref{}
 	}
@@ -161,6 +176,7 @@ func New(p Params) (*Watcher, error) {
 // Start waits for the caches in the background, then starts the workers. The default backend Service,
 // if any, is resolved right away.
 func (w *Watcher) Start(ctx context.Context) {
+	w.names.start(ctx)
 	go func() {
 		if !cache.WaitForCacheSync(ctx.Done(), w.synced...) {
 			return
@@ -177,13 +193,10 @@ func (w *Watcher) Stop(ctx context.Context) error { return w.ctrl.Stop(ctx) }
 
 // ingressChanged updates the reference counts for one Ingress and returns the Services whose upstream set changed.
 func (w *Watcher) ingressChanged(c modules.IngressChange) []types.NamespacedName {
-	if c.Synced {
-		return nil
-	}
 	var now []nginx.Upstream
 	if c.Accepted {
 		if ing, err := w.ingresses.Ingresses(c.Key.Namespace).Get(c.Key.Name); err == nil {
-			now = UpstreamsOf(ing)
+			now = nginx.UpstreamsOf(ing)
 		}
 	}
 	w.mu.Lock()
@@ -243,8 +256,7 @@ func (w *Watcher) upstreamsOfService(key types.NamespacedName, svc *corev1.Servi
 		ups = append(ups, r.up)
 	}
 	if key == w.opts.DefaultBackend && svc != nil {
-		if port, ok := nginx.FirstTCPPort(svc); ok { // the port the renderer routes the default backend to
-			up := nginx.NewUpstream(key, intstr.FromInt32(port))
+		if up, ok := nginx.DefaultBackendUpstream(key, svc); ok {
 			if _, dup := m[up.Name]; !dup {
 				ups = append(ups, up)
 			}
@@ -262,10 +274,12 @@ func (w *Watcher) sync(ctx context.Context, key types.NamespacedName) error {
 		svc = nil
 	}
 	ups, _ := w.upstreamsOfService(key, svc)
+	if svc == nil || svc.Spec.Type != corev1.ServiceTypeExternalName || len(ups) == 0 {
+		w.names.forget(key)
+	}
 
 	// The queue never syncs one Service twice at a time, so this Service's entry is ours until we store
-	// it back; the lock only guards the map, so a slow DNS lookup for one ExternalName Service never
-	// holds up the endpoint lane of the others.
+	// it back; the lock only guards the map.
 	w.lastMu.Lock()
 	last := w.last[key]
 	w.lastMu.Unlock()
@@ -289,16 +303,17 @@ func (w *Watcher) sync(ctx context.Context, key types.NamespacedName) error {
 		switch {
 		case svc == nil:
 		case svc.Spec.Type == corev1.ServiceTypeExternalName:
-			rctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-			eps, err = ResolveExternalName(rctx, w.opts.Resolver, svc, up.Port)
-			cancel()
+			var answered bool
+			eps, answered, err = w.externalName(key, svc, up.Port)
+			if !answered {
+				continue // its lookup is under way; the answer queues the Service again
+			}
 			if err != nil {
 				resolveErr = err
 				if prev, had := last[up.Name]; had {
 					eps = prev // keep serving the last known addresses while DNS fails
 				}
 			}
-			w.ctrl.Queue().AddAfter(key, w.opts.ExternalNameRefresh)
 		default:
 			eps = Resolve(svc, up.Port, slicesOfSvc)
 		}
@@ -331,10 +346,29 @@ func (w *Watcher) sync(ctx context.Context, key types.NamespacedName) error {
 	}
 	w.lastMu.Unlock()
 	if resolveErr != nil {
-		// Not retried through the error path: the periodic refresh above already re-resolves.
+		// Not retried through the error path: the name cache looks the name up again after the refresh
+		// interval and queues the Service with the answer.
 		w.log.Warn("cannot resolve ExternalName service", zap.Error(resolveErr))
 	}
 	return nil
+}
+
+// externalName returns the endpoints of an ExternalName Service's port from the newest DNS answer, and
+// false while the first lookup of its name is under way.
+func (w *Watcher) externalName(key types.NamespacedName, svc *corev1.Service, port intstr.IntOrString) ([]nginx.Endpoint, bool, error) {
+	host := svc.Spec.ExternalName
+	if host == "" {
+		return nil, true, fmt.Errorf("ExternalName service %s has no spec.externalName", key)
+	}
+	addrs, answered, err := w.names.answer(key, host)
+	if !answered {
+		return nil, false, nil
+	}
+	if err != nil {
+		return nil, true, fmt.Errorf("ExternalName service %s: resolve %s: %w", key, host, err)
+	}
+	eps, err := ExternalNameEndpoints(svc, port, addrs)
+	return eps, true, err
 }
 
 // referencedService returns the Service's key when an accepted Ingress (or the default backend) uses it.
@@ -382,36 +416,4 @@ func serviceOfSlice(obj any) ([]string, error) {
 		return nil, nil
 	}
 	return []string{s.Namespace + "/" + name}, nil
-}
-
-// UpstreamsOf lists the Service ports an Ingress sends traffic to, named as the renderer names them.
-// Backends that cannot be translated are skipped here; the renderer reports them.
-func UpstreamsOf(ing *networkingv1.Ingress) []nginx.Upstream {
-	var ups []nginx.Upstream
-	add := func(b *networkingv1.IngressBackend) {
-		if b == nil || b.Service == nil || b.Service.Name == "" {
-			return
-		}
-		var port intstr.IntOrString
-		switch sp := b.Service.Port; {
-		case sp.Name != "" && sp.Number == 0:
-			port = intstr.FromString(sp.Name)
-		case sp.Name == "" && sp.Number > 0 && sp.Number <= 65535:
-			port = intstr.FromInt32(sp.Number)
-		default:
-			return
-		}
-		ups = append(ups, nginx.NewUpstream(types.NamespacedName{Namespace: ing.Namespace, Name: b.Service.Name}, port))
-	}
-	add(ing.Spec.DefaultBackend)
-	for _, r := range ing.Spec.Rules {
-		if r.HTTP == nil {
-			continue
-		}
-		for i := range r.HTTP.Paths {
-			add(&r.HTTP.Paths[i].Backend)
-		}
-	}
-	slices.SortFunc(ups, func(a, b nginx.Upstream) int { return strings.Compare(string(a.Name), string(b.Name)) })
-	return slices.CompactFunc(ups, func(a, b nginx.Upstream) bool { return a.Name == b.Name })
 }

@@ -2,6 +2,7 @@ package endpoints
 
 import (
 	"context"
+	"fmt"
 	"net"
 	"sync/atomic"
 	"testing"
@@ -13,6 +14,7 @@ import (
 	discoveryv1 "k8s.io/api/discovery/v1"
 	networkingv1 "k8s.io/api/networking/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/client-go/informers"
@@ -57,50 +59,60 @@ func ingressTo(name, svc string) *networkingv1.Ingress {
 	}
 }
 
-// A Service whose ExternalName does not resolve must not hold up the endpoints of other Services.
-func TestSlowExternalNameDoesNotBlockOtherServices(t *testing.T) {
-	ext := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "ext"},
-		Spec: corev1.ServiceSpec{Type: corev1.ServiceTypeExternalName, ExternalName: "slow.example.com", Ports: []corev1.ServicePort{{Port: 80}}}}
+// webObjects are Service web (port 80, "http") with one endpoint, 192.0.2.1:8080, and an Ingress to it.
+func webObjects() []runtime.Object {
 	web := service(corev1.ServicePort{Name: "http", Port: 80})
 	web.Name = "web"
-	slice := &discoveryv1.EndpointSlice{
+	return []runtime.Object{web, ingressTo("to-web", "web"), &discoveryv1.EndpointSlice{
 		ObjectMeta:  metav1.ObjectMeta{Namespace: "ns", Name: "web-1", Labels: map[string]string{discoveryv1.LabelServiceName: "web"}},
 		AddressType: discoveryv1.AddressTypeIPv4,
 		Ports:       []discoveryv1.EndpointPort{{Name: ptr.To("http"), Port: ptr.To(int32(8080))}},
 		Endpoints:   []discoveryv1.Endpoint{ep("192.0.2.1")},
-	}
-	client := fake.NewClientset(ext, web, slice, ingressTo("a", "ext"), ingressTo("b", "web"))
+	}}
+}
+
+// runWatcher starts a watcher over objs and returns the topic it reads IngressChanges from and a channel
+// of what it publishes. It is stopped when the test ends.
+func runWatcher(t *testing.T, opts Options, objs ...runtime.Object) (*pipeline.Topic[modules.IngressChange], chan modules.EndpointsChange) {
+	t.Helper()
+	client := fake.NewClientset(objs...)
 	factory := informers.NewSharedInformerFactory(client, 0)
 	in := pipeline.NewTopic[modules.IngressChange]("in")
 	out := pipeline.NewTopic[modules.EndpointsChange]("out")
-	defer in.Close()
-	defer out.Close()
 	got := make(chan modules.EndpointsChange, 10)
 	out.Subscribe(func(c modules.EndpointsChange) { got <- c })
-
-	release := make(chan struct{})
-	resolver := blockingResolver{release: release, entered: make(chan struct{}, 1), inFlight: &atomic.Int32{}}
 	w, err := New(Params{
-		Options: Options{Resolver: resolver, ExternalNameRefresh: time.Hour},
-		Factory: factory, IngressChanges: in, Endpoints: out,
+		Options: opts, Factory: factory, IngressChanges: in, Endpoints: out,
 		Metrics: pipeline.NewMetrics(nil), Registry: prometheus.NewRegistry(), Log: zap.NewNop(),
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
 	stop := make(chan struct{})
-	defer close(stop)
 	factory.Start(stop)
 	if !cache.WaitForCacheSync(stop, w.synced...) {
 		t.Fatal("caches did not sync")
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	w.Start(ctx)
-	defer func() {
-		close(release)
+	t.Cleanup(func() {
 		cancel()
 		_ = w.Stop(context.Background())
-	}()
+		close(stop)
+		in.Close()
+		out.Close()
+	})
+	return in, got
+}
+
+// A Service whose ExternalName does not resolve must not hold up the endpoints of other Services.
+func TestSlowExternalNameDoesNotBlockOtherServices(t *testing.T) {
+	ext := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "ext"},
+		Spec: corev1.ServiceSpec{Type: corev1.ServiceTypeExternalName, ExternalName: "slow.example.com", Ports: []corev1.ServicePort{{Port: 80}}}}
+	release := make(chan struct{})
+	resolver := blockingResolver{release: release, entered: make(chan struct{}, 1), inFlight: &atomic.Int32{}}
+	in, got := runWatcher(t, Options{Resolver: resolver, ExternalNameRefresh: time.Hour}, append(webObjects(), ext, ingressTo("a", "ext"))...)
+	t.Cleanup(func() { close(release) }) // before the watcher stops
 
 	// The ExternalName Service first; once its lookup hangs, the other Service changes.
 	in.Publish(modules.IngressChange{Key: types.NamespacedName{Namespace: "ns", Name: "a"}, Accepted: true})
@@ -109,7 +121,7 @@ func TestSlowExternalNameDoesNotBlockOtherServices(t *testing.T) {
 	case <-time.After(time.Minute):
 		t.Fatal("the ExternalName Service was never resolved")
 	}
-	in.Publish(modules.IngressChange{Key: types.NamespacedName{Namespace: "ns", Name: "b"}, Accepted: true})
+	in.Publish(modules.IngressChange{Key: types.NamespacedName{Namespace: "ns", Name: "to-web"}, Accepted: true})
 
 	want := nginx.NewUpstream(types.NamespacedName{Namespace: "ns", Name: "web"}, webPort()).Name
 	timeout := time.After(time.Minute)
@@ -133,3 +145,65 @@ func TestSlowExternalNameDoesNotBlockOtherServices(t *testing.T) {
 }
 
 func webPort() intstr.IntOrString { return intstr.FromInt32(80) }
+
+// TestHangingExternalNamesDoNotHoldTheLane: as many ExternalName Services whose DNS lookups hang as the
+// lane has workers still leave the lane free: another Service's endpoints are published while every
+// lookup is hanging, and each ExternalName Service is published once its answer arrives.
+func TestHangingExternalNamesDoNotHoldTheLane(t *testing.T) {
+	const hanging = laneWorkers
+	objs := webObjects()
+	for i := range hanging {
+		name := fmt.Sprintf("ext%d", i)
+		objs = append(objs, &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: name},
+			Spec: corev1.ServiceSpec{Type: corev1.ServiceTypeExternalName, ExternalName: name + ".example.com", Ports: []corev1.ServicePort{{Port: 80}}}},
+			ingressTo("to-"+name, name))
+	}
+	release := make(chan struct{})
+	resolver := blockingResolver{release: release, entered: make(chan struct{}, hanging), inFlight: &atomic.Int32{}}
+	// Lookups never time out here, so only the lane's design can let web through.
+	in, got := runWatcher(t, Options{Resolver: resolver, ExternalNameRefresh: time.Hour, ExternalNameTimeout: time.Hour}, objs...)
+	released := false
+	t.Cleanup(func() {
+		if !released {
+			close(release)
+		}
+	})
+
+	for i := range hanging {
+		in.Publish(modules.IngressChange{Key: types.NamespacedName{Namespace: "ns", Name: fmt.Sprintf("to-ext%d", i)}, Accepted: true})
+	}
+	for range hanging {
+		select {
+		case <-resolver.entered:
+		case <-time.After(time.Minute):
+			t.Fatal("not every ExternalName Service was looked up")
+		}
+	}
+	in.Publish(modules.IngressChange{Key: types.NamespacedName{Namespace: "ns", Name: "to-web"}, Accepted: true})
+	select {
+	case c := <-got:
+		if c.Upstream.Service.Name != "web" || len(c.Endpoints) != 1 || c.Endpoints[0].Address != "192.0.2.1" {
+			t.Fatalf("first publication while every lookup hangs: %+v, want web's endpoint", c)
+		}
+		if n := resolver.inFlight.Load(); n != hanging {
+			t.Fatalf("web's endpoints were published with %d of %d lookups still hanging: the lane waited behind them", n, hanging)
+		}
+	case <-time.After(time.Minute):
+		t.Fatal("the endpoints of web were never published")
+	}
+
+	close(release)
+	released = true
+	seen := map[string]bool{}
+	for len(seen) < hanging {
+		select {
+		case c := <-got:
+			if len(c.Endpoints) != 1 || c.Endpoints[0].Address != "192.0.2.99" || c.Endpoints[0].Port != 80 {
+				t.Fatalf("ExternalName endpoints: got %+v", c)
+			}
+			seen[c.Upstream.Service.Name] = true
+		case <-time.After(time.Minute):
+			t.Fatalf("after the answers only %v were published", seen)
+		}
+	}
+}

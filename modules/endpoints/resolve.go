@@ -122,14 +122,6 @@ type Resolver interface {
 // ResolveExternalName returns the endpoints of an ExternalName Service: its DNS name resolved now, at the
 // Ingress's port number. ExternalName Services have no EndpointSlices; a named port cannot be resolved.
 func ResolveExternalName(ctx context.Context, r Resolver, svc *corev1.Service, port intstr.IntOrString) ([]nginx.Endpoint, error) {
-	number := port.IntVal
-	if port.Type == intstr.String {
-		p, ok := nginx.ServicePort(svc, port)
-		if !ok {
-			return nil, fmt.Errorf("ExternalName service %s/%s: port %q is not defined in spec.ports; use a port number", svc.Namespace, svc.Name, port.StrVal)
-		}
-		number = p.Port
-	}
 	host := svc.Spec.ExternalName
 	if host == "" {
 		return nil, fmt.Errorf("ExternalName service %s/%s has no spec.externalName", svc.Namespace, svc.Name)
@@ -137,6 +129,21 @@ func ResolveExternalName(ctx context.Context, r Resolver, svc *corev1.Service, p
 	addrs, err := r.LookupIPAddr(ctx, host)
 	if err != nil {
 		return nil, fmt.Errorf("ExternalName service %s/%s: resolve %s: %w", svc.Namespace, svc.Name, host, err)
+	}
+	return ExternalNameEndpoints(svc, port, addrs)
+}
+
+// ExternalNameEndpoints returns the endpoints of an ExternalName Service's port given the addresses its
+// DNS name resolved to: each address at the Ingress's port number (or the number of the Service port
+// it names).
+func ExternalNameEndpoints(svc *corev1.Service, port intstr.IntOrString, addrs []net.IPAddr) ([]nginx.Endpoint, error) {
+	number := port.IntVal
+	if port.Type == intstr.String {
+		p, ok := nginx.ServicePort(svc, port)
+		if !ok {
+			return nil, fmt.Errorf("ExternalName service %s/%s: port %q is not defined in spec.ports; use a port number", svc.Namespace, svc.Name, port.StrVal)
+		}
+		number = p.Port
 	}
 	eps := make([]nginx.Endpoint, 0, len(addrs))
 	for _, a := range addrs {
@@ -149,7 +156,7 @@ func ResolveExternalName(ctx context.Context, r Resolver, svc *corev1.Service, p
 		}
 	}
 	if len(eps) == 0 {
-		return nil, fmt.Errorf("ExternalName service %s/%s: %s has no usable address", svc.Namespace, svc.Name, host)
+		return nil, fmt.Errorf("ExternalName service %s/%s: %s has no usable address", svc.Namespace, svc.Name, svc.Spec.ExternalName)
 	}
 	return sortUnique(eps), nil
 }

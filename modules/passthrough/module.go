@@ -6,7 +6,6 @@
 package passthrough
 
 import (
-	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -72,6 +71,7 @@ type Params struct {
 	Options        Options
 	Factory        informers.SharedInformerFactory
 	IngressChanges *pipeline.Topic[modules.IngressChange]
+	Announced      *modules.IngressesAnnounced
 	Endpoints      *pipeline.Topic[modules.EndpointsChange]
 	Recorder       record.EventRecorder
 	Registry       prometheus.Registerer
@@ -98,10 +98,9 @@ type Passthrough struct {
 	serving   atomic.Bool
 	served    chan error
 	addr      atomic.Pointer[net.TCPAddr]
-	// initial is closed by the class filter's Synced marker: every Ingress that existed at start has been
-	// announced, so the table holds every passthrough host.
-	initial     chan struct{}
-	initialOnce sync.Once
+	// announced fires once every Ingress that existed at start has been announced, so the table holds
+	// every passthrough host.
+	announced *modules.IngressesAnnounced
 
 	mu sync.Mutex
 	// byIngress holds the routes of each accepted Ingress that asks for passthrough.
@@ -155,7 +154,7 @@ func New(p Params) (Result, error) {
 			ingInf.Informer().HasSynced,
 			p.Factory.Discovery().V1().EndpointSlices().Informer().HasSynced,
 		},
-		initial:   make(chan struct{}),
+		announced: p.Announced,
 		byIngress: map[types.NamespacedName]ingressRoutes{},
 		endpoints: map[nginx.UpstreamName][]netip.AddrPort{},
 		used:      map[nginx.UpstreamName]bool{},
@@ -190,7 +189,7 @@ func (m *Passthrough) Addr() *net.TCPAddr { return m.addr.Load() }
 
 // Start binds the listen address now, so that a port in use fails the start, and begins accepting once
 // the Ingress and EndpointSlice caches have synced and the class filter has announced every existing
-// Ingress (its Synced marker): a passthrough host is never handed to NGINX just because the proxy started
+// Ingress (modules.IngressesAnnounced): a passthrough host is never handed to NGINX just because the proxy started
 // before it knew the host. Until then the kernel queues connections.
 func (m *Passthrough) Start(ctx context.Context) error {
 	l, err := net.Listen("tcp", m.opts.ListenAddress)
@@ -208,7 +207,7 @@ func (m *Passthrough) Start(ctx context.Context) error {
 			return
 		}
 		select {
-		case <-m.initial:
+		case <-m.announced.Done():
 		case <-ctx.Done():
 			_ = l.Close()
 			m.served <- nil
@@ -248,10 +247,6 @@ func (m *Passthrough) Stop(ctx context.Context) error {
 
 // ingressChanged re-reads one Ingress and updates the table if its routes changed.
 func (m *Passthrough) ingressChanged(c modules.IngressChange) {
-	if c.Synced {
-		m.initialOnce.Do(func() { close(m.initial) })
-		return
-	}
 	var ir *ingressRoutes
 	var ing *networkingv1.Ingress
 	if c.Accepted {
@@ -311,19 +306,14 @@ func (m *Passthrough) endpointsChanged(c modules.EndpointsChange) {
 	}
 }
 
-// rebuildLocked builds a new table from all passthrough Ingresses, oldest first so that the oldest claim
-// on a host wins (as for NGINX's servers), and swaps it in. m.mu must be held.
+// rebuildLocked builds a new table from all passthrough Ingresses in NGINX's order (nginx.OlderFirst), so
+// that a contested host goes to the Ingress NGINX would give it to, and swaps it in. m.mu must be held.
 func (m *Passthrough) rebuildLocked() {
 	all := make([]ingressRoutes, 0, len(m.byIngress))
 	for _, ir := range m.byIngress {
 		all = append(all, ir)
 	}
-	slices.SortFunc(all, func(a, b ingressRoutes) int {
-		if c := a.created.Compare(b.created); c != 0 {
-			return c
-		}
-		return cmp.Compare(a.key.String(), b.key.String())
-	})
+	slices.SortFunc(all, func(a, b ingressRoutes) int { return nginx.OlderFirst(a.created, a.key, b.created, b.key) })
 	owner := map[string]types.NamespacedName{}
 	used := map[nginx.UpstreamName]bool{}
 	var routes []tlsproxy.Route

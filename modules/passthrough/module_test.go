@@ -21,6 +21,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap/zaptest"
+	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -41,6 +42,7 @@ type fixture struct {
 	t         *testing.T
 	client    *fake.Clientset
 	ingresses *pipeline.Topic[modules.IngressChange]
+	announced *modules.IngressesAnnounced
 	endpoints *pipeline.Topic[modules.EndpointsChange]
 	recorder  *record.FakeRecorder
 	m         *Passthrough
@@ -59,6 +61,7 @@ func newFixture(t *testing.T, opts Options, objs ...*networkingv1.Ingress) *fixt
 		t:         t,
 		client:    cs,
 		ingresses: pipeline.NewTopic[modules.IngressChange]("ingress-changes"),
+		announced: modules.NewIngressesAnnounced(),
 		endpoints: pipeline.NewTopic[modules.EndpointsChange]("endpoints-changes"),
 		recorder:  record.NewFakeRecorder(100),
 	}
@@ -70,6 +73,7 @@ func newFixture(t *testing.T, opts Options, objs ...*networkingv1.Ingress) *fixt
 		Options:        opts,
 		Factory:        factory,
 		IngressChanges: f.ingresses,
+		Announced:      f.announced,
 		Endpoints:      f.endpoints,
 		Recorder:       f.recorder,
 		Registry:       prometheus.NewRegistry(),
@@ -287,9 +291,9 @@ func TestModuleProxiesTLS(t *testing.T) {
 	f.publishEndpoints("web", 443, backend.Addr().String())
 	f.apply(newIngress("a").passthrough().rule("a.example.com", "/=web:443").build())
 	if f.ready.Check() == nil {
-		t.Error("ready before the class filter's Synced marker")
+		t.Error("ready before the class filter announced every Ingress")
 	}
-	f.ingresses.Publish(modules.IngressChange{Synced: true})
+	f.announced.Announce()
 	f.waitFor("ready", func() bool { return f.ready.Check() == nil })
 	f.waitRoute("a.example.com", "web", backend.Addr().String())
 
@@ -341,4 +345,40 @@ func selfSigned(t testing.TB, name string) tls.Certificate {
 		t.Fatal(err)
 	}
 	return tls.Certificate{Certificate: [][]byte{der}, PrivateKey: key}
+}
+
+// TestContestedHostGoesWhereNGINXSendsIt: two Ingresses created in one apply (same creationTimestamp), in
+// namespaces "team" and "team-b", claim one host. The passthrough table gives it to the Ingress NGINX's
+// merge gives it to (creation time, then namespace, then name), not to whichever "ns/name" string sorts
+// first ("team-b/app" < "team/app").
+func TestContestedHostGoesWhereNGINXSendsIt(t *testing.T) {
+	f := newFixture(t, Options{})
+	created := metav1.NewTime(time.Now().Truncate(time.Second))
+	var ings []*networkingv1.Ingress
+	for _, ns := range []string{"team-b", "team"} {
+		ing := newIngress("app").passthrough().rule("shared.example.com", "/=web:443").build()
+		ing.Namespace, ing.CreationTimestamp = ns, created
+		ings = append(ings, ing)
+		f.apply(ing)
+	}
+	f.apply(newIngress("probe").passthrough().rule("probe.example.com", "/=web:443").build())
+	f.waitRoute("probe.example.com", "web") // the changes above were processed, in order
+
+	var translations []*nginx.IngressTranslation
+	for _, ing := range ings {
+		tr, err := nginx.TranslateIngress(ing, nginx.ServiceLookupFunc(func(types.NamespacedName) (*corev1.Service, bool) { return nil, false }), nginx.DefaultTranslateOptions())
+		if err != nil {
+			t.Fatal(err)
+		}
+		translations = append(translations, tr)
+	}
+	_, conflicts := nginx.Merge(translations, nil)
+	if len(conflicts) != 1 {
+		t.Fatalf("NGINX's merge reports %d conflicts, want 1", len(conflicts))
+	}
+	winner := conflicts[0].Winner.Namespace
+	want := nginx.NewUpstream(types.NamespacedName{Namespace: winner, Name: "web"}, intstr.FromInt32(443)).Name
+	if got, _ := f.route("shared.example.com"); got != string(want) {
+		t.Errorf("passthrough sends shared.example.com to %s; NGINX gives the host to namespace %s (%s)", got, winner, want)
+	}
 }

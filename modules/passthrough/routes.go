@@ -6,8 +6,6 @@ import (
 	"strings"
 
 	networkingv1 "k8s.io/api/networking/v1"
-	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/apimachinery/pkg/util/intstr"
 
 	"github.com/ingress-reactor/ingress-reactor/nginx"
 	"github.com/ingress-reactor/ingress-reactor/tlsproxy"
@@ -83,7 +81,7 @@ func RoutesOf(ing *networkingv1.Ingress) (routes []HostRoute, enabled bool, prob
 			problems = append(problems, fmt.Sprintf("host %s: no backend (neither a path nor spec.defaultBackend); not passed through", rule.Host))
 			continue
 		}
-		up, err := upstreamOf(ing.Namespace, backend)
+		up, err := nginx.BackendUpstream(ing.Namespace, backend)
 		if err != nil {
 			problems = append(problems, fmt.Sprintf("host %s: %v; not passed through", rule.Host, err))
 			continue
@@ -105,21 +103,4 @@ func ruleBackend(ing *networkingv1.Ingress, rule networkingv1.IngressRule) *netw
 		return &rule.HTTP.Paths[0].Backend
 	}
 	return ing.Spec.DefaultBackend
-}
-
-// upstreamOf names a Service backend's port the way the endpoint lane does (modules/endpoints.UpstreamsOf).
-func upstreamOf(namespace string, b *networkingv1.IngressBackend) (nginx.Upstream, error) {
-	if b.Service == nil || b.Service.Name == "" {
-		return nginx.Upstream{}, fmt.Errorf("the backend is not a Service")
-	}
-	var port intstr.IntOrString
-	switch sp := b.Service.Port; {
-	case sp.Name != "" && sp.Number == 0:
-		port = intstr.FromString(sp.Name)
-	case sp.Name == "" && sp.Number > 0 && sp.Number <= 65535:
-		port = intstr.FromInt32(sp.Number)
-	default:
-		return nginx.Upstream{}, fmt.Errorf("service %s: the port needs exactly one of a number (1-65535) or a name", b.Service.Name)
-	}
-	return nginx.NewUpstream(types.NamespacedName{Namespace: namespace, Name: b.Service.Name}, port), nil
 }

@@ -1,6 +1,7 @@
 package passthrough
 
 import (
+	"slices"
 	"strings"
 	"testing"
 
@@ -169,7 +170,65 @@ func TestRoutesOfResourceBackend(t *testing.T) {
 	ing := newIngress("a").passthrough().rule("a.example.com", "/=web:443").build()
 	ing.Spec.Rules[0].HTTP.Paths[0].Backend = networkingv1.IngressBackend{Resource: &corev1.TypedLocalObjectReference{Kind: "Bucket", Name: "assets"}}
 	routes, enabled, problems := RoutesOf(ing)
-	if !enabled || len(routes) != 0 || len(problems) != 1 || !strings.Contains(problems[0], "not a Service") {
+	if !enabled || len(routes) != 0 || len(problems) != 1 || !strings.Contains(problems[0], "resource backends") {
 		t.Errorf("got %v, %v, %q; want enabled, no route, one problem about the backend", routes, enabled, problems)
 	}
 }
+
+// TestBackendShapesNameOneUpstream: for every shape of backend, the upstream NGINX routes a host to (the
+// translation), the one the endpoint lane fills (nginx.UpstreamsOf, which modules/endpoints watches) and
+// the one the passthrough table sends the host to are the same, and a backend that cannot be an upstream
+// is one for none of them.
+func TestBackendShapesNameOneUpstream(t *testing.T) {
+	web := &corev1.Service{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "web", ResourceVersion: "1"},
+		Spec:       corev1.ServiceSpec{Ports: []corev1.ServicePort{{Name: "https", Port: 443}, {Name: "quic", Port: 443, Protocol: corev1.ProtocolUDP}}},
+	}
+	lookup := nginx.ServiceLookupFunc(func(k types.NamespacedName) (*corev1.Service, bool) {
+		return web, k == types.NamespacedName{Namespace: "ns", Name: "web"}
+	})
+	resource := newIngress("a").passthrough().rule("a.example.com", "/=web:443").build()
+	resource.Spec.Rules[0].HTTP.Paths[0].Backend = networkingv1.IngressBackend{Resource: &corev1.TypedLocalObjectReference{Kind: "Bucket", Name: "assets"}}
+	tests := map[string]struct {
+		ing  *networkingv1.Ingress
+		want *nginx.Upstream // nil: no upstream anywhere
+	}{
+		"numbered port": {ing: newIngress("a").passthrough().rule("a.example.com", "/=web:443").build(), want: ptr(upstream("web", intstr.FromInt32(443)))},
+		"named port":    {ing: newIngress("a").passthrough().rule("a.example.com", "/=web:https").build(), want: ptr(upstream("web", intstr.FromString("https")))},
+		"default backend": {
+			ing:  newIngress("a").passthrough().rule("a.example.com").defaultBackend("web:443").build(),
+			want: ptr(upstream("web", intstr.FromInt32(443))),
+		},
+		"resource backend": {ing: resource},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			var routed []nginx.Upstream
+			if tr, err := nginx.TranslateIngress(tc.ing, lookup, nginx.DefaultTranslateOptions()); err == nil {
+				for _, r := range tr.Routes {
+					if r.Host == "a.example.com" && r.Path == "/" {
+						i := slices.IndexFunc(tr.Upstreams, func(u nginx.Upstream) bool { return u.Name == r.Upstream })
+						routed = append(routed, tr.Upstreams[i])
+					}
+				}
+			}
+			endpointLane := nginx.UpstreamsOf(tc.ing)
+			var passedThrough []nginx.Upstream
+			routes, _, _ := RoutesOf(tc.ing)
+			for _, r := range routes {
+				passedThrough = append(passedThrough, r.Upstream)
+			}
+			var want []nginx.Upstream
+			if tc.want != nil {
+				want = []nginx.Upstream{*tc.want}
+			}
+			for consumer, got := range map[string][]nginx.Upstream{"NGINX": routed, "endpoint lane": endpointLane, "passthrough": passedThrough} {
+				if !slices.Equal(got, want) {
+					t.Errorf("%s upstreams = %+v, want %+v", consumer, got, want)
+				}
+			}
+		})
+	}
+}
+
+func ptr[T any](v T) *T { return &v }

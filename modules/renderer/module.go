@@ -17,7 +17,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/client-go/informers"
 	listerscorev1 "k8s.io/client-go/listers/core/v1"
 	listersnetv1 "k8s.io/client-go/listers/networking/v1"
@@ -60,6 +59,7 @@ type Params struct {
 	Options        Options
 	Factory        informers.SharedInformerFactory
 	IngressChanges *pipeline.Topic[modules.IngressChange]
+	Announced      *modules.IngressesAnnounced
 	Rendered       *pipeline.Topic[modules.Rendered]
 	Recorder       record.EventRecorder
 	Metrics        *pipeline.Metrics
@@ -74,12 +74,13 @@ type renderKey struct{}
 // Renderer turns the accepted Ingresses into nginx.conf.
 type Renderer struct {
 	opts      Options
+	announced *modules.IngressesAnnounced
 	ingresses listersnetv1.IngressLister
 	services  listerscorev1.ServiceLister
 	recorder  record.EventRecorder
 	out       *pipeline.Topic[modules.Rendered]
 	ctrl      *pipeline.Controller[renderKey]
-	cache     *nginx.TranslationCache
+	builder   *nginx.ModelBuilder
 	synced    []cache.InformerSynced
 	log       *zap.Logger
 	metrics   rendererMetrics
@@ -88,8 +89,6 @@ type Renderer struct {
 	accepted map[types.NamespacedName]struct{}
 	// usedServices are the Services the last render depended on; a change to one re-renders.
 	usedServices map[types.NamespacedName]struct{}
-	// initialDone is set by the class filter's Synced marker; there is no render before it.
-	initialDone bool
 
 	// Touched only by sync (one worker).
 	lastHash     string
@@ -113,11 +112,12 @@ func New(p Params) (*Renderer, error) {
 	log := p.Log.Named("renderer")
 	r := &Renderer{
 		opts:         p.Options,
+		announced:    p.Announced,
 		ingresses:    p.Factory.Networking().V1().Ingresses().Lister(),
 		services:     p.Factory.Core().V1().Services().Lister(),
 		recorder:     p.Recorder,
 		out:          p.Rendered,
-		cache:        nginx.NewTranslationCache(),
+		builder:      nginx.NewModelBuilder(),
 		log:          log,
 		accepted:     map[types.NamespacedName]struct{}{},
 		usedServices: map[types.NamespacedName]struct{}{},
@@ -168,13 +168,10 @@ func New(p Params) (*Renderer, error) {
 
 	p.IngressChanges.Subscribe(func(c modules.IngressChange) {
 		r.mu.Lock()
-		if c.Synced {
-			r.initialDone = true
-		} else if c.Accepted {
+		if c.Accepted {
 			r.accepted[c.Key] = struct{}{}
 		} else {
 			delete(r.accepted, c.Key)
-			r.cache.Evict(c.Key)
 		}
 		r.mu.Unlock()
 		q.Add(renderKey{})
@@ -191,14 +188,19 @@ func New(p Params) (*Renderer, error) {
 }
 
 // Start waits for the caches and starts the worker. The first render happens once the class filter has
-// announced every existing Ingress (an empty cluster still gets a configuration then), and after every
-// change.
+// announced every existing Ingress (modules.IngressesAnnounced; an empty cluster still gets a
+// configuration then), and after every change.
 func (r *Renderer) Start(ctx context.Context) {
 	go func() {
 		if !cache.WaitForCacheSync(ctx.Done(), r.synced...) {
 			return
 		}
 		r.ctrl.Start(ctx)
+		select {
+		case <-r.announced.Done():
+			r.Trigger() // the first render
+		case <-ctx.Done():
+		}
 	}()
 }
 
@@ -230,37 +232,17 @@ func (r *Renderer) renderIfUsed(obj any) []renderKey {
 	return []renderKey{{}}
 }
 
-// referencedServices lists the Services an Ingress's backends name, in the Ingress's namespace.
-func referencedServices(ing *networkingv1.Ingress) []types.NamespacedName {
-	var out []types.NamespacedName
-	add := func(b *networkingv1.IngressBackend) {
-		if b != nil && b.Service != nil && b.Service.Name != "" {
-			out = append(out, types.NamespacedName{Namespace: ing.Namespace, Name: b.Service.Name})
-		}
-	}
-	add(ing.Spec.DefaultBackend)
-	for i := range ing.Spec.Rules {
-		if http := ing.Spec.Rules[i].HTTP; http != nil {
-			for j := range http.Paths {
-				add(&http.Paths[j].Backend)
-			}
-		}
-	}
-	return out
-}
-
 func (r *Renderer) lookupService(key types.NamespacedName) (*corev1.Service, bool) {
 	svc, err := r.services.Services(key.Namespace).Get(key.Name)
 	return svc, err == nil
 }
 
 func (r *Renderer) sync(context.Context, renderKey) error {
-	r.mu.Lock()
-	if !r.initialDone {
-		r.mu.Unlock()
-		return nil // the Synced marker triggers the first render
+	select {
+	case <-r.announced.Done():
+	default:
+		return nil // Start triggers the first render once the class filter has announced every Ingress
 	}
-	r.mu.Unlock()
 	timer := prometheus.NewTimer(r.metrics.duration)
 	r.mu.Lock()
 	keys := make([]types.NamespacedName, 0, len(r.accepted))
@@ -271,94 +253,35 @@ func (r *Renderer) sync(context.Context, renderKey) error {
 	r.mu.Unlock()
 	slices.SortFunc(keys, func(a, b types.NamespacedName) int { return strings.Compare(a.String(), b.String()) })
 
-	lookup := nginx.ServiceLookupFunc(r.lookupService)
-	translations := make([]*nginx.IngressTranslation, 0, len(keys))
-	used := map[types.NamespacedName]struct{}{}
-	rejected := 0
-	problems := map[types.NamespacedName]string{}
 	ings := make([]*networkingv1.Ingress, 0, len(keys))
 	for _, key := range keys {
-		ing, err := r.ingresses.Ingresses(key.Namespace).Get(key.Name)
-		if err != nil {
-			r.cache.Evict(key)
-			continue
+		if ing, err := r.ingresses.Ingresses(key.Namespace).Get(key.Name); err == nil {
+			ings = append(ings, ing)
 		}
-		ings = append(ings, ing)
 	}
 	// Every Service about to be looked up counts as used before the lookups: an update to one that lands
 	// while this render runs must queue another render, not be dropped because the set is replaced only
 	// at the end.
 	r.mu.Lock()
 	for _, ing := range ings {
-		for _, s := range referencedServices(ing) {
+		for _, s := range nginx.ServicesOf(ing) {
 			r.usedServices[s] = struct{}{}
 		}
 	}
 	r.mu.Unlock()
-	for _, ing := range ings {
-		key := types.NamespacedName{Namespace: ing.Namespace, Name: ing.Name}
-		tr, err := r.cache.Translate(ing, lookup, r.opts.Translate)
-		if err != nil {
-			rejected++
-			// A rejection can depend on a Service (a port it lacks): a change to it must re-render,
-			// or the Ingress stays rejected after the Service is fixed.
-			for _, s := range referencedServices(ing) {
-				used[s] = struct{}{}
-			}
-			msg := "Ingress not served: " + err.Error()
-			if r.reported[key] != ing.ResourceVersion+msg {
-				r.metrics.rejects.WithLabelValues(key.Namespace).Inc()
-				r.recorder.Event(ing, corev1.EventTypeWarning, ReasonRejected, msg)
-				r.log.Warn("ingress rejected", zap.Stringer("ingress", key), zap.String("reason", err.Error()))
-			}
-			problems[key] = ing.ResourceVersion + msg
-			continue
-		}
-		for _, s := range tr.Services {
-			used[s.Key] = struct{}{}
-		}
-		if len(tr.Warnings) > 0 {
-			msg := strings.Join(tr.Warnings, "; ")
-			// Contains, not equality: conflict messages are appended to the same entry below.
-			if !strings.Contains(r.reported[key], ing.ResourceVersion+msg) {
-				r.recorder.Event(ing, corev1.EventTypeWarning, ReasonWarning, msg)
-			}
-			problems[key] = ing.ResourceVersion + msg
-		}
-		translations = append(translations, tr)
-	}
-
-	var defaultBackend *nginx.Upstream
-	if db := r.opts.DefaultBackend; db.Name != "" {
-		var port int32
-		svc, ok := r.lookupService(db)
-		if ok {
-			port, ok = nginx.FirstTCPPort(svc)
-		}
-		if ok {
-			up := nginx.NewUpstream(db, intstr.FromInt32(port))
-			defaultBackend = &up
-		} else {
-			r.log.Warn("default backend service not found or without a TCP port; serving the built-in 404", zap.Stringer("service", db))
-		}
-	}
-	model, conflicts := nginx.Merge(translations, defaultBackend)
-	for _, c := range conflicts {
-		msg := c.Message()
-		key := c.Loser
-		if ing, err := r.ingresses.Ingresses(key.Namespace).Get(key.Name); err == nil {
-			if !strings.Contains(r.reported[key], ing.ResourceVersion+msg) {
-				r.recorder.Event(ing, corev1.EventTypeWarning, ReasonConflict, msg)
-			}
-			problems[key] += ing.ResourceVersion + msg
-		}
-	}
-	r.reported = problems
-	r.metrics.rejected.Set(float64(rejected))
-	r.metrics.conflicts.Set(float64(len(conflicts)))
+	build := r.builder.Build(nginx.BuildInput{
+		Ingresses:      ings,
+		Services:       nginx.ServiceLookupFunc(r.lookupService),
+		Options:        r.opts.Translate,
+		DefaultBackend: r.opts.DefaultBackend,
+	})
+	r.report(build)
+	r.metrics.rejected.Set(float64(len(build.Rejected)))
+	r.metrics.conflicts.Set(float64(len(build.Conflicts)))
 	r.mu.Lock()
-	r.usedServices = used
+	r.usedServices = build.Services
 	r.mu.Unlock()
+	model := build.Model
 
 	var (
 		conf []byte
@@ -385,8 +308,49 @@ func (r *Renderer) sync(context.Context, renderKey) error {
 	r.lastHash, r.lastTLSHosts = hash, tlsHosts
 	r.metrics.renders.WithLabelValues("changed").Inc()
 	r.metrics.confBytes.Set(float64(len(conf)))
-	r.log.Info("configuration rendered", zap.String("hash", hash), zap.Int("ingresses", len(translations)),
-		zap.Int("rejected", rejected), zap.Int("servers", len(model.Servers)), zap.Int("bytes", len(conf)))
+	r.log.Info("configuration rendered", zap.String("hash", hash), zap.Int("ingresses", build.Translated),
+		zap.Int("rejected", len(build.Rejected)), zap.Int("servers", len(model.Servers)), zap.Int("bytes", len(conf)))
 	r.out.Publish(modules.Rendered{Model: model, Config: conf, Hash: hash})
 	return nil
+}
+
+// report sends the Warning Events of a build: rejections, warnings and lost conflicts. An Event already
+// sent for the same version of an Ingress is not sent again.
+func (r *Renderer) report(build nginx.Build) {
+	problems := map[types.NamespacedName]string{}
+	for _, rej := range build.Rejected {
+		ing := rej.Ingress
+		key := types.NamespacedName{Namespace: ing.Namespace, Name: ing.Name}
+		msg := "Ingress not served: " + rej.Err.Error()
+		if r.reported[key] != ing.ResourceVersion+msg {
+			r.metrics.rejects.WithLabelValues(key.Namespace).Inc()
+			r.recorder.Event(ing, corev1.EventTypeWarning, ReasonRejected, msg)
+			r.log.Warn("ingress rejected", zap.Stringer("ingress", key), zap.String("reason", rej.Err.Error()))
+		}
+		problems[key] = ing.ResourceVersion + msg
+	}
+	for _, w := range build.Warnings {
+		ing := w.Ingress
+		key := types.NamespacedName{Namespace: ing.Namespace, Name: ing.Name}
+		msg := strings.Join(w.Warnings, "; ")
+		// Contains, not equality: conflict messages are appended to the same entry below.
+		if !strings.Contains(r.reported[key], ing.ResourceVersion+msg) {
+			r.recorder.Event(ing, corev1.EventTypeWarning, ReasonWarning, msg)
+		}
+		problems[key] = ing.ResourceVersion + msg
+	}
+	if build.DefaultBackendMissing {
+		r.log.Warn("default backend service not found or without a TCP port; serving the built-in 404", zap.Stringer("service", r.opts.DefaultBackend))
+	}
+	for _, c := range build.Conflicts {
+		msg := c.Message()
+		key := c.Loser
+		if ing, err := r.ingresses.Ingresses(key.Namespace).Get(key.Name); err == nil {
+			if !strings.Contains(r.reported[key], ing.ResourceVersion+msg) {
+				r.recorder.Event(ing, corev1.EventTypeWarning, ReasonConflict, msg)
+			}
+			problems[key] += ing.ResourceVersion + msg
+		}
+	}
+	r.reported = problems
 }

@@ -6,6 +6,7 @@ import (
 	"maps"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -19,6 +20,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes/fake"
+	listerscorev1 "k8s.io/client-go/listers/core/v1"
 
 	"github.com/ingress-reactor/ingress-reactor/modules"
 	"github.com/ingress-reactor/ingress-reactor/modules/moduletest"
@@ -97,15 +99,16 @@ type recorder = moduletest.Recorder
 // env is a started Renderer over a fake clientset. The test plays the class filter: it publishes
 // IngressChange messages once the informer cache shows the Ingress.
 type env struct {
-	t        *testing.T
-	client   *fake.Clientset
-	r        *Renderer
-	changes  *pipeline.Topic[modules.IngressChange]
-	out      *pipeline.Topic[modules.Rendered]
-	rendered chan modules.Rendered
-	rec      *recorder
-	reg      *prometheus.Registry
-	markers  int
+	t         *testing.T
+	client    *fake.Clientset
+	r         *Renderer
+	changes   *pipeline.Topic[modules.IngressChange]
+	announced *modules.IngressesAnnounced
+	out       *pipeline.Topic[modules.Rendered]
+	rendered  chan modules.Rendered
+	rec       *recorder
+	reg       *prometheus.Registry
+	markers   int
 }
 
 func renderOptions() Options {
@@ -127,18 +130,19 @@ func newEnv(t *testing.T, objs ...runtime.Object) *env {
 func newEnvWith(t *testing.T, opts Options, objs ...runtime.Object) *env {
 	t.Helper()
 	e := &env{
-		t:        t,
-		client:   fake.NewClientset(objs...),
-		changes:  pipeline.NewTopic[modules.IngressChange]("ingress-changes"),
-		out:      pipeline.NewTopic[modules.Rendered]("rendered"),
-		rendered: make(chan modules.Rendered, 100),
-		rec:      &recorder{},
-		reg:      prometheus.NewRegistry(),
+		t:         t,
+		client:    fake.NewClientset(objs...),
+		changes:   pipeline.NewTopic[modules.IngressChange]("ingress-changes"),
+		announced: modules.NewIngressesAnnounced(),
+		out:       pipeline.NewTopic[modules.Rendered]("rendered"),
+		rendered:  make(chan modules.Rendered, 100),
+		rec:       &recorder{},
+		reg:       prometheus.NewRegistry(),
 	}
 	factory := informers.NewSharedInformerFactory(e.client, 0)
 	e.out.Subscribe(func(v modules.Rendered) { e.rendered <- v })
 	r, err := New(Params{
-		Options: opts, Factory: factory, IngressChanges: e.changes, Rendered: e.out,
+		Options: opts, Factory: factory, IngressChanges: e.changes, Announced: e.announced, Rendered: e.out,
 		Recorder: e.rec, Metrics: pipeline.NewMetrics(e.reg), Registry: e.reg, Log: zap.NewNop(),
 	})
 	if err != nil {
@@ -181,8 +185,17 @@ func (e *env) accept(names ...string) {
 	}
 }
 
-// synced publishes the class filter's marker: every existing Ingress has been announced.
-func (e *env) synced() { e.changes.Publish(modules.IngressChange{Synced: true}) }
+// synced fires the class filter's signal as it does: once the renderer has taken in every Ingress
+// announced so far.
+func (e *env) synced() {
+	e.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), waitLimit)
+	defer cancel()
+	if err := e.changes.Flush(ctx); err != nil {
+		e.t.Fatal(err)
+	}
+	e.announced.Announce()
+}
 
 // next waits for the next published configuration.
 func (e *env) next() modules.Rendered {
@@ -297,10 +310,10 @@ func location(m nginx.Model, host, path string) (string, bool) {
 	return "", false
 }
 
-func TestFirstRenderWaitsForSyncedMarker(t *testing.T) {
+func TestFirstRenderWaitsForIngressesAnnounced(t *testing.T) {
 	tests := map[string]struct {
 		objs []runtime.Object
-		// announced are the Ingresses the class filter accepts before its Synced marker.
+		// announced are the Ingresses the class filter accepts before it announces them all.
 		announced []string
 		want      []string
 	}{
@@ -324,10 +337,10 @@ func TestFirstRenderWaitsForSyncedMarker(t *testing.T) {
 			e.r.Trigger() // as a template change would: still no render before the marker
 			eventually(t, "the renderer to process the changes", func() bool { return e.syncsDone() >= 1 })
 			if got := e.renders("changed") + e.renders("unchanged") + e.renders("error"); got != 0 {
-				t.Fatalf("%g renders before the class filter's Synced marker, want none", got)
+				t.Fatalf("%g renders before the class filter announced every Ingress, want none", got)
 			}
 			if got := e.published(); len(got) != 0 {
-				t.Fatalf("%d configurations published before the Synced marker, want none", len(got))
+				t.Fatalf("%d configurations published before the class filter announced every Ingress, want none", len(got))
 			}
 
 			e.synced()
@@ -622,5 +635,41 @@ func TestDefaultBackendUsesTheFirstTCPPort(t *testing.T) {
 	v := e.next()
 	if want := nginx.NewUpstream(key("fallback"), intstr.FromInt32(8080)).Name; v.Model.DefaultBackend != want {
 		t.Errorf("default backend upstream %q, want %q (port 8080, the TCP one)", v.Model.DefaultBackend, want)
+	}
+}
+
+// hookedServices is a Service lister that calls hook (once) on the first lookup of a Service, in the
+// middle of a render's translation.
+type hookedServices struct {
+	listerscorev1.ServiceLister
+	once sync.Once
+	hook func()
+}
+
+func (h *hookedServices) Services(namespace string) listerscorev1.ServiceNamespaceLister {
+	h.once.Do(h.hook)
+	return h.ServiceLister.Services(namespace)
+}
+
+// TestIngressLeavingDuringARenderLeavesNoCacheEntry: an Ingress that stops being ours while a render is
+// translating it leaves nothing behind in the translation cache once the next render has run (the
+// entry the racing render stored used to stay forever: nothing evicted it again).
+func TestIngressLeavingDuringARenderLeavesNoCacheEntry(t *testing.T) {
+	e := newEnv(t, service("web", "1", 80), ingress("a", "a.example", "/", "web", 80))
+	e.r.services = &hookedServices{ServiceLister: e.r.services, hook: func() {
+		e.changes.Publish(modules.IngressChange{Key: key("a"), Accepted: false})
+		ctx, cancel := context.WithTimeout(context.Background(), waitLimit)
+		defer cancel()
+		if err := e.changes.Flush(ctx); err != nil { // the renderer has taken the change in
+			t.Error(err)
+		}
+	}}
+	e.accept("a")
+	e.synced()
+	// The render that raced the change, then the one the change queued.
+	eventually(t, "two renders", func() bool { return e.syncsDone() >= 2 })
+	e.settle()
+	if n := e.r.builder.Cached(); n != 0 {
+		t.Errorf("translation cache holds %d entries after the only Ingress left, want 0", n)
 	}
 }

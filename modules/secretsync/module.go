@@ -1,7 +1,9 @@
 // Package secretsync keeps the certificates of TLS Secrets that accepted Ingresses reference (and the
-// --default-ssl-certificate Secret): it validates them, writes them atomically as 0600 files into the ssl
-// directory, and publishes a CertChange for each change. Secrets nobody references are ignored, and their
-// files are removed.
+// --default-ssl-certificate Secret): it validates them and publishes a CertChange for each change; the
+// reloader hands them to NGINX's workers through Lua, so no Secret's private key is written to disk.
+// Secrets nobody references are ignored. The only file it writes is the generated default certificate's,
+// which nginx.conf names as ssl_certificate; at start it removes Secret files an earlier version left in
+// the ssl directory.
 package secretsync
 
 import (
@@ -16,7 +18,6 @@ import (
 	"go.uber.org/fx"
 	"go.uber.org/zap"
 	corev1 "k8s.io/api/core/v1"
-	networkingv1 "k8s.io/api/networking/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/informers"
@@ -27,6 +28,7 @@ import (
 
 	"github.com/ingress-reactor/ingress-reactor/certs"
 	"github.com/ingress-reactor/ingress-reactor/modules"
+	"github.com/ingress-reactor/ingress-reactor/nginx"
 	"github.com/ingress-reactor/ingress-reactor/pipeline"
 )
 
@@ -47,7 +49,8 @@ const (
 type Options struct {
 	// DefaultCertificate is --default-ssl-certificate; zero means none.
 	DefaultCertificate types.NamespacedName
-	// Store is where certificate files go (--ssl-dir).
+	// Store is the ssl directory (--ssl-dir): the generated default certificate is renewed there, and
+	// Secret files an earlier version wrote are removed from it at start.
 	Store *certs.Store
 	// FakeDefault is the generated default certificate already written to Store (nil: none). Without
 	// DefaultCertificate it is served as the default through the certificate lane, and it is generated
@@ -168,13 +171,15 @@ func New(p Params) (*Syncer, error) {
 	return s, nil
 }
 
-// Start waits for the caches, removes files of Secrets that are not referenced, and starts the workers.
+// Start waits for the caches, removes Secret files an earlier version left in the ssl directory, and
+// starts the workers.
 func (s *Syncer) Start(ctx context.Context) {
 	go func() {
 		if !cache.WaitForCacheSync(ctx.Done(), s.synced...) {
 			return
 		}
-		// Files left by an earlier run are not trusted: referenced Secrets are written again.
+		// Secret certificates never go to disk (NGINX's workers get them through Lua); files an earlier
+		// version wrote would only keep private keys around.
 		if removed, err := s.opts.Store.Prune(nil); err != nil {
 			s.log.Error("clean ssl directory", zap.Error(err))
 		} else if len(removed) > 0 {
@@ -232,35 +237,12 @@ func (s *Syncer) renewFake(ctx context.Context) {
 // Stop stops the workers within ctx.
 func (s *Syncer) Stop(ctx context.Context) error { return s.ctrl.Stop(ctx) }
 
-// SecretsOf returns the TLS Secrets an Ingress references (spec.tls[].secretName), sorted.
-func SecretsOf(ing *networkingv1.Ingress) []types.NamespacedName {
-	var out []types.NamespacedName
-	for _, t := range ing.Spec.TLS {
-		if t.SecretName != "" {
-			out = append(out, types.NamespacedName{Namespace: ing.Namespace, Name: t.SecretName})
-		}
-	}
-	slices.SortFunc(out, func(a, b types.NamespacedName) int {
-		if a.Name < b.Name {
-			return -1
-		}
-		if a.Name > b.Name {
-			return 1
-		}
-		return 0
-	})
-	return slices.Compact(out)
-}
-
 // ingressChanged updates the reference index and returns the Secrets whose users changed.
 func (s *Syncer) ingressChanged(c modules.IngressChange) []types.NamespacedName {
-	if c.Synced {
-		return nil
-	}
 	var now []types.NamespacedName
 	if c.Accepted {
 		if ing, err := s.ingresses.Ingresses(c.Key.Namespace).Get(c.Key.Name); err == nil {
-			now = SecretsOf(ing)
+			now = nginx.SecretsOf(ing)
 		}
 	}
 	s.mu.Lock()
@@ -331,13 +313,9 @@ func (s *Syncer) sync(_ context.Context, key types.NamespacedName) error {
 
 	if len(users) == 0 && !isDefault {
 		if known {
-			// The file goes first: if removing it fails, the retry still knows there is something to undo.
-			if err := s.opts.Store.Remove(key); err != nil {
-				return fmt.Errorf("remove certificate file of %s: %w", key, err)
-			}
 			s.forget(key, prev)
 			s.out.Publish(modules.CertChange{Secret: key, Default: isDefault})
-			s.log.Info("TLS secret no longer referenced; certificate file removed", zap.Stringer("secret", key))
+			s.log.Info("TLS secret no longer referenced", zap.Stringer("secret", key))
 		}
 		return nil
 	}
@@ -360,9 +338,6 @@ func (s *Syncer) sync(_ context.Context, key types.NamespacedName) error {
 	if cert == nil {
 		if prev.problem != problem || !known {
 			s.log.Warn("TLS secret unusable", zap.Stringer("secret", key), zap.String("reason", problem))
-		}
-		if err := s.opts.Store.Remove(key); err != nil {
-			s.log.Error("remove certificate file", zap.Stringer("secret", key), zap.Error(err))
 		}
 		next := secretState{problem: problem, notices: []notice{{reason: reason, message: problem}}}
 		s.tell(users, prev, &next)
@@ -387,9 +362,6 @@ func (s *Syncer) sync(_ context.Context, key types.NamespacedName) error {
 		s.tell(users, prev, &next)
 		s.remember(key, next)
 		return nil
-	}
-	if _, err := s.opts.Store.Write(cert); err != nil {
-		return fmt.Errorf("write certificate of %s: %w", key, err)
 	}
 	s.forget(key, prev)
 	for _, name := range cert.Names {

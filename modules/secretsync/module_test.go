@@ -36,6 +36,7 @@ import (
 	"github.com/ingress-reactor/ingress-reactor/certs"
 	"github.com/ingress-reactor/ingress-reactor/modules"
 	"github.com/ingress-reactor/ingress-reactor/modules/moduletest"
+	"github.com/ingress-reactor/ingress-reactor/nginx"
 	"github.com/ingress-reactor/ingress-reactor/pipeline"
 )
 
@@ -276,7 +277,7 @@ func (e *env) accept(ing *networkingv1.Ingress) {
 	}
 	eventually(e.t, "the ingress cache to show "+ing.Name, func() bool {
 		got, err := e.syncer.ingresses.Ingresses(ing.Namespace).Get(ing.Name)
-		return err == nil && slices.Equal(SecretsOf(got), SecretsOf(ing))
+		return err == nil && slices.Equal(nginx.SecretsOf(got), nginx.SecretsOf(ing))
 	})
 	e.run(e.syncer.ingressChanged(modules.IngressChange{Key: types.NamespacedName{Namespace: ing.Namespace, Name: ing.Name}, Accepted: true})...)
 }
@@ -428,8 +429,6 @@ type step struct {
 	changes []change
 	// warnings are the Warning Events recorded.
 	warnings []warning
-	// files are the certificate files in the ssl dir afterwards (base names, sorted).
-	files []string
 	// invalid is the invalid-secrets gauge afterwards.
 	invalid float64
 }
@@ -441,20 +440,19 @@ func TestSyncerFollowsReferencesAndSecrets(t *testing.T) {
 		objs        []runtime.Object
 		steps       []step
 	}{
-		"referenced secret is written and published, unreferenced secret is ignored": {
+		"referenced secret is published, unreferenced secret is ignored": {
 			objs: []runtime.Object{tlsSecret("a-tls", certA), tlsSecret("b-tls", certB)},
 			steps: []step{
 				{name: "ingress references a-tls", do: func(e *env) { e.accept(ingress("shop", "a-tls")) },
-					changes: []change{{secret: "a-tls", leaf: certA.leafSHA}}, files: []string{"apps_a-tls"}},
-				{name: "unreferenced b-tls changes", do: func(e *env) { e.applySecret(tlsSecret("b-tls", certA2)) },
-					files: []string{"apps_a-tls"}},
+					changes: []change{{secret: "a-tls", leaf: certA.leafSHA}}},
+				{name: "unreferenced b-tls changes", do: func(e *env) { e.applySecret(tlsSecret("b-tls", certA2)) }},
 				{name: "a-tls rotates", do: func(e *env) { e.applySecret(tlsSecret("a-tls", certA2)) },
-					changes: []change{{secret: "a-tls", leaf: certA2.leafSHA}}, files: []string{"apps_a-tls"}},
+					changes: []change{{secret: "a-tls", leaf: certA2.leafSHA}}},
 				{name: "a-tls updated with the same content", do: func(e *env) {
 					s := tlsSecret("a-tls", certA2)
 					s.Labels = map[string]string{"touched": "yes"}
 					e.applySecret(s)
-				}, files: []string{"apps_a-tls"}},
+				}},
 			},
 		},
 		"missing secret: event and nil change; created: published": {
@@ -468,19 +466,19 @@ func TestSyncerFollowsReferencesAndSecrets(t *testing.T) {
 					e.accept(ing)
 				}, invalid: 1},
 				{name: "a-tls created", do: func(e *env) { e.applySecret(tlsSecret("a-tls", certA)) },
-					changes: []change{{secret: "a-tls", leaf: certA.leafSHA}}, files: []string{"apps_a-tls"}},
+					changes: []change{{secret: "a-tls", leaf: certA.leafSHA}}},
 				{name: "a-tls deleted", do: func(e *env) { e.deleteSecret("a-tls") },
 					changes:  []change{{secret: "a-tls"}},
 					warnings: []warning{{"shop", ReasonSecretNotFound}}, invalid: 1},
 			},
 		},
-		"invalid secret: event on every user, nil change, file removed; fixed: published": {
+		"invalid secret: event on every user, nil change; fixed: published": {
 			objs: []runtime.Object{tlsSecret("a-tls", certA)},
 			steps: []step{
 				{name: "two ingresses reference a-tls", do: func(e *env) {
 					e.accept(ingress("shop", "a-tls"))
 					e.accept(ingress("blog", "a-tls"))
-				}, changes: []change{{secret: "a-tls", leaf: certA.leafSHA}}, files: []string{"apps_a-tls"}},
+				}, changes: []change{{secret: "a-tls", leaf: certA.leafSHA}}},
 				{name: "key replaced by another one's", do: func(e *env) { e.applySecret(brokenSecret("a-tls", certA)) },
 					changes:  []change{{secret: "a-tls"}},
 					warnings: []warning{{"blog", ReasonSecretInvalid}, {"shop", ReasonSecretInvalid}}, invalid: 1},
@@ -492,21 +490,19 @@ func TestSyncerFollowsReferencesAndSecrets(t *testing.T) {
 					e.applySecret(s)
 				}, warnings: []warning{{"blog", ReasonSecretInvalid}, {"shop", ReasonSecretInvalid}, {"wiki", ReasonSecretInvalid}}, invalid: 1},
 				{name: "fixed", do: func(e *env) { e.applySecret(tlsSecret("a-tls", certA2)) },
-					changes: []change{{secret: "a-tls", leaf: certA2.leafSHA}}, files: []string{"apps_a-tls"}},
+					changes: []change{{secret: "a-tls", leaf: certA2.leafSHA}}},
 			},
 		},
-		"unreferenced secret: file removed and nil change": {
+		"unreferenced secret: nil change": {
 			objs: []runtime.Object{tlsSecret("a-tls", certA), tlsSecret("b-tls", certB)},
 			steps: []step{
 				{name: "two ingresses share a-tls, one uses b-tls too", do: func(e *env) {
 					e.accept(ingress("shop", "a-tls", "b-tls"))
 					e.accept(ingress("blog", "a-tls"))
-				}, changes: []change{{secret: "a-tls", leaf: certA.leafSHA}, {secret: "b-tls", leaf: certB.leafSHA}},
-					files: []string{"apps_a-tls", "apps_b-tls"}},
+				}, changes: []change{{secret: "a-tls", leaf: certA.leafSHA}, {secret: "b-tls", leaf: certB.leafSHA}}},
 				{name: "shop drops b-tls", do: func(e *env) { e.accept(ingress("shop", "a-tls")) },
-					changes: []change{{secret: "b-tls"}}, files: []string{"apps_a-tls"}},
-				{name: "shop deleted: blog still uses a-tls", do: func(e *env) { e.drop("shop") },
-					files: []string{"apps_a-tls"}},
+					changes: []change{{secret: "b-tls"}}},
+				{name: "shop deleted: blog still uses a-tls", do: func(e *env) { e.drop("shop") }},
 				{name: "blog deleted", do: func(e *env) { e.drop("blog") },
 					changes: []change{{secret: "a-tls"}}},
 				{name: "a-tls changes while unreferenced", do: func(e *env) { e.applySecret(tlsSecret("a-tls", certA2)) }},
@@ -526,13 +522,13 @@ func TestSyncerFollowsReferencesAndSecrets(t *testing.T) {
 			objs:        []runtime.Object{tlsSecret("default-tls", certB)},
 			steps: []step{
 				{name: "start", do: func(e *env) { e.run(key("default-tls")) },
-					changes: []change{{secret: "default-tls", leaf: certB.leafSHA, isDefault: true}}, files: []string{"apps_default-tls"}},
+					changes: []change{{secret: "default-tls", leaf: certB.leafSHA, isDefault: true}}},
 				{name: "an ingress uses it and goes away", do: func(e *env) {
 					e.accept(ingress("shop", "default-tls"))
 					e.drop("shop")
-				}, files: []string{"apps_default-tls"}},
+				}},
 				{name: "rotated", do: func(e *env) { e.applySecret(tlsSecret("default-tls", certA)) },
-					changes: []change{{secret: "default-tls", leaf: certA.leafSHA, isDefault: true}}, files: []string{"apps_default-tls"}},
+					changes: []change{{secret: "default-tls", leaf: certA.leafSHA, isDefault: true}}},
 				{name: "broken: no ingress to tell", do: func(e *env) { e.applySecret(brokenSecret("default-tls", certA)) },
 					changes: []change{{secret: "default-tls", isDefault: true}}, invalid: 1},
 			},
@@ -543,7 +539,7 @@ func TestSyncerFollowsReferencesAndSecrets(t *testing.T) {
 				{name: "start", do: func(e *env) { e.run(key("default-tls")) },
 					changes: []change{{secret: "default-tls", isDefault: true}}, invalid: 1},
 				{name: "created", do: func(e *env) { e.applySecret(tlsSecret("default-tls", certB)) },
-					changes: []change{{secret: "default-tls", leaf: certB.leafSHA, isDefault: true}}, files: []string{"apps_default-tls"}},
+					changes: []change{{secret: "default-tls", leaf: certB.leafSHA, isDefault: true}}},
 			},
 		},
 	}
@@ -558,8 +554,8 @@ func TestSyncerFollowsReferencesAndSecrets(t *testing.T) {
 				if got := asWarnings(t, e.rec.Take()); !slices.Equal(got, st.warnings) {
 					t.Errorf("%s: warnings %v, want %v", st.name, got, st.warnings)
 				}
-				if got := e.files(); !slices.Equal(got, st.files) {
-					t.Errorf("%s: files %v, want %v", st.name, got, st.files)
+				if got := e.files(); len(got) != 0 {
+					t.Errorf("%s: ssl dir holds %v, want no Secret's file", st.name, got)
 				}
 				if got, _ := e.gauge("ingress_reactor_ssl_invalid_secrets", nil); got != st.invalid {
 					t.Errorf("%s: invalid secrets gauge %g, want %g", st.name, got, st.invalid)
@@ -597,16 +593,6 @@ func TestSyncerExpiryMetricFollowsCertificate(t *testing.T) {
 	e.drop("shop")
 	if _, ok := e.gauge("ingress_reactor_ssl_expire_time_seconds", map[string]string{"secret": "a-tls"}); ok {
 		t.Error("expiry series of an unreferenced secret is still exported")
-	}
-}
-
-func TestSecretsOf(t *testing.T) {
-	ing := ingress("shop", "b-tls", "a-tls", "b-tls")
-	ing.Spec.TLS = append(ing.Spec.TLS, networkingv1.IngressTLS{Hosts: []string{"x.example"}}) // no secret: default
-	got := SecretsOf(ing)
-	want := []types.NamespacedName{key("a-tls"), key("b-tls")}
-	if !slices.Equal(got, want) {
-		t.Errorf("SecretsOf = %v, want %v", got, want)
 	}
 }
 
@@ -670,8 +656,8 @@ func TestSyncerRunsFromInformersAndTopic(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(e.dir, "apps_a-tls.pem")); !os.IsNotExist(err) {
 		t.Errorf("file of an unreferenced secret still there (stat: %v)", err)
 	}
-	if _, err := os.Stat(filepath.Join(e.dir, "apps_default-tls.pem")); err != nil {
-		t.Errorf("default certificate file: %v", err)
+	if files := e.files(); len(files) != 0 {
+		t.Errorf("ssl dir holds %v, want no Secret's file", files)
 	}
 }
 
@@ -716,5 +702,22 @@ func TestFakeDefaultIsServedAndRenewed(t *testing.T) {
 	}
 	if string(data) != string(renewed.PEM()) {
 		t.Fatal("the fake certificate file does not hold the renewed certificate")
+	}
+}
+
+// TestPrivateKeysOfSecretsStayOffTheDisk: NGINX reads only the generated default certificate's file;
+// Secret certificates, the --default-ssl-certificate one included, reach its workers through the
+// certificate lane. So a synced Secret, referenced or default, leaves no file (and no private key) in
+// --ssl-dir.
+func TestPrivateKeysOfSecretsStayOffTheDisk(t *testing.T) {
+	fixtures(t)
+	e := newEnv(t, "default-tls", tlsSecret("default-tls", certB), tlsSecret("a-tls", certA))
+	e.run(key("default-tls"))
+	e.accept(ingress("shop", "a-tls"))
+	if got := e.published(); len(got) != 2 {
+		t.Fatalf("published %v, want the default certificate and a-tls", got)
+	}
+	if files := e.files(); len(files) != 0 {
+		t.Errorf("ssl dir holds %v, want no Secret's file", files)
 	}
 }

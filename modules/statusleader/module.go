@@ -298,9 +298,6 @@ func (l *Leader) Addresses() ([]status.Address, error) {
 
 // ingressChanged tracks which Ingresses are ours and queues the one that changed.
 func (l *Leader) ingressChanged(c modules.IngressChange) {
-	if c.Synced {
-		return // the start-up marker names no Ingress; this module waits for its caches itself
-	}
 	l.mu.Lock()
 	if c.Accepted {
 		l.ours[c.Key] = struct{}{}

@@ -196,11 +196,6 @@ func requireCertificate(t *testing.T, r *harness.Reactor, req harness.Request, b
 	}
 }
 
-// certificateFile is where the reactor keeps the certificate of Secret ns/name.
-func certificateFile(r *harness.Reactor, ns, name string) string {
-	return filepath.Join(r.SSLDir, ns+"_"+name+".pem")
-}
-
 // TestTLSTerminatesWithIngressSecret: an Ingress with a tls section is served over
 // HTTPS with its Secret's certificate (selected by SNI) and routed to its backend;
 // plain HTTP for that host is redirected with 308 to HTTPS, keeping path and query; a
@@ -432,18 +427,27 @@ func TestTLSOversizedChainRejected(t *testing.T) {
 	r.WaitMetric(sslInvalidMetric, nil, "= 0", func(v float64) bool { return v == 0 })
 }
 
-// TestTLSCertificateFilesFollowReferences: the certificate of a referenced Secret is
-// written into the ssl directory (mode 0700) as a mode 0600 file, and the file goes
-// away once no Ingress references the Secret.
-func TestTLSCertificateFilesFollowReferences(t *testing.T) {
+// TestTLSSecretKeysStayOffTheDisk: a referenced Secret's certificate is served without
+// its private key ever reaching the ssl directory (NGINX's workers get it through Lua);
+// the directory (mode 0700) holds only mode 0600 files, and a Secret file an earlier
+// version left there is removed at start.
+func TestTLSSecretKeysStayOffTheDisk(t *testing.T) {
 	f := harness.New(t)
 	web := f.StartBackend("web", false)
 	routingService(f, "web", web)
 	cert := newTestCert(t, "files.example", "files.example")
 	applyTLSSecret(f, "files-tls", cert.CertPEM, cert.KeyPEM)
-	unused := newTestCert(t, "unused.example", "unused.example")
-	applyTLSSecret(f, "unused-tls", unused.CertPEM, unused.KeyPEM)
-	r := f.StartReactor()
+	// An ssl directory where an earlier version kept the Secret's certificate and key.
+	sslDir := filepath.Join(t.TempDir(), "ssl")
+	if err := os.MkdirAll(sslDir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	stale := filepath.Join(sslDir, f.Namespace+"_files-tls.pem")
+	if err := os.WriteFile(stale, append(append([]byte{}, cert.CertPEM...), cert.KeyPEM...), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	r := f.StartReactor("--ssl-dir=" + sslDir)
+	r.SSLDir = sslDir
 	r.WaitReady()
 	f.CreateIngress(tlsIngress(f, "files", "files.example", "files-tls", "web"))
 	waitServedCertificate(r, harness.Request{Host: "files.example"}, "web", describeLeaf(cert.Leaf), isLeaf(cert))
@@ -454,14 +458,6 @@ func TestTLSCertificateFilesFollowReferences(t *testing.T) {
 	}
 	if dir.Mode().Perm() != 0o700 {
 		t.Errorf("ssl dir %s has mode %o, want 0700", r.SSLDir, dir.Mode().Perm())
-	}
-	file := certificateFile(r, f.Namespace, "files-tls")
-	content, err := os.ReadFile(file)
-	if err != nil {
-		t.Fatalf("certificate file of the referenced Secret: %v", err)
-	}
-	if !bytes.Contains(content, bytes.TrimSpace(cert.CertPEM)) {
-		t.Errorf("%s does not hold the Secret's certificate", file)
 	}
 	entries, err := os.ReadDir(r.SSLDir)
 	if err != nil {
@@ -475,19 +471,19 @@ func TestTLSCertificateFilesFollowReferences(t *testing.T) {
 		if !info.Mode().IsRegular() || info.Mode().Perm() != 0o600 {
 			t.Errorf("%s in the ssl dir has mode %s, want a regular file with mode 0600", e.Name(), info.Mode())
 		}
+		content, err := os.ReadFile(filepath.Join(r.SSLDir, e.Name()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if bytes.Contains(content, bytes.TrimSpace(cert.KeyPEM)) {
+			t.Errorf("%s in the ssl dir holds the Secret's private key", e.Name())
+		}
 	}
-	if _, err := os.Stat(certificateFile(r, f.Namespace, "unused-tls")); !os.IsNotExist(err) {
-		t.Errorf("a Secret no Ingress references has a certificate file (stat: %v)", err)
+	if _, err := os.Stat(stale); !os.IsNotExist(err) {
+		t.Errorf("the referenced Secret has a certificate file, or the one an earlier version wrote is still there (stat: %v)", err)
 	}
 
 	f.DeleteIngress("files")
-	r.Eventually(harness.DefaultTimeout, "the certificate file of a Secret no Ingress references to be removed", func() (bool, string) {
-		_, err := os.Stat(file)
-		if os.IsNotExist(err) {
-			return true, ""
-		}
-		return false, fmt.Sprintf("stat %s: %v", file, err)
-	})
 	r.Eventually(harness.DefaultTimeout, "the expiry metric of the unreferenced Secret to be gone", func() (bool, string) {
 		m, err := r.Metrics()
 		if err != nil {
