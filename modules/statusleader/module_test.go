@@ -369,6 +369,39 @@ func TestConflictIsRetriedQuietly(t *testing.T) {
 	}
 }
 
+// Conflicts say only that the cached copy was stale: however many there are, they are retried without
+// using up the retry limit, so they never end in a false UpdateStatusFailed Event or an error log.
+func TestConflictsBeyondTheRetryLimitNeverGiveUp(t *testing.T) {
+	core, logs := observer.New(zap.InfoLevel)
+	e := newEnvLogged(t, staticOptions(), zap.New(core), ingress("web"))
+	conflicts := 0
+	e.setFail(func(string) error {
+		if conflicts < 3*(pipeline.DefaultMaxRetries+1) {
+			conflicts++
+			return apierrors.NewConflict(schema.GroupResource{Group: "networking.k8s.io", Resource: "ingresses"}, "web", errors.New("modified"))
+		}
+		return nil
+	})
+	e.accept("web")
+	eventually(t, "the status after many conflicts", func() bool {
+		e.clock.Step(time.Second)
+		return reflect.DeepEqual(e.status("web"), []status.Address{ip("192.0.2.1"), ip("192.0.2.2")})
+	})
+	select {
+	case ev := <-e.recorder.Events:
+		t.Errorf("conflicts produced an Event: %s", ev)
+	default:
+	}
+	for _, l := range logs.All() {
+		if l.Level >= zap.WarnLevel {
+			t.Errorf("conflicts were logged as a problem: %s %q", l.Level, l.Message)
+		}
+	}
+	if got := value(t, e.leader.m.updates.WithLabelValues("error")); got != 0 {
+		t.Errorf("errors counted = %v for conflicts, want 0", got)
+	}
+}
+
 func TestPersistentFailureEmitsWarningEvent(t *testing.T) {
 	e := newEnv(t, staticOptions(), ingress("web"))
 	e.setFail(func(string) error {
