@@ -327,62 +327,52 @@ func TestUnknownAddressesLeaveStatusAlone(t *testing.T) {
 	}
 }
 
-func TestConflictIsRetriedQuietly(t *testing.T) {
-	e := newEnv(t, staticOptions(), ingress("web"))
+// conflictsFirst fails the first n status writes with a conflict, then lets them through.
+func conflictsFirst(n int) func(string) error {
 	conflicts := 0
-	e.setFail(func(string) error {
-		if conflicts < 2 {
+	return func(name string) error {
+		if conflicts < n {
 			conflicts++
-			return apierrors.NewConflict(schema.GroupResource{Group: "networking.k8s.io", Resource: "ingresses"}, "web", errors.New("modified"))
+			return apierrors.NewConflict(schema.GroupResource{Group: "networking.k8s.io", Resource: "ingresses"}, name, errors.New("modified"))
 		}
 		return nil
-	})
-	e.accept("web")
-	// Retries wait for their backoff on the fake clock.
-	moduletest.Eventually(t, "the status after two conflicts", func() bool {
-		e.clock.Step(time.Second)
-		return reflect.DeepEqual(e.status("web"), []status.Address{ip("192.0.2.1"), ip("192.0.2.2")})
-	})
-	if got := value(t, e.leader.m.updates.WithLabelValues("conflict")); got != 2 {
-		t.Errorf("conflicts counted = %v, want 2", got)
-	}
-	select {
-	case ev := <-e.recorder.Events:
-		t.Errorf("a conflict that resolved produced an Event: %s", ev)
-	default:
 	}
 }
 
 // Conflicts say only that the cached copy was stale: however many there are, they are retried without
-// using up the retry limit, so they never end in a false UpdateStatusFailed Event or an error log.
-func TestConflictsBeyondTheRetryLimitNeverGiveUp(t *testing.T) {
-	core, logs := observer.New(zap.InfoLevel)
-	e := newEnvLogged(t, staticOptions(), zap.New(core), ingress("web"))
-	conflicts := 0
-	e.setFail(func(string) error {
-		if conflicts < 3*(pipeline.DefaultMaxRetries+1) {
-			conflicts++
-			return apierrors.NewConflict(schema.GroupResource{Group: "networking.k8s.io", Resource: "ingresses"}, "web", errors.New("modified"))
-		}
-		return nil
-	})
-	e.accept("web")
-	moduletest.Eventually(t, "the status after many conflicts", func() bool {
-		e.clock.Step(time.Second)
-		return reflect.DeepEqual(e.status("web"), []status.Address{ip("192.0.2.1"), ip("192.0.2.2")})
-	})
-	select {
-	case ev := <-e.recorder.Events:
-		t.Errorf("conflicts produced an Event: %s", ev)
-	default:
-	}
-	for _, l := range logs.All() {
-		if l.Level >= zap.WarnLevel {
-			t.Errorf("conflicts were logged as a problem: %s %q", l.Level, l.Message)
-		}
-	}
-	if got := value(t, e.leader.m.updates.WithLabelValues("error")); got != 0 {
-		t.Errorf("errors counted = %v for conflicts, want 0", got)
+// using up the retry limit, so they never end in a false UpdateStatusFailed Event, an error or a warning.
+func TestConflictIsRetriedQuietly(t *testing.T) {
+	for name, n := range map[string]int{
+		"two conflicts":             2,
+		"more than the retry limit": 3 * (pipeline.DefaultMaxRetries + 1),
+	} {
+		t.Run(name, func(t *testing.T) {
+			core, logs := observer.New(zap.InfoLevel)
+			e := newEnvLogged(t, staticOptions(), zap.New(core), ingress("web"))
+			e.setFail(conflictsFirst(n))
+			e.accept("web")
+			// Retries wait for their delay on the fake clock.
+			moduletest.Eventually(t, "the status after the conflicts", func() bool {
+				e.clock.Step(time.Second)
+				return reflect.DeepEqual(e.status("web"), []status.Address{ip("192.0.2.1"), ip("192.0.2.2")})
+			})
+			if got := value(t, e.leader.m.updates.WithLabelValues("conflict")); got != float64(n) {
+				t.Errorf("conflicts counted = %v, want %d", got, n)
+			}
+			if got := value(t, e.leader.m.updates.WithLabelValues("error")); got != 0 {
+				t.Errorf("errors counted = %v for conflicts, want 0", got)
+			}
+			select {
+			case ev := <-e.recorder.Events:
+				t.Errorf("conflicts produced an Event: %s", ev)
+			default:
+			}
+			for _, l := range logs.All() {
+				if l.Level >= zap.WarnLevel {
+					t.Errorf("conflicts were logged as a problem: %s %q", l.Level, l.Message)
+				}
+			}
+		})
 	}
 }
 
