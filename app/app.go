@@ -12,6 +12,7 @@ import (
 	"syscall"
 	"time"
 
+	"go.uber.org/dig"
 	"go.uber.org/fx"
 	"go.uber.org/fx/fxevent"
 	"go.uber.org/zap"
@@ -32,6 +33,9 @@ func New(cfg Config, log *zap.Logger, extra ...fx.Option) *fx.App {
 		fx.WithLogger(func() fxevent.Logger {
 			l := &fxevent.ZapLogger{Logger: log.Named("fx")}
 			l.UseLogLevel(zap.DebugLevel)
+			// fx's errors name the whole chain of constructors that led to a failure; Run reports the
+			// cause itself, so the chain is for debugging only.
+			l.UseErrorLevel(zap.DebugLevel)
 			return l
 		}),
 		fx.StartTimeout(cfg.ShutdownTimeout),
@@ -68,7 +72,7 @@ func Run(cfg Config) error {
 	var drain *Drain
 	a := New(cfg, log, fx.Populate(&drain))
 	if err := a.Err(); err != nil {
-		return fmt.Errorf("assemble application: %w", err)
+		return startFailure(log, err)
 	}
 	// Signals are caught before starting, so one that arrives during start-up (waiting for caches, the
 	// first NGINX start) still leads to a graceful stop.
@@ -78,7 +82,7 @@ func Run(cfg Config) error {
 	startCtx, cancel := context.WithTimeout(context.Background(), cfg.ShutdownTimeout)
 	defer cancel()
 	if err := a.Start(startCtx); err != nil { // fx has stopped what did start
-		return fmt.Errorf("start: %w", err)
+		return startFailure(log, err)
 	}
 	var sig os.Signal
 	grace := cfg.ShutdownGracePeriod
@@ -107,6 +111,17 @@ func Run(cfg Config) error {
 	}
 	log.Info("stopped")
 	return nil
+}
+
+// startFailure reduces an error of building or starting the application to its cause, which names what
+// an operator can fix (for example that NGINX's workers cannot reach --nginx-dir). fx's chain of the
+// constructors that led there is logged at debug level only.
+func startFailure(log *zap.Logger, err error) error {
+	cause := dig.RootCause(err)
+	if cause != err {
+		log.Debug("start-up failure: dependency chain", zap.Error(err))
+	}
+	return fmt.Errorf("start-up failed: %w", cause)
 }
 
 // NewEventRecorder returns the recorder modules use to put Events on the objects they act on.

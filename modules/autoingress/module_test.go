@@ -5,7 +5,6 @@ import (
 	"errors"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
@@ -26,11 +25,13 @@ import (
 	k8stesting "k8s.io/client-go/testing"
 	"k8s.io/client-go/tools/record"
 
+	"github.com/ingress-reactor/ingress-reactor/internal/gen"
+	"github.com/ingress-reactor/ingress-reactor/modules/moduletest"
 	"github.com/ingress-reactor/ingress-reactor/pipeline"
 )
 
 // waitLimit bounds every wait; passing tests never get near it, it only bounds a broken one.
-const waitLimit = 10 * time.Second
+const waitLimit = moduletest.WaitLimit
 
 var ingressesGVR = schema.GroupVersionResource{Group: "networking.k8s.io", Version: "v1", Resource: "ingresses"}
 
@@ -274,7 +275,7 @@ func TestSync(t *testing.T) {
 		"service naming no class: its ingress without a class gets ours back": {
 			objs: []runtime.Object{
 				service("web", exposed("app.example.com")),
-				generated("web", "app.example.com", func(i *networkingv1.Ingress) { i.Spec.IngressClassName = nil }),
+				generated("web", "app.example.com", gen.IngressFunc(func(i *networkingv1.Ingress) { i.Spec.IngressClassName = nil })),
 			},
 			want:       generated("web", "app.example.com"),
 			wantWrites: []string{"patch"},
@@ -315,7 +316,7 @@ func TestSync(t *testing.T) {
 		"lost managed-by label is put back": {
 			objs: []runtime.Object{
 				service("web", exposed("app.example.com")),
-				generated("web", "app.example.com", func(i *networkingv1.Ingress) { i.Labels = nil }),
+				generated("web", "app.example.com", gen.IngressFunc(func(i *networkingv1.Ingress) { i.Labels = nil })),
 			},
 			want:       generated("web", "app.example.com"),
 			wantWrites: []string{"patch"},
@@ -399,7 +400,7 @@ func TestSync(t *testing.T) {
 		},
 		"service being deleted: garbage collection's job": {
 			objs: []runtime.Object{
-				service("web", func(s *corev1.Service) { s.DeletionTimestamp = &deleting; s.Finalizers = []string{"example.com/hold"} }),
+				service("web", gen.ServiceFunc(func(s *corev1.Service) { s.DeletionTimestamp = &deleting; s.Finalizers = []string{"example.com/hold"} })),
 				generated("web", "app.example.com"),
 			},
 			want:       generated("web", "app.example.com"),
@@ -538,7 +539,7 @@ func setService(t *testing.T, e *testEnv, svc *corev1.Service) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "the service cache to catch up", func() bool {
+	moduletest.Eventually(t, "the service cache to catch up", func() bool {
 		cur, err := e.ctrl.services.Services(testNS).Get(svc.Name)
 		return err == nil && apiequality.Semantic.DeepEqual(cur.Annotations, out.Annotations)
 	})
@@ -590,7 +591,7 @@ func TestControllerFollowsServiceLifecycle(t *testing.T) {
 func TestForeignIngressRemovedFreesTheName(t *testing.T) {
 	e := newTestEnv(t, Options{}, []runtime.Object{service("web", exposed("app.example.com")), ingress("web", withClass("other"))})
 	e.run(t)
-	eventually(t, "the not-owned warning", func() bool {
+	moduletest.Eventually(t, "the not-owned warning", func() bool {
 		return e.syncCount(resultNotOwned) > 0
 	})
 	if err := e.client.NetworkingV1().Ingresses(testNS).Delete(context.Background(), "web", metav1.DeleteOptions{}); err != nil {
@@ -668,7 +669,7 @@ func waitCachesSeeIngress(t *testing.T, name string, envs ...*testEnv) {
 	t.Helper()
 	want := envs[0].ingress(t, name)
 	for _, e := range envs {
-		eventually(t, "the ingress cache to catch up", func() bool {
+		moduletest.Eventually(t, "the ingress cache to catch up", func() bool {
 			cur, err := e.ctrl.ingresses.Ingresses(testNS).Get(name)
 			return err == nil && want != nil && apiequality.Semantic.DeepEqual(cur.Spec, want.Spec)
 		})
@@ -678,7 +679,7 @@ func waitCachesSeeIngress(t *testing.T, name string, envs ...*testEnv) {
 // waitServiceCache waits until e's Service cache sees the class annotation set to class.
 func waitServiceCache(t *testing.T, e *testEnv, name, class string) {
 	t.Helper()
-	eventually(t, "the service cache to catch up", func() bool {
+	moduletest.Eventually(t, "the service cache to catch up", func() bool {
 		cur, err := e.ctrl.services.Services(testNS).Get(name)
 		return err == nil && cur.Annotations[AnnotationIngressClass] == class
 	})
@@ -720,7 +721,7 @@ func TestGiveUpPutsWarningOnService(t *testing.T) {
 	e := newTestEnv(t, Options{MaxRetries: 2}, []runtime.Object{service("web", exposed("app.example.com"))}, failCreate)
 	e.run(t)
 	var got string
-	eventually(t, "a give-up event", func() bool {
+	moduletest.Eventually(t, "a give-up event", func() bool {
 		for _, ev := range e.events() {
 			if strings.HasPrefix(ev, "Warning "+ReasonGaveUp) {
 				got = ev
@@ -751,20 +752,8 @@ func countWrites(e *testEnv, verb string) int {
 func waitIngress(t *testing.T, e *testEnv, what string, cond func(*networkingv1.Ingress) bool) {
 	t.Helper()
 	var last *networkingv1.Ingress
-	eventually(t, "ingress "+what, func() bool {
+	moduletest.Eventually(t, "ingress "+what, func() bool {
 		last = e.ingress(t, "web")
 		return cond(last)
 	})
-}
-
-// eventually polls cond until it holds, failing the test after waitLimit.
-func eventually(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(waitLimit)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %s waiting for %s", waitLimit, what)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
 }

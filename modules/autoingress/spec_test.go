@@ -10,6 +10,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
+
+	"github.com/ingress-reactor/ingress-reactor/internal/gen"
 )
 
 // Test fixtures live in namespace "ns"; the controller's default class is "reactor".
@@ -19,38 +21,24 @@ const (
 	svcUID    = types.UID("svc-uid")
 )
 
-type svcOpt func(*corev1.Service)
+type svcOpt = gen.ServiceOption
 
 // service returns Service ns/name with one port http=80 and uid svcUID.
 func service(name string, opts ...svcOpt) *corev1.Service {
-	s := &corev1.Service{
-		ObjectMeta: metav1.ObjectMeta{Namespace: testNS, Name: name, UID: svcUID},
-		Spec: corev1.ServiceSpec{Ports: []corev1.ServicePort{
-			{Name: "http", Port: 80, TargetPort: intstr.FromInt32(8080), Protocol: corev1.ProtocolTCP},
-		}},
+	base := []svcOpt{
+		gen.ServiceFunc(func(s *corev1.Service) { s.UID = svcUID }),
+		gen.TargetPort("http", 80, intstr.FromInt32(8080)),
 	}
-	for _, o := range opts {
-		o(s)
-	}
-	return s
+	return gen.Service(testNS, name, append(base, opts...)...)
 }
 
 // annotated sets annotations from key, value pairs.
-func annotated(kv ...string) svcOpt {
-	return func(s *corev1.Service) {
-		if s.Annotations == nil {
-			s.Annotations = map[string]string{}
-		}
-		for i := 0; i+1 < len(kv); i += 2 {
-			s.Annotations[kv[i]] = kv[i+1]
-		}
-	}
-}
+func annotated(kv ...string) svcOpt { return gen.Annotations(kv...) }
 
 func exposed(host string) svcOpt { return annotated(AnnotationExpose, host) }
 
 func ports(ps ...corev1.ServicePort) svcOpt {
-	return func(s *corev1.Service) { s.Spec.Ports = ps }
+	return gen.ServiceFunc(func(s *corev1.Service) { s.Spec.Ports = ps })
 }
 
 func port(name string, n int32) corev1.ServicePort {
@@ -186,7 +174,7 @@ func TestDesiredIngress(t *testing.T) {
 }
 
 func TestClaimOf(t *testing.T) {
-	noClass := func(i *networkingv1.Ingress) { i.Spec.IngressClassName = nil }
+	noClass := gen.IngressFunc(func(i *networkingv1.Ingress) { i.Spec.IngressClassName = nil })
 	tests := map[string]struct {
 		svc   *corev1.Service
 		owned *networkingv1.Ingress
@@ -226,13 +214,13 @@ func TestControlledBy(t *testing.T) {
 		"earlier service of the same name": {
 			ing: ingress("web", ownedBy("web", "old-uid")),
 		},
-		"owned but not as controller": {ing: ingress("web", func(i *networkingv1.Ingress) {
+		"owned but not as controller": {ing: ingress("web", gen.IngressFunc(func(i *networkingv1.Ingress) {
 			i.OwnerReferences = []metav1.OwnerReference{{APIVersion: "v1", Kind: "Service", Name: "web", UID: svcUID}}
-		})},
-		"controlled by another kind with the same uid": {ing: ingress("web", func(i *networkingv1.Ingress) {
+		}))},
+		"controlled by another kind with the same uid": {ing: ingress("web", gen.IngressFunc(func(i *networkingv1.Ingress) {
 			yes := true
 			i.OwnerReferences = []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: "Deployment", Name: "web", UID: svcUID, Controller: &yes}}
-		})},
+		}))},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
@@ -245,69 +233,44 @@ func TestControlledBy(t *testing.T) {
 
 // Ingress builders for expected and pre-existing objects.
 
-type ingOpt func(*networkingv1.Ingress)
+type ingOpt = gen.IngressOption
 
+// ingress also describes the Ingresses the module computes, which carry no server-set metadata: the
+// builder's UID, resource version and creation time are cleared before opts apply.
 func ingress(name string, opts ...ingOpt) *networkingv1.Ingress {
-	i := &networkingv1.Ingress{ObjectMeta: metav1.ObjectMeta{Namespace: testNS, Name: name}}
-	for _, o := range opts {
-		o(i)
-	}
-	return i
+	unset := gen.IngressFunc(func(i *networkingv1.Ingress) {
+		i.UID, i.ResourceVersion, i.CreationTimestamp = "", "", metav1.Time{}
+	})
+	return gen.Ingress(testNS, name, append([]ingOpt{unset}, opts...)...)
 }
 
 func ownedBy(svcName string, uid types.UID) ingOpt {
-	return func(i *networkingv1.Ingress) {
+	return gen.IngressFunc(func(i *networkingv1.Ingress) {
 		yes, no := true, false
 		i.OwnerReferences = []metav1.OwnerReference{{
 			APIVersion: "v1", Kind: "Service", Name: svcName, UID: uid, Controller: &yes, BlockOwnerDeletion: &no,
 		}}
-	}
+	})
 }
 
 func managed() ingOpt { return withLabel(LabelManagedBy, ManagedByValue) }
 
-func withLabel(k, v string) ingOpt {
-	return func(i *networkingv1.Ingress) {
-		if i.Labels == nil {
-			i.Labels = map[string]string{}
-		}
-		i.Labels[k] = v
-	}
-}
+func withLabel(k, v string) ingOpt { return gen.Labels(k, v) }
 
-func withAnnotation(k, v string) ingOpt {
-	return func(i *networkingv1.Ingress) {
-		if i.Annotations == nil {
-			i.Annotations = map[string]string{}
-		}
-		i.Annotations[k] = v
-	}
-}
+func withAnnotation(k, v string) ingOpt { return gen.Annotations(k, v) }
 
-func withClass(c string) ingOpt {
-	return func(i *networkingv1.Ingress) { i.Spec.IngressClassName = &c }
-}
+func withClass(c string) ingOpt { return gen.Class(c) }
 
 // withRule sets the single rule: host and path to the Service named like the Ingress.
 func withRule(host, path string, pt networkingv1.PathType, p networkingv1.ServiceBackendPort) ingOpt {
-	return func(i *networkingv1.Ingress) {
-		i.Spec.Rules = []networkingv1.IngressRule{{
-			Host: host,
-			IngressRuleValue: networkingv1.IngressRuleValue{HTTP: &networkingv1.HTTPIngressRuleValue{
-				Paths: []networkingv1.HTTPIngressPath{{
-					Path: path, PathType: &pt,
-					Backend: networkingv1.IngressBackend{Service: &networkingv1.IngressServiceBackend{Name: i.Name, Port: p}},
-				}},
-			}},
-		}}
-	}
+	return gen.IngressFunc(func(i *networkingv1.Ingress) {
+		backend := networkingv1.IngressBackend{Service: &networkingv1.IngressServiceBackend{Name: i.Name, Port: p}}
+		i.Spec.Rules = nil
+		gen.Paths(host, gen.Path(pt, path, backend))(i)
+	})
 }
 
-func withTLS(host, secret string) ingOpt {
-	return func(i *networkingv1.Ingress) {
-		i.Spec.TLS = []networkingv1.IngressTLS{{Hosts: []string{host}, SecretName: secret}}
-	}
-}
+func withTLS(host, secret string) ingOpt { return gen.TLS(secret, host) }
 
 // generated is what the module creates for a Service exposed at host with defaults, port 80.
 func generated(name, host string, extra ...ingOpt) *networkingv1.Ingress {

@@ -1,5 +1,7 @@
-// Package moduletest holds the fakes that the modules' unit tests share: an EventRecorder that keeps each
-// Event's object, and a reader of one metric's value from a Prometheus registry.
+// Package moduletest holds what the modules' unit tests share: the Harness around a module (fake
+// clientset, informers, metrics, logs, topics), Eventually, a Collector of a topic's messages, an
+// EventRecorder that keeps each Event's object, and a reader of one metric's value. The objects fed to a
+// module are built with package internal/gen.
 package moduletest
 
 import (

@@ -29,13 +29,15 @@ import (
 	clocktesting "k8s.io/utils/clock/testing"
 	"k8s.io/utils/ptr"
 
+	"github.com/ingress-reactor/ingress-reactor/internal/gen"
 	"github.com/ingress-reactor/ingress-reactor/modules"
+	"github.com/ingress-reactor/ingress-reactor/modules/moduletest"
 	"github.com/ingress-reactor/ingress-reactor/pipeline"
 	"github.com/ingress-reactor/ingress-reactor/status"
 )
 
 const (
-	waitLimit = 10 * time.Second
+	waitLimit = moduletest.WaitLimit
 	ns        = "apps"
 	ctlNS     = "ingress"
 )
@@ -76,12 +78,13 @@ func newEnv(t *testing.T, opts Options, objs ...runtime.Object) *env {
 // newEnvLogged is newEnv with the Leader logging to log.
 func newEnvLogged(t *testing.T, opts Options, log *zap.Logger, objs ...runtime.Object) *env {
 	t.Helper()
+	h := moduletest.New(t, objs...)
 	e := &env{
 		t:        t,
-		client:   fake.NewClientset(objs...),
-		changes:  pipeline.NewTopic[modules.IngressChange]("ingress-changes"),
+		client:   h.Client,
+		changes:  h.IngressChanges,
 		recorder: record.NewFakeRecorder(100),
-		reg:      prometheus.NewRegistry(),
+		reg:      h.Registry,
 		clock:    clocktesting.NewFakeClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)),
 	}
 	// Installed before anything uses the client: the fake's reactor chain is not safe to change later.
@@ -98,25 +101,20 @@ func newEnvLogged(t *testing.T, opts Options, log *zap.Logger, objs ...runtime.O
 		return false, nil, nil
 	})
 	opts.Clock = e.clock
-	factory := informers.NewSharedInformerFactory(e.client, 0)
 	l, err := New(Params{
-		Options: opts, Client: e.client, Factory: factory, IngressChanges: e.changes,
-		Recorder: e.recorder, Metrics: pipeline.NewMetrics(nil), Registry: e.reg, Log: log,
+		Options: opts, Client: e.client, Factory: h.Factory, IngressChanges: e.changes,
+		Recorder: e.recorder, Metrics: h.Metrics, Registry: e.reg, Log: log,
 	})
 	if err != nil {
 		t.Fatalf("New: %v", err)
 	}
 	e.leader = l
-	stop := make(chan struct{})
-	factory.Start(stop)
+	h.Start()
 	l.Start(context.Background())
 	t.Cleanup(func() {
 		if !e.stopped {
 			e.stop()
 		}
-		close(stop)
-		factory.Shutdown()
-		e.changes.Close()
 	})
 	return e
 }
@@ -169,7 +167,7 @@ func (e *env) status(name string) []status.Address {
 // waitStatus polls until the Ingress's status equals want.
 func (e *env) waitStatus(name string, want ...status.Address) {
 	e.t.Helper()
-	eventually(e.t, "status of "+name+" to be "+status.String(want), func() bool {
+	moduletest.Eventually(e.t, "status of "+name+" to be "+status.String(want), func() bool {
 		return reflect.DeepEqual(e.status(name), want)
 	})
 }
@@ -189,22 +187,8 @@ func value(t *testing.T, m prometheus.Metric) float64 {
 	return d.Counter.GetValue()
 }
 
-func eventually(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(waitLimit)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(2 * time.Millisecond)
-	}
-}
-
 func ingress(name string, addrs ...status.Address) *networkingv1.Ingress {
-	return &networkingv1.Ingress{
-		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns, ResourceVersion: "1"},
-		Status:     networkingv1.IngressStatus{LoadBalancer: networkingv1.IngressLoadBalancerStatus{Ingress: addrs}},
-	}
+	return gen.Ingress(ns, name, gen.IngressFunc(func(i *networkingv1.Ingress) { i.Status.LoadBalancer.Ingress = addrs }))
 }
 
 // setStatus writes an Ingress's status as someone else would.
@@ -219,7 +203,7 @@ func (e *env) setStatus(name string, addrs ...status.Address) {
 	if _, err := e.client.NetworkingV1().Ingresses(ns).UpdateStatus(context.Background(), ing, metav1.UpdateOptions{}); err != nil {
 		e.t.Fatal(err)
 	}
-	eventually(e.t, "the cache to see the new status", func() bool {
+	moduletest.Eventually(e.t, "the cache to see the new status", func() bool {
 		c, err := e.leader.ingresses.Ingresses(ns).Get(name)
 		return err == nil && reflect.DeepEqual(c.Status.LoadBalancer.Ingress, addrs)
 	})
@@ -234,7 +218,7 @@ func TestAcceptedIngressGetsPublishedAddressesSorted(t *testing.T) {
 	// The Ingress that already had the addresses (in another order) is not written; the one that is not
 	// ours is never touched.
 	e.accept("web") // a later change of web queues it again: still no write, it is current
-	eventually(t, "the queue to drain", func() bool { return e.leader.ctrl.Queue().Len() == 0 })
+	moduletest.Eventually(t, "the queue to drain", func() bool { return e.leader.ctrl.Queue().Len() == 0 })
 	if n := e.patchCount("current"); n != 0 {
 		t.Errorf("an Ingress whose status already matched was written %d times", n)
 	}
@@ -261,9 +245,9 @@ func TestIngressThatStopsBeingOursLosesOnlyOurAddresses(t *testing.T) {
 
 	// Once it is cleared, periodic re-checks leave it alone.
 	before := e.patchCount("web")
-	eventually(t, "the periodic ticker", e.clock.HasWaiters)
+	moduletest.Eventually(t, "the periodic ticker", e.clock.HasWaiters)
 	e.clock.Step(time.Minute)
-	eventually(t, "the queue to drain", func() bool { return e.leader.ctrl.Queue().Len() == 0 })
+	moduletest.Eventually(t, "the queue to drain", func() bool { return e.leader.ctrl.Queue().Len() == 0 })
 	if got := e.patchCount("web"); got != before {
 		t.Errorf("a cleared Ingress that is not ours was written again (%d writes)", got-before)
 	}
@@ -276,12 +260,12 @@ func TestDeletedIngressIsForgotten(t *testing.T) {
 	if err := e.client.NetworkingV1().Ingresses(ns).Delete(context.Background(), "web", metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "the cache to see the deletion", func() bool {
+	moduletest.Eventually(t, "the cache to see the deletion", func() bool {
 		_, err := e.leader.ingresses.Ingresses(ns).Get("web")
 		return apierrors.IsNotFound(err)
 	})
 	e.notOurs("web")
-	eventually(t, "the ingress to be forgotten", func() bool {
+	moduletest.Eventually(t, "the ingress to be forgotten", func() bool {
 		e.leader.mu.Lock()
 		defer e.leader.mu.Unlock()
 		_, ours := e.leader.ours[key("web")]
@@ -296,7 +280,7 @@ func TestPeriodicRecheckRestoresStatus(t *testing.T) {
 	e.waitStatus("web", ip("192.0.2.1"), ip("192.0.2.2"))
 
 	e.setStatus("web", ip("203.0.113.66"))
-	eventually(t, "the periodic ticker", e.clock.HasWaiters)
+	moduletest.Eventually(t, "the periodic ticker", e.clock.HasWaiters)
 	e.clock.Step(time.Minute)
 	e.waitStatus("web", ip("192.0.2.1"), ip("192.0.2.2"))
 }
@@ -330,11 +314,11 @@ func TestUnknownAddressesLeaveStatusAlone(t *testing.T) {
 	opts.Discovery = status.DiscoveryOptions{PublishService: types.NamespacedName{Namespace: ctlNS, Name: "missing"}}
 	e := newEnv(t, opts, ingress("web", ip("203.0.113.1")))
 	e.accept("web")
-	eventually(t, "the leader to report the missing Service", func() bool {
+	moduletest.Eventually(t, "the leader to report the missing Service", func() bool {
 		_, err := e.leader.Addresses()
 		return errors.Is(err, status.ErrNoPublishService)
 	})
-	eventually(t, "the queue to drain", func() bool { return e.leader.ctrl.Queue().Len() == 0 })
+	moduletest.Eventually(t, "the queue to drain", func() bool { return e.leader.ctrl.Queue().Len() == 0 })
 	if got := e.status("web"); !reflect.DeepEqual(got, []status.Address{ip("203.0.113.1")}) {
 		t.Errorf("status = %v; a missing publish Service must not clear it", got)
 	}
@@ -343,29 +327,52 @@ func TestUnknownAddressesLeaveStatusAlone(t *testing.T) {
 	}
 }
 
-func TestConflictIsRetriedQuietly(t *testing.T) {
-	e := newEnv(t, staticOptions(), ingress("web"))
+// conflictsFirst fails the first n status writes with a conflict, then lets them through.
+func conflictsFirst(n int) func(string) error {
 	conflicts := 0
-	e.setFail(func(string) error {
-		if conflicts < 2 {
+	return func(name string) error {
+		if conflicts < n {
 			conflicts++
-			return apierrors.NewConflict(schema.GroupResource{Group: "networking.k8s.io", Resource: "ingresses"}, "web", errors.New("modified"))
+			return apierrors.NewConflict(schema.GroupResource{Group: "networking.k8s.io", Resource: "ingresses"}, name, errors.New("modified"))
 		}
 		return nil
-	})
-	e.accept("web")
-	// Retries wait for their backoff on the fake clock.
-	eventually(t, "the status after two conflicts", func() bool {
-		e.clock.Step(time.Second)
-		return reflect.DeepEqual(e.status("web"), []status.Address{ip("192.0.2.1"), ip("192.0.2.2")})
-	})
-	if got := value(t, e.leader.m.updates.WithLabelValues("conflict")); got != 2 {
-		t.Errorf("conflicts counted = %v, want 2", got)
 	}
-	select {
-	case ev := <-e.recorder.Events:
-		t.Errorf("a conflict that resolved produced an Event: %s", ev)
-	default:
+}
+
+// Conflicts say only that the cached copy was stale: however many there are, they are retried without
+// using up the retry limit, so they never end in a false UpdateStatusFailed Event, an error or a warning.
+func TestConflictIsRetriedQuietly(t *testing.T) {
+	for name, n := range map[string]int{
+		"two conflicts":             2,
+		"more than the retry limit": 3 * (pipeline.DefaultMaxRetries + 1),
+	} {
+		t.Run(name, func(t *testing.T) {
+			core, logs := observer.New(zap.InfoLevel)
+			e := newEnvLogged(t, staticOptions(), zap.New(core), ingress("web"))
+			e.setFail(conflictsFirst(n))
+			e.accept("web")
+			// Retries wait for their delay on the fake clock.
+			moduletest.Eventually(t, "the status after the conflicts", func() bool {
+				e.clock.Step(time.Second)
+				return reflect.DeepEqual(e.status("web"), []status.Address{ip("192.0.2.1"), ip("192.0.2.2")})
+			})
+			if got := value(t, e.leader.m.updates.WithLabelValues("conflict")); got != float64(n) {
+				t.Errorf("conflicts counted = %v, want %d", got, n)
+			}
+			if got := value(t, e.leader.m.updates.WithLabelValues("error")); got != 0 {
+				t.Errorf("errors counted = %v for conflicts, want 0", got)
+			}
+			select {
+			case ev := <-e.recorder.Events:
+				t.Errorf("conflicts produced an Event: %s", ev)
+			default:
+			}
+			for _, l := range logs.All() {
+				if l.Level >= zap.WarnLevel {
+					t.Errorf("conflicts were logged as a problem: %s %q", l.Level, l.Message)
+				}
+			}
+		})
 	}
 }
 
@@ -377,7 +384,7 @@ func TestPersistentFailureEmitsWarningEvent(t *testing.T) {
 	e.accept("web")
 	var ev string
 	// Retries wait for their backoff on the fake clock.
-	eventually(t, "a Warning Event once the retries are exhausted", func() bool {
+	moduletest.Eventually(t, "a Warning Event once the retries are exhausted", func() bool {
 		e.clock.Step(time.Minute)
 		select {
 		case ev = <-e.recorder.Events:
@@ -426,13 +433,13 @@ func TestOnlyTheLeaseHolderWrites(t *testing.T) {
 	opts.Election = electionOptions()
 	e := newEnv(t, opts, lease, ingress("web"))
 	e.accept("web")
-	eventually(t, "the ingress to be tracked", func() bool {
+	moduletest.Eventually(t, "the ingress to be tracked", func() bool {
 		e.leader.mu.Lock()
 		defer e.leader.mu.Unlock()
 		_, ok := e.leader.ours[key("web")]
 		return ok
 	})
-	eventually(t, "the queue to drain", func() bool { return e.leader.ctrl.Queue().Len() == 0 })
+	moduletest.Eventually(t, "the queue to drain", func() bool { return e.leader.ctrl.Queue().Len() == 0 })
 	if e.leader.IsLeader() || e.metric(e.leader.m.leader) != 0 {
 		t.Fatal("leads although another replica holds the Lease")
 	}
@@ -539,7 +546,7 @@ func TestShutdownOfAReplicaThatDoesNotLeadClearsNothing(t *testing.T) {
 	published := []status.Address{ip("192.0.2.1"), ip("192.0.2.2")}
 	e := newEnv(t, opts, leaseOfOther(), controllerPod("self", true), ingress("web", published...))
 	e.accept("web")
-	eventually(t, "the ingress to be tracked and the addresses known", func() bool {
+	moduletest.Eventually(t, "the ingress to be tracked and the addresses known", func() bool {
 		e.leader.mu.Lock()
 		defer e.leader.mu.Unlock()
 		_, ok := e.leader.ours[key("web")]
@@ -601,7 +608,7 @@ func TestLeadershipThatEndedBeforeItWasTakenUpIsIgnored(t *testing.T) {
 	marker := key("marker")
 	q.AddAfter(marker, opts.Election.RetryPeriod)
 	var got []types.NamespacedName
-	eventually(t, "the marker", func() bool {
+	moduletest.Eventually(t, "the marker", func() bool {
 		clk.Step(opts.Election.RetryPeriod)
 		for q.Len() > 0 {
 			k, _ := q.Get()
@@ -651,7 +658,7 @@ func TestNoAddressSourceIsLoggedOnce(t *testing.T) {
 	opts.Discovery = status.DiscoveryOptions{Pod: types.NamespacedName{Namespace: ctlNS}} // outside a pod, no flag
 	e := newEnvLogged(t, opts, zap.New(core), ingress("web", ip("203.0.113.1")))
 	e.accept("web")
-	eventually(t, "the leader to report the missing source", func() bool {
+	moduletest.Eventually(t, "the leader to report the missing source", func() bool {
 		_, err := e.leader.Addresses()
 		return errors.Is(err, status.ErrNoPod)
 	})

@@ -30,7 +30,6 @@ const (
 // deleting the Service is covered by checking the owner reference.)
 func TestAutoIngressExposesAnnotatedService(t *testing.T) {
 	f := harness.New(t)
-	requireAutoIngress(t, f)
 	backend := f.StartBackend("autoingress-web", false)
 	svc := f.CreateService("web", 80, backend.Port)
 	f.ServeBackends("web", backend)
@@ -94,7 +93,6 @@ func TestAutoIngressExposesAnnotatedService(t *testing.T) {
 // in a Warning Event on the Service; an invalid annotation produces a Warning Event and no Ingress.
 func TestAutoIngressLeavesOthersAlone(t *testing.T) {
 	f := harness.New(t)
-	requireAutoIngress(t, f)
 	foreign := f.CreateIngress(f.Ingress("api", "hand-made.example", harness.IngressBackend{Service: "elsewhere", Port: 80}))
 	f.CreateService("api", 80, 8080)
 	f.CreateService("bad", 80, 8080)
@@ -126,7 +124,6 @@ func TestAutoIngressLeavesOthersAlone(t *testing.T) {
 // Service to the controller of that class.
 func TestAutoIngressInstancesOfTwoClassesDoNotFight(t *testing.T) {
 	f := harness.New(t)
-	requireAutoIngress(t, f)
 	f.CreateService("web", 80, 8080)
 	classA, classB := f.IngressClass, f.IngressClass+"-b"
 	a := f.StartReactor("--enable-auto-ingress")
@@ -158,15 +155,6 @@ func TestAutoIngressInstancesOfTwoClassesDoNotFight(t *testing.T) {
 	waitForIngress(f, a, "web", "the Ingress to move to the class the Service names", func(ing *networkingv1.Ingress) bool {
 		return ing != nil && ing.Spec.IngressClassName != nil && *ing.Spec.IngressClassName == loser
 	})
-}
-
-// requireAutoIngress skips when the binary under test has no --enable-auto-ingress (it is not wired into
-// the application yet).
-func requireAutoIngress(t *testing.T, f *harness.Fixture) {
-	t.Helper()
-	if !f.Env.HasReactorFlag("enable-auto-ingress") {
-		t.Skip("ingress-reactor has no --enable-auto-ingress flag")
-	}
 }
 
 func setAnnotation(s *corev1.Service, k, v string) {

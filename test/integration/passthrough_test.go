@@ -30,13 +30,6 @@ const (
 	clientIP = "192.0.2.250"
 )
 
-func requirePassthrough(t *testing.T, f *harness.Fixture) {
-	t.Helper()
-	if !f.Env.HasReactorFlag("enable-ssl-passthrough") {
-		t.Skip("ingress-reactor has no --enable-ssl-passthrough flag")
-	}
-}
-
 // startPassthroughReactor starts the binary with the SSL passthrough proxy on its HTTPS port and NGINX's
 // TLS listener on a free loopback port.
 func startPassthroughReactor(f *harness.Fixture) *harness.Reactor {
@@ -130,7 +123,6 @@ func waitServedByOverTLS(r *harness.Reactor, host, want string) (cert string, ec
 // the real client address through the PROXY protocol.
 func TestPassthroughAndTerminatedTLSShareThePort(t *testing.T) {
 	f := harness.New(t)
-	requirePassthrough(t, f)
 	secure := f.StartBackend("passthrough-secure", true)
 	plain := f.StartBackend("passthrough-plain", false)
 	f.CreateService("secure", 443, secure.Port)
@@ -199,7 +191,6 @@ func TestPassthroughAndTerminatedTLSShareThePort(t *testing.T) {
 // connections go to the new endpoint while a connection already open keeps working with its backend.
 func TestPassthroughFollowsEndpointsWithoutBreakingConnections(t *testing.T) {
 	f := harness.New(t)
-	requirePassthrough(t, f)
 	first := f.StartBackend("passthrough-first", true)
 	second := f.StartBackend("passthrough-second", true)
 	f.CreateService("app", 443, first.Port)

@@ -44,13 +44,6 @@ func statusArgs(extra ...string) []string {
 	}, extra...)
 }
 
-func requireStatus(t *testing.T, f *harness.Fixture) {
-	t.Helper()
-	if !f.Env.HasReactorFlag("publish-status-address") {
-		t.Skip("the binary has no --publish-status-address: the status module is not wired yet")
-	}
-}
-
 // ingressStatus returns the Ingress's status.loadBalancer.ingress from the API server.
 func ingressStatus(f *harness.Fixture, name string) ([]networkingv1.IngressLoadBalancerIngress, error) {
 	ing, err := f.Client.NetworkingV1().Ingresses(f.Namespace).Get(f.Ctx, name, metav1.GetOptions{})
@@ -153,7 +146,6 @@ func holderOf(l *coordinationv1.Lease) string {
 // current: new Ingresses, and an overwritten status restored.
 func TestStatusOneLeaderWritesAndTakeoverAfterSIGKILL(t *testing.T) {
 	f := harness.New(t)
-	requireStatus(t, f)
 	f.CreateIngress(f.Ingress("web", "web.status.example", harness.IngressBackend{Service: "svc", Port: 80}))
 	other := f.Ingress("foreign", "foreign.status.example", harness.IngressBackend{Service: "svc", Port: 80})
 	otherClass := "someone-elses"
@@ -225,7 +217,6 @@ func TestStatusOneLeaderWritesAndTakeoverAfterSIGKILL(t *testing.T) {
 // published, and keeps what another controller wrote; moved back, it gets them again.
 func TestStatusClearedWhenIngressLeavesOurClass(t *testing.T) {
 	f := harness.New(t)
-	requireStatus(t, f)
 	f.CreateIngress(f.Ingress("web", "web.status.example", harness.IngressBackend{Service: "svc", Port: 80}))
 	r := f.StartReactor(statusArgs()...)
 	r.WaitReady()
@@ -278,7 +269,6 @@ func setPodReady(t *testing.T, f *harness.Fixture, p *corev1.Pod, ready bool) {
 // a single replica that is deleted or evicted); the last one clears it.
 func TestStatusShutdownClearsOnlyOnLastReplica(t *testing.T) {
 	f := harness.New(t)
-	requireStatus(t, f)
 	self := "ingress-reactor-" + f.ID // the harness's POD_NAME
 	statusControllerPod(t, f, self, "", true)
 	statusControllerPod(t, f, self+"-other", "", false)
@@ -317,7 +307,6 @@ func TestStatusShutdownClearsOnlyOnLastReplica(t *testing.T) {
 // deleted does not.
 func TestStatusPublishesNodesOfControllerPods(t *testing.T) {
 	f := harness.New(t)
-	requireStatus(t, f)
 	n1, n2 := "it-"+f.ID+"-n1", "it-"+f.ID+"-n2"
 	statusNode(t, f, n1, corev1.NodeAddress{Type: corev1.NodeInternalIP, Address: "10.1.0.1"}, corev1.NodeAddress{Type: corev1.NodeExternalIP, Address: "203.0.113.51"})
 	statusNode(t, f, n2, corev1.NodeAddress{Type: corev1.NodeInternalIP, Address: "10.1.0.2"})
@@ -349,7 +338,6 @@ func TestStatusPublishesNodesOfControllerPods(t *testing.T) {
 // periodic re-check.
 func TestStatusFollowsPublishService(t *testing.T) {
 	f := harness.New(t)
-	requireStatus(t, f)
 	svcs := f.Client.CoreV1().Services(f.Namespace)
 	svc, err := svcs.Create(f.Ctx, &corev1.Service{
 		ObjectMeta: metav1.ObjectMeta{Name: "edge", Namespace: f.Namespace},

@@ -53,8 +53,6 @@ type Env struct {
 	APIServerLog string
 
 	testEnv *envtest.Environment
-	// reactorFlags is the set of flags the built binary lists in --help.
-	reactorFlags map[string]bool
 }
 
 // env is set by Main before any test runs.
@@ -164,30 +162,7 @@ func (e *Env) buildBinaries() error {
 			return fmt.Errorf("go %s: %w\n%s", strings.Join(args, " "), err, out)
 		}
 	}
-	help, _ := exec.Command(e.ReactorBinary, "--help").CombinedOutput()
-	e.reactorFlags = parseHelpFlags(string(help))
-	if len(e.reactorFlags) == 0 {
-		return fmt.Errorf("%s --help lists no flags:\n%s", e.ReactorBinary, help)
-	}
 	return nil
-}
-
-// parseHelpFlags collects the flag names ("--name" or "-name" at the start of a line)
-// that a --help output lists.
-func parseHelpFlags(help string) map[string]bool {
-	flags := map[string]bool{}
-	for _, line := range strings.Split(help, "\n") {
-		f := strings.Fields(line)
-		if len(f) == 0 || !strings.HasPrefix(f[0], "-") {
-			continue
-		}
-		name := strings.TrimLeft(f[0], "-")
-		name, _, _ = strings.Cut(name, "=")
-		if name != "" {
-			flags[name] = true
-		}
-	}
-	return flags
 }
 
 // assetsDir is where envtest finds kube-apiserver and etcd: KUBEBUILDER_ASSETS when
@@ -271,6 +246,3 @@ func (e *Env) tearDown() error {
 	}
 	return errors.Join(errs...)
 }
-
-// HasReactorFlag reports whether the built ingress-reactor lists --name in its --help.
-func (e *Env) HasReactorFlag(name string) bool { return e.reactorFlags[name] }

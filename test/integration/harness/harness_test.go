@@ -64,19 +64,6 @@ func TestShortName(t *testing.T) {
 	}
 }
 
-func TestParseHelpFlags(t *testing.T) {
-	help := "Usage: ingress-reactor [flags]\n\nFlags:\n  --kubeconfig string\n    \tPath (default \"\")\n  --update-status bool\n    \tx (default true)\n  -v=2\n"
-	got := parseHelpFlags(help)
-	for _, f := range []string{"kubeconfig", "update-status", "v"} {
-		if !got[f] {
-			t.Errorf("flag %q not found in %v", f, got)
-		}
-	}
-	if got["Path"] || got["Usage:"] {
-		t.Errorf("non-flag words parsed as flags: %v", got)
-	}
-}
-
 func TestHashNumber(t *testing.T) {
 	tests := map[string]struct {
 		hash   string

@@ -72,14 +72,8 @@ func (f *Fixture) StartReactor(extraArgs ...string) *Reactor {
 		"--watch-namespace=" + f.Namespace,
 		"--log-level=debug",
 		"--log-format=console",
-	}
-	// Flags of later issues, passed only once the binary has them so that earlier
-	// tests keep running.
-	if f.Env.HasReactorFlag("update-status") {
-		args = append(args, "--update-status=false")
-	}
-	if f.Env.HasReactorFlag("election-id") {
-		args = append(args, "--election-id=ingress-reactor-"+f.ID)
+		"--update-status=false",
+		"--election-id=ingress-reactor-" + f.ID,
 	}
 	r.Args = append(args, extraArgs...)
 	env := []string{
