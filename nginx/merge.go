@@ -23,6 +23,11 @@ const (
 	// applies only to hosts its own namespace routes, so one tenant cannot put its certificate (and an
 	// HTTPS redirect) in front of another tenant's host.
 	ConflictTLSNamespace ConflictKind = "tls-namespace"
+	// ConflictTLSHost: an Ingress lists a TLS host that Ingresses of several namespaces route, and another
+	// namespace routes the host's oldest rule. Only that namespace's TLS entries set the host's certificate
+	// (and the redirect of requests no path matches); the entry still redirects its own namespace's paths
+	// when the host serves TLS. Winner is the Ingress with the oldest rule.
+	ConflictTLSHost ConflictKind = "tls-host"
 )
 
 // Conflict records a part of an Ingress that lost to an older Ingress. The caller emits a Warning Event
@@ -42,6 +47,10 @@ func (c Conflict) Message() string {
 	if c.Kind == ConflictTLSNamespace {
 		return fmt.Sprintf("TLS for host %s is ignored: only Ingresses in other namespaces route this host, and a TLS entry applies only to hosts its own namespace routes",
 			hostForMessage(c.Host))
+	}
+	if c.Kind == ConflictTLSHost {
+		return fmt.Sprintf("TLS for host %s does not choose the host's certificate: namespaces share the host and Ingress %s, of another namespace, routes its oldest rule, so only that namespace's TLS entries do; this Ingress's paths are redirected to HTTPS only when the host serves TLS",
+			hostForMessage(c.Host), c.Winner)
 	}
 	if c.Kind == ConflictTLS {
 		return fmt.Sprintf("TLS for host %s is served with the secret of Ingress %s (an Ingress that routes the host comes first, then the oldest); this Ingress's TLS entry for the host is ignored",
@@ -105,6 +114,9 @@ func Merge(translations []*IngressTranslation, defaultBackend *Upstream) (Model,
 
 	servers := map[Hostname]*Server{"": {Host: ""}}
 	routedBy := make(map[Hostname][]string) // the namespaces whose routes a host serves
+	// oldest is, per host, the oldest Ingress with a route served there. Its namespace alone chooses the
+	// host's certificate (hostTLSNamespace).
+	oldest := make(map[Hostname]*IngressTranslation)
 	used := make(map[UpstreamName]Upstream, len(winners))
 	for k, w := range winners {
 		s := servers[k.host]
@@ -115,15 +127,23 @@ func Merge(translations []*IngressTranslation, defaultBackend *Upstream) (Model,
 		if ns := w.t.Ingress.Namespace; !slices.Contains(routedBy[k.host], ns) {
 			routedBy[k.host] = append(routedBy[k.host], ns)
 		}
+		if o := oldest[k.host]; o == nil || olderFirst(w.t, o) < 0 {
+			oldest[k.host] = w.t
+		}
 		s.Locations = append(s.Locations, Location{Path: k.path, PathType: k.pathType, Upstream: w.r.Upstream, Ingress: w.t.Ingress, SSLRedirect: w.t.SSLRedirect, Access: w.t.Access})
 		if _, ok := used[w.r.Upstream]; !ok {
 			used[w.r.Upstream] = w.t.upstream(w.r.Upstream)
 		}
 	}
 
-	// TLS per server. The candidates are the entries for the exact host, else those for the wildcard one
-	// label up, of Ingresses in a namespace that routes the host. An Ingress that routes the host itself
-	// comes first (ingress-nginx took TLS only from such Ingresses), then the oldest.
+	// TLS per server, by one rule (documented in docs/migration.md, "Hosts shared by namespaces"):
+	//   - An entry counts for a host when it names the host, or else the wildcard one label up, and its
+	//     namespace routes the host: a namespace never puts its certificate in front of another's host.
+	//   - The host's certificate, and the redirect of requests no path matches, come from entries of the
+	//     namespace of the host's oldest rule; when one namespace routes the host, that is simply it.
+	//     Among those an Ingress that routes the host comes first (ingress-nginx took TLS only from such
+	//     Ingresses), then the oldest.
+	//   - A path redirects to HTTPS only when the host serves TLS and its own namespace lists the host.
 	reported := make(map[Conflict]bool)
 	report := func(c Conflict) {
 		if !reported[c] {
@@ -132,19 +152,34 @@ func Merge(translations []*IngressTranslation, defaultBackend *Upstream) (Model,
 		}
 	}
 	for host, s := range servers {
-		if host == "" {
+		if host == "" { // the catch-all server has no TLS of its own
+			for i := range s.Locations {
+				s.Locations[i].SSLRedirect = false
+			}
 			continue
 		}
 		namespaces := routedBy[host]
+		owner := oldest[host]
+		listed := make(map[string]bool, len(namespaces)) // routing namespaces whose entries cover the host
 		for _, key := range tlsKeys(host) {
 			cands := tlsByHost[key]
 			var first *tlsOwner
 			firstRoutes := false
 			for i := range cands {
 				c := &cands[i]
-				if !slices.Contains(namespaces, c.t.Ingress.Namespace) {
+				ns := c.t.Ingress.Namespace
+				if !slices.Contains(namespaces, ns) {
 					if key == host { // a wildcard entry simply does not reach other namespaces' hosts
 						report(Conflict{Kind: ConflictTLSNamespace, Loser: c.t.Ingress, Host: host})
+					}
+					continue
+				}
+				if listed[ns] {
+					continue // an exact entry of this namespace already covers the host
+				}
+				if ns != owner.Ingress.Namespace {
+					if key == host {
+						report(Conflict{Kind: ConflictTLSHost, Loser: c.t.Ingress, Winner: owner.Ingress, Host: host})
 					}
 					continue
 				}
@@ -152,17 +187,25 @@ func Merge(translations []*IngressTranslation, defaultBackend *Upstream) (Model,
 					first, firstRoutes = c, r
 				}
 			}
-			if first == nil {
+			for i := range cands {
+				if ns := cands[i].t.Ingress.Namespace; slices.Contains(namespaces, ns) {
+					listed[ns] = true
+				}
+			}
+			if first == nil || s.TLS != nil {
 				continue
 			}
 			for i := range cands {
 				c := &cands[i]
-				if c != first && c.t != first.t && c.h.Secret != first.h.Secret && slices.Contains(namespaces, c.t.Ingress.Namespace) {
+				if c != first && c.t != first.t && c.h.Secret != first.h.Secret && c.t.Ingress.Namespace == owner.Ingress.Namespace {
 					report(Conflict{Kind: ConflictTLS, Loser: c.t.Ingress, Winner: first.t.Ingress, Host: host})
 				}
 			}
 			s.TLS = &ServerTLS{Secret: first.h.Secret, SSLRedirect: first.t.SSLRedirect}
-			break
+		}
+		for i := range s.Locations {
+			l := &s.Locations[i]
+			l.SSLRedirect = l.SSLRedirect && s.TLS != nil && listed[l.Ingress.Namespace]
 		}
 	}
 
@@ -175,11 +218,6 @@ func Merge(translations []*IngressTranslation, defaultBackend *Upstream) (Model,
 	m := Model{Servers: make([]Server, 0, len(servers))}
 	for _, h := range hosts {
 		s := servers[h]
-		if s.TLS == nil {
-			for i := range s.Locations {
-				s.Locations[i].SSLRedirect = false
-			}
-		}
 		slices.SortFunc(s.Locations, func(a, b Location) int {
 			return cmp.Or(strings.Compare(a.Path, b.Path), strings.Compare(string(a.PathType), string(b.PathType)))
 		})

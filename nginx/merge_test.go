@@ -224,7 +224,8 @@ func TestMerge(t *testing.T) {
 						{Path: "/", PathType: PathPrefix, Upstream: up("team-c", "web", 80).Name, Ingress: nn("team-c", "wild"), SSLRedirect: true},
 					}},
 					{Host: "shared.example.com", TLS: &ServerTLS{Secret: nn("team-b", "b-cert"), SSLRedirect: true}, Locations: []Location{
-						{Path: "/a", PathType: PathPrefix, Upstream: up("team-a", "web", 80).Name, Ingress: nn("team-a", "site"), SSLRedirect: true},
+						// team-a lists no TLS for the host: its path keeps plain HTTP.
+						{Path: "/a", PathType: PathPrefix, Upstream: up("team-a", "web", 80).Name, Ingress: nn("team-a", "site")},
 						{Path: "/b", PathType: PathPrefix, Upstream: up("team-b", "web", 80).Name, Ingress: nn("team-b", "evil"), SSLRedirect: true},
 					}},
 					{Host: "victim.example.com", Locations: []Location{
@@ -234,6 +235,36 @@ func TestMerge(t *testing.T) {
 				Upstreams: sortedUpstreams(up("team-a", "web", 80), up("team-b", "web", 80), up("team-c", "web", 80)),
 			},
 			wantConflicts: []Conflict{{Kind: ConflictTLSNamespace, Loser: nn("team-b", "evil"), Host: "victim.example.com"}},
+		},
+		"another namespace's TLS entry neither certifies nor redirects an older namespace's host": {
+			objs: []any{service("team-a", "web", port(80, "http")), service("team-b", "web", port(80, "http")),
+				ingress("team-a", "plain", rule("plain.example", prefix("/", "web", 80))),
+				ingress("team-b", "b", age(time.Minute), rule("plain.example", prefix("/b-only", "web", 80)), withTLS("b-tls", "plain.example")),
+			},
+			want: Model{
+				Servers: []Server{catchAll, {Host: "plain.example", Locations: []Location{
+					{Path: "/", PathType: PathPrefix, Upstream: up("team-a", "web", 80).Name, Ingress: nn("team-a", "plain")},
+					{Path: "/b-only", PathType: PathPrefix, Upstream: up("team-b", "web", 80).Name, Ingress: nn("team-b", "b")},
+				}}},
+				Upstreams: sortedUpstreams(up("team-a", "web", 80), up("team-b", "web", 80)),
+			},
+			wantConflicts: []Conflict{{Kind: ConflictTLSHost, Loser: nn("team-b", "b"), Winner: nn("team-a", "plain"), Host: "plain.example"}},
+		},
+		"on a shared host the oldest rule's namespace chooses the certificate; each namespace's own entry redirects its paths": {
+			objs: []any{service("team-a", "web", port(80, "http")), service("team-b", "web", port(80, "http")), service("team-c", "web", port(80, "http")),
+				ingress("team-a", "site", rule("shop.example", prefix("/", "web", 80)), withTLS("a-tls", "shop.example")),
+				ingress("team-b", "b", age(time.Minute), rule("shop.example", prefix("/b", "web", 80)), withTLS("b-tls", "shop.example")),
+				ingress("team-c", "c", age(2*time.Minute), rule("shop.example", prefix("/c", "web", 80))),
+			},
+			want: Model{
+				Servers: []Server{catchAll, {Host: "shop.example", TLS: &ServerTLS{Secret: nn("team-a", "a-tls"), SSLRedirect: true}, Locations: []Location{
+					{Path: "/", PathType: PathPrefix, Upstream: up("team-a", "web", 80).Name, Ingress: nn("team-a", "site"), SSLRedirect: true},
+					{Path: "/b", PathType: PathPrefix, Upstream: up("team-b", "web", 80).Name, Ingress: nn("team-b", "b"), SSLRedirect: true},
+					{Path: "/c", PathType: PathPrefix, Upstream: up("team-c", "web", 80).Name, Ingress: nn("team-c", "c")},
+				}}},
+				Upstreams: sortedUpstreams(up("team-a", "web", 80), up("team-b", "web", 80), up("team-c", "web", 80)),
+			},
+			wantConflicts: []Conflict{{Kind: ConflictTLSHost, Loser: nn("team-b", "b"), Winner: nn("team-a", "site"), Host: "shop.example"}},
 		},
 		"TLS of the Ingress that routes the host wins over an older one that does not": {
 			objs: []any{web,
@@ -365,6 +396,10 @@ func TestConflictMessage(t *testing.T) {
 		"tls": {
 			c:    Conflict{Kind: ConflictTLS, Loser: nn("ns", "b"), Winner: nn("ns", "a"), Host: "foo.example.com"},
 			want: `TLS for host foo.example.com is served with the secret of Ingress ns/a (an Ingress that routes the host comes first, then the oldest); this Ingress's TLS entry for the host is ignored`,
+		},
+		"tls of a namespace sharing the host": {
+			c:    Conflict{Kind: ConflictTLSHost, Loser: nn("b", "y"), Winner: nn("a", "x"), Host: "foo.example.com"},
+			want: `TLS for host foo.example.com does not choose the host's certificate: namespaces share the host and Ingress a/x, of another namespace, routes its oldest rule, so only that namespace's TLS entries do; this Ingress's paths are redirected to HTTPS only when the host serves TLS`,
 		},
 	}
 	for name, tc := range tests {

@@ -1,0 +1,52 @@
+//go:build integration
+
+package integration
+
+import (
+	"net/http"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
+
+	"github.com/ingress-reactor/ingress-reactor/test/integration/harness"
+)
+
+// TestTLSEntryOfAnotherNamespaceDoesNotTakeTheHost: namespace A serves plain.example without TLS;
+// namespace B then routes only plain.example/b-only and lists plain.example under spec.tls with its own
+// Secret. A's paths keep plain HTTP (before, they answered 308 to HTTPS) and HTTPS on the host does not
+// present B's certificate (before, A's backend was served behind it); B gets a Warning Event that says
+// why its entry does not choose the host's certificate.
+func TestTLSEntryOfAnotherNamespaceDoesNotTakeTheHost(t *testing.T) {
+	a := harness.New(t)
+	b := harness.New(t)
+	webA := a.StartBackend("web-a", false)
+	routingService(a, "web-a", webA)
+	webB := b.StartBackend("web-b", false)
+	routingService(b, "web-b", webB)
+	bCert := newTestCert(t, "plain.example", "plain.example")
+	applyTLSSecret(b, "b-tls", bCert.CertPEM, bCert.KeyPEM)
+
+	r := a.StartReactor("--watch-namespace=")
+	r.WaitReady()
+	a.CreateIngress(a.Ingress("plain", "plain.example", harness.IngressBackend{Service: "web-a", Port: 80}))
+	r.WaitServedBy("plain.example", "/", "web-a")
+	time.Sleep(1100 * time.Millisecond) // creationTimestamp has whole seconds: B's Ingress is the younger one
+
+	ing := b.Ingress("b", "plain.example", harness.IngressBackend{Path: "/b-only", Service: "web-b", Port: 80})
+	class := a.IngressClass
+	ing.Spec.IngressClassName = &class
+	ing.Spec.TLS = []networkingv1.IngressTLS{{Hosts: []string{"plain.example"}, SecretName: "b-tls"}}
+	b.CreateIngress(ing)
+
+	// Plain HTTP for both: the host serves no TLS, since A routes its oldest rule and lists none.
+	r.WaitServedBy("plain.example", "/b-only", "web-b")
+	resp, err := r.Get("plain.example", "/")
+	if err != nil || resp.Status != http.StatusOK || resp.Echo == nil || resp.Echo.Name != "web-a" {
+		t.Fatalf("GET http://plain.example/ after B's TLS entry: %v, %v; want 200 from web-a, no redirect", resp, err)
+	}
+	waitServedCertificate(r, harness.Request{Host: "plain.example"}, "web-a", "the fake default certificate, not B's", isFakeDefault)
+	ev := b.WaitEvent(r, "Ingress", "b", corev1.EventTypeWarning, reasonConflict, "does not choose the host's certificate", a.Namespace+"/plain")
+	t.Logf("Event on B's Ingress: %s", ev.Message)
+}
