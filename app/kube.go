@@ -16,6 +16,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/ingress-reactor/ingress-reactor/certs"
+	"github.com/ingress-reactor/ingress-reactor/internal/localapi"
 	"github.com/ingress-reactor/ingress-reactor/modules"
 	"github.com/ingress-reactor/ingress-reactor/pipeline"
 )
@@ -25,7 +26,7 @@ type KubeSource struct {
 	Client  kubernetes.Interface
 	Factory informers.SharedInformerFactory
 	// Local is set in --local-manifests mode.
-	Local *LocalManifests
+	Local *localapi.Manifests
 
 	log    *zap.Logger
 	synced chan struct{}
@@ -83,9 +84,9 @@ func NewKubeSource(p KubeSourceParams) (KubeSourceResult, error) {
 		return KubeSourceResult{}, fmt.Errorf("register informer metrics: %w", err)
 	}
 	if p.Config.LocalManifests != "" {
-		cs := NewLocalClientset()
+		cs := localapi.NewClientset()
 		s.Client = cs
-		s.Local = NewLocalManifests(p.Config.LocalManifests, cs, p.Log.Named("local"))
+		s.Local = localapi.NewManifests(p.Config.LocalManifests, cs, p.Log.Named("local"))
 	} else {
 		rc, err := restConfig(p.Config)
 		if err != nil {
@@ -155,7 +156,7 @@ func (s *KubeSource) start(context.Context) error {
 			return err
 		}
 	}
-	if lc, ok := s.Client.(*LocalClientset); ok {
+	if lc, ok := s.Client.(*localapi.Clientset); ok {
 		go forgetActions(lc, localActionsPeriod, s.stop)
 	}
 	s.Factory.Start(s.stop)
@@ -179,7 +180,7 @@ const localActionsPeriod = 30 * time.Second
 // forgetActions clears, every period until stop closes, the list of every API call that client-go's fake
 // clientset keeps for tests to inspect. Nothing in the controller reads it, and in a long local run
 // (Lease renewals, Events, status writes) it would otherwise grow without bound.
-func forgetActions(cs *LocalClientset, period time.Duration, stop <-chan struct{}) {
+func forgetActions(cs *localapi.Clientset, period time.Duration, stop <-chan struct{}) {
 	t := time.NewTicker(period)
 	defer t.Stop()
 	for {

@@ -11,6 +11,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/ingress-reactor/ingress-reactor/internal/localapi"
 	"github.com/ingress-reactor/ingress-reactor/pipeline"
 )
 
@@ -53,7 +54,7 @@ func TestCacheTransformKeepsOnlyTLSKeysOfSecrets(t *testing.T) {
 // TestForgetActions: the fake clientset's record of API calls is cleared periodically in local mode, so
 // it does not grow for as long as the controller runs.
 func TestForgetActions(t *testing.T) {
-	cs := NewLocalClientset()
+	cs := localapi.NewClientset()
 	for i := range 50 {
 		_, _ = cs.CoreV1().Services("default").Get(context.Background(), fmt.Sprintf("s%d", i), metav1.GetOptions{})
 	}

@@ -1,4 +1,4 @@
-package app
+package localapi
 
 import (
 	"fmt"
@@ -17,7 +17,7 @@ import (
 	clienttesting "k8s.io/client-go/testing"
 )
 
-// LocalClientset is local mode's in-process API: client-go's fake clientset made fit for a process that runs
+// Clientset is local mode's in-process API: client-go's fake clientset made fit for a process that runs
 // for hours. The fake's own watchers (watch.RaceFreeFakeWatcher) hold 100 events and panic when a writer
 // gets further ahead of a reader than that, which loading or removing a large manifest file does. Here every
 // write, whether through the typed clients or through Tracker(), goes through a localStore that hands out
@@ -26,13 +26,13 @@ import (
 // their List and their Watch. With real resourceVersions come the API server's optimistic lock: an update
 // or patch naming an old resourceVersion, or a delete whose preconditions fail, conflicts. Storage, field
 // management, patches and apply stay the fake's own; like the fake, watches ignore selectors.
-type LocalClientset struct {
+type Clientset struct {
 	*fake.Clientset
 	store *localStore
 }
 
-// NewLocalClientset returns an empty local API.
-func NewLocalClientset() *LocalClientset {
+// NewClientset returns an empty local API.
+func NewClientset() *Clientset {
 	cs := fake.NewClientset()
 	store := newLocalStore(cs.Tracker())
 	// Prepended, so the fake's own reactors (which write to its tracker directly and would feed its
@@ -46,11 +46,11 @@ func NewLocalClientset() *LocalClientset {
 		w, err := store.Watch(action.GetResource(), action.GetNamespace(), opts)
 		return true, w, err
 	})
-	return &LocalClientset{Clientset: cs, store: store}
+	return &Clientset{Clientset: cs, store: store}
 }
 
 // Tracker returns the object tracker behind the clientset; writes through it reach every watcher.
-func (c *LocalClientset) Tracker() clienttesting.ObjectTracker { return c.store }
+func (c *Clientset) Tracker() clienttesting.ObjectTracker { return c.store }
 
 // localHistory is how many recent changes a watch can resume from. A watch from an older
 // resourceVersion gets an Expired error, and an informer then lists again.

@@ -1,4 +1,4 @@
-package app
+package localapi
 
 import (
 	"context"
@@ -27,7 +27,7 @@ import (
 // it. Passing tests never come near it; it is not a speed claim.
 const localWaitLimit = time.Minute
 
-// watchedCache is a running informer on one resource of a LocalClientset; changed is signalled after
+// watchedCache is a running informer on one resource of a Clientset; changed is signalled after
 // every event the informer handles.
 type watchedCache struct {
 	informer cache.SharedIndexInformer
@@ -36,7 +36,7 @@ type watchedCache struct {
 	shutdown func()
 }
 
-func startServiceCache(t *testing.T, cs *LocalClientset, ns string) *watchedCache {
+func startServiceCache(t *testing.T, cs *Clientset, ns string) *watchedCache {
 	t.Helper()
 	f := informers.NewSharedInformerFactoryWithOptions(cs, 0, informers.WithNamespace(ns))
 	return startCache(t, f, f.Core().V1().Services().Informer())
@@ -104,7 +104,7 @@ func nextEvents(t *testing.T, w watch.Interface, n int) []watch.Event {
 
 // watchServices starts a watch of the Services in ns ("" for all) from resourceVersion rv, stopped at
 // the test's end.
-func watchServices(t *testing.T, cs *LocalClientset, ns, rv string) watch.Interface {
+func watchServices(t *testing.T, cs *Clientset, ns, rv string) watch.Interface {
 	t.Helper()
 	w, err := cs.CoreV1().Services(ns).Watch(context.Background(), metav1.ListOptions{ResourceVersion: rv})
 	if err != nil {
@@ -146,7 +146,7 @@ func servicesYAML(n int) string {
 	return b.String()
 }
 
-func listRV(t *testing.T, cs *LocalClientset) string {
+func listRV(t *testing.T, cs *Clientset) string {
 	t.Helper()
 	list, err := cs.CoreV1().Services("").List(context.Background(), metav1.ListOptions{})
 	if err != nil {
@@ -163,8 +163,8 @@ func TestLocalManifestsLargeFileLoadedAndRemoved(t *testing.T) {
 	dir := t.TempDir()
 	path := filepath.Join(dir, "many.yaml")
 	writeFile(t, path, servicesYAML(n))
-	cs := NewLocalClientset()
-	l := NewLocalManifests(dir, cs, zaptest.NewLogger(t))
+	cs := NewClientset()
+	l := NewManifests(dir, cs, zaptest.NewLogger(t))
 	c := startServiceCache(t, cs, "")
 	unread := watchServices(t, cs, "", listRV(t, cs))
 
@@ -204,7 +204,7 @@ func TestLocalManifestsLargeFileLoadedAndRemoved(t *testing.T) {
 // meanwhile, every object exactly once.
 func TestLocalClientsetBurstOfAddsSeenCompletely(t *testing.T) {
 	const writers, each = 8, 125
-	cs := NewLocalClientset()
+	cs := NewClientset()
 	c := startServiceCache(t, cs, "")
 	unread := watchServices(t, cs, "", listRV(t, cs))
 
@@ -245,7 +245,7 @@ func TestLocalClientsetBurstOfAddsSeenCompletely(t *testing.T) {
 // a real API server.
 func TestLocalClientsetTypedWritesReachInformers(t *testing.T) {
 	ctx := context.Background()
-	cs := NewLocalClientset()
+	cs := NewClientset()
 	f := informers.NewSharedInformerFactory(cs, 0)
 	c := startCache(t, f, f.Networking().V1().Ingresses().Informer())
 	lister := f.Networking().V1().Ingresses().Lister().Ingresses("demo")
@@ -321,7 +321,7 @@ func TestLocalClientsetTypedWritesReachInformers(t *testing.T) {
 // A watch of one namespace sees that namespace's changes only; a watch of all namespaces sees every one.
 func TestLocalClientsetWatchNamespaces(t *testing.T) {
 	ctx := context.Background()
-	cs := NewLocalClientset()
+	cs := NewClientset()
 	inA := watchServices(t, cs, "a", "")
 	all := watchServices(t, cs, "", "")
 	otherKind, err := cs.CoreV1().ConfigMaps("").Watch(ctx, metav1.ListOptions{})
@@ -367,7 +367,7 @@ func assertEvents(t *testing.T, what string, got []watch.Event, want ...string) 
 // informer needs between its List and its Watch; one from a version no longer kept gets Expired and ends.
 func TestLocalClientsetWatchResumes(t *testing.T) {
 	ctx := context.Background()
-	cs := NewLocalClientset()
+	cs := NewClientset()
 	cs.store.historySize = 8 // what the test writes to push a version out of the history
 	svcs := cs.CoreV1().Services("demo")
 	if _, err := svcs.Create(ctx, service("demo", "old", 80), metav1.CreateOptions{}); err != nil {
@@ -406,7 +406,7 @@ func TestLocalClientsetWatchResumes(t *testing.T) {
 // factory's Shutdown leaves no watcher behind.
 func TestLocalClientsetWatchStop(t *testing.T) {
 	ctx := context.Background()
-	cs := NewLocalClientset()
+	cs := NewClientset()
 	w := watchServices(t, cs, "", "")
 	for i := range 3 {
 		if _, err := cs.CoreV1().Services("demo").Create(ctx, service("demo", fmt.Sprint(i), 80), metav1.CreateOptions{}); err != nil {
@@ -441,7 +441,7 @@ func TestLocalClientsetWatchStop(t *testing.T) {
 	}
 }
 
-func watcherCount(cs *LocalClientset) int {
+func watcherCount(cs *Clientset) int {
 	cs.store.mu.RLock()
 	defer cs.store.mu.RUnlock()
 	n := 0

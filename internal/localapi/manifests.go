@@ -1,4 +1,4 @@
-package app
+package localapi
 
 import (
 	"bufio"
@@ -25,11 +25,11 @@ import (
 	"k8s.io/client-go/kubernetes/scheme"
 )
 
-// LocalManifests keeps the in-process API of local mode (a LocalClientset) in step with the YAML files in a directory.
+// Manifests keeps the in-process API of local mode (a Clientset) in step with the YAML files in a directory.
 // Every document of every *.yaml/*.yml/*.json file becomes an object; editing a file updates its objects,
 // removing a document or a file deletes them. A file that does not parse changes nothing: the objects it
 // produced before stay, and the error is logged with the file's path.
-type LocalManifests struct {
+type Manifests struct {
 	dir     string
 	tracker interface {
 		Create(gvr schema.GroupVersionResource, obj runtime.Object, ns string, opts ...metav1.CreateOptions) error
@@ -59,9 +59,9 @@ func (r objectRef) String() string {
 	return fmt.Sprintf("%s %s/%s", r.GVR.Resource, r.Namespace, r.Name)
 }
 
-// NewLocalManifests prepares a loader for dir that writes into client.
-func NewLocalManifests(dir string, client *LocalClientset, log *zap.Logger) *LocalManifests {
-	return &LocalManifests{
+// NewManifests prepares a loader for dir that writes into client.
+func NewManifests(dir string, client *Clientset, log *zap.Logger) *Manifests {
+	return &Manifests{
 		dir:     dir,
 		tracker: client.Tracker(),
 		log:     log,
@@ -72,7 +72,7 @@ func NewLocalManifests(dir string, client *LocalClientset, log *zap.Logger) *Loc
 }
 
 // LoadAll (re)loads every manifest file in the directory.
-func (l *LocalManifests) LoadAll() {
+func (l *Manifests) LoadAll() {
 	entries, err := os.ReadDir(l.dir)
 	if err != nil {
 		l.log.Error("read manifests directory", zap.String("dir", l.dir), zap.Error(err))
@@ -97,7 +97,7 @@ func isManifest(name string) bool {
 }
 
 // Start watches the directory and applies file changes until Stop.
-func (l *LocalManifests) Start() error {
+func (l *Manifests) Start() error {
 	w, err := fsnotify.NewWatcher()
 	if err != nil {
 		return fmt.Errorf("watch %s: %w", l.dir, err)
@@ -113,7 +113,7 @@ func (l *LocalManifests) Start() error {
 }
 
 // Stop ends the file watch.
-func (l *LocalManifests) Stop() {
+func (l *Manifests) Stop() {
 	if l.watcher == nil {
 		return
 	}
@@ -122,7 +122,7 @@ func (l *LocalManifests) Stop() {
 	l.wg.Wait()
 }
 
-func (l *LocalManifests) watch() {
+func (l *Manifests) watch() {
 	defer l.wg.Done()
 	// Editors write files in several steps; wait for a short quiet period before re-reading a file.
 	const settle = 100 * time.Millisecond
@@ -163,7 +163,7 @@ func (l *LocalManifests) watch() {
 }
 
 // Sync makes the local API hold exactly the objects that the file at path holds now.
-func (l *LocalManifests) Sync(path string) {
+func (l *Manifests) Sync(path string) {
 	objs, err := readManifestFile(path)
 	if errors.Is(err, os.ErrNotExist) {
 		objs, err = nil, nil
@@ -230,7 +230,7 @@ func (l *LocalManifests) Sync(path string) {
 }
 
 // owned reports whether another file than path currently defines ref.
-func (l *LocalManifests) owned(ref objectRef, path string) bool {
+func (l *Manifests) owned(ref objectRef, path string) bool {
 	for p, objs := range l.files {
 		if p == path {
 			continue

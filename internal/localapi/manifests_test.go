@@ -1,4 +1,4 @@
-package app
+package localapi
 
 import (
 	"context"
@@ -37,7 +37,7 @@ func writeFile(t *testing.T, path, content string) {
 	}
 }
 
-func serviceNames(t *testing.T, cs *LocalClientset) map[string]string {
+func serviceNames(t *testing.T, cs *Clientset) map[string]string {
 	t.Helper()
 	list, err := cs.CoreV1().Services("").List(context.Background(), metav1.ListOptions{})
 	if err != nil {
@@ -54,8 +54,8 @@ func TestLocalManifestsFollowFileChanges(t *testing.T) {
 	dir := t.TempDir()
 	path := filepath.Join(dir, "svc.yaml")
 	writeFile(t, path, twoServices)
-	cs := NewLocalClientset()
-	l := NewLocalManifests(dir, cs, zaptest.NewLogger(t))
+	cs := NewClientset()
+	l := NewManifests(dir, cs, zaptest.NewLogger(t))
 
 	l.LoadAll()
 	got := serviceNames(t, cs)
@@ -112,16 +112,16 @@ func TestLocalManifestsDuplicateObjectRejected(t *testing.T) {
 	path := filepath.Join(dir, "dup.yaml")
 	doc := "apiVersion: v1\nkind: Service\nmetadata: {name: a, namespace: demo}\n"
 	writeFile(t, path, doc+"---\n"+doc)
-	cs := NewLocalClientset()
-	NewLocalManifests(dir, cs, zaptest.NewLogger(t)).LoadAll()
+	cs := NewClientset()
+	NewManifests(dir, cs, zaptest.NewLogger(t)).LoadAll()
 	if got := serviceNames(t, cs); len(got) != 0 {
 		t.Fatalf("file defining an object twice must load nothing, got %v", got)
 	}
 }
 
 func TestExamplesLocalLoad(t *testing.T) {
-	cs := NewLocalClientset()
-	NewLocalManifests("../examples/local", cs, zaptest.NewLogger(t)).LoadAll()
+	cs := NewClientset()
+	NewManifests("../../examples/local", cs, zaptest.NewLogger(t)).LoadAll()
 	ctx := context.Background()
 	ings, err := cs.NetworkingV1().Ingresses("demo").List(ctx, metav1.ListOptions{})
 	if err != nil || len(ings.Items) == 0 {
@@ -134,7 +134,7 @@ func TestExamplesLocalLoad(t *testing.T) {
 }
 
 func TestDeployManifestsParse(t *testing.T) {
-	objs, err := readManifestFile("../deploy/ingress-reactor.yaml")
+	objs, err := readManifestFile("../../deploy/ingress-reactor.yaml")
 	if err != nil {
 		t.Fatalf("deploy/ingress-reactor.yaml: %v", err)
 	}
