@@ -25,7 +25,8 @@ type RuntimeConfig struct {
 	ConfirmTimeout time.Duration
 	// StartTimeout is how long a start may go without answering on its status server before it counts as
 	// stuck, unless it is stuck sooner (see Runtime.Apply); default 30 ConfirmTimeouts, at least 5 minutes.
-	// A master that loads a very large configuration answers late, and must not be killed for it.
+	// A master that loads a very large configuration answers late, and must not be killed for it; each
+	// start replaced in a row for being silent doubles the next one's timeout (up to 16 times).
 	StartTimeout time.Duration
 	// OnReady is called, in its own goroutine, each time a freshly started NGINX answers on its status
 	// server (the first start included), with the start count. A restarted NGINX has empty shared dicts:
@@ -57,6 +58,10 @@ type Runtime struct {
 	// closed and replaced when it changes.
 	answered   uint64
 	answeredCh chan struct{}
+	// slowRestarts counts the starts replaced in a row for not answering within the start timeout; each
+	// doubles the timeout of the next (up to 16 times), so a configuration that simply loads slower than
+	// the timeout gets the time it needs instead of being replaced again and again. An answer resets it.
+	slowRestarts int
 	// stopCtx ends with Stop, and with it the goroutines waiting for a start to answer.
 	stopCtx    context.Context
 	stopCancel context.CancelFunc
@@ -252,7 +257,11 @@ func (r *Runtime) startOrReload(ctx context.Context) (stage string, starts, mark
 		r.log.Error("nginx start is stuck; starting nginx again with the new configuration",
 			zap.Uint64("starts", stuck), zap.String("reason", reason))
 		mark = r.proc.OutputMark()
+		_, _, _, workersFailed := r.proc.startState()
 		err = r.proc.restart(stuck)
+		if err == nil && !workersFailed {
+			r.slowRestarts++
+		}
 		r.mu.Unlock()
 		if errors.Is(err, errStartChanged) || errors.Is(err, ErrNotRunning) {
 			continue
@@ -275,8 +284,9 @@ func (r *Runtime) stuckReason(starts uint64) (reason string, stuckAt time.Time) 
 	if current != starts || !running || answered == starts || began.IsZero() {
 		return "", time.Time{}
 	}
-	stuckAt = began.Add(r.cfg.StartTimeout)
-	reason = fmt.Sprintf("it has not answered on its status server for %s", r.cfg.StartTimeout)
+	timeout := r.startTimeout()
+	stuckAt = began.Add(timeout)
+	reason = fmt.Sprintf("it has not answered on its status server for %s", timeout)
 	if workersFailed {
 		stuckAt = began.Add(r.cfg.ConfirmTimeout)
 		reason = fmt.Sprintf("its worker processes exited fatally and it has not answered for %s: %s",
@@ -286,6 +296,14 @@ func (r *Runtime) stuckReason(starts uint64) (reason string, stuckAt time.Time) 
 		return "", stuckAt
 	}
 	return reason, stuckAt
+}
+
+// startTimeout is StartTimeout, doubled for each start replaced in a row for being silent (slowRestarts).
+func (r *Runtime) startTimeout() time.Duration {
+	r.mu.Lock()
+	n := r.slowRestarts
+	r.mu.Unlock()
+	return r.cfg.StartTimeout << min(n, 4)
 }
 
 // waitLoaded returns once no master runs or the running one has answered its health check (so it has
@@ -499,6 +517,7 @@ func (r *Runtime) waitReady(starts uint64) {
 	r.mu.Lock()
 	if starts > r.answered {
 		r.answered = starts
+		r.slowRestarts = 0
 		close(r.answeredCh)
 		r.answeredCh = make(chan struct{})
 	}
