@@ -199,7 +199,7 @@ func (r *Runtime) Apply(ctx context.Context, conf []byte, hash string) error {
 	}
 	if err != nil {
 		r.restoreLive(liveConf)
-		if how == "reload" && liveConf != nil && r.proc.WorkersLostSince(mark) {
+		if how == "reload" && liveConf != nil && (r.proc.WorkersLostSince(mark) || r.proc.workersLost(starts)) {
 			r.revert(ctx, liveHash, starts)
 		}
 		return &ApplyError{Stage: stage, Err: err}
@@ -421,7 +421,7 @@ func (r *Runtime) confirm(ctx context.Context, hash string, starts, mark uint64)
 			return fmt.Errorf("nginx refused the configuration: %s", r.proc.ErrorsSince(mark))
 		}
 		// Workers that die at start-up with this configuration are not respawned: it will not go live.
-		if r.proc.WorkersLostSince(mark) {
+		if r.proc.WorkersLostSince(mark) || r.proc.workersLost(starts) {
 			return fmt.Errorf("nginx's workers exited with the configuration and cannot be respawned: %s", r.proc.ErrorsSince(mark))
 		}
 		timer := time.NewTimer(delay)
