@@ -59,6 +59,8 @@ const (
 	evReplaced
 	// evExited: the master of start number starts exited.
 	evExited
+	// evGaveUp: the Process gave up restarting a master that kept dying.
+	evGaveUp
 	// evStopped: the Runtime stops; nothing starts again.
 	evStopped
 )
@@ -94,6 +96,8 @@ type lifecycle struct {
 	// timeout, so that a configuration that loads slower than the timeout gets the time it needs. An
 	// answer resets it.
 	slowRestarts int
+	// gaveUp says the Process no longer restarts NGINX (until a new start).
+	gaveUp bool
 	// stopped is final: after evStopped nothing changes.
 	stopped bool
 }
@@ -113,12 +117,15 @@ func (l lifecycle) next(e event, to lifecycleTimeouts) lifecycle {
 	case evStopped:
 		l.phase, l.stopped = phaseGone, true
 		return l
+	case evGaveUp:
+		l.phase, l.gaveUp = phaseGone, true
+		return l
 	case evStarted:
 		if e.starts <= l.starts {
 			return l
 		}
 		timeout := l.startTimeout(to)
-		l.phase, l.starts, l.began, l.workersLost = phaseStarting, e.starts, e.at, false
+		l.phase, l.starts, l.began, l.workersLost, l.gaveUp = phaseStarting, e.starts, e.at, false, false
 		l.stuckAt, l.reason = e.at.Add(timeout), fmt.Sprintf("it has not answered on its status server for %s", timeout)
 		return l
 	case evTick:

@@ -63,6 +63,8 @@ func TestLifecycleTransitions(t *testing.T) {
 		"starting -> gone when it exits":     {from: starting, ev: event{kind: evExited, starts: 1}, want: with(starting, func(l *lifecycle) { l.phase = phaseGone })},
 		"serving -> gone when it exits":      {from: serving, ev: event{kind: evExited, starts: 1}, want: with(serving, func(l *lifecycle) { l.phase = phaseGone })},
 		"an exit of a replaced start: stale": {from: with(serving, func(l *lifecycle) { l.starts = 2 }), ev: event{kind: evExited, starts: 1}, want: with(serving, func(l *lifecycle) { l.starts = 2 })},
+		"gave up: gone, until a new start":   {from: starting, ev: event{kind: evGaveUp}, want: with(starting, func(l *lifecycle) { l.phase, l.gaveUp = phaseGone, true })},
+		"a new start after giving up":        {from: lifecycle{gaveUp: true, starts: 4}, ev: event{kind: evStarted, starts: 5, at: t0}, want: with(starting, func(l *lifecycle) { l.starts = 5 })},
 		"any -> gone and stopped on Stop":    {from: serving, ev: event{kind: evStopped}, want: with(serving, func(l *lifecycle) { l.phase, l.stopped = phaseGone, true })},
 		"stopped is final: no start":         {from: lifecycle{stopped: true}, ev: event{kind: evStarted, starts: 1, at: t0}, want: lifecycle{stopped: true}},
 	}

@@ -276,13 +276,15 @@ func TestProcessWorkersLostFromTree(t *testing.T) {
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
 			l := &fakeLauncher{setup: func(m *fakeMaster) { m.tree = tc.tree }}
-			p := fakeProcess(t, ProcessConfig{}, l)
+			// The line is handed over, not logged: a log call after the test ended would race with it.
+			var read atomic.Bool
+			p := fakeProcess(t, ProcessConfig{OnStderrLine: func(string) { read.Store(true) }}, l)
 			if err := p.Start(); err != nil {
 				t.Fatal(err)
 			}
 			if tc.log != "" {
 				l.master(1).log(t, tc.log)
-				eventually(t, "the line to be read", 5*time.Second, func() bool { return strings.Contains(p.RecentOutput(), tc.log) })
+				eventually(t, "the line to be read", 5*time.Second, read.Load)
 			}
 			if p.workersLost(1) && !strings.Contains(tc.log, fatalWorkerExit) {
 				t.Fatal("workers lost at the first look at the tree")

@@ -51,6 +51,8 @@ type ProcessConfig struct {
 
 	// launch starts a master; default launchExec. Tests put a fake master behind it.
 	launch launchFunc
+	// onGiveUp is called when the Process gives up restarting NGINX (see MaxFailures).
+	onGiveUp func()
 }
 
 func (c ProcessConfig) withDefaults() ProcessConfig {
@@ -245,6 +247,9 @@ func (p *Process) supervise(m master, wake, done chan struct{}) {
 				p.mu.Lock()
 				p.gaveUp = true
 				p.mu.Unlock()
+				if p.cfg.onGiveUp != nil {
+					p.cfg.onGiveUp()
+				}
 				return
 			}
 			delay := backoff
