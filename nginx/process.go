@@ -101,9 +101,8 @@ type Process struct {
 	wake     chan struct{} // closed by Stop to end a backoff wait
 	done     chan struct{} // closed when the supervisor goroutine ends
 
-	// startedAt is when the current start began; workersFailed is the last start whose master reported
-	// that a worker exited with a fatal code and is not respawned.
-	startedAt     time.Time
+	// workersFailed is the last start whose master reported that a worker exited with a fatal code and
+	// is not respawned.
 	workersFailed uint64
 	// restartAsked is set by restart: the master's next exit was asked for, and NGINX starts again at once.
 	restartAsked bool
@@ -155,7 +154,6 @@ func (p *Process) startLocked() (master, error) {
 	p.master = m
 	p.running = true
 	p.starts++
-	p.startedAt = time.Now()
 	go p.readStderr(stderr, p.starts)
 	p.cfg.Log.Info("nginx started", zap.Int("pid", m.Pid()), zap.Uint64("starts", p.starts))
 	return m, nil
@@ -341,14 +339,6 @@ func (p *Process) restart(starts uint64) error {
 		return fmt.Errorf("restart nginx: %w", err)
 	}
 	return nil
-}
-
-// startState describes the current start: its number, whether its master runs, when it began, and
-// whether its workers are lost (see workersLostLocked).
-func (p *Process) startState() (starts uint64, running bool, began time.Time, workersFailed bool) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return p.starts, p.running, p.startedAt, p.workersLostLocked()
 }
 
 // workersLost reports whether the master of start number starts runs on without workers (see

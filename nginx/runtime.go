@@ -284,9 +284,10 @@ func (r *Runtime) Ready() error {
 // configuration, and a SIGHUP would kill it. Apply waits for it until it answers or counts as stuck,
 // then replaces a stuck master by a new start on conf (the supervisor starts NGINX again at once; it
 // counts as a restart). A start counts as stuck
-//   - ConfirmTimeout after it began, when its master reported a worker that exited fatally ("cannot be
-//     respawned"): the master has loaded its configuration, and one with no workers left runs on
-//     without ever answering;
+//   - ConfirmTimeout after it began, when its workers are lost: its master reported a worker that
+//     exited fatally ("cannot be respawned"), or its process tree shows it loaded and without workers.
+//     NGINX does not respawn such a worker, and a master with no workers left runs on without ever
+//     answering;
 //   - otherwise StartTimeout after it began: it may be a slow first load of a large configuration,
 //     which must not be killed, nor killed again each time a configuration arrives.
 //

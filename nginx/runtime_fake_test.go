@@ -50,16 +50,7 @@ func fakeRuntime(t *testing.T, l *fakeLauncher, silent func(m *fakeMaster) bool,
 	rc.Process.MinBackoff, rc.Process.MaxBackoff = time.Millisecond, 10*time.Millisecond
 	rc.Process.launch = l.launch
 	rc.StatusPort = ln.Addr().(*net.TCPAddr).Port
-	rt, err := NewRuntime(rc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		_ = rt.Stop(ctx)
-	})
-	return rt
+	return newTestRuntime(t, rc)
 }
 
 // TestRuntimeOnFakeMasterReplacesAStartWhoseTreeLostItsWorkers: a master whose process tree shows it

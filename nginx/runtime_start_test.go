@@ -87,6 +87,12 @@ func heldRuntime(t *testing.T, cfg RenderConfig, rc RuntimeConfig) *Runtime {
 	rc.Process.MinBackoff = 10 * time.Millisecond
 	rc.Process.MaxBackoff = 100 * time.Millisecond
 	rc.StatusPort, rc.StatusToken = cfg.StatusPort, cfg.StatusToken
+	return newTestRuntime(t, rc)
+}
+
+// newTestRuntime returns NewRuntime(rc), stopped when the test ends.
+func newTestRuntime(t *testing.T, rc RuntimeConfig) *Runtime {
+	t.Helper()
 	rt, err := NewRuntime(rc)
 	if err != nil {
 		t.Fatal(err)
