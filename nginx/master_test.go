@@ -103,17 +103,23 @@ func (m *fakeMaster) sent() []syscall.Signal {
 	return append([]syscall.Signal(nil), m.signals...)
 }
 
-// fakeLauncher launches fakeMasters; setup, when set, prepares each before the Process sees it.
+// fakeLauncher launches fakeMasters; setup, when set, prepares each before the Process sees it. With
+// failAfter set, launches after that many fail.
 type fakeLauncher struct {
-	setup func(m *fakeMaster)
+	setup     func(m *fakeMaster)
+	failAfter int
 
 	mu      sync.Mutex
 	masters []*fakeMaster
 }
 
 func (l *fakeLauncher) launch(ProcessConfig) (master, io.ReadCloser, error) {
-	r, w := io.Pipe()
 	l.mu.Lock()
+	if l.failAfter > 0 && len(l.masters) >= l.failAfter {
+		l.mu.Unlock()
+		return nil, nil, errors.New("start nginx: exec format error")
+	}
+	r, w := io.Pipe()
 	m := &fakeMaster{pid: 1000 + len(l.masters), stderr: w, exited: make(chan struct{}),
 		tree: processTree{Known: true, Loaded: true, Workers: 2}}
 	l.masters = append(l.masters, m)

@@ -143,3 +143,24 @@ func TestRuntimeOnFakeMasterLifecycle(t *testing.T) {
 		t.Errorf("Apply after Stop: %v, want ErrStopped", err)
 	}
 }
+
+// TestRuntimeOnFakeMasterGivesUpReplacingAStuckStart: when NGINX cannot be started again after a stuck
+// start was replaced, until the Process gives up, Apply says so at once rather than waiting out its
+// bounds.
+func TestRuntimeOnFakeMasterGivesUpReplacingAStuckStart(t *testing.T) {
+	l := &fakeLauncher{failAfter: 1}
+	rt := fakeRuntime(t, l, func(*fakeMaster) bool { return true },
+		RuntimeConfig{ConfirmTimeout: time.Hour, StartTimeout: time.Millisecond, Process: ProcessConfig{MaxFailures: 2}})
+	short, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+	defer cancel()
+	if err := rt.Apply(short, []byte("v1"), "v1"); err == nil {
+		t.Fatal("Apply on a silent master succeeded")
+	}
+	err := rt.Apply(context.Background(), []byte("v2"), "v2")
+	if err == nil || !strings.Contains(err.Error(), "no longer restarted") {
+		t.Fatalf("Apply while the replacements keep dying: %v, want the give-up", err)
+	}
+	if lc, _ := rt.snapshot(); lc.phase != phaseGone || !lc.gaveUp || !rt.Process().GaveUp() {
+		t.Errorf("lifecycle %+v, process gave up %v; want gone after giving up", lc, rt.Process().GaveUp())
+	}
+}
