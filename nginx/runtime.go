@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"go.uber.org/zap"
@@ -51,7 +52,8 @@ type Runtime struct {
 	log      *zap.Logger
 
 	// applyMu serializes Apply; mu guards the fields below and is never held while NGINX works, so
-	// Ready and LiveHash answer at once during a long Apply.
+	// Ready and LiveHash answer at once during a long Apply. startOrReload holds it from the stopped
+	// check through the fork, so that Stop cannot slip in between.
 	applyMu sync.Mutex
 	mu      sync.Mutex
 	// liveHash and liveConf are the configuration NGINX is known to serve.
@@ -63,10 +65,8 @@ type Runtime struct {
 	// events carries events to run; runDone is closed when run ended (after Stop).
 	events  chan request
 	runDone chan struct{}
-	// stateMu guards the lifecycle as run last published it; changed is closed and replaced each time.
-	stateMu sync.Mutex
-	state   lifecycle
-	changed chan struct{}
+	// published is the lifecycle as run last published it.
+	published atomic.Pointer[published]
 
 	// stopCtx ends with Stop, and with it run and the per-start probes.
 	stopCtx    context.Context
@@ -82,6 +82,12 @@ type request struct {
 type reply struct {
 	state lifecycle
 	err   error
+}
+
+// published is a lifecycle with a channel that run closes when it publishes the next one.
+type published struct {
+	state   lifecycle
+	changed chan struct{}
 }
 
 // ErrStopped is returned by Apply after Stop.
@@ -117,7 +123,8 @@ func NewRuntime(cfg RuntimeConfig) (*Runtime, error) {
 	}
 	r := &Runtime{cfg: cfg, paths: pc.Paths, client: NewClient(cfg.StatusPort, cfg.StatusToken), log: pc.Log,
 		timeouts: lifecycleTimeouts{confirm: cfg.ConfirmTimeout, start: cfg.StartTimeout},
-		events:   make(chan request), runDone: make(chan struct{}), changed: make(chan struct{})}
+		events:   make(chan request), runDone: make(chan struct{})}
+	r.published.Store(&published{changed: make(chan struct{})})
 	r.stopCtx, r.stopCancel = context.WithCancel(context.Background())
 	userOnStart, userOnExit := pc.OnStart, pc.OnExit
 	pc.OnStart = func(starts uint64) {
@@ -169,11 +176,7 @@ func (r *Runtime) run() {
 		}
 		// Waiters are woken by every event, not only by changes: what they wait for may depend on the
 		// Process too (a replaced master's exit, say).
-		r.stateMu.Lock()
-		r.state = lc
-		close(r.changed)
-		r.changed = make(chan struct{})
-		r.stateMu.Unlock()
+		close(r.published.Swap(&published{state: lc, changed: make(chan struct{})}).changed)
 		if req.reply != nil {
 			req.reply <- reply{state: lc, err: err}
 		}
@@ -217,9 +220,8 @@ func (r *Runtime) send(e event) (lifecycle, error) {
 
 // snapshot returns the lifecycle as run last published it, and a channel closed when it changes.
 func (r *Runtime) snapshot() (lifecycle, <-chan struct{}) {
-	r.stateMu.Lock()
-	defer r.stateMu.Unlock()
-	return r.state, r.changed
+	p := r.published.Load()
+	return p.state, p.changed
 }
 
 // await returns the lifecycle once done accepts it; it fails when ctx ends or the Runtime stops first.
