@@ -152,7 +152,7 @@ func BindFlags(fs *flag.FlagSet, c *Config) {
 	fs.IntVar(&c.ReloadRetries, "reload-retries", c.ReloadRetries, "How often a failing NGINX configuration is retried before the controller gives up on that version.")
 	fs.DurationVar(&c.NginxConfirmTimeout, "nginx-confirm-timeout", c.NginxConfirmTimeout, "How long a reload or start may take until NGINX serves the new configuration before it counts as failed "+
 		"(a configuration NGINX refuses fails at once). Raise it when very large configurations take longer to load. "+
-		"A start that has not answered after 30 times this (at least 5 minutes), or whose workers cannot be respawned after this long, is restarted.")
+		"A start that has not answered after 30 times this (at least 5 minutes; doubled after each such restart in a row), or whose workers cannot be respawned after this long, is restarted.")
 	fs.IntVar(&c.EndpointsDictSize, "endpoints-dict-size", c.EndpointsDictSize, fmt.Sprintf("Size in MB of NGINX's shared memory for endpoint lists, which change without reloads "+
 		"(ingress-nginx: configuration_data in the lua-shared-dicts ConfigMap key). 1 MB holds about 2,700 upstreams of a few endpoints each, or 25,000 endpoints in long lists. When it is full, "+
 		"upstreams whose endpoints do not fit keep their previous ones and the controller logs \"endpoints dict full\". %d to %d.", 1, maxDictSizeMB))

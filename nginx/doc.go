@@ -18,10 +18,12 @@
 //     nginx.conf and its hash. Every string reaching the file passes through Quote; the template only
 //     sees pre-quoted strings, integers, booleans and typed address ranges (netip.Prefix, for the
 //     source-range annotations), so a --template replacement cannot inject anything either.
-//   - Runtime (process.go, runtime.go, client.go, configtest.go, lua/): Process runs NGINX as a
-//     supervised foreground child; Runtime applies a configuration (nginx -t, atomic rename, SIGHUP,
-//     confirmation through the config hash); Client feeds endpoints and certificates to the embedded
-//     Lua through the status server, without reloads.
+//   - Runtime (process.go, master.go, lifecycle.go, runtime.go, client.go, configtest.go, lua/): Process
+//     runs NGINX as a supervised foreground child (master.go: the OS process and its /proc tree, behind
+//     an interface that tests fake); lifecycle.go is the master's state machine (gone, starting,
+//     serving, reloading, stuck), which one goroutine of the Runtime owns; Runtime applies a
+//     configuration (nginx -t, atomic rename, SIGHUP, confirmation through the config hash); Client
+//     feeds endpoints and certificates to the embedded Lua through the status server, without reloads.
 //
 // # Routing semantics
 //

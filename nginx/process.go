@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"os/exec"
 	"strings"
 	"sync"
 	"syscall"
@@ -49,6 +48,11 @@ type ProcessConfig struct {
 	OnStart func(starts uint64)
 	// OnExit is called when the master exits without Stop having been called.
 	OnExit func(err error)
+
+	// launch starts a master; default launchExec. Tests put a fake master behind it.
+	launch launchFunc
+	// onGiveUp is called when the Process gives up restarting NGINX (see MaxFailures).
+	onGiveUp func()
 }
 
 func (c ProcessConfig) withDefaults() ProcessConfig {
@@ -73,6 +77,9 @@ func (c ProcessConfig) withDefaults() ProcessConfig {
 	if c.MaxFailures <= 0 {
 		c.MaxFailures = 10
 	}
+	if c.launch == nil {
+		c.launch = launchExec
+	}
 	return c
 }
 
@@ -84,7 +91,7 @@ type Process struct {
 	tail *lineTail
 
 	mu       sync.Mutex
-	cmd      *exec.Cmd
+	master   master
 	running  bool
 	stopping bool
 	gaveUp   bool // NGINX died too often in a row and is no longer restarted
@@ -94,12 +101,15 @@ type Process struct {
 	wake     chan struct{} // closed by Stop to end a backoff wait
 	done     chan struct{} // closed when the supervisor goroutine ends
 
-	// startedAt is when the current start began; workersFailed is the last start whose master reported
-	// that a worker exited with a fatal code and is not respawned.
-	startedAt     time.Time
+	// workersFailed is the last start whose master reported that a worker exited with a fatal code and
+	// is not respawned.
 	workersFailed uint64
 	// restartAsked is set by restart: the master's next exit was asked for, and NGINX starts again at once.
 	restartAsked bool
+	// treeLostSince is when a look at the process tree of start treeLostStart first found its workers
+	// lost; a later look confirms it (see workersLostLocked).
+	treeLostSince time.Time
+	treeLostStart uint64
 }
 
 // NewProcess returns a Process; nothing runs before Start.
@@ -123,49 +133,30 @@ func (p *Process) Start() error {
 	p.gaveUp = false
 	p.wake = make(chan struct{})
 	p.done = make(chan struct{})
-	cmd, err := p.startLocked()
+	m, err := p.startLocked()
 	if err != nil {
 		close(p.done)
 		p.mu.Unlock()
 		return err
 	}
 	starts := p.starts
-	go p.supervise(cmd, p.wake, p.done)
+	go p.supervise(m, p.wake, p.done)
 	p.mu.Unlock()
 	p.notifyStart(starts)
 	return nil
 }
 
-func (p *Process) startLocked() (*exec.Cmd, error) {
-	cmd := exec.Command(p.cfg.Binary, "-p", p.cfg.Paths.Prefix, "-c", p.cfg.Paths.ConfFile(), "-e", "stderr")
-	cmd.Dir = p.cfg.Paths.Prefix
-	cmd.Stdout = p.cfg.Stdout
-	// Workers inherit the pipe; WaitDelay keeps Wait from blocking on them if the master dies alone.
-	cmd.WaitDelay = time.Second
-	r, w, err := os.Pipe()
+func (p *Process) startLocked() (master, error) {
+	m, stderr, err := p.cfg.launch(p.cfg)
 	if err != nil {
-		return nil, fmt.Errorf("nginx stderr pipe: %w", err)
+		return nil, err
 	}
-	cmd.Stderr = w
-	cmd.SysProcAttr = &syscall.SysProcAttr{
-		// Its own group, so that workers left behind by a killed master can be killed with it.
-		Setpgid: true,
-		// If the controller dies, NGINX stops too instead of holding the ports.
-		Pdeathsig: syscall.SIGTERM,
-	}
-	if err := cmd.Start(); err != nil {
-		_ = r.Close()
-		_ = w.Close()
-		return nil, fmt.Errorf("start %s: %w", p.cfg.Binary, err)
-	}
-	_ = w.Close()
-	p.cmd = cmd
+	p.master = m
 	p.running = true
 	p.starts++
-	p.startedAt = time.Now()
-	go p.readStderr(r, p.starts)
-	p.cfg.Log.Info("nginx started", zap.Int("pid", cmd.Process.Pid), zap.Uint64("starts", p.starts))
-	return cmd, nil
+	go p.readStderr(stderr, p.starts)
+	p.cfg.Log.Info("nginx started", zap.Int("pid", m.Pid()), zap.Uint64("starts", p.starts))
+	return m, nil
 }
 
 func (p *Process) notifyStart(starts uint64) {
@@ -179,7 +170,7 @@ func (p *Process) notifyStart(starts uint64) {
 // without workers and answers nothing.
 const fatalWorkerExit = "and cannot be respawned"
 
-func (p *Process) readStderr(r *os.File, starts uint64) {
+func (p *Process) readStderr(r io.ReadCloser, starts uint64) {
 	defer r.Close()
 	sc := bufio.NewScanner(r)
 	sc.Buffer(make([]byte, 0, 4096), 1<<20)
@@ -213,15 +204,15 @@ func logNginxLine(log *zap.Logger, line string) {
 	}
 }
 
-func (p *Process) supervise(cmd *exec.Cmd, wake, done chan struct{}) {
+func (p *Process) supervise(m master, wake, done chan struct{}) {
 	defer close(done)
 	backoff := p.cfg.MinBackoff
 	failures := 0
 	for {
 		started := time.Now()
-		err := cmd.Wait()
+		err := m.Wait()
 		// Workers of a master that died abruptly keep the listening sockets: kill the whole group.
-		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+		_ = m.Kill()
 
 		p.mu.Lock()
 		p.running = false
@@ -254,6 +245,9 @@ func (p *Process) supervise(cmd *exec.Cmd, wake, done chan struct{}) {
 				p.mu.Lock()
 				p.gaveUp = true
 				p.mu.Unlock()
+				if p.cfg.onGiveUp != nil {
+					p.cfg.onGiveUp()
+				}
 				return
 			}
 			delay := backoff
@@ -274,8 +268,10 @@ func (p *Process) supervise(cmd *exec.Cmd, wake, done chan struct{}) {
 				return
 			}
 			var startErr error
-			cmd, startErr = p.startLocked()
+			var next master
+			next, startErr = p.startLocked()
 			if startErr == nil {
+				m = next
 				p.restarts++
 			} else {
 				p.lastErr = startErr
@@ -338,23 +334,45 @@ func (p *Process) restart(starts uint64) error {
 		return err
 	}
 	p.restartAsked = true
-	if err := syscall.Kill(-p.cmd.Process.Pid, syscall.SIGKILL); err != nil {
+	if err := p.master.Kill(); err != nil {
 		p.restartAsked = false
 		return fmt.Errorf("restart nginx: %w", err)
 	}
 	return nil
 }
 
-// startState describes the current start: its number, whether its master runs, when it began, and
-// whether its master reported a worker that exited fatally (see fatalWorkerExit).
-func (p *Process) startState() (starts uint64, running bool, began time.Time, workersFailed bool) {
+// workersLost reports whether the master of start number starts runs on without workers (see
+// workersLostLocked); false once another start runs.
+func (p *Process) workersLost(starts uint64) bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	return p.starts, p.running, p.startedAt, p.workersFailed == p.starts
+	return p.starts == starts && p.workersLostLocked()
+}
+
+// treeSettle is how long a look at the process tree must keep finding a loaded master without workers
+// before it counts: NGINX names itself master a moment before it forks its workers.
+const treeSettle = 100 * time.Millisecond
+
+// workersLostLocked reports whether the current master has no worker left that it will respawn: it
+// reported a worker that exited fatally (see fatalWorkerExit), or its process tree shows it loaded and
+// without workers in two looks treeSettle apart (the log line may be lost, or filtered by error_log).
+func (p *Process) workersLostLocked() bool {
+	if p.workersFailed == p.starts {
+		return true
+	}
+	if !p.running || !p.master.Tree().workersLost() {
+		p.treeLostSince = time.Time{}
+		return false
+	}
+	if p.treeLostSince.IsZero() || p.treeLostStart != p.starts {
+		p.treeLostSince, p.treeLostStart = time.Now(), p.starts
+		return false
+	}
+	return time.Since(p.treeLostSince) >= treeSettle
 }
 
 func (p *Process) signalReloadLocked() error {
-	if err := p.cmd.Process.Signal(syscall.SIGHUP); err != nil {
+	if err := p.master.Signal(syscall.SIGHUP); err != nil {
 		return fmt.Errorf("reload nginx: %w", err)
 	}
 	return nil
@@ -373,10 +391,10 @@ func (p *Process) Stop(ctx context.Context) error {
 		p.stopping = true
 		close(p.wake)
 	}
-	var pid int
+	var m master
 	if p.running {
-		pid = p.cmd.Process.Pid
-		_ = p.cmd.Process.Signal(syscall.SIGQUIT)
+		m = p.master
+		_ = m.Signal(syscall.SIGQUIT)
 	}
 	p.mu.Unlock()
 
@@ -385,8 +403,8 @@ func (p *Process) Stop(ctx context.Context) error {
 		return nil
 	case <-ctx.Done():
 	}
-	if pid != 0 {
-		_ = syscall.Kill(-pid, syscall.SIGKILL)
+	if m != nil {
+		_ = m.Kill()
 	}
 	<-done
 	return fmt.Errorf("nginx did not stop gracefully, killed: %w", ctx.Err())
@@ -406,7 +424,7 @@ func (p *Process) PID() int {
 	if !p.running {
 		return 0
 	}
-	return p.cmd.Process.Pid
+	return p.master.Pid()
 }
 
 // Starts counts successful starts, the first one included.

@@ -157,10 +157,7 @@ sleep 1000 & wait`
 		defer cancel()
 		_ = p.Stop(ctx)
 	})
-	eventually(t, "the fatal worker exit to be noticed", 10*time.Second, func() bool {
-		_, _, _, failed := p.startState()
-		return failed
-	})
+	eventually(t, "the fatal worker exit to be noticed", 10*time.Second, func() bool { return p.workersLost(1) })
 	first := p.PID()
 	if err := p.restart(2); !errors.Is(err, errStartChanged) {
 		t.Errorf("restart of another start: %v, want errStartChanged", err)
@@ -169,9 +166,7 @@ sleep 1000 & wait`
 		t.Fatal(err)
 	}
 	eventually(t, "the next start", 10*time.Second, func() bool { return p.Starts() == 2 && p.Running() })
-	starts, running, began, failed := p.startState()
-	if starts != 2 || !running || began.IsZero() || failed || p.Restarts() != 1 || p.PID() == first {
-		t.Errorf("after restart: start %d running %v began %v workers failed %v, restarts %d, pid %d (was %d)",
-			starts, running, began, failed, p.Restarts(), p.PID(), first)
+	if lost := p.workersLost(2); lost || p.Restarts() != 1 || p.PID() == first {
+		t.Errorf("after restart: workers lost %v, restarts %d, pid %d (was %d)", lost, p.Restarts(), p.PID(), first)
 	}
 }

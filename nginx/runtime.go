@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"go.uber.org/zap"
@@ -25,7 +26,8 @@ type RuntimeConfig struct {
 	ConfirmTimeout time.Duration
 	// StartTimeout is how long a start may go without answering on its status server before it counts as
 	// stuck, unless it is stuck sooner (see Runtime.Apply); default 30 ConfirmTimeouts, at least 5 minutes.
-	// A master that loads a very large configuration answers late, and must not be killed for it.
+	// A master that loads a very large configuration answers late, and must not be killed for it; each
+	// start replaced in a row for being silent doubles the next one's timeout (up to 16 times).
 	StartTimeout time.Duration
 	// OnReady is called, in its own goroutine, each time a freshly started NGINX answers on its status
 	// server (the first start included), with the start count. A restarted NGINX has empty shared dicts:
@@ -36,15 +38,22 @@ type RuntimeConfig struct {
 
 // Runtime bundles the NGINX process, its working directory and the status client, and applies
 // configurations safely. Apply calls are serialized.
+//
+// The master's lifecycle (see phase) is owned by one goroutine, run: the Process's start, exit and
+// give-up notifications, the per-start probe's answers and lost workers, Apply's reloads and
+// replacements, the start timeout and Stop all reach it as events, and it changes the lifecycle only
+// through lifecycle.next. Everyone else reads the snapshot it publishes.
 type Runtime struct {
-	cfg    RuntimeConfig
-	paths  Paths
-	proc   *Process
-	client *Client
-	log    *zap.Logger
+	cfg      RuntimeConfig
+	timeouts lifecycleTimeouts
+	paths    Paths
+	proc     *Process
+	client   *Client
+	log      *zap.Logger
 
 	// applyMu serializes Apply; mu guards the fields below and is never held while NGINX works, so
-	// Ready and LiveHash answer at once during a long Apply.
+	// Ready and LiveHash answer at once during a long Apply. startOrReload holds it from the stopped
+	// check through the fork, so that Stop cannot slip in between.
 	applyMu sync.Mutex
 	mu      sync.Mutex
 	// liveHash and liveConf are the configuration NGINX is known to serve.
@@ -52,14 +61,33 @@ type Runtime struct {
 	liveConf []byte
 	// stopped is set by Stop: a later Apply must not start NGINX again.
 	stopped bool
-	// answered is the last start that answered its health check (and whose OnReady returned): only that
-	// master has installed its signal handlers, and only its shared dicts are being filled. answeredCh is
-	// closed and replaced when it changes.
-	answered   uint64
-	answeredCh chan struct{}
-	// stopCtx ends with Stop, and with it the goroutines waiting for a start to answer.
+
+	// events carries events to run; runDone is closed when run ended (after Stop).
+	events  chan request
+	runDone chan struct{}
+	// published is the lifecycle as run last published it.
+	published atomic.Pointer[published]
+
+	// stopCtx ends with Stop, and with it run and the per-start probes.
 	stopCtx    context.Context
 	stopCancel context.CancelFunc
+}
+
+// request is an event for run; reply receives the lifecycle after it, and the error of its action.
+type request struct {
+	e     event
+	reply chan reply
+}
+
+type reply struct {
+	state lifecycle
+	err   error
+}
+
+// published is a lifecycle with a channel that run closes when it publishes the next one.
+type published struct {
+	state   lifecycle
+	changed chan struct{}
 }
 
 // ErrStopped is returned by Apply after Stop.
@@ -94,17 +122,124 @@ func NewRuntime(cfg RuntimeConfig) (*Runtime, error) {
 		return nil, err
 	}
 	r := &Runtime{cfg: cfg, paths: pc.Paths, client: NewClient(cfg.StatusPort, cfg.StatusToken), log: pc.Log,
-		answeredCh: make(chan struct{})}
+		timeouts: lifecycleTimeouts{confirm: cfg.ConfirmTimeout, start: cfg.StartTimeout},
+		events:   make(chan request), runDone: make(chan struct{})}
+	r.published.Store(&published{changed: make(chan struct{})})
 	r.stopCtx, r.stopCancel = context.WithCancel(context.Background())
-	userOnStart := pc.OnStart
+	userOnStart, userOnExit := pc.OnStart, pc.OnExit
 	pc.OnStart = func(starts uint64) {
 		if userOnStart != nil {
 			userOnStart(starts)
 		}
-		go r.waitReady(starts)
+		_, _ = r.send(event{kind: evStarted, starts: starts, at: time.Now()})
+		go r.probe(starts)
 	}
+	pc.OnExit = func(err error) {
+		if userOnExit != nil {
+			userOnExit(err)
+		}
+		// The supervisor reports an exit before it starts the next master: Starts is the one that exited.
+		_, _ = r.send(event{kind: evExited, starts: r.proc.Starts()})
+	}
+	pc.onGiveUp = func() { _, _ = r.send(event{kind: evGaveUp}) }
 	r.proc = NewProcess(pc)
+	go r.run()
 	return r, nil
+}
+
+// run owns the lifecycle: it applies each event through lifecycle.next, publishes the result, and
+// times the current start out when it does not answer in time.
+func (r *Runtime) run() {
+	defer close(r.runDone)
+	var lc lifecycle
+	timer := time.NewTimer(time.Hour)
+	timer.Stop()
+	for {
+		var req request
+		select {
+		case req = <-r.events:
+		case now := <-timer.C:
+			req.e = event{kind: evTick, at: now}
+		case <-r.stopCtx.Done():
+			req.e = event{kind: evStopped}
+		}
+		var err error
+		before := lc.phase
+		if req.e.kind == evReplaced {
+			err = r.replaceStuck(lc, req.e.starts)
+		}
+		if err == nil {
+			lc = lc.next(req.e, r.timeouts)
+		}
+		if lc.phase != before {
+			r.log.Debug("nginx lifecycle", zap.Uint64("starts", lc.starts), zap.Stringer("from", before), zap.Stringer("to", lc.phase))
+		}
+		// Waiters are woken by every event, not only by changes: what they wait for may depend on the
+		// Process too (a replaced master's exit, say).
+		close(r.published.Swap(&published{state: lc, changed: make(chan struct{})}).changed)
+		if req.reply != nil {
+			req.reply <- reply{state: lc, err: err}
+		}
+		if lc.stopped {
+			timer.Stop()
+			return
+		}
+		timer.Stop()
+		if lc.phase == phaseStarting {
+			timer.Reset(time.Until(lc.stuckAt))
+		}
+	}
+}
+
+// replaceStuck kills the master of start number starts so that the supervisor starts NGINX again at
+// once, if that start is (still) stuck in lc: one that answered just now is reloaded instead.
+func (r *Runtime) replaceStuck(lc lifecycle, starts uint64) error {
+	if lc.phase != phaseStuck || lc.starts != starts {
+		return errNotStuck
+	}
+	r.log.Error("nginx start is stuck; starting nginx again with the new configuration",
+		zap.Uint64("starts", starts), zap.String("reason", r.stuckReason(lc)))
+	return r.proc.restart(starts)
+}
+
+// errNotStuck says that a start to replace is no longer stuck.
+var errNotStuck = errors.New("nginx start is not stuck")
+
+// send hands e to run and returns the lifecycle after it; it fails with ErrStopped once run ended.
+func (r *Runtime) send(e event) (lifecycle, error) {
+	req := request{e: e, reply: make(chan reply, 1)}
+	select {
+	case r.events <- req:
+	case <-r.runDone:
+		lc, _ := r.snapshot()
+		return lc, ErrStopped
+	}
+	rep := <-req.reply
+	return rep.state, rep.err
+}
+
+// snapshot returns the lifecycle as run last published it, and a channel closed when it changes.
+func (r *Runtime) snapshot() (lifecycle, <-chan struct{}) {
+	p := r.published.Load()
+	return p.state, p.changed
+}
+
+// await returns the lifecycle once done accepts it; it fails when ctx ends or the Runtime stops first.
+func (r *Runtime) await(ctx context.Context, done func(lifecycle) bool) (lifecycle, error) {
+	for {
+		lc, changed := r.snapshot()
+		if lc.stopped {
+			return lc, ErrStopped
+		}
+		if done(lc) {
+			return lc, nil
+		}
+		select {
+		case <-ctx.Done():
+			return lc, ctx.Err()
+		case <-changed:
+		}
+	}
 }
 
 // Client returns the status-server client.
@@ -128,16 +263,17 @@ func (r *Runtime) LiveHash() string {
 // before that: its shared dicts are empty until the caller pushed everything again.
 func (r *Runtime) Ready() error {
 	r.mu.Lock()
-	live, answered := r.liveHash, r.answered
+	live := r.liveHash
 	r.mu.Unlock()
 	if live == "" {
 		return errors.New("no nginx configuration applied yet")
 	}
-	if !r.proc.Running() {
+	lc, _ := r.snapshot()
+	if lc.phase == phaseGone {
 		return ErrNotRunning
 	}
-	if starts := r.proc.Starts(); answered != starts {
-		return fmt.Errorf("nginx (start %d) has not answered on its status server yet", starts)
+	if !lc.ready() {
+		return fmt.Errorf("nginx (start %d) has not answered on its status server yet", lc.starts)
 	}
 	return nil
 }
@@ -150,9 +286,10 @@ func (r *Runtime) Ready() error {
 // configuration, and a SIGHUP would kill it. Apply waits for it until it answers or counts as stuck,
 // then replaces a stuck master by a new start on conf (the supervisor starts NGINX again at once; it
 // counts as a restart). A start counts as stuck
-//   - ConfirmTimeout after it began, when its master reported a worker that exited fatally ("cannot be
-//     respawned"): the master has loaded its configuration, and one with no workers left runs on
-//     without ever answering;
+//   - ConfirmTimeout after it began, when its workers are lost: its master reported a worker that
+//     exited fatally ("cannot be respawned"), or its process tree shows it loaded and without workers.
+//     NGINX does not respawn such a worker, and a master with no workers left runs on without ever
+//     answering;
 //   - otherwise StartTimeout after it began: it may be a slow first load of a large configuration,
 //     which must not be killed, nor killed again each time a configuration arrives.
 //
@@ -170,7 +307,7 @@ func (r *Runtime) Apply(ctx context.Context, conf []byte, hash string) error {
 	}
 	// Wait before nginx.conf changes, so that a master started meanwhile still loads the last good one.
 	// A stuck master is replaced once conf is in place (startOrReload).
-	if _, _, err := r.waitLoaded(ctx); err != nil {
+	if _, err := r.waitSettled(ctx); err != nil {
 		return &ApplyError{Stage: "reload", Err: err}
 	}
 
@@ -192,9 +329,12 @@ func (r *Runtime) Apply(ctx context.Context, conf []byte, hash string) error {
 		stage = "confirm"
 		err = r.confirm(ctx, hash, starts, mark)
 	}
+	if how == "reload" {
+		_, _ = r.send(event{kind: evReloadDone, starts: starts})
+	}
 	if err != nil {
 		r.restoreLive(liveConf)
-		if how == "reload" && liveConf != nil && r.proc.WorkersLostSince(mark) {
+		if how == "reload" && liveConf != nil && (r.proc.WorkersLostSince(mark) || r.proc.workersLost(starts)) {
 			r.revert(ctx, liveHash, starts)
 		}
 		return &ApplyError{Stage: stage, Err: err}
@@ -227,138 +367,102 @@ func (r *Runtime) startOrReload(ctx context.Context) (stage string, starts, mark
 			r.mu.Unlock()
 			return "start", starts, mark, err
 		}
+		r.mu.Unlock()
 		starts = r.proc.Starts()
-		if r.answered == starts {
+		if lc, _ := r.snapshot(); lc.phase == phaseServing && lc.starts == starts {
+			// Only a master that answered reloads; reloadStart refuses one started since.
 			err = r.proc.reloadStart(starts)
-			r.mu.Unlock()
 			if errors.Is(err, errStartChanged) || errors.Is(err, ErrNotRunning) {
 				continue // it died since: start it, or wait for its successor
 			}
+			if err == nil {
+				_, _ = r.send(event{kind: evReloadSent, starts: starts})
+			}
 			return "reload", starts, mark, err
 		}
-		r.mu.Unlock()
-		stuck, reason, err := r.waitLoaded(ctx)
+		lc, err := r.waitSettled(ctx)
 		if err != nil {
 			return "reload", starts, mark, err
 		}
-		if stuck == 0 {
+		if lc.phase != phaseStuck {
 			continue
 		}
-		r.mu.Lock()
-		if r.answered == stuck { // it answered after all, just now: reload it instead
-			r.mu.Unlock()
-			continue
-		}
-		r.log.Error("nginx start is stuck; starting nginx again with the new configuration",
-			zap.Uint64("starts", stuck), zap.String("reason", reason))
 		mark = r.proc.OutputMark()
-		err = r.proc.restart(stuck)
-		r.mu.Unlock()
-		if errors.Is(err, errStartChanged) || errors.Is(err, ErrNotRunning) {
-			continue
+		_, err = r.send(event{kind: evReplaced, starts: lc.starts})
+		if errors.Is(err, errNotStuck) || errors.Is(err, errStartChanged) || errors.Is(err, ErrNotRunning) {
+			continue // it answered after all, just now (reload it), or it died since
 		}
 		if err == nil {
-			starts, err = r.waitRestarted(ctx, stuck)
+			starts, err = r.waitRestarted(ctx, lc.starts)
 		}
 		return "restart", starts, mark, err
 	}
 }
 
-// stuckReason says why the current start, number starts, counts as stuck (see Apply), or returns ""
-// while it does not (yet). stuckAt is when it does or will count as stuck; it is zero for a start
-// that is not current, not running, or has answered.
-func (r *Runtime) stuckReason(starts uint64) (reason string, stuckAt time.Time) {
-	current, running, began, workersFailed := r.proc.startState()
-	r.mu.Lock()
-	answered := r.answered
-	r.mu.Unlock()
-	if current != starts || !running || answered == starts || began.IsZero() {
-		return "", time.Time{}
+// stuckReason says why the start of lc counts as stuck (see Apply).
+func (r *Runtime) stuckReason(lc lifecycle) string {
+	if lc.workersLost {
+		return lc.reason + ": " + r.proc.ErrorsSince(0)
 	}
-	stuckAt = began.Add(r.cfg.StartTimeout)
-	reason = fmt.Sprintf("it has not answered on its status server for %s", r.cfg.StartTimeout)
-	if workersFailed {
-		stuckAt = began.Add(r.cfg.ConfirmTimeout)
-		reason = fmt.Sprintf("its worker processes exited fatally and it has not answered for %s: %s",
-			r.cfg.ConfirmTimeout, r.proc.ErrorsSince(0))
-	}
-	if time.Now().Before(stuckAt) {
-		return "", stuckAt
-	}
-	return reason, stuckAt
+	return lc.reason
 }
 
-// waitLoaded returns once no master runs or the running one has answered its health check (so it has
-// loaded its configuration and installed its signal handlers), or with the number of the current start
-// and why once that counts as stuck (see Apply). It fails when ctx ends or the Runtime stops first.
-func (r *Runtime) waitLoaded(ctx context.Context) (stuck uint64, reason string, err error) {
-	logged := false
-	for {
-		r.mu.Lock()
-		answered, changed := r.answered, r.answeredCh
-		r.mu.Unlock()
-		starts := r.proc.Starts()
-		if !r.proc.Running() || answered == starts {
-			return 0, "", nil
-		}
-		if reason, _ := r.stuckReason(starts); reason != "" {
-			return starts, reason, nil
-		}
-		if !logged {
-			r.log.Info("nginx is still loading its configuration; reloading once it answers", zap.Uint64("starts", starts))
-			logged = true
-		}
-		// The timer notices a master that dies while loading, and one that becomes stuck.
-		timer := time.NewTimer(confirmPollMax)
-		select {
-		case <-ctx.Done():
-			timer.Stop()
-			return 0, "", fmt.Errorf("nginx (start %d) is still loading its configuration, and a reload now would kill it: %w", starts, ctx.Err())
-		case <-r.stopCtx.Done():
-			timer.Stop()
-			return 0, "", ErrStopped
-		case <-changed:
-			timer.Stop()
-		case <-timer.C:
-		}
-	}
+// startTimeout is how long the next silent start may take before it counts as stuck: StartTimeout,
+// doubled for each start replaced in a row for being silent.
+func (r *Runtime) startTimeout() time.Duration {
+	lc, _ := r.snapshot()
+	return lc.startTimeout(r.timeouts)
 }
 
-// waitRestarted waits until the supervisor has started NGINX again after restart stopped start number
-// stopped, and returns the new start's number.
+// settled says no master is loading its configuration: none runs, or the current one answered or
+// counts as stuck. A start the lifecycle has not heard of yet, or a master that was replaced and has
+// not exited yet, is waited for.
+func (r *Runtime) settled(lc lifecycle) bool {
+	if lc.starts < r.proc.Starts() {
+		return false
+	}
+	return lc.phase != phaseStarting && (lc.phase != phaseGone || !r.proc.Running())
+}
+
+// waitSettled returns once no master is loading its configuration (see settled): a SIGHUP before NGINX
+// installed its signal handlers would kill it. It fails when ctx ends or the Runtime stops first.
+func (r *Runtime) waitSettled(ctx context.Context) (lifecycle, error) {
+	if lc, _ := r.snapshot(); !r.settled(lc) {
+		r.log.Info("nginx is still loading its configuration; reloading once it answers", zap.Uint64("starts", lc.starts))
+	}
+	lc, err := r.await(ctx, r.settled)
+	if err != nil && !errors.Is(err, ErrStopped) {
+		err = fmt.Errorf("nginx (start %d) is still loading its configuration, and a reload now would kill it: %w", lc.starts, err)
+	}
+	return lc, err
+}
+
+// waitRestarted waits until the supervisor has started NGINX again after the stuck start number
+// stopped was replaced, and returns the new start's number.
 func (r *Runtime) waitRestarted(ctx context.Context, stopped uint64) (uint64, error) {
 	ctx, cancel := context.WithTimeout(ctx, r.cfg.ConfirmTimeout)
 	defer cancel()
-	for {
-		if starts := r.proc.Starts(); starts > stopped {
-			return starts, nil
-		}
-		if r.proc.GaveUp() {
-			return 0, fmt.Errorf("nginx keeps dying and is no longer restarted: %v", r.proc.Err())
-		}
-		timer := time.NewTimer(10 * time.Millisecond)
-		select {
-		case <-ctx.Done():
-			timer.Stop()
-			return 0, fmt.Errorf("nginx was not started again after start %d was stopped: %w", stopped, ctx.Err())
-		case <-r.stopCtx.Done():
-			timer.Stop()
-			return 0, ErrStopped
-		case <-timer.C:
-		}
+	lc, err := r.await(ctx, func(lc lifecycle) bool { return lc.starts > stopped || lc.gaveUp })
+	switch {
+	case errors.Is(err, ErrStopped):
+		return 0, err
+	case err != nil:
+		return 0, fmt.Errorf("nginx was not started again after start %d was stopped: %w", stopped, err)
+	case lc.starts <= stopped:
+		return 0, fmt.Errorf("nginx keeps dying and is no longer restarted: %v", r.proc.Err())
 	}
+	return lc.starts, nil
 }
 
 // Alive returns an error when the current start has been stuck (see Apply) for three more
 // ConfirmTimeouts: an Apply would have replaced it by then, so none is coming, and NGINX serves nothing.
 // It fails the process's liveness check, so that the kubelet restarts the pod as a last resort.
 func (r *Runtime) Alive() error {
-	starts := r.proc.Starts()
-	reason, stuckAt := r.stuckReason(starts)
-	if reason == "" || time.Since(stuckAt) < 3*r.cfg.ConfirmTimeout {
+	lc, _ := r.snapshot()
+	if lc.phase != phaseStuck || time.Since(lc.stuckAt) < 3*r.cfg.ConfirmTimeout {
 		return nil
 	}
-	return fmt.Errorf("nginx (start %d) is stuck since %s: %s", starts, stuckAt.Format(time.RFC3339), reason)
+	return fmt.Errorf("nginx (start %d) is stuck since %s: %s", lc.starts, lc.stuckAt.Format(time.RFC3339), r.stuckReason(lc))
 }
 
 // confirmPollMax bounds the interval between polls of the config hash: polls are cheap, and each
@@ -384,10 +488,7 @@ func (r *Runtime) confirm(ctx context.Context, hash string, starts, mark uint64)
 		got, err := r.client.ConfigHash(pollCtx)
 		cancelPoll()
 		if err == nil && got == hash {
-			r.mu.Lock()
-			answered := r.answered
-			r.mu.Unlock()
-			if answered == starts {
+			if lc, _ := r.snapshot(); lc.ready() && lc.starts == starts {
 				return nil
 			}
 		}
@@ -403,7 +504,7 @@ func (r *Runtime) confirm(ctx context.Context, hash string, starts, mark uint64)
 			return fmt.Errorf("nginx refused the configuration: %s", r.proc.ErrorsSince(mark))
 		}
 		// Workers that die at start-up with this configuration are not respawned: it will not go live.
-		if r.proc.WorkersLostSince(mark) {
+		if r.proc.WorkersLostSince(mark) || r.proc.workersLost(starts) {
 			return fmt.Errorf("nginx's workers exited with the configuration and cannot be respawned: %s", r.proc.ErrorsSince(mark))
 		}
 		timer := time.NewTimer(delay)
@@ -425,12 +526,12 @@ func (r *Runtime) confirm(ctx context.Context, hash string, starts, mark uint64)
 // whose new workers all exited fatally: the master stopped the previous workers and runs on without any,
 // serving nothing, until it is given a configuration whose workers live.
 func (r *Runtime) revert(ctx context.Context, liveHash string, starts uint64) {
-	r.mu.Lock()
 	mark := r.proc.OutputMark()
 	err := r.proc.reloadStart(starts)
-	r.mu.Unlock()
 	if err == nil {
+		_, _ = r.send(event{kind: evReloadSent, starts: starts})
 		err = r.confirm(ctx, liveHash, starts, mark)
+		_, _ = r.send(event{kind: evReloadDone, starts: starts})
 	}
 	if err != nil {
 		r.log.Error("the new configuration's workers exited, and returning to the last good configuration failed", zap.String("hash", liveHash), zap.Error(err))
@@ -452,10 +553,11 @@ func (r *Runtime) restoreLive(liveConf []byte) {
 // readyPollMax bounds the interval between health checks of a start that is slower than ConfirmTimeout.
 const readyPollMax = time.Second
 
-// waitReady waits until NGINX started as start number starts answers its health check, however long
-// its start takes, then calls OnReady and records the start as answered. It ends early when the master
-// dies (a newer start reports for itself) or the Runtime stops.
-func (r *Runtime) waitReady(starts uint64) {
+// probe asks NGINX started as start number starts for its health until it answers, however long its
+// start takes, then calls OnReady and reports the answer to run. It reports lost workers (from NGINX's
+// log or its process tree) on the way, and ends early when the master dies (a newer start is probed
+// on its own) or the Runtime stops.
+func (r *Runtime) probe(starts uint64) {
 	began := time.Now()
 	warned := false
 	delay := 10 * time.Millisecond
@@ -463,11 +565,16 @@ func (r *Runtime) waitReady(starts uint64) {
 		if r.proc.Starts() != starts || !r.proc.Running() {
 			return
 		}
-		ctx, cancel := context.WithTimeout(r.stopCtx, r.cfg.ConfirmTimeout)
+		// Each question is bounded on its own: a master without workers accepts connections that nobody
+		// answers, and the look at its workers below must still get its turn.
+		ctx, cancel := context.WithTimeout(r.stopCtx, min(r.cfg.ConfirmTimeout, confirmPollRequest))
 		err := r.client.Healthz(ctx)
 		cancel()
 		if err == nil {
 			break
+		}
+		if r.proc.workersLost(starts) {
+			_, _ = r.send(event{kind: evWorkersLost, starts: starts, at: time.Now()})
 		}
 		pollMax := confirmPollMax
 		if time.Since(began) >= r.cfg.ConfirmTimeout {
@@ -496,13 +603,7 @@ func (r *Runtime) waitReady(starts uint64) {
 	if r.cfg.OnReady != nil {
 		r.cfg.OnReady(starts)
 	}
-	r.mu.Lock()
-	if starts > r.answered {
-		r.answered = starts
-		close(r.answeredCh)
-		r.answeredCh = make(chan struct{})
-	}
-	r.mu.Unlock()
+	_, _ = r.send(event{kind: evAnswered, starts: starts})
 }
 
 // Stop stops NGINX gracefully, killing it when ctx ends first. Apply fails with ErrStopped afterwards.
@@ -511,6 +612,7 @@ func (r *Runtime) Stop(ctx context.Context) error {
 	r.stopped = true
 	r.mu.Unlock()
 	r.stopCancel()
+	<-r.runDone
 	r.client.CloseIdleConnections()
 	return r.proc.Stop(ctx)
 }

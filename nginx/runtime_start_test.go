@@ -87,6 +87,12 @@ func heldRuntime(t *testing.T, cfg RenderConfig, rc RuntimeConfig) *Runtime {
 	rc.Process.MinBackoff = 10 * time.Millisecond
 	rc.Process.MaxBackoff = 100 * time.Millisecond
 	rc.StatusPort, rc.StatusToken = cfg.StatusPort, cfg.StatusToken
+	return newTestRuntime(t, rc)
+}
+
+// newTestRuntime returns NewRuntime(rc), stopped when the test ends.
+func newTestRuntime(t *testing.T, rc RuntimeConfig) *Runtime {
+	t.Helper()
 	rt, err := NewRuntime(rc)
 	if err != nil {
 		t.Fatal(err)
@@ -292,6 +298,45 @@ func TestRuntimeReplacesAStartSilentForStartTimeout(t *testing.T) {
 	}
 	if live, err := rt.Client().ConfigHash(ctx); err != nil || live != hash2 || rt.Process().Restarts() != 1 {
 		t.Errorf("live hash %q (%v), restarts %d; want %q after one restart", live, err, rt.Process().Restarts(), hash2)
+	}
+	// The start that replaced it answered: the next slow start gets the plain timeout again.
+	if got := rt.startTimeout(); got != 2*time.Second {
+		t.Errorf("start timeout after an answered start: %s, want 2s", got)
+	}
+}
+
+// TestRuntimeBacksOffForSlowStarts: each start replaced in a row for being silent doubles the time the
+// next one gets, so a configuration that loads slower than the start timeout is not replaced forever.
+func TestRuntimeBacksOffForSlowStarts(t *testing.T) {
+	requireNginx(t)
+	paths, cfg := startConfig(t)
+	rt := heldRuntime(t, cfg, RuntimeConfig{ConfirmTimeout: 10 * time.Second, StartTimeout: time.Second})
+	conf, hash := mustRenderHash(t, Model{}, cfg)
+	held, flag, release := heldStarts(t, conf, paths)
+	createFile(t, flag)
+	short, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
+	defer cancel()
+	if err := rt.Apply(short, held, hash); err == nil {
+		t.Fatal("Apply of a start that never answers succeeded")
+	}
+	// The next Apply replaces the silent start with another held one, which is released afterwards.
+	createFile(t, flag)
+	conf2, hash2 := nextConfig(t, cfg)
+	held2, _, _ := heldStarts(t, conf2, paths)
+	done := make(chan error, 1)
+	ctx, cancel2 := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel2()
+	go func() { done <- rt.Apply(ctx, held2, hash2) }()
+	eventually(t, "the silent start to be replaced", 30*time.Second, func() bool { return rt.Process().Restarts() == 1 })
+	if got := rt.startTimeout(); got != 2*time.Second {
+		t.Errorf("start timeout after one silent start was replaced: %s, want 2s (doubled)", got)
+	}
+	createFile(t, release)
+	if err := <-done; err != nil {
+		t.Fatalf("Apply of the released start: %v", err)
+	}
+	if got := rt.startTimeout(); got != time.Second {
+		t.Errorf("start timeout after the start answered: %s, want 1s again", got)
 	}
 }
 
