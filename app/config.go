@@ -147,7 +147,7 @@ func BindFlags(fs *flag.FlagSet, c *Config) {
 	fs.IntVar(&c.HTTPSPort, "https-port", c.HTTPSPort, "Port NGINX serves HTTPS on.")
 	fs.StringVar(&c.WorkerProcesses, "worker-processes", c.WorkerProcesses, "NGINX worker_processes: a number or auto.")
 	fs.StringVar(&c.TemplatePath, "template", c.TemplatePath, "Path to an nginx.conf template (Go text/template) that replaces the embedded one, nginx/nginx.tmpl in the source; the file is watched for changes. "+
-		"It must keep the status server's /configuration/hash location and its \"set $ingress_reactor_token {{.StatusToken}};\" line, or it is refused.")
+		"It must keep the status server's /configuration/hash location, its \"set $ingress_reactor_token {{.StatusToken}};\" line and the access_by_lua_block that calls require(\"ingress_reactor.configuration\").authorize(), or it is refused.")
 	fs.StringVar(&c.DefaultBackendService, "default-backend-service", c.DefaultBackendService, "Service (namespace/name) that answers requests no rule matches. Empty means a built-in 404.")
 	fs.IntVar(&c.ReloadRetries, "reload-retries", c.ReloadRetries, "How often a failing NGINX configuration is retried before the controller gives up on that version.")
 	fs.DurationVar(&c.NginxConfirmTimeout, "nginx-confirm-timeout", c.NginxConfirmTimeout, "How long a reload or start may take until NGINX serves the new configuration before it counts as failed "+

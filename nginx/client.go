@@ -27,7 +27,7 @@ type Client struct {
 	hc    *http.Client
 }
 
-// StatusTokenHeader carries RenderConfig.StatusToken on writes to the status server.
+// StatusTokenHeader carries RenderConfig.StatusToken on every request to the status server.
 const StatusTokenHeader = "X-Ingress-Reactor-Token"
 
 // NewStatusToken returns a fresh random RenderConfig.StatusToken (128 bits, hex).
@@ -51,8 +51,8 @@ func validStatusToken(t string) bool {
 	return true
 }
 
-// NewClient returns a client for the status server on 127.0.0.1:statusPort that sends token with its
-// writes (RenderConfig.StatusToken of the configuration NGINX runs).
+// NewClient returns a client for the status server on 127.0.0.1:statusPort that sends token with every
+// request (RenderConfig.StatusToken of the configuration NGINX runs).
 func NewClient(statusPort int, token string) *Client {
 	return &Client{
 		base:  "http://" + net.JoinHostPort("127.0.0.1", strconv.Itoa(statusPort)),
@@ -292,6 +292,7 @@ func (c *Client) ConfigHash(ctx context.Context) (string, error) {
 		return "", err
 	}
 	req.Close = true
+	req.Header.Set(StatusTokenHeader, c.token)
 	body, err := c.do(req)
 	if err != nil {
 		return "", fmt.Errorf("read config hash: %w", err)
@@ -327,6 +328,7 @@ func (c *Client) get(ctx context.Context, path string) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
+	req.Header.Set(StatusTokenHeader, c.token)
 	return c.do(req)
 }
 

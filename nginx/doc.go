@@ -65,11 +65,12 @@
 // completely (addresses, ports, names, parseable PEM) before anything is written; errors answer 400
 // (or 507 when a shared dict is full) with {"error": "..."}. Writes never evict other entries.
 //
-// POSTs must carry RenderConfig.StatusToken in the X-Ingress-Reactor-Token header (403 otherwise): the
-// loopback port is reachable by every process in the pod's network namespace, and a write redirects
-// traffic or swaps certificates. The controller makes a fresh random token each start. A custom
-// template must keep "set $ingress_reactor_token {{.StatusToken}};" in the status server, or every
-// write is refused.
+// Every request, reads included, must carry RenderConfig.StatusToken in the X-Ingress-Reactor-Token
+// header (403 otherwise): the loopback port is reachable by every process in the pod's network
+// namespace, a write redirects traffic or swaps certificates, and a read shows Secret names, upstreams
+// and pod addresses. The controller makes a fresh random token each start. A custom template must keep
+// "set $ingress_reactor_token {{.StatusToken}};" and the access_by_lua_block that calls
+// require("ingress_reactor.configuration").authorize() in the status server, or it is refused.
 //
 // # Running as root
 //

@@ -583,7 +583,12 @@ func getFilled(t *testing.T, cfg RenderConfig, path string) bool {
 	t.Helper()
 	var full, only map[string]any
 	for uri, out := range map[string]*map[string]any{path: &full, path + "?only=filled": &only} {
-		resp, err := http.Get(fmt.Sprintf("http://127.0.0.1:%d%s", cfg.StatusPort, uri))
+		req, err := http.NewRequest(http.MethodGet, fmt.Sprintf("http://127.0.0.1:%d%s", cfg.StatusPort, uri), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Header.Set(StatusTokenHeader, cfg.StatusToken)
+		resp, err := http.DefaultClient.Do(req)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -286,6 +286,9 @@ func ParseTemplate(text string) (*Template, error) {
 	if !bytes.Contains(conf, []byte(`set $ingress_reactor_token "`+probe.StatusToken+`";`)) {
 		return nil, errors.New("nginx template must keep \"set $ingress_reactor_token {{.StatusToken}};\" in the status server: NGINX refuses endpoint and certificate updates without it")
 	}
+	if !bytes.Contains(conf, []byte(`require("ingress_reactor.configuration").authorize()`)) {
+		return nil, errors.New("nginx template must keep the status server's access_by_lua_block that calls require(\"ingress_reactor.configuration\").authorize(): without it any local process could read and change the dynamic configuration")
+	}
 	return t, nil
 }
 

@@ -297,7 +297,7 @@ func TestRenderHash(t *testing.T) {
 	if !bytes.Equal(conf, again) || hash != hashAgain {
 		t.Error("rendering the same model twice gave different output")
 	}
-	if len(hash) != 64 || !bytes.Contains(conf, []byte(`return 200 "`+hash+`";`)) {
+	if len(hash) != 64 || !bytes.Contains(conf, []byte(`set $ingress_reactor_config_hash "`+hash+`";`)) {
 		t.Errorf("the status server does not report hash %q", hash)
 	}
 	if bytes.Contains(conf, []byte(hashPlaceholder)) {
@@ -364,6 +364,9 @@ func TestRenderRejects(t *testing.T) {
 	}
 }
 
+// statusAuthorize is the status server's token check that every template must keep.
+const statusAuthorize = `access_by_lua_block { require("ingress_reactor.configuration").authorize() }`
+
 func TestParseTemplate(t *testing.T) {
 	tests := map[string]struct {
 		text    string
@@ -374,7 +377,8 @@ func TestParseTemplate(t *testing.T) {
 		"unknown field":              {text: "{{.Nope}} /configuration/hash", wantErr: "can't evaluate field Nope"},
 		"no config hash location":    {text: "events {}", wantErr: "must serve /configuration/hash"},
 		"no status token":            {text: "/configuration/hash {{.ConfigHash}}", wantErr: "must keep \"set $ingress_reactor_token {{.StatusToken}};\""},
-		"a raw upstream in the view": {text: "{{range .Servers}}{{range .Locations}}{{.Upstream}}{{end}}{{end}} /configuration/hash {{.ConfigHash}} set $ingress_reactor_token {{.StatusToken}};"},
+		"no token check on reads":    {text: "/configuration/hash {{.ConfigHash}} set $ingress_reactor_token {{.StatusToken}};", wantErr: "must keep the status server's access_by_lua_block"},
+		"a raw upstream in the view": {text: "{{range .Servers}}{{range .Locations}}{{.Upstream}}{{end}}{{end}} /configuration/hash {{.ConfigHash}} set $ingress_reactor_token {{.StatusToken}}; " + statusAuthorize},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {

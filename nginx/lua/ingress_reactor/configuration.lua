@@ -247,8 +247,9 @@ local function get_endpoints()
     return respond(200, { upstreams = upstreams, filled = filled(endpoints_dict) })
 end
 
--- Writes must carry the token the controller put into nginx.conf. Reads are harmless and stay open for
--- debugging. The digests are compared so that the time taken says nothing about a prefix of the token.
+-- Every request must carry the token the controller put into nginx.conf: reads too, since they show
+-- Secret names, upstreams and pod addresses to any process that can reach the loopback port. The
+-- digests are compared so that the time taken says nothing about a prefix of the token.
 local function authorized()
     local want = ngx.var.ingress_reactor_token
     local got = ngx.var.http_x_ingress_reactor_token
@@ -256,6 +257,13 @@ local function authorized()
         return false
     end
     return ngx.sha1_bin(got) == ngx.sha1_bin(want)
+end
+
+-- Access-phase check of the status server (access_by_lua_block): a request without the token ends here.
+function _M.authorize()
+    if not authorized() then
+        return fail(403, "missing or wrong X-Ingress-Reactor-Token")
+    end
 end
 
 function _M.endpoints()

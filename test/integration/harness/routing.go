@@ -8,6 +8,7 @@ import (
 	"maps"
 	"net/http"
 	"os"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -111,8 +112,17 @@ func (r *Reactor) MetricValue(name string, labels map[string]string) float64 {
 
 // LiveConfigHash asks NGINX's internal status server which configuration it runs.
 func (r *Reactor) LiveConfigHash() (string, error) {
+	token, err := r.StatusToken()
+	if err != nil {
+		return "", err
+	}
 	client := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{DisableKeepAlives: true}}
-	resp, err := client.Get(fmt.Sprintf("http://127.0.0.1:%d/configuration/hash", r.NginxStatusPort))
+	req, err := http.NewRequest(http.MethodGet, fmt.Sprintf("http://127.0.0.1:%d/configuration/hash", r.NginxStatusPort), nil)
+	if err != nil {
+		return "", err
+	}
+	req.Header.Set(statusTokenHeader, token)
+	resp, err := client.Do(req)
 	if err != nil {
 		return "", fmt.Errorf("ask NGINX for its configuration hash: %w", err)
 	}
@@ -122,6 +132,23 @@ func (r *Reactor) LiveConfigHash() (string, error) {
 		return "", fmt.Errorf("ask NGINX for its configuration hash: status %d %q: %v", resp.StatusCode, b, err)
 	}
 	return strings.TrimSpace(string(b)), nil
+}
+
+// statusTokenHeader carries the status server's token; spelled out, as the binary's users see it.
+const statusTokenHeader = "X-Ingress-Reactor-Token"
+
+// StatusToken reads the token every request to NGINX's status server must carry from the nginx.conf
+// the controller wrote.
+func (r *Reactor) StatusToken() (string, error) {
+	conf, err := os.ReadFile(r.NginxDir + "/nginx.conf")
+	if err != nil {
+		return "", fmt.Errorf("read nginx.conf for the status token: %w", err)
+	}
+	m := regexp.MustCompile(`set \$ingress_reactor_token "([0-9a-f]+)";`).FindSubmatch(conf)
+	if m == nil {
+		return "", fmt.Errorf("nginx.conf has no status token")
+	}
+	return string(m[1]), nil
 }
 
 // Metric names the tests of the data plane read.
