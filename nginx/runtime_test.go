@@ -221,48 +221,34 @@ func TestRuntimeRoutesTraffic(t *testing.T) {
 		t.Errorf("no generated X-Request-ID: %q", r.echo.Header.Get("X-Request-Id"))
 	}
 
-	// Reads without the token are refused too: they show Secret names, upstreams and pod addresses.
-	for _, path := range []string{"/healthz", "/configuration/hash", "/configuration/endpoints", "/configuration/certificates", "/nginx_status"} {
-		for name, token := range map[string]string{"no token": "", "wrong token": strings.Repeat("f", 32)} {
-			req, err := http.NewRequest(http.MethodGet, fmt.Sprintf("http://127.0.0.1:%d%s", cfg.StatusPort, path), nil)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if token != "" {
-				req.Header.Set(StatusTokenHeader, token)
-			}
-			resp, err := http.DefaultClient.Do(req)
-			if err != nil {
-				t.Fatal(err)
-			}
-			body, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
-			_ = resp.Body.Close()
-			if resp.StatusCode != http.StatusForbidden || strings.Contains(string(body), "ns/") || strings.Contains(string(body), "10.") {
-				t.Errorf("GET %s with %s: status %d %q, want 403 and nothing of the configuration", path, name, resp.StatusCode, body)
-			}
+	// Requests without the token (another process on the loopback port) are refused. Writes change
+	// nothing (a full push of no upstreams would otherwise remove every endpoint); reads show nothing
+	// (Secret names, upstreams, pod addresses).
+	unauthorized := func(method, path, token, body string) {
+		t.Helper()
+		req, err := http.NewRequest(method, fmt.Sprintf("http://127.0.0.1:%d%s", cfg.StatusPort, path), strings.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if token != "" {
+			req.Header.Set(StatusTokenHeader, token)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
+		_ = resp.Body.Close()
+		if resp.StatusCode != http.StatusForbidden || strings.Contains(string(got), "ns/") || strings.Contains(string(got), "10.") {
+			t.Errorf("%s %s with token %q: status %d %q, want 403 and nothing of the configuration", method, path, token, resp.StatusCode, got)
 		}
 	}
-
-	// Writes without the token (another process on the loopback port) are refused and change nothing:
-	// a full push of no upstreams would otherwise remove every endpoint.
-	for name, token := range map[string]string{"no token": "", "wrong token": strings.Repeat("f", 32)} {
+	for _, token := range []string{"", strings.Repeat("f", 32)} {
+		for _, path := range []string{"/healthz", "/configuration/hash", "/configuration/endpoints", "/configuration/certificates", "/nginx_status"} {
+			unauthorized(http.MethodGet, path, token, "")
+		}
 		for _, path := range []string{"/configuration/endpoints", "/configuration/certificates"} {
-			req, err := http.NewRequest(http.MethodPost, fmt.Sprintf("http://127.0.0.1:%d%s", cfg.StatusPort, path),
-				strings.NewReader(`{"full":true,"upstreams":{},"certificates":{},"hosts":{}}`))
-			if err != nil {
-				t.Fatal(err)
-			}
-			if token != "" {
-				req.Header.Set(StatusTokenHeader, token)
-			}
-			resp, err := http.DefaultClient.Do(req)
-			if err != nil {
-				t.Fatal(err)
-			}
-			_ = resp.Body.Close()
-			if resp.StatusCode != http.StatusForbidden {
-				t.Errorf("POST %s with %s: status %d, want 403", path, name, resp.StatusCode)
-			}
+			unauthorized(http.MethodPost, path, token, `{"full":true,"upstreams":{},"certificates":{},"hosts":{}}`)
 		}
 	}
 	if r := fetch(t, c, url("a.example.com", "/")); r.echo.Backend != "one" {
