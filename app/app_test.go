@@ -23,9 +23,11 @@ type recordingApplier struct {
 	mu        sync.Mutex
 	confs     [][]byte
 	endpoints map[nginx.UpstreamName][]nginx.Endpoint
-	restarts  *reloader.Restarts
+	starts    *reloader.Starts
 	started   bool
 }
+
+func newRecordingApplier() *recordingApplier { return &recordingApplier{starts: reloader.NewStarts()} }
 
 func (a *recordingApplier) Apply(_ context.Context, conf []byte, _ string) error {
 	a.mu.Lock()
@@ -34,7 +36,7 @@ func (a *recordingApplier) Apply(_ context.Context, conf []byte, _ string) error
 	a.started = true
 	a.mu.Unlock()
 	if first {
-		a.restarts.Set(1) // a fresh data plane: the reloader pushes every endpoint
+		a.starts.Set(1) // a fresh data plane: the reloader pushes every endpoint
 	}
 	return nil
 }
@@ -55,7 +57,14 @@ func (a *recordingApplier) SetCertificates(context.Context, nginx.CertificateUpd
 	return nil
 }
 
+// Filled reports no store filled: the reloader pushes everything after each configuration.
+func (a *recordingApplier) Filled(context.Context) (nginx.Filled, error) { return nginx.Filled{}, nil }
+
+func (a *recordingApplier) Starts() *reloader.Starts { return a.starts }
+
 func (a *recordingApplier) Ready() error { return nil }
+
+func (a *recordingApplier) Alive() error { return nil }
 
 func freePort(t testing.TB) int {
 	t.Helper()
@@ -83,11 +92,9 @@ func swappedApp(t *testing.T, extra ...fx.Option) (*fx.App, *recordingApplier, C
 	cfg.UpdateStatus = false
 	cfg.ShutdownTimeout = 10 * time.Second
 
-	// fx.Replace swaps the Applier (and the restart mailbox it reports into) without touching the module.
-	restarts := reloader.NewRestarts()
-	rec := &recordingApplier{restarts: restarts}
+	// fx.Replace swaps the Applier without touching the module.
+	rec := newRecordingApplier()
 	app := New(cfg, zaptest.NewLogger(t), append([]fx.Option{
-		fx.Replace(restarts),
 		fx.Replace(fx.Annotate(rec, fx.As(new(reloader.Applier)))),
 	}, extra...)...)
 	if err := app.Err(); err != nil {

@@ -66,6 +66,10 @@ type laneApplier struct {
 	onApply func(hash string)
 	// Pushes answer these partial successes, after recording the push.
 	endpointsFull, certsFull *nginx.DictFullError
+	// starts is where the test reports starts of the data plane, as NGINX does.
+	starts *Starts
+	// dead, when set, is what Alive answers.
+	dead error
 }
 
 // certPush is one SetCertificates call that returned.
@@ -76,7 +80,15 @@ type certPush struct {
 
 func newLaneApplier() *laneApplier {
 	return &laneApplier{configs: map[string][]byte{}, failing: map[string]bool{}, hosts: map[nginx.Hostname]string{},
-		emptiedBy: map[string]nginx.Filled{}}
+		emptiedBy: map[string]nginx.Filled{}, starts: NewStarts()}
+}
+
+func (a *laneApplier) Starts() *Starts { return a.starts }
+
+func (a *laneApplier) Alive() error {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.dead
 }
 
 func (a *laneApplier) Filled(context.Context) (nginx.Filled, error) {
@@ -100,22 +112,10 @@ func (a *laneApplier) answerDictFull(endpoints, certificates *nginx.DictFullErro
 	a.mu.Unlock()
 }
 
-// plainApplier hides the laneApplier's Filled: a data plane that cannot tell what a reload emptied.
-type plainApplier struct{ a *laneApplier }
+// plainApplier is a data plane that cannot tell what a reload emptied: it reports no store filled.
+type plainApplier struct{ *laneApplier }
 
-func (p plainApplier) Apply(ctx context.Context, conf []byte, hash string) error {
-	return p.a.Apply(ctx, conf, hash)
-}
-
-func (p plainApplier) SetEndpoints(ctx context.Context, ups map[nginx.UpstreamName][]nginx.Endpoint, full bool) error {
-	return p.a.SetEndpoints(ctx, ups, full)
-}
-
-func (p plainApplier) SetCertificates(ctx context.Context, u nginx.CertificateUpdate, full bool) error {
-	return p.a.SetCertificates(ctx, u, full)
-}
-
-func (p plainApplier) Ready() error { return p.a.Ready() }
+func (plainApplier) Filled(context.Context) (nginx.Filled, error) { return nginx.Filled{}, nil }
 
 func (a *laneApplier) Apply(ctx context.Context, conf []byte, hash string) error {
 	a.mu.Lock()
@@ -305,7 +305,7 @@ type env struct {
 	a         *laneApplier
 	r         *Reloader
 	ready     modules.ReadyCheck
-	restarts  *Restarts
+	restarts  *Starts
 	rendered  *pipeline.Topic[modules.Rendered]
 	endpoints *pipeline.Topic[modules.EndpointsChange]
 	certs     *pipeline.Topic[modules.CertChange]
@@ -324,16 +324,16 @@ func newEnvWith(t *testing.T, opts Options, applier func(*laneApplier) Applier) 
 	e := &env{
 		t:         t,
 		a:         newLaneApplier(),
-		restarts:  NewRestarts(),
 		rendered:  pipeline.NewTopic[modules.Rendered]("rendered"),
 		endpoints: pipeline.NewTopic[modules.EndpointsChange]("endpoints"),
 		certs:     pipeline.NewTopic[modules.CertChange]("certs"),
 		rec:       &recorder{},
 		reg:       prometheus.NewRegistry(),
 	}
+	e.restarts = e.a.starts
 	certTopic := e.certs
 	res, err := New(Params{
-		Options: opts, Applier: applier(e.a), Restarts: e.restarts,
+		Options: opts, Applier: applier(e.a),
 		Rendered: e.rendered, Endpoints: e.endpoints, Certs: certTopic,
 		Recorder: e.rec, Metrics: pipeline.NewMetrics(e.reg), Registry: e.reg, Log: zap.NewNop(),
 	})
@@ -432,9 +432,9 @@ func (e *env) removeUpstream(service string) {
 
 // dirty is the set of upstreams waiting for the next incremental push.
 func (e *env) dirty() int {
-	e.r.mu.Lock()
-	defer e.r.mu.Unlock()
-	return len(e.r.dirty)
+	e.r.endpoints.mu.Lock()
+	defer e.r.endpoints.mu.Unlock()
+	return len(e.r.epStore.dirty)
 }
 
 // pushed describes a push as upstream service -> addresses, for comparisons.
