@@ -305,6 +305,7 @@ type env struct {
 	a         *laneApplier
 	r         *Reloader
 	ready     modules.ReadyCheck
+	live      modules.ReadyCheck
 	restarts  *Starts
 	rendered  *pipeline.Topic[modules.Rendered]
 	endpoints *pipeline.Topic[modules.EndpointsChange]
@@ -340,7 +341,7 @@ func newEnvWith(t *testing.T, opts Options, applier func(*laneApplier) Applier) 
 	if err != nil {
 		t.Fatalf("New: %v", err)
 	}
-	e.r, e.ready = res.Reloader, res.Ready
+	e.r, e.ready, e.live = res.Reloader, res.Ready, res.Live
 	ctx, cancel := context.WithCancel(context.Background())
 	e.r.Start(ctx)
 	t.Cleanup(func() {
@@ -964,4 +965,77 @@ func TestCertificateHostsFollowTheAppliedConfiguration(t *testing.T) {
 	eventually(t, "a.example to switch Secret", func() bool {
 		return maps.Equal(e.a.certHosts(), map[nginx.Hostname]string{"a.example": id("c")})
 	})
+}
+
+// auditingApplier is what a team would put in front of the data plane with fx.Decorate: it records each
+// Apply, then delegates. It overrides nothing else.
+type auditingApplier struct {
+	Applier
+	mu      sync.Mutex
+	audited []string
+}
+
+func (a *auditingApplier) Apply(ctx context.Context, conf []byte, hash string) error {
+	a.mu.Lock()
+	a.audited = append(a.audited, hash)
+	a.mu.Unlock()
+	return a.Applier.Apply(ctx, conf, hash)
+}
+
+// A wrapping Applier passes on what the data plane reports besides Apply's answer: its starts (full
+// pushes to a fresh instance), its fill reports (no full push after a reload that emptied nothing) and
+// its liveness (/healthz).
+func TestWrappingApplierKeepsStartsFillReportsAndLiveness(t *testing.T) {
+	var audit *auditingApplier
+	e := newEnvWith(t, Options{}, func(a *laneApplier) Applier {
+		audit = &auditingApplier{Applier: a}
+		return audit
+	})
+	e.setEndpoints("a", "10.0.0.1")
+	e.render("aaaa0001")
+	e.waitLive("aaaa0001")
+	e.restarts.Set(1)
+	if p := e.waitPushes(1)[0]; !p.full {
+		t.Fatalf("push after the start reported through the wrapper: full=%v, want a full push", p.full)
+	}
+	eventually(t, "ready after the start's pushes", func() bool { return e.ready.Check() == nil })
+
+	done := e.syncsDone("reloader-structure")
+	e.render("bbbb0002")
+	e.waitLive("bbbb0002")
+	eventually(t, "the reload to be handled", func() bool { return e.syncsDone("reloader-structure") > done })
+	e.setEndpoints("a", "10.0.0.2")
+	eventually(t, "the change's push", func() bool { return pushed(e.a.returned()[len(e.a.returned())-1])["a"] == "10.0.0.2" })
+	if ps := e.a.returned(); len(ps) != 2 || ps[1].full {
+		t.Errorf("endpoint pushes %d, the last full=%v; want one incremental push after a reload that emptied nothing", len(ps), ps[len(ps)-1].full)
+	}
+	audit.mu.Lock()
+	audited := slices.Clone(audit.audited)
+	audit.mu.Unlock()
+	if !slices.Equal(audited, []string{"aaaa0001", "bbbb0002"}) {
+		t.Errorf("audited %v, want both configurations", audited)
+	}
+
+	if err := e.live.Check(); err != nil {
+		t.Fatalf("live check failed while the data plane is alive: %v", err)
+	}
+	e.a.mu.Lock()
+	e.a.dead = errors.New("nginx kept dying")
+	e.a.mu.Unlock()
+	if err := e.live.Check(); err == nil {
+		t.Error("live check passes while the wrapped data plane is dead")
+	}
+}
+
+// Stop may be called more than once (fx's stop after a test's own, a failed start): the calls after the
+// first return at once with its result.
+func TestStopIsIdempotent(t *testing.T) {
+	e := newEnv(t, Options{})
+	e.render("aaaa0001")
+	e.waitLive("aaaa0001")
+	for i := range 3 {
+		if err := e.r.Stop(context.Background()); err != nil {
+			t.Fatalf("Stop #%d: %v", i+1, err)
+		}
+	}
 }
