@@ -8,6 +8,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
+	"k8s.io/utils/ptr"
 
 	"github.com/ingress-reactor/ingress-reactor/nginx"
 	"github.com/ingress-reactor/ingress-reactor/pipeline"
@@ -89,7 +90,7 @@ func newPushLane[B any](opts laneOptions, s store[B], a Applier, metrics *pipeli
 	q := pipeline.NewQueue(pipeline.QueueOptions[laneKey]{
 		Name: opts.name, Metrics: metrics, Logger: log,
 		BaseDelay: 50 * time.Millisecond, MaxDelay: 10 * time.Second, QPS: opts.qps, Burst: opts.burst,
-		MaxRetries: 20,
+		MaxRetries: ptr.To(20),
 		// The lane's one key carries every pending change: after the retries it keeps trying, slowly, so
 		// NGINX never stays on stale content because a push failed for a while.
 		OnGiveUp: func(k laneKey, err error) {

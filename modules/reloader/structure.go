@@ -7,6 +7,7 @@ import (
 
 	"go.uber.org/zap"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/utils/ptr"
 
 	"github.com/ingress-reactor/ingress-reactor/modules"
 	"github.com/ingress-reactor/ingress-reactor/pipeline"
@@ -41,14 +42,10 @@ type structureLane struct {
 
 func newStructureLane(s *structureLane, metrics *pipeline.Metrics) *structureLane {
 	s.latest = pipeline.NewLatest[modules.Rendered]()
-	retries := s.opts.MaxRetries
-	if retries == 0 {
-		retries = -1 // pipeline: negative means "do not retry"
-	}
 	q := pipeline.NewQueue(pipeline.QueueOptions[applyKey]{
 		Name: "reloader-structure", Metrics: metrics, Logger: s.log,
 		BaseDelay: 500 * time.Millisecond, MaxDelay: time.Minute, QPS: 2, Burst: 4,
-		MaxRetries: retries,
+		MaxRetries: ptr.To(s.opts.MaxRetries),
 		OnGiveUp: func(_ applyKey, err error) {
 			v, _ := s.latest.Get()
 			s.log.Error("configuration not applied after its retries; trying again at the next change or in a while",
