@@ -102,11 +102,13 @@ func newPushLane[B any](opts laneOptions, s store[B], a Applier, metrics *pipeli
 	return l
 }
 
-// change runs fn (which changes the store) under the lane's lock and schedules a push; with full, one
-// of everything.
+// change runs fn (which changes the store; nil for none) under the lane's lock and schedules a push;
+// with full, one of everything.
 func (l *pushLane[B]) change(fn func(), full bool) {
 	l.mu.Lock()
-	fn()
+	if fn != nil {
+		fn()
+	}
 	l.full = l.full || full
 	l.mu.Unlock()
 	l.ctrl.Queue().Add(laneKey{})

@@ -139,7 +139,7 @@ func (r *Reloader) wentLive(v modules.Rendered, endpointsLost, certsLost bool) {
 	hosts := v.Model.TLSHosts()
 	r.certs.change(func() { r.certStore.useHosts(hosts) }, certsLost)
 	if endpointsLost {
-		r.endpoints.change(func() {}, true)
+		r.endpoints.change(nil, true)
 	}
 }
 
