@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"path/filepath"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -23,9 +25,11 @@ type recordingApplier struct {
 	mu        sync.Mutex
 	confs     [][]byte
 	endpoints map[nginx.UpstreamName][]nginx.Endpoint
-	restarts  *reloader.Restarts
+	starts    *reloader.Starts
 	started   bool
 }
+
+func newRecordingApplier() *recordingApplier { return &recordingApplier{starts: reloader.NewStarts()} }
 
 func (a *recordingApplier) Apply(_ context.Context, conf []byte, _ string) error {
 	a.mu.Lock()
@@ -34,7 +38,7 @@ func (a *recordingApplier) Apply(_ context.Context, conf []byte, _ string) error
 	a.started = true
 	a.mu.Unlock()
 	if first {
-		a.restarts.Set(1) // a fresh data plane: the reloader pushes every endpoint
+		a.starts.Set(1) // a fresh data plane: the reloader pushes every endpoint
 	}
 	return nil
 }
@@ -55,7 +59,14 @@ func (a *recordingApplier) SetCertificates(context.Context, nginx.CertificateUpd
 	return nil
 }
 
+// Filled reports no store filled: the reloader pushes everything after each configuration.
+func (a *recordingApplier) Filled(context.Context) (nginx.Filled, error) { return nginx.Filled{}, nil }
+
+func (a *recordingApplier) Starts() *reloader.Starts { return a.starts }
+
 func (a *recordingApplier) Ready() error { return nil }
+
+func (a *recordingApplier) Alive() error { return nil }
 
 func freePort(t testing.TB) int {
 	t.Helper()
@@ -67,14 +78,11 @@ func freePort(t testing.TB) int {
 	return l.Addr().(*net.TCPAddr).Port
 }
 
-// swappedApp is the controller on the local example with the Applier swapped for a recording one, so no
-// NGINX runs.
+// swappedApp is the controller on the local example with the Applier swapped for a recording one. NGINX
+// is never needed: the test points at an NGINX binary and a modules directory that do not exist.
 func swappedApp(t *testing.T, extra ...fx.Option) (*fx.App, *recordingApplier, Config) {
 	t.Helper()
-	if _, err := nginx.DetectModules(false); err != nil {
-		t.Skipf("NGINX's Lua module is not installed (run make deps): %v", err)
-	}
-	cfg := DefaultConfig()
+	cfg := withoutNginx(t, DefaultConfig())
 	cfg.LocalManifests = "../examples/local"
 	cfg.HealthzHost = "127.0.0.1"
 	cfg.HealthzPort = freePort(t)
@@ -83,11 +91,9 @@ func swappedApp(t *testing.T, extra ...fx.Option) (*fx.App, *recordingApplier, C
 	cfg.UpdateStatus = false
 	cfg.ShutdownTimeout = 10 * time.Second
 
-	// fx.Replace swaps the Applier (and the restart mailbox it reports into) without touching the module.
-	restarts := reloader.NewRestarts()
-	rec := &recordingApplier{restarts: restarts}
+	// fx.Replace swaps the Applier without touching the module.
+	rec := newRecordingApplier()
 	app := New(cfg, zaptest.NewLogger(t), append([]fx.Option{
-		fx.Replace(restarts),
 		fx.Replace(fx.Annotate(rec, fx.As(new(reloader.Applier)))),
 	}, extra...)...)
 	if err := app.Err(); err != nil {
@@ -127,6 +133,27 @@ func TestHealthServerStopsLast(t *testing.T) {
 	if resp, err := http.Get(fmt.Sprintf("http://127.0.0.1:%d/healthz", cfg.HealthzPort)); err == nil {
 		_ = resp.Body.Close()
 		t.Error("the health server still answers after Stop")
+	}
+}
+
+// withoutNginx points cfg at an NGINX binary and a modules directory that do not exist.
+func withoutNginx(t *testing.T, cfg Config) Config {
+	t.Helper()
+	cfg.NginxBinary = filepath.Join(t.TempDir(), "no-nginx")
+	cfg.NginxModulesDir = t.TempDir()
+	return cfg
+}
+
+// Without a swap, a missing Lua module stops the start and says how to install it.
+func TestNginxApplierNeedsTheLuaModule(t *testing.T) {
+	cfg := withoutNginx(t, DefaultConfig())
+	cfg.LocalManifests = "../examples/local"
+	cfg.NginxDir = t.TempDir()
+	cfg.SSLDir = t.TempDir() + "/ssl"
+	cfg.UpdateStatus = false
+	err := New(cfg, zaptest.NewLogger(t)).Err()
+	if err == nil || !strings.Contains(err.Error(), "ngx_http_lua_module.so") || !strings.Contains(err.Error(), "make deps") {
+		t.Fatalf("start without the Lua module: %v, want an error naming the module and make deps", err)
 	}
 }
 

@@ -149,7 +149,7 @@ func BindFlags(fs *flag.FlagSet, c *Config) {
 	fs.StringVar(&c.TemplatePath, "template", c.TemplatePath, "Path to an nginx.conf template (Go text/template) that replaces the embedded one, nginx/nginx.tmpl in the source; the file is watched for changes. "+
 		"It must keep the status server's /configuration/hash location, its \"set $ingress_reactor_token {{.StatusToken}};\" line and the access_by_lua_block that calls require(\"ingress_reactor.configuration\").authorize(), or it is refused.")
 	fs.StringVar(&c.DefaultBackendService, "default-backend-service", c.DefaultBackendService, "Service (namespace/name) that answers requests no rule matches. Empty means a built-in 404.")
-	fs.IntVar(&c.ReloadRetries, "reload-retries", c.ReloadRetries, "How often a failing NGINX configuration is retried before the controller gives up on that version.")
+	fs.IntVar(&c.ReloadRetries, "reload-retries", c.ReloadRetries, "How often a failing NGINX configuration is retried before the controller gives up on that version (0: it is tried once).")
 	fs.DurationVar(&c.NginxConfirmTimeout, "nginx-confirm-timeout", c.NginxConfirmTimeout, "How long a reload or start may take until NGINX serves the new configuration before it counts as failed "+
 		"(a configuration NGINX refuses fails at once). Raise it when very large configurations take longer to load. "+
 		"A start that has not answered after 30 times this (at least 5 minutes; doubled after each such restart in a row), or whose workers cannot be respawned after this long, is restarted.")

@@ -33,10 +33,14 @@ type DataPlane struct {
 	SSLStore *certs.Store
 	// FakeDefault is the generated default certificate, written to SSLStore.
 	FakeDefault *certs.Certificate
+	// missingNginx says why NGINX cannot run here (its Lua module was not found), nil when it can. Only
+	// the NGINX Applier needs it: with a swapped Applier, the controller runs without NGINX installed.
+	missingNginx error
 }
 
 // NewDataPlane prepares the data-plane configuration: it detects NGINX's dynamic modules, parses --template,
-// and generates the fake default certificate into --ssl-dir.
+// and generates the fake default certificate into --ssl-dir. Missing NGINX modules fail only the start of
+// NGINX itself (nginxOptions).
 func NewDataPlane(cfg Config, log *zap.Logger) (*DataPlane, error) {
 	paths, err := nginx.NewPaths(cfg.NginxDir)
 	if err != nil {
@@ -46,9 +50,9 @@ func NewDataPlane(cfg Config, log *zap.Logger) (*DataPlane, error) {
 	if cfg.NginxModulesDir != "" {
 		dirs = []string{cfg.NginxModulesDir}
 	}
-	mods, err := nginx.DetectModules(false, dirs...)
-	if err != nil {
-		return nil, fmt.Errorf("%w (run `make deps` to install NGINX with its Lua module)", err)
+	mods, missingNginx := nginx.DetectModules(false, dirs...)
+	if missingNginx != nil {
+		missingNginx = fmt.Errorf("%w (run `make deps` to install NGINX with its Lua module)", missingNginx)
 	}
 	// The ssl directory itself is 0700, but its parent must stay traversable: with the default layout it
 	// also holds NGINX's directory, whose temp paths NGINX's workers (another user under root) use.
@@ -76,9 +80,10 @@ func NewDataPlane(cfg Config, log *zap.Logger) (*DataPlane, error) {
 		return nil, err
 	}
 	dp := &DataPlane{
-		Paths:       paths,
-		SSLStore:    store,
-		FakeDefault: fake,
+		Paths:        paths,
+		SSLStore:     store,
+		FakeDefault:  fake,
+		missingNginx: missingNginx,
 		Render: nginx.RenderConfig{
 			HTTPPort:              cfg.HTTPPort,
 			HTTPSPort:             cfg.HTTPSPort,
@@ -151,8 +156,8 @@ func dataPlaneModules(cfg Config) []fx.Option {
 				Translate:      nginx.DefaultTranslateOptions(),
 			}
 		}),
-		fx.Provide(func(dp *DataPlane) reloader.NginxOptions {
-			return reloader.NginxOptions{Runtime: dp.Runtime, StopTimeout: cfg.ShutdownTimeout * 2 / 3}
+		fx.Provide(func(dp *DataPlane) (reloader.NginxOptions, error) {
+			return nginxOptions(cfg, dp)
 		}),
 		fx.Supply(reloader.Options{MaxRetries: cfg.ReloadRetries, Pod: podFromEnv()}),
 		endpoints.Module,
@@ -161,6 +166,15 @@ func dataPlaneModules(cfg Config) []fx.Option {
 		reloader.Module,
 		fx.Invoke(watchTemplate),
 	}
+}
+
+// nginxOptions are the NGINX Applier's options. They are only built when that Applier is, so a swapped
+// Applier never needs NGINX.
+func nginxOptions(cfg Config, dp *DataPlane) (reloader.NginxOptions, error) {
+	if dp.missingNginx != nil {
+		return reloader.NginxOptions{}, dp.missingNginx
+	}
+	return reloader.NginxOptions{Runtime: dp.Runtime, StopTimeout: cfg.ShutdownTimeout * 2 / 3}, nil
 }
 
 // podFromEnv returns the controller's own Pod from the downward-API variables POD_NAMESPACE and POD_NAME.

@@ -54,10 +54,9 @@ func syncAtScale(b *testing.B, n int) {
 	cfg.SSLDir = filepath.Join(dir, "ssl")
 	cfg.UpdateStatus = false
 
-	restarts := reloader.NewRestarts()
-	rec := &recordingApplier{restarts: restarts}
+	rec := newRecordingApplier()
 	var src *KubeSource
-	a := New(cfg, zap.NewNop(), fx.Replace(restarts), fx.Replace(fx.Annotate(rec, fx.As(new(reloader.Applier)))), fx.Populate(&src))
+	a := New(cfg, zap.NewNop(), fx.Replace(fx.Annotate(rec, fx.As(new(reloader.Applier)))), fx.Populate(&src))
 	if err := a.Err(); err != nil {
 		b.Fatal(err)
 	}

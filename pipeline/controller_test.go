@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"k8s.io/utils/ptr"
 )
 
 // calls counts syncs per key, safely across workers.
@@ -150,7 +151,7 @@ func TestControllerRetriesUntilSuccess(t *testing.T) {
 	var got calls
 	errTransient := errors.New("transient")
 	var gaveUp atomic.Bool
-	q := NewQueue(QueueOptions[string]{Name: "retry", Clock: clk, MaxRetries: 5,
+	q := NewQueue(QueueOptions[string]{Name: "retry", Clock: clk, MaxRetries: ptr.To(5),
 		OnGiveUp: func(string, error) { gaveUp.Store(true) }})
 	c := startController(t, q, func(_ context.Context, k string) error {
 		if got.inc(k) < 3 {
@@ -180,7 +181,7 @@ func TestControllerDropsKeyAfterRetryLimit(t *testing.T) {
 	log, logs := observedLogger()
 	var got calls
 	gaveUp := make(chan error, 10)
-	q := NewQueue(QueueOptions[string]{Name: "limit", Clock: clk, MaxRetries: 3, Metrics: NewMetrics(reg), Logger: log,
+	q := NewQueue(QueueOptions[string]{Name: "limit", Clock: clk, MaxRetries: ptr.To(3), Metrics: NewMetrics(reg), Logger: log,
 		OnGiveUp: func(_ string, err error) { gaveUp <- err }})
 	c := startController(t, q, func(_ context.Context, k string) error {
 		return errors.New("attempt " + string(rune('0'+got.inc(k))))
@@ -275,7 +276,7 @@ func TestControllerPanicsCountTowardsTheRetryLimit(t *testing.T) {
 	var got calls
 	gaveUp := make(chan error, 1)
 	boom := errors.New("boom")
-	q := NewQueue(QueueOptions[string]{Name: "always-panics", Clock: clk, MaxRetries: 1,
+	q := NewQueue(QueueOptions[string]{Name: "always-panics", Clock: clk, MaxRetries: ptr.To(1),
 		OnGiveUp: func(_ string, err error) { gaveUp <- err }})
 	c := startController(t, q, func(_ context.Context, k string) error {
 		got.inc(k)

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"k8s.io/utils/ptr"
 )
 
 // gatherByName returns the series of reg as family name -> value of the
@@ -41,7 +42,7 @@ func gatherByName(t *testing.T, reg prometheus.Gatherer, queue string) map[strin
 func TestMetricsFamiliesAndValues(t *testing.T) {
 	reg := prometheus.NewPedanticRegistry()
 	clk := newFakeClock()
-	q := NewQueue(QueueOptions[string]{Name: "ingress", Metrics: NewMetrics(reg), Clock: clk, MaxRetries: -1})
+	q := NewQueue(QueueOptions[string]{Name: "ingress", Metrics: NewMetrics(reg), Clock: clk, MaxRetries: ptr.To(0)})
 	defer q.ShutDown()
 
 	q.Add("a")
@@ -140,7 +141,7 @@ func TestNilMetricsRecordNothing(t *testing.T) {
 	m.initSeries("x")
 	m.incDropped("x")
 	m.incPanics("x")
-	q := NewQueue(QueueOptions[int]{MaxRetries: -1})
+	q := NewQueue(QueueOptions[int]{MaxRetries: ptr.To(0)})
 	defer q.ShutDown()
 	q.Add(1)
 	getWithin(t, q)

@@ -20,7 +20,7 @@ const (
 	DefaultMaxRetries = 10
 )
 
-// QueueOptions configures a Queue. Zero values mean the defaults above.
+// QueueOptions configures a Queue. Zero values (nil for MaxRetries) mean the defaults above.
 type QueueOptions[K comparable] struct {
 	// Name labels the queue's metrics and log lines. Keep it unique per
 	// Metrics: two queues with one name share their metric series.
@@ -36,9 +36,10 @@ type QueueOptions[K comparable] struct {
 	QPS   float64
 	Burst int
 	// MaxRetries is how many times a failing item is retried before it is
-	// dropped: an item is attempted at most MaxRetries+1 times in a row.
-	// A negative value means failures are never retried.
-	MaxRetries int
+	// dropped: an item is attempted at most MaxRetries+1 times in a row, so 0
+	// (or less) means a single attempt, as --reload-retries=0 does. Nil means
+	// DefaultMaxRetries.
+	MaxRetries *int
 	// OnGiveUp, if set, is called (on the worker goroutine) with an item that
 	// is dropped after exhausting its retries, and its last error. Modules
 	// use it to emit a Kubernetes Event. It must not block for long.
@@ -72,12 +73,11 @@ func (o QueueOptions[K]) withDefaults() QueueOptions[K] {
 	if o.Burst <= 0 {
 		o.Burst = DefaultBurst
 	}
-	switch {
-	case o.MaxRetries == 0:
-		o.MaxRetries = DefaultMaxRetries
-	case o.MaxRetries < 0:
-		o.MaxRetries = 0
+	retries := DefaultMaxRetries
+	if o.MaxRetries != nil {
+		retries = max(*o.MaxRetries, 0)
 	}
+	o.MaxRetries = &retries
 	if o.Logger == nil {
 		o.Logger = zap.NewNop()
 	}
@@ -120,7 +120,7 @@ func NewQueue[K comparable](opts QueueOptions[K]) *Queue[K] {
 	return &Queue[K]{
 		name:       opts.Name,
 		wq:         workqueue.NewTypedRateLimitingQueueWithConfig(limiter, cfg),
-		maxRetries: opts.MaxRetries,
+		maxRetries: *opts.MaxRetries,
 		onGiveUp:   opts.OnGiveUp,
 		metrics:    opts.Metrics,
 		log:        opts.Logger.With(zap.String("queue", opts.Name)),

@@ -9,6 +9,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
+	"k8s.io/utils/ptr"
 )
 
 func TestQueueOptionsDefaults(t *testing.T) {
@@ -20,23 +21,29 @@ func TestQueueOptionsDefaults(t *testing.T) {
 		"zero values get the defaults": {
 			in: QueueOptions[string]{},
 			want: QueueOptions[string]{Name: "unnamed", BaseDelay: 5 * time.Millisecond, MaxDelay: 5 * time.Minute,
-				QPS: 10, Burst: 100, MaxRetries: 10},
+				QPS: 10, Burst: 100, MaxRetries: ptr.To(10)},
 		},
 		"set values are kept": {
 			in: QueueOptions[string]{Name: "q", BaseDelay: time.Second, MaxDelay: time.Hour, QPS: 3, Burst: 4,
-				MaxRetries: 5, Clock: clk},
+				MaxRetries: ptr.To(5), Clock: clk},
 			want: QueueOptions[string]{Name: "q", BaseDelay: time.Second, MaxDelay: time.Hour, QPS: 3, Burst: 4,
-				MaxRetries: 5, Clock: clk},
+				MaxRetries: ptr.To(5), Clock: clk},
+		},
+		// Zero retries is one attempt here as in --reload-retries; only nil gets the default.
+		"zero retries mean none": {
+			in: QueueOptions[string]{MaxRetries: ptr.To(0)},
+			want: QueueOptions[string]{Name: "unnamed", BaseDelay: 5 * time.Millisecond, MaxDelay: 5 * time.Minute,
+				QPS: 10, Burst: 100, MaxRetries: ptr.To(0)},
 		},
 		"negative retries mean none": {
-			in: QueueOptions[string]{MaxRetries: -1},
+			in: QueueOptions[string]{MaxRetries: ptr.To(-1)},
 			want: QueueOptions[string]{Name: "unnamed", BaseDelay: 5 * time.Millisecond, MaxDelay: 5 * time.Minute,
-				QPS: 10, Burst: 100, MaxRetries: 0},
+				QPS: 10, Burst: 100, MaxRetries: ptr.To(0)},
 		},
 		"max delay below base delay is raised": {
 			in: QueueOptions[string]{BaseDelay: time.Minute, MaxDelay: time.Second},
 			want: QueueOptions[string]{Name: "unnamed", BaseDelay: time.Minute, MaxDelay: time.Minute,
-				QPS: 10, Burst: 100, MaxRetries: 10},
+				QPS: 10, Burst: 100, MaxRetries: ptr.To(10)},
 		},
 	}
 	for name, tc := range tests {
@@ -49,6 +56,10 @@ func TestQueueOptionsDefaults(t *testing.T) {
 				got.Clock = nil
 			}
 			got.Logger = nil
+			if got.MaxRetries == nil || *got.MaxRetries != *tc.want.MaxRetries {
+				t.Errorf("withDefaults() MaxRetries = %v, want %d", got.MaxRetries, *tc.want.MaxRetries)
+			}
+			got.MaxRetries, tc.want.MaxRetries = nil, nil
 			if fmt.Sprint(got) != fmt.Sprint(tc.want) {
 				t.Errorf("withDefaults()\n got %+v\nwant %+v", got, tc.want)
 			}
@@ -153,7 +164,7 @@ type giveUpCall struct {
 func TestQueueFinish(t *testing.T) {
 	errA := errors.New("boom")
 	tests := map[string]struct {
-		maxRetries   int
+		maxRetries   *int
 		errs         []error // outcome of each attempt; the last one repeats
 		wantAttempts int
 		wantGiveUp   bool
@@ -161,21 +172,29 @@ func TestQueueFinish(t *testing.T) {
 		wantLog      string  // a message that must be logged exactly once
 	}{
 		"success forgets": {
-			maxRetries: 3, errs: []error{nil}, wantAttempts: 1, wantRetries: 0,
+			maxRetries: ptr.To(3), errs: []error{nil}, wantAttempts: 1, wantRetries: 0,
 		},
 		"transient failure then success": {
-			maxRetries: 3, errs: []error{errA, errA, nil}, wantAttempts: 3, wantRetries: 2,
+			maxRetries: ptr.To(3), errs: []error{errA, errA, nil}, wantAttempts: 3, wantRetries: 2,
 		},
 		"failing past the limit gives up once": {
-			maxRetries: 3, errs: []error{errA}, wantAttempts: 4, wantGiveUp: true, wantRetries: 3,
+			maxRetries: ptr.To(3), errs: []error{errA}, wantAttempts: 4, wantGiveUp: true, wantRetries: 3,
+			wantLog: "Sync failed too many times; giving up",
+		},
+		"zero limit never retries": {
+			maxRetries: ptr.To(0), errs: []error{errA}, wantAttempts: 1, wantGiveUp: true, wantRetries: 0,
+			wantLog: "Sync failed too many times; giving up",
+		},
+		"no limit set retries DefaultMaxRetries times": {
+			errs: []error{errA}, wantAttempts: DefaultMaxRetries + 1, wantGiveUp: true, wantRetries: DefaultMaxRetries,
 			wantLog: "Sync failed too many times; giving up",
 		},
 		"negative limit never retries": {
-			maxRetries: -1, errs: []error{errA}, wantAttempts: 1, wantGiveUp: true, wantRetries: 0,
+			maxRetries: ptr.To(-1), errs: []error{errA}, wantAttempts: 1, wantGiveUp: true, wantRetries: 0,
 			wantLog: "Sync failed too many times; giving up",
 		},
 		"terminal error is not retried and not given up": {
-			maxRetries: 3, errs: []error{fmt.Errorf("wrapped: %w", Terminal(errA))}, wantAttempts: 1, wantRetries: 0,
+			maxRetries: ptr.To(3), errs: []error{fmt.Errorf("wrapped: %w", Terminal(errA))}, wantAttempts: 1, wantRetries: 0,
 			wantLog: "Sync failed with a terminal error; not retrying",
 		},
 	}
@@ -250,7 +269,7 @@ func TestQueueFinish(t *testing.T) {
 
 func TestQueueFinishWhileShuttingDownDoesNotGiveUp(t *testing.T) {
 	var gaveUp bool
-	q := NewQueue(QueueOptions[string]{MaxRetries: -1, OnGiveUp: func(string, error) { gaveUp = true }})
+	q := NewQueue(QueueOptions[string]{MaxRetries: ptr.To(0), OnGiveUp: func(string, error) { gaveUp = true }})
 	q.Add("a")
 	getWithin(t, q)
 	go q.ShutDown()
@@ -265,7 +284,7 @@ func TestQueueGiveUpCallbackPanicIsContained(t *testing.T) {
 	metrics := NewMetrics(nil)
 	log, logs := observedLogger()
 	q := NewQueue(QueueOptions[string]{
-		Name: "p", MaxRetries: -1, Metrics: metrics, Logger: log,
+		Name: "p", MaxRetries: ptr.To(0), Metrics: metrics, Logger: log,
 		OnGiveUp: func(string, error) { panic("callback bug") },
 	})
 	defer q.ShutDown()

@@ -28,6 +28,7 @@ import (
 	listersnetv1 "k8s.io/client-go/listers/networking/v1"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/record"
+	"k8s.io/utils/ptr"
 
 	"github.com/ingress-reactor/ingress-reactor/modules"
 	"github.com/ingress-reactor/ingress-reactor/pipeline"
@@ -153,7 +154,7 @@ func New(p Params) (*Controller, error) {
 	}
 	q := pipeline.NewQueue(pipeline.QueueOptions[types.NamespacedName]{
 		Name:       queueName,
-		MaxRetries: p.Options.MaxRetries,
+		MaxRetries: ptr.To(p.Options.MaxRetries),
 		OnGiveUp:   c.gaveUp,
 		Metrics:    p.Metrics,
 		Logger:     log,

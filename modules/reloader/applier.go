@@ -16,37 +16,42 @@ import (
 
 // Applier is the data plane as the reloader sees it. The default is NGINX (NewNginxApplier); a team can
 // swap it with fx.Decorate or fx.Replace in app.New's extra options, for example to wrap it with auditing
-// or to drive another proxy.
+// or to drive another proxy. Everything the reloader learns from the data plane goes through these
+// methods, so a wrapper that embeds the Applier it wraps passes all of it on, and one that does not must
+// say what it does with each.
 type Applier interface {
 	// Apply makes conf, identified by hash, the running configuration, or returns why not. A failed Apply
 	// must leave the running configuration untouched.
 	Apply(ctx context.Context, conf []byte, hash string) error
 	// SetEndpoints replaces the endpoint lists of the given upstreams without a reload. With full, the
-	// given upstreams are the complete set and all others are emptied.
+	// given upstreams are the complete set and all others are emptied. An *nginx.DictFullError is a
+	// partial success: what fit is live.
 	SetEndpoints(ctx context.Context, upstreams map[nginx.UpstreamName][]nginx.Endpoint, full bool) error
 	// SetCertificates changes the certificates served per SNI name without a reload. With full, u is the
-	// complete set.
+	// complete set. An *nginx.DictFullError is a partial success, as for SetEndpoints.
 	SetCertificates(ctx context.Context, u nginx.CertificateUpdate, full bool) error
+	// Filled reports which stores (endpoints, certificates) a full push has filled since the data plane
+	// created them. A reload can empty a store (NGINX replaces a shared dict whose size changed with an
+	// empty one): after each configuration that went live, the reloader pushes in full the stores not
+	// reported filled. An Applier that cannot tell returns the zero Filled, and gets full pushes of
+	// both after every new configuration.
+	Filled(ctx context.Context) (nginx.Filled, error)
+	// Starts is where the data plane reports its start count each time a fresh instance is ready to
+	// receive endpoints and certificates (the first start included). A fresh instance holds none: the
+	// reloader pushes all of them again. The reloader is its only reader.
+	Starts() *Starts
 	// Ready returns nil once a configuration is live.
 	Ready() error
+	// Alive returns an error once the data plane is beyond repair in this process; /healthz then fails,
+	// so the kubelet restarts the pod.
+	Alive() error
 }
 
-// FillReporter is an optional part of an Applier. A reload can empty the data plane's stores of
-// endpoints and certificates (NGINX replaces a shared dict whose size changed with an empty one). After a
-// configuration went live, the reloader asks an Applier with Filled which stores a full push has filled
-// since they were created, and pushes in full only those that lost their contents. An Applier without
-// it gets full pushes after every new configuration.
-type FillReporter interface {
-	Filled(ctx context.Context) (nginx.Filled, error)
-}
+// Starts carries the start count of the data plane; see Applier.Starts.
+type Starts = pipeline.Latest[uint64]
 
-// Restarts carries the start count of the data plane each time a fresh instance is ready to receive
-// dynamic configuration (the first start included). A fresh instance holds no endpoints: the reloader
-// pushes all of them again.
-type Restarts = pipeline.Latest[uint64]
-
-// NewRestarts returns the mailbox an Applier reports fresh starts into.
-func NewRestarts() *Restarts { return pipeline.NewLatest[uint64]() }
+// NewStarts returns an empty Starts for an Applier to report into.
+func NewStarts() *Starts { return pipeline.NewLatest[uint64]() }
 
 // NginxOptions configure the default Applier.
 type NginxOptions struct {
@@ -59,7 +64,6 @@ type NginxOptions struct {
 type NginxParams struct {
 	fx.In
 	Options   NginxOptions
-	Restarts  *Restarts
 	Registry  prometheus.Registerer
 	Log       *zap.Logger
 	Lifecycle fx.Lifecycle
@@ -67,19 +71,21 @@ type NginxParams struct {
 
 // NginxApplier drives a supervised NGINX through nginx.Runtime.
 type NginxApplier struct {
-	rt *nginx.Runtime
+	rt     *nginx.Runtime
+	starts *Starts
 }
 
 // NewNginxApplier prepares NGINX's working directory; NGINX itself starts with the first Apply and is
 // stopped gracefully (SIGQUIT, then SIGKILL after StopTimeout) when the application stops.
 func NewNginxApplier(p NginxParams) (Applier, error) {
 	cfg := p.Options.Runtime
+	starts := NewStarts()
 	userOnReady := cfg.OnReady
-	cfg.OnReady = func(starts uint64) {
+	cfg.OnReady = func(n uint64) {
 		if userOnReady != nil {
-			userOnReady(starts)
+			userOnReady(n)
 		}
-		p.Restarts.Set(starts)
+		starts.Set(n)
 	}
 	if cfg.Process.Log == nil {
 		cfg.Process.Log = p.Log.Named("nginx")
@@ -108,7 +114,7 @@ func NewNginxApplier(p NginxParams) (Applier, error) {
 		}
 		return nil
 	}})
-	return &NginxApplier{rt: rt}, nil
+	return &NginxApplier{rt: rt, starts: starts}, nil
 }
 
 // Apply tests, installs and reloads conf; see nginx.Runtime.Apply.
@@ -136,6 +142,9 @@ func (a *NginxApplier) SetCertificates(ctx context.Context, u nginx.CertificateU
 func (a *NginxApplier) Filled(ctx context.Context) (nginx.Filled, error) {
 	return a.rt.Client().Filled(ctx)
 }
+
+// Starts reports each start of NGINX once its status server answers.
+func (a *NginxApplier) Starts() *Starts { return a.starts }
 
 // Alive returns an error once NGINX kept dying and its supervisor gave up restarting it, or when its
 // current start is stuck without a configuration coming to replace it (see nginx.Runtime.Alive): the

@@ -22,6 +22,9 @@ type certState struct {
 	hosts         map[nginx.Hostname]types.NamespacedName
 	defaultSecret types.NamespacedName
 
+	// hostsFromModel is set once hosts come from an applied configuration.
+	hostsFromModel bool
+
 	// What the data plane holds since the last successful push.
 	pushedCerts map[string]string // id -> content hash
 	pushedHosts map[nginx.Hostname]string
@@ -100,60 +103,49 @@ func (s *certState) diff(full bool) (nginx.CertificateUpdate, map[string]string,
 	return u, nextCerts, maps.Clone(hosts)
 }
 
-type certKey struct{}
-
-// pushCertificates is the certificate lane's sync: one batched push of what changed, or of everything
-// after a fresh start.
-func (r *Reloader) pushCertificates(ctx context.Context, _ certKey) error {
-	r.mu.Lock()
-	if !r.certsFresh {
-		r.mu.Unlock()
-		return nil
-	}
-	full, fullFor, withHosts := r.certsFull, r.certsFullFor, r.hostsFromModel
-	u, nextCerts, nextHosts := r.certs.diff(full)
-	r.certsFull = false
-	if !full && len(u.Certificates) == 0 && len(u.Hosts) == 0 {
-		r.certsComplete(withHosts)
-		r.mu.Unlock()
-		return nil
-	}
-	r.mu.Unlock()
-	err := r.applier.SetCertificates(ctx, u, full)
-	partial := dictFull(err)
-	if err != nil && partial == nil {
-		r.m.certUpdates.WithLabelValues("failure").Inc()
-		r.mu.Lock()
-		r.certsFull = r.certsFull || full
-		r.mu.Unlock()
-		return err
-	}
-	// A full dict is a partial success: what fit is live, and the same push would store the same
-	// certificates, parsing each again. It is not retried: what did not fit is sent again when it
-	// changes, and with the next full push (a new NGINX start, a reload that emptied the dict).
-	sent := make([]string, 0, len(u.Certificates)+len(u.Hosts))
-	for id := range u.Certificates {
-		sent = append(sent, id)
-	}
-	for h := range u.Hosts {
-		sent = append(sent, string(h))
-	}
-	r.mu.Lock()
-	r.certs.pushedCerts, r.certs.pushedHosts = nextCerts, nextHosts
-	if full {
-		r.certsFilledFor = max(r.certsFilledFor, fullFor)
-	}
-	r.certsComplete(withHosts)
-	changed := r.certsRoom.pushed(full, sent, partial)
-	r.mu.Unlock()
-	r.notePush(r.m.certUpdates, r.certsRoom, changed, partial)
-	return nil
+// certBatch is one certificate push, with what the data plane holds once it succeeded.
+type certBatch struct {
+	update    nginx.CertificateUpdate
+	nextCerts map[string]string
+	nextHosts map[nginx.Hostname]string
 }
 
-// certsComplete records, after a push (or none needed) whose host table came from an applied model when
-// withHosts, that the data plane holds every certificate and host since the last full push. r.mu is held.
-func (r *Reloader) certsComplete(withHosts bool) {
-	if withHosts {
-		r.certsPushedFor = max(r.certsPushedFor, r.certsFilledFor)
+func (s *certState) take(full bool) (certBatch, bool) {
+	u, nextCerts, nextHosts := s.diff(full)
+	return certBatch{update: u, nextCerts: nextCerts, nextHosts: nextHosts},
+		full || len(u.Certificates) > 0 || len(u.Hosts) > 0
+}
+
+func (s *certState) send(ctx context.Context, a Applier, b certBatch, full bool) error {
+	return a.SetCertificates(ctx, b.update, full)
+}
+
+func (s *certState) names(b certBatch) []string {
+	out := make([]string, 0, len(b.update.Certificates)+len(b.update.Hosts))
+	for id := range b.update.Certificates {
+		out = append(out, id)
 	}
+	for h := range b.update.Hosts {
+		out = append(out, string(h))
+	}
+	return out
+}
+
+// failed needs nothing: the next push is computed against what the data plane last took.
+func (s *certState) failed(certBatch) {}
+
+// stored records what the data plane holds now. What did not fit is not sent again before it changes
+// or the next full push: sending the same certificates would make NGINX parse each again, to no avail.
+func (s *certState) stored(b certBatch, _ *nginx.DictFullError) {
+	s.pushedCerts, s.pushedHosts = b.nextCerts, b.nextHosts
+}
+
+// complete is true once the host table comes from an applied configuration: the first start reports
+// before its configuration is applied, so its full push may carry no hosts yet.
+func (s *certState) complete() bool { return s.hostsFromModel }
+
+// useHosts makes the SNI host table that of the configuration NGINX now runs.
+func (s *certState) useHosts(hosts map[nginx.Hostname]types.NamespacedName) {
+	s.hosts = hosts
+	s.hostsFromModel = true
 }

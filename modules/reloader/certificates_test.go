@@ -177,7 +177,10 @@ func (f *fakeApplier) Apply(context.Context, []byte, string) error { return nil 
 func (f *fakeApplier) SetEndpoints(context.Context, map[nginx.UpstreamName][]nginx.Endpoint, bool) error {
 	return nil
 }
-func (f *fakeApplier) Ready() error { return nil }
+func (f *fakeApplier) Ready() error                                 { return nil }
+func (f *fakeApplier) Alive() error                                 { return nil }
+func (f *fakeApplier) Starts() *Starts                              { return NewStarts() }
+func (f *fakeApplier) Filled(context.Context) (nginx.Filled, error) { return nginx.Filled{}, nil }
 func (f *fakeApplier) SetCertificates(_ context.Context, u nginx.CertificateUpdate, full bool) error {
 	if f.failing {
 		return errors.New("data plane unavailable")
@@ -187,17 +190,16 @@ func (f *fakeApplier) SetCertificates(_ context.Context, u nginx.CertificateUpda
 	return nil
 }
 
-func newCertReloader(a Applier) *Reloader {
-	return &Reloader{
-		applier:   a,
-		log:       zap.NewNop(),
-		certs:     newCertState(),
-		certsRoom: newDictRoom("certificates", "--certificates-dict-size"),
-		m: reloaderMetrics{
-			certUpdates: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "ingress_reactor_certificate_updates_total"}, []string{"result"}),
-			notStored:   prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "ingress_reactor_shared_dict_not_stored"}, []string{"dict"}),
-		},
-	}
+// newCertLane is a certificate lane over a, not started: the test calls its push.
+func newCertLane(a Applier) (*pushLane[certBatch], *certState) {
+	s := newCertState()
+	l := newPushLane(laneOptions{
+		name: "reloader-certificates", what: "certificate",
+		room:      newDictRoom("certificates", "--certificates-dict-size"),
+		updates:   prometheus.NewCounterVec(prometheus.CounterOpts{Name: "ingress_reactor_certificate_updates_total"}, []string{"result"}),
+		notStored: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "ingress_reactor_shared_dict_not_stored"}, []string{"dict"}),
+	}, store[certBatch](s), a, nil, zap.NewNop())
+	return l, s
 }
 
 func counter(t *testing.T, c prometheus.Counter) float64 {
@@ -211,27 +213,27 @@ func counter(t *testing.T, c prometheus.Counter) float64 {
 
 func TestPushCertificates(t *testing.T) {
 	a := &fakeApplier{}
-	r := newCertReloader(a)
+	l, s := newCertLane(a)
 	ctx := context.Background()
-	r.certs.feed(certInput{hosts: map[nginx.Hostname]string{"a.example": "a"}, certs: []modules.CertChange{set("a", "1")}})
+	s.feed(certInput{hosts: map[nginx.Hostname]string{"a.example": "a"}, certs: []modules.CertChange{set("a", "1")}})
 
 	// Before the data plane reported a start, nothing is pushed: the start pushes everything.
-	if err := r.pushCertificates(ctx, certKey{}); err != nil || len(a.pushes) != 0 {
+	if err := l.push(ctx, laneKey{}); err != nil || len(a.pushes) != 0 {
 		t.Fatalf("push before start: err %v, pushes %v; want nothing", err, a.pushes)
 	}
 
 	// The start's full push fails: it stays a full push.
-	r.certsFresh, r.certsFull = true, true
+	l.fresh, l.full = true, true
 	a.failing = true
-	if err := r.pushCertificates(ctx, certKey{}); err == nil {
+	if err := l.push(ctx, laneKey{}); err == nil {
 		t.Fatal("a failed push must return its error so the lane retries")
 	}
-	if got := counter(t, r.m.certUpdates.WithLabelValues("failure")); got != 1 {
+	if got := counter(t, l.updates.WithLabelValues("failure")); got != 1 {
 		t.Errorf("failures counted %g, want 1", got)
 	}
 	a.failing = false
-	r.certs.feed(certInput{certs: []modules.CertChange{set("a", "2")}})
-	if err := r.pushCertificates(ctx, certKey{}); err != nil {
+	s.feed(certInput{certs: []modules.CertChange{set("a", "2")}})
+	if err := l.push(ctx, laneKey{}); err != nil {
 		t.Fatal(err)
 	}
 	if len(a.pushes) != 1 || !a.fulls[0] || a.pushes[0].certs[id("a")] != "a@2" {
@@ -239,19 +241,19 @@ func TestPushCertificates(t *testing.T) {
 	}
 
 	// Nothing changed: nothing is sent.
-	if err := r.pushCertificates(ctx, certKey{}); err != nil || len(a.pushes) != 1 {
+	if err := l.push(ctx, laneKey{}); err != nil || len(a.pushes) != 1 {
 		t.Fatalf("push without changes: err %v, pushes %d; want none", err, len(a.pushes)-1)
 	}
 
 	// A failed incremental push is sent again, merged with what changed since.
-	r.certs.feed(certInput{certs: []modules.CertChange{set("a", "3")}})
+	s.feed(certInput{certs: []modules.CertChange{set("a", "3")}})
 	a.failing = true
-	if err := r.pushCertificates(ctx, certKey{}); err == nil {
+	if err := l.push(ctx, laneKey{}); err == nil {
 		t.Fatal("a failed push must return its error")
 	}
 	a.failing = false
-	r.certs.feed(certInput{hosts: map[nginx.Hostname]string{"a.example": "a", "b.example": "a"}})
-	if err := r.pushCertificates(ctx, certKey{}); err != nil {
+	s.feed(certInput{hosts: map[nginx.Hostname]string{"a.example": "a", "b.example": "a"}})
+	if err := l.push(ctx, laneKey{}); err != nil {
 		t.Fatal(err)
 	}
 	want := push{certs: map[string]string{id("a"): "a@3"}, hosts: map[nginx.Hostname]string{"b.example": id("a")}}
@@ -259,7 +261,7 @@ func TestPushCertificates(t *testing.T) {
 	if a.fulls[len(a.fulls)-1] || !maps.Equal(last.certs, want.certs) || !maps.Equal(last.hosts, want.hosts) {
 		t.Fatalf("push after a failed one sent %v (full %v), want incremental %v", last, a.fulls[len(a.fulls)-1], want)
 	}
-	if got := counter(t, r.m.certUpdates.WithLabelValues("success")); got != 2 {
+	if got := counter(t, l.updates.WithLabelValues("success")); got != 2 {
 		t.Errorf("successes counted %g, want 2", got)
 	}
 }

@@ -66,6 +66,10 @@ type laneApplier struct {
 	onApply func(hash string)
 	// Pushes answer these partial successes, after recording the push.
 	endpointsFull, certsFull *nginx.DictFullError
+	// starts is where the test reports starts of the data plane, as NGINX does.
+	starts *Starts
+	// dead, when set, is what Alive answers.
+	dead error
 }
 
 // certPush is one SetCertificates call that returned.
@@ -76,7 +80,15 @@ type certPush struct {
 
 func newLaneApplier() *laneApplier {
 	return &laneApplier{configs: map[string][]byte{}, failing: map[string]bool{}, hosts: map[nginx.Hostname]string{},
-		emptiedBy: map[string]nginx.Filled{}}
+		emptiedBy: map[string]nginx.Filled{}, starts: NewStarts()}
+}
+
+func (a *laneApplier) Starts() *Starts { return a.starts }
+
+func (a *laneApplier) Alive() error {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.dead
 }
 
 func (a *laneApplier) Filled(context.Context) (nginx.Filled, error) {
@@ -100,22 +112,10 @@ func (a *laneApplier) answerDictFull(endpoints, certificates *nginx.DictFullErro
 	a.mu.Unlock()
 }
 
-// plainApplier hides the laneApplier's Filled: a data plane that cannot tell what a reload emptied.
-type plainApplier struct{ a *laneApplier }
+// plainApplier is a data plane that cannot tell what a reload emptied: it reports no store filled.
+type plainApplier struct{ *laneApplier }
 
-func (p plainApplier) Apply(ctx context.Context, conf []byte, hash string) error {
-	return p.a.Apply(ctx, conf, hash)
-}
-
-func (p plainApplier) SetEndpoints(ctx context.Context, ups map[nginx.UpstreamName][]nginx.Endpoint, full bool) error {
-	return p.a.SetEndpoints(ctx, ups, full)
-}
-
-func (p plainApplier) SetCertificates(ctx context.Context, u nginx.CertificateUpdate, full bool) error {
-	return p.a.SetCertificates(ctx, u, full)
-}
-
-func (p plainApplier) Ready() error { return p.a.Ready() }
+func (plainApplier) Filled(context.Context) (nginx.Filled, error) { return nginx.Filled{}, nil }
 
 func (a *laneApplier) Apply(ctx context.Context, conf []byte, hash string) error {
 	a.mu.Lock()
@@ -305,7 +305,8 @@ type env struct {
 	a         *laneApplier
 	r         *Reloader
 	ready     modules.ReadyCheck
-	restarts  *Restarts
+	live      modules.ReadyCheck
+	restarts  *Starts
 	rendered  *pipeline.Topic[modules.Rendered]
 	endpoints *pipeline.Topic[modules.EndpointsChange]
 	certs     *pipeline.Topic[modules.CertChange]
@@ -324,23 +325,23 @@ func newEnvWith(t *testing.T, opts Options, applier func(*laneApplier) Applier) 
 	e := &env{
 		t:         t,
 		a:         newLaneApplier(),
-		restarts:  NewRestarts(),
 		rendered:  pipeline.NewTopic[modules.Rendered]("rendered"),
 		endpoints: pipeline.NewTopic[modules.EndpointsChange]("endpoints"),
 		certs:     pipeline.NewTopic[modules.CertChange]("certs"),
 		rec:       &recorder{},
 		reg:       prometheus.NewRegistry(),
 	}
+	e.restarts = e.a.starts
 	certTopic := e.certs
 	res, err := New(Params{
-		Options: opts, Applier: applier(e.a), Restarts: e.restarts,
+		Options: opts, Applier: applier(e.a),
 		Rendered: e.rendered, Endpoints: e.endpoints, Certs: certTopic,
 		Recorder: e.rec, Metrics: pipeline.NewMetrics(e.reg), Registry: e.reg, Log: zap.NewNop(),
 	})
 	if err != nil {
 		t.Fatalf("New: %v", err)
 	}
-	e.r, e.ready = res.Reloader, res.Ready
+	e.r, e.ready, e.live = res.Reloader, res.Ready, res.Live
 	ctx, cancel := context.WithCancel(context.Background())
 	e.r.Start(ctx)
 	t.Cleanup(func() {
@@ -432,9 +433,9 @@ func (e *env) removeUpstream(service string) {
 
 // dirty is the set of upstreams waiting for the next incremental push.
 func (e *env) dirty() int {
-	e.r.mu.Lock()
-	defer e.r.mu.Unlock()
-	return len(e.r.dirty)
+	e.r.endpoints.mu.Lock()
+	defer e.r.endpoints.mu.Unlock()
+	return len(e.r.epStore.dirty)
 }
 
 // pushed describes a push as upstream service -> addresses, for comparisons.
@@ -964,4 +965,77 @@ func TestCertificateHostsFollowTheAppliedConfiguration(t *testing.T) {
 	eventually(t, "a.example to switch Secret", func() bool {
 		return maps.Equal(e.a.certHosts(), map[nginx.Hostname]string{"a.example": id("c")})
 	})
+}
+
+// auditingApplier is what a team would put in front of the data plane with fx.Decorate: it records each
+// Apply, then delegates. It overrides nothing else.
+type auditingApplier struct {
+	Applier
+	mu      sync.Mutex
+	audited []string
+}
+
+func (a *auditingApplier) Apply(ctx context.Context, conf []byte, hash string) error {
+	a.mu.Lock()
+	a.audited = append(a.audited, hash)
+	a.mu.Unlock()
+	return a.Applier.Apply(ctx, conf, hash)
+}
+
+// A wrapping Applier passes on what the data plane reports besides Apply's answer: its starts (full
+// pushes to a fresh instance), its fill reports (no full push after a reload that emptied nothing) and
+// its liveness (/healthz).
+func TestWrappingApplierKeepsStartsFillReportsAndLiveness(t *testing.T) {
+	var audit *auditingApplier
+	e := newEnvWith(t, Options{}, func(a *laneApplier) Applier {
+		audit = &auditingApplier{Applier: a}
+		return audit
+	})
+	e.setEndpoints("a", "10.0.0.1")
+	e.render("aaaa0001")
+	e.waitLive("aaaa0001")
+	e.restarts.Set(1)
+	if p := e.waitPushes(1)[0]; !p.full {
+		t.Fatalf("push after the start reported through the wrapper: full=%v, want a full push", p.full)
+	}
+	eventually(t, "ready after the start's pushes", func() bool { return e.ready.Check() == nil })
+
+	done := e.syncsDone("reloader-structure")
+	e.render("bbbb0002")
+	e.waitLive("bbbb0002")
+	eventually(t, "the reload to be handled", func() bool { return e.syncsDone("reloader-structure") > done })
+	e.setEndpoints("a", "10.0.0.2")
+	eventually(t, "the change's push", func() bool { return pushed(e.a.returned()[len(e.a.returned())-1])["a"] == "10.0.0.2" })
+	if ps := e.a.returned(); len(ps) != 2 || ps[1].full {
+		t.Errorf("endpoint pushes %d, the last full=%v; want one incremental push after a reload that emptied nothing", len(ps), ps[len(ps)-1].full)
+	}
+	audit.mu.Lock()
+	audited := slices.Clone(audit.audited)
+	audit.mu.Unlock()
+	if !slices.Equal(audited, []string{"aaaa0001", "bbbb0002"}) {
+		t.Errorf("audited %v, want both configurations", audited)
+	}
+
+	if err := e.live.Check(); err != nil {
+		t.Fatalf("live check failed while the data plane is alive: %v", err)
+	}
+	e.a.mu.Lock()
+	e.a.dead = errors.New("nginx kept dying")
+	e.a.mu.Unlock()
+	if err := e.live.Check(); err == nil {
+		t.Error("live check passes while the wrapped data plane is dead")
+	}
+}
+
+// Stop may be called more than once (fx's stop after a test's own, a failed start): the calls after the
+// first return at once with its result.
+func TestStopIsIdempotent(t *testing.T) {
+	e := newEnv(t, Options{})
+	e.render("aaaa0001")
+	e.waitLive("aaaa0001")
+	for i := range 3 {
+		if err := e.r.Stop(context.Background()); err != nil {
+			t.Fatalf("Stop #%d: %v", i+1, err)
+		}
+	}
 }

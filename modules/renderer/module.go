@@ -22,6 +22,7 @@ import (
 	listersnetv1 "k8s.io/client-go/listers/networking/v1"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/record"
+	"k8s.io/utils/ptr"
 
 	"github.com/ingress-reactor/ingress-reactor/modules"
 	"github.com/ingress-reactor/ingress-reactor/nginx"
@@ -162,7 +163,7 @@ func New(p Params) (*Renderer, error) {
 	q := pipeline.NewQueue(pipeline.QueueOptions[renderKey]{
 		Name: "renderer", Metrics: p.Metrics, Logger: log,
 		// Rendering is coalesced into one key; the bucket caps renders at a few per second under churn.
-		QPS: 5, Burst: 10, MaxRetries: 5,
+		QPS: 5, Burst: 10, MaxRetries: ptr.To(5),
 	})
 	r.ctrl = pipeline.NewController(q, r.sync, pipeline.ControllerOptions{Workers: 1})
 

@@ -1,0 +1,137 @@
+package reloader
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"go.uber.org/zap"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/utils/ptr"
+
+	"github.com/ingress-reactor/ingress-reactor/modules"
+	"github.com/ingress-reactor/ingress-reactor/pipeline"
+)
+
+// applyKey is the single key of the structure lane's queue: "apply the newest configuration".
+type applyKey struct{}
+
+// retryAfterGiveUp is the pause before the structure lane tries a configuration again after exhausting
+// its retries.
+const retryAfterGiveUp = 10 * time.Minute
+
+// structureLane applies each Rendered configuration: test, install, reload, confirm. It has one worker,
+// which alone touches applied and attempted.
+type structureLane struct {
+	opts    Options
+	applier Applier
+	log     *zap.Logger
+	m       *reloaderMetrics
+	events  func(hash string, err error)
+	latest  *pipeline.Latest[modules.Rendered]
+	ctrl    *pipeline.Controller[applyKey]
+	// wentLive is called after a configuration went live, with whether it emptied the endpoint and the
+	// certificate stores.
+	wentLive func(v modules.Rendered, endpointsLost, certsLost bool)
+	// applied is the hash of the last configuration applied successfully.
+	applied string
+	// attempted is the hash of the configuration last tried; a different one starts with a fresh retry
+	// budget.
+	attempted string
+}
+
+func newStructureLane(s *structureLane, metrics *pipeline.Metrics) *structureLane {
+	s.latest = pipeline.NewLatest[modules.Rendered]()
+	q := pipeline.NewQueue(pipeline.QueueOptions[applyKey]{
+		Name: "reloader-structure", Metrics: metrics, Logger: s.log,
+		BaseDelay: 500 * time.Millisecond, MaxDelay: time.Minute, QPS: 2, Burst: 4,
+		MaxRetries: ptr.To(s.opts.MaxRetries),
+		OnGiveUp: func(_ applyKey, err error) {
+			v, _ := s.latest.Get()
+			s.log.Error("configuration not applied after its retries; trying again at the next change or in a while",
+				zap.String("hash", v.Hash), zap.Duration("after", retryAfterGiveUp), zap.Error(err))
+			// A cause that passes (a full disk, NGINX restarting) must not leave old routes forever.
+			s.ctrl.Queue().AddAfter(applyKey{}, retryAfterGiveUp)
+		},
+	})
+	s.ctrl = pipeline.NewController(q, s.apply, pipeline.ControllerOptions{Workers: 1})
+	return s
+}
+
+// offer makes v the configuration to apply next.
+func (s *structureLane) offer(v modules.Rendered) {
+	s.latest.Set(v)
+	s.retry()
+}
+
+// retry asks the lane to apply the newest configuration if it is not live (a no-op when it is).
+func (s *structureLane) retry() { s.ctrl.Queue().Add(applyKey{}) }
+
+func (s *structureLane) apply(ctx context.Context, _ applyKey) error {
+	v, ok := s.latest.Get()
+	if !ok {
+		return nil
+	}
+	if v.Hash == s.applied {
+		// The same configuration again: the renderer published a change to the SNI table only (an
+		// Ingress switched TLS Secret), which the certificate lane applies. Nothing to reload or count.
+		s.wentLive(v, false, false)
+		return nil
+	}
+	if v.Hash != s.attempted {
+		// The retry limit is per configuration: a newer one must not inherit the failures of the one
+		// it replaces (the queue counts them per key, and the lane has a single key).
+		s.ctrl.Queue().Forget(applyKey{})
+		s.attempted = v.Hash
+	}
+	began := time.Now()
+	err := s.applier.Apply(ctx, v.Config, v.Hash)
+	s.m.duration.Observe(time.Since(began).Seconds())
+	if err != nil && ctx.Err() != nil {
+		s.log.Info("configuration not applied: shutting down", zap.String("hash", v.Hash))
+		return nil
+	}
+	if err != nil {
+		s.m.reloads.WithLabelValues("failure").Inc()
+		s.m.lastSuccess.Set(0)
+		s.log.Error("nginx configuration not applied; the running one stays", zap.String("hash", v.Hash), zap.Error(err))
+		s.events(v.Hash, err)
+		return err
+	}
+	s.applied = v.Hash
+	// Counted as soon as NGINX serves it: what follows asks NGINX about its stores, and the metrics must
+	// not lag behind the traffic meanwhile.
+	s.m.reloads.WithLabelValues("success").Inc()
+	s.m.lastSuccess.Set(1)
+	s.m.lastTime.Set(float64(time.Now().Unix()))
+	s.m.hash.Set(hashNumber(v.Hash))
+	// A reload keeps the shared dicts, except one whose size or definition changed: NGINX gives that one
+	// a new, empty zone, which needs a full push.
+	endpointsLost, certsLost := s.lostStores(ctx)
+	s.wentLive(v, endpointsLost, certsLost)
+	return nil
+}
+
+// lostStores says which of the data plane's stores need a full push after a configuration went live:
+// those that the reload emptied. When the data plane cannot tell, both.
+func (s *structureLane) lostStores(ctx context.Context) (endpoints, certificates bool) {
+	f, err := s.applier.Filled(ctx)
+	if err != nil {
+		s.log.Warn("cannot tell whether the reload emptied the shared dicts; pushing everything", zap.Error(err))
+		return true, true
+	}
+	if !f.Endpoints || !f.Certificates {
+		s.log.Info("pushing what the data plane lost in the reload", zap.Bool("endpoints", !f.Endpoints), zap.Bool("certificates", !f.Certificates))
+	}
+	return !f.Endpoints, !f.Certificates
+}
+
+// reloadFailed reports a configuration the data plane refused as a Warning Event on the controller's
+// Pod, when it is known.
+func (r *Reloader) reloadFailed(hash string, err error) {
+	if r.opts.Pod.Name == "" {
+		return
+	}
+	r.recorder.Event(&corev1.ObjectReference{Kind: "Pod", Namespace: r.opts.Pod.Namespace, Name: r.opts.Pod.Name, APIVersion: "v1"},
+		corev1.EventTypeWarning, ReasonReloadFailed, fmt.Sprintf("configuration %.12s not applied: %v", hash, err))
+}
