@@ -480,7 +480,7 @@ func TestOnlyChangedConfigurationsArePublished(t *testing.T) {
 
 	// A render that produces the same configuration publishes nothing.
 	e.r.Trigger()
-	eventually(t, "a re-render", func() bool { return e.renders("unchanged") == base+1 })
+	eventually(t, "a re-render", func() bool { return e.renders("unchanged") >= base+1 })
 	e.settle()
 	if got := e.published(); len(got) != 0 {
 		t.Fatalf("an unchanged configuration was published again (%d times)", len(got))
@@ -490,7 +490,7 @@ func TestOnlyChangedConfigurationsArePublished(t *testing.T) {
 	web := service("web", "2", 80)
 	web.Labels = map[string]string{"team": "x"}
 	e.updateService(web)
-	eventually(t, "a re-render after the used service changed", func() bool { return e.renders("unchanged") == base+2 })
+	eventually(t, "a re-render after the used service changed", func() bool { return e.renders("unchanged") >= base+2 })
 	e.settle()
 	if got := e.published(); len(got) != 0 {
 		t.Fatalf("a service change without effect published %d configurations", len(got))
