@@ -10,6 +10,8 @@ import (
 
 	"go.uber.org/zap/zapcore"
 	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/ingress-reactor/ingress-reactor/nginx"
 )
 
 // Config is everything the controller needs to start. It is filled from flags by BindFlags and checked by Validate.
@@ -48,8 +50,10 @@ type Config struct {
 	WorkerProcesses       string
 	TemplatePath          string
 	DefaultBackendService string
-	ReloadRetries         int
-	NginxConfirmTimeout   time.Duration
+	// HostOwnership is shared (several namespaces may route one host) or namespace.
+	HostOwnership       string
+	ReloadRetries       int
+	NginxConfirmTimeout time.Duration
 	// EndpointsDictSize and CertificatesDictSize size NGINX's Lua shared dicts, in MB.
 	EndpointsDictSize    int
 	CertificatesDictSize int
@@ -100,6 +104,7 @@ func DefaultConfig() Config {
 		HTTPPort:                  80,
 		HTTPSPort:                 443,
 		WorkerProcesses:           "auto",
+		HostOwnership:             string(nginx.HostsShared),
 		ReloadRetries:             10,
 		NginxConfirmTimeout:       10 * time.Second,
 		EndpointsDictSize:         32,
@@ -148,6 +153,9 @@ func BindFlags(fs *flag.FlagSet, c *Config) {
 	fs.StringVar(&c.WorkerProcesses, "worker-processes", c.WorkerProcesses, "NGINX worker_processes: a number or auto.")
 	fs.StringVar(&c.TemplatePath, "template", c.TemplatePath, "Path to an nginx.conf template (Go text/template) that replaces the embedded one, nginx/nginx.tmpl in the source; the file is watched for changes. "+
 		"It must keep the status server's /configuration/hash location, its \"set $ingress_reactor_token {{.StatusToken}};\" line and the access_by_lua_block that calls require(\"ingress_reactor.configuration\").authorize(), or it is refused.")
+	fs.StringVar(&c.HostOwnership, "host-ownership", c.HostOwnership, "Who may route paths of a host: shared (Ingresses of every namespace, as in ingress-nginx; "+
+		"a path that takes requests from another namespace's path gets a Normal PathTakeover Event on both Ingresses) or namespace "+
+		"(the namespace of the oldest Ingress routing a host owns it; other namespaces' rules for it are not served and get a Warning Conflict Event naming the owner).")
 	fs.StringVar(&c.DefaultBackendService, "default-backend-service", c.DefaultBackendService, "Service (namespace/name) that answers requests no rule matches. Empty means a built-in 404.")
 	fs.IntVar(&c.ReloadRetries, "reload-retries", c.ReloadRetries, "How often a failing NGINX configuration is retried before the controller gives up on that version (0: it is tried once).")
 	fs.DurationVar(&c.NginxConfirmTimeout, "nginx-confirm-timeout", c.NginxConfirmTimeout, "How long a reload or start may take until NGINX serves the new configuration before it counts as failed "+
@@ -182,6 +190,9 @@ func (c *Config) Validate() error {
 	}
 	if _, err := zapcore.ParseLevel(c.LogLevel); err != nil {
 		errs = append(errs, fmt.Errorf("--log-level: %w", err))
+	}
+	if _, err := nginx.ParseHostOwnership(c.HostOwnership); err != nil {
+		errs = append(errs, fmt.Errorf("--host-ownership: %w", err))
 	}
 	if c.LogFormat != "json" && c.LogFormat != "console" {
 		errs = append(errs, fmt.Errorf("--log-format must be json or console, got %q", c.LogFormat))

@@ -154,6 +154,7 @@ func dataPlaneModules(cfg Config) []fx.Option {
 				Template:       dp.Template,
 				DefaultBackend: defaultBackend,
 				Translate:      nginx.DefaultTranslateOptions(),
+				Ownership:      nginx.HostOwnership(cfg.HostOwnership),
 			}
 		}),
 		fx.Provide(func(dp *DataPlane) (reloader.NginxOptions, error) {

@@ -28,6 +28,8 @@ type BuildInput struct {
 	Options TranslateOptions
 	// DefaultBackend is --default-backend-service; the zero value means none.
 	DefaultBackend types.NamespacedName
+	// Ownership is --host-ownership; empty means HostsShared.
+	Ownership HostOwnership
 }
 
 // Rejection is an Ingress left out of the model, with the reason for its owner.
@@ -50,6 +52,8 @@ type Build struct {
 	Rejected   []Rejection
 	Warnings   []IngressWarnings
 	Conflicts  []Conflict
+	// Takeovers are paths that take requests from another namespace's path on a shared host.
+	Takeovers []Takeover
 	// Services are the Services the build depended on, a rejection's included (a port it lacks): a
 	// change to one must rebuild.
 	Services map[types.NamespacedName]struct{}
@@ -98,7 +102,8 @@ func (b *ModelBuilder) Build(in BuildInput) Build {
 			out.DefaultBackendMissing = true
 		}
 	}
-	out.Model, out.Conflicts = Merge(translations, defaultBackend)
+	merged := MergeAll(translations, MergeOptions{DefaultBackend: defaultBackend, Ownership: in.Ownership})
+	out.Model, out.Conflicts, out.Takeovers = merged.Model, merged.Conflicts, merged.Takeovers
 	out.Translated = len(translations)
 	return out
 }

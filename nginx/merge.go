@@ -28,6 +28,9 @@ const (
 	// (and the redirect of requests no path matches); the entry still redirects its own namespace's paths
 	// when the host serves TLS. Winner is the Ingress with the oldest rule.
 	ConflictTLSHost ConflictKind = "tls-host"
+	// ConflictHostOwner: with HostsByNamespace, an Ingress routes a host that another namespace owns; its
+	// rules for that host are left out. Winner is the owner's oldest Ingress on the host.
+	ConflictHostOwner ConflictKind = "host-owner"
 )
 
 // Conflict records a part of an Ingress that lost to an older Ingress. The caller emits a Warning Event
@@ -48,6 +51,10 @@ func (c Conflict) Message() string {
 		return fmt.Sprintf("TLS for host %s is ignored: only Ingresses in other namespaces route this host, and a TLS entry applies only to hosts its own namespace routes",
 			hostForMessage(c.Host))
 	}
+	if c.Kind == ConflictHostOwner {
+		return fmt.Sprintf("rules for host %s are not served: namespace %s owns the host (its Ingress %s is the oldest routing it) and hosts are owned by one namespace (--host-ownership=namespace)",
+			hostForMessage(c.Host), c.Winner.Namespace, c.Winner)
+	}
 	if c.Kind == ConflictTLSHost {
 		return fmt.Sprintf("TLS for host %s does not choose the host's certificate: namespaces share the host and Ingress %s, of another namespace, routes its oldest rule, so only that namespace's TLS entries do; this Ingress's paths are redirected to HTTPS only when the host serves TLS",
 			hostForMessage(c.Host), c.Winner)
@@ -60,12 +67,37 @@ func (c Conflict) Message() string {
 		c.Path, c.PathType, hostForMessage(c.Host), c.Winner)
 }
 
-// Merge builds the model from the translations of all accepted Ingresses (rejected Ingresses are simply
-// left out). When Ingresses claim the same host, path and path type, the oldest (creationTimestamp, then
-// namespace/name) wins and every loser is reported as a Conflict. Routes added by spec.defaultBackend
-// yield silently to explicit paths. defaultBackend (--default-backend-service) answers requests no route
-// matches; nil means a built-in 404. The result does not depend on the order of translations.
+// Merge is MergeAll with shared hosts (ingress-nginx's behaviour), for callers that need only the model
+// and the conflicts.
 func Merge(translations []*IngressTranslation, defaultBackend *Upstream) (Model, []Conflict) {
+	r := MergeAll(translations, MergeOptions{DefaultBackend: defaultBackend})
+	return r.Model, r.Conflicts
+}
+
+// MergeOptions shape MergeAll.
+type MergeOptions struct {
+	// DefaultBackend (--default-backend-service) answers requests no route matches; nil means a built-in
+	// 404.
+	DefaultBackend *Upstream
+	// Ownership is --host-ownership; empty means HostsShared.
+	Ownership HostOwnership
+}
+
+// MergeResult is the model and what the caller reports about it.
+type MergeResult struct {
+	Model     Model
+	Conflicts []Conflict
+	// Takeovers are paths that take requests from another namespace's path on a shared host.
+	Takeovers []Takeover
+}
+
+// MergeAll builds the model from the translations of all accepted Ingresses (rejected Ingresses are
+// simply left out). When Ingresses claim the same host, path and path type, the oldest (OlderFirst) wins
+// and every loser is reported as a Conflict. Routes added by spec.defaultBackend yield silently to
+// explicit paths. With HostsByNamespace, rules for a host owned by another namespace are left out first.
+// The result does not depend on the order of translations.
+func MergeAll(translations []*IngressTranslation, opts MergeOptions) MergeResult {
+	defaultBackend := opts.DefaultBackend
 	ts := make([]*IngressTranslation, 0, len(translations))
 	for _, t := range translations {
 		if t != nil {
@@ -73,13 +105,16 @@ func Merge(translations []*IngressTranslation, defaultBackend *Upstream) (Model,
 		}
 	}
 	slices.SortFunc(ts, olderFirst)
+	var conflicts []Conflict
+	if opts.Ownership == HostsByNamespace {
+		ts, conflicts = ownedRoutes(ts)
+	}
 
 	type owner struct {
 		t *IngressTranslation
 		r *Route
 	}
 	winners := make(map[routeKey]owner, len(ts)*2)
-	var conflicts []Conflict
 	for _, implicit := range []bool{false, true} {
 		for _, t := range ts {
 			for i := range t.Routes {
@@ -118,7 +153,9 @@ func Merge(translations []*IngressTranslation, defaultBackend *Upstream) (Model,
 	// host's certificate (hostTLSNamespace).
 	oldest := make(map[Hostname]*IngressTranslation)
 	used := make(map[UpstreamName]Upstream, len(winners))
+	byHost := make(map[Hostname][]takeoverRoute)
 	for k, w := range winners {
+		byHost[k.host] = append(byHost[k.host], takeoverRoute{t: w.t, path: k.path, pathType: k.pathType})
 		s := servers[k.host]
 		if s == nil {
 			s = &Server{Host: k.host}
@@ -248,7 +285,7 @@ func Merge(translations []*IngressTranslation, defaultBackend *Upstream) (Model,
 			strings.Compare(string(a.PathType), string(b.PathType)),
 		)
 	})
-	return m, conflicts
+	return MergeResult{Model: m, Conflicts: conflicts, Takeovers: takeovers(byHost)}
 }
 
 // routesHost reports whether the translation has a route on host.

@@ -40,6 +40,9 @@ const (
 	ReasonRejected = "Rejected"
 	ReasonConflict = "Conflict"
 	ReasonWarning  = "BackendWarning"
+	// ReasonPathTakeover (Normal) goes to both Ingresses when one namespace's path takes requests that
+	// another namespace's path on the same host served before.
+	ReasonPathTakeover = "PathTakeover"
 )
 
 // Options configure the renderer.
@@ -52,6 +55,8 @@ type Options struct {
 	DefaultBackend types.NamespacedName
 	// Translate shapes every Ingress's translation.
 	Translate nginx.TranslateOptions
+	// Ownership is --host-ownership; empty means shared hosts.
+	Ownership nginx.HostOwnership
 }
 
 // Params are the renderer's fx inputs.
@@ -97,6 +102,8 @@ type Renderer struct {
 	// reported remembers the last Event sent per Ingress, so an unchanged problem is not repeated on
 	// every render.
 	reported map[types.NamespacedName]string
+	// takeovers are the takeovers already announced; each is announced once, when it first appears.
+	takeovers map[nginx.Takeover]struct{}
 }
 
 type rendererMetrics struct {
@@ -275,6 +282,7 @@ func (r *Renderer) sync(context.Context, renderKey) error {
 		Services:       nginx.ServiceLookupFunc(r.lookupService),
 		Options:        r.opts.Translate,
 		DefaultBackend: r.opts.DefaultBackend,
+		Ownership:      r.opts.Ownership,
 	})
 	r.report(build)
 	r.metrics.rejected.Set(float64(len(build.Rejected)))
@@ -354,4 +362,21 @@ func (r *Renderer) report(build nginx.Build) {
 		}
 	}
 	r.reported = problems
+
+	seen := make(map[nginx.Takeover]struct{}, len(build.Takeovers))
+	for _, t := range build.Takeovers {
+		seen[t] = struct{}{}
+		if _, ok := r.takeovers[t]; ok {
+			continue
+		}
+		if ing, err := r.ingresses.Ingresses(t.Taker.Namespace).Get(t.Taker.Name); err == nil {
+			r.recorder.Event(ing, corev1.EventTypeNormal, ReasonPathTakeover, t.TakerMessage())
+		}
+		if ing, err := r.ingresses.Ingresses(t.From.Namespace).Get(t.From.Name); err == nil {
+			r.recorder.Event(ing, corev1.EventTypeNormal, ReasonPathTakeover, t.FromMessage())
+		}
+		r.log.Info("path takes requests from another namespace's path", zap.Stringer("ingress", t.Taker), zap.Stringer("from", t.From),
+			zap.String("host", string(t.Host)), zap.String("path", t.Path), zap.String("from_path", t.FromPath))
+	}
+	r.takeovers = seen
 }

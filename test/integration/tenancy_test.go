@@ -50,3 +50,52 @@ func TestTLSEntryOfAnotherNamespaceDoesNotTakeTheHost(t *testing.T) {
 	ev := b.WaitEvent(r, "Ingress", "b", corev1.EventTypeWarning, reasonConflict, "does not choose the host's certificate", a.Namespace+"/plain")
 	t.Logf("Event on B's Ingress: %s", ev.Message)
 }
+
+// sharedHostFixtures makes namespaces A and B with a backend each; A's Ingress routes shop.example/ and
+// is the older one. The reactor watches both namespaces with extraArgs.
+func sharedHostFixtures(t *testing.T, extraArgs ...string) (a, b *harness.Fixture, r *harness.Reactor) {
+	a = harness.New(t)
+	b = harness.New(t)
+	routingService(a, "web-a", a.StartBackend("web-a", false))
+	routingService(b, "web-b", b.StartBackend("web-b", false))
+	r = a.StartReactor(append([]string{"--watch-namespace="}, extraArgs...)...)
+	r.WaitReady()
+	a.CreateIngress(a.Ingress("site", "shop.example", harness.IngressBackend{Service: "web-a", Port: 80}))
+	r.WaitServedBy("shop.example", "/", "web-a")
+	time.Sleep(1100 * time.Millisecond) // creationTimestamp has whole seconds: B's Ingress is the younger one
+	return a, b, r
+}
+
+// createIn creates an Ingress in fixture b that belongs to a's IngressClass (the reactor serves a's class).
+func createIn(a, b *harness.Fixture, name, host string, paths ...harness.IngressBackend) {
+	ing := b.Ingress(name, host, paths...)
+	class := a.IngressClass
+	ing.Spec.IngressClassName = &class
+	b.CreateIngress(ing)
+}
+
+// TestSharedHostTakeoverIsAnnounced: with shared hosts (the default), namespace B's Prefix /login on A's
+// host is served by B, and both Ingresses get a Normal PathTakeover Event naming the other (before,
+// nobody was told).
+func TestSharedHostTakeoverIsAnnounced(t *testing.T) {
+	a, b, r := sharedHostFixtures(t)
+	createIn(a, b, "login", "shop.example", harness.IngressBackend{Path: "/login", Service: "web-b", Port: 80})
+	r.WaitServedBy("shop.example", "/login", "web-b")
+	r.WaitServedBy("shop.example", "/", "web-a")
+	b.WaitEvent(r, "Ingress", "login", corev1.EventTypeNormal, "PathTakeover", `path "/login" (Prefix) on host shop.example takes requests`, a.Namespace+"/site")
+	a.WaitEvent(r, "Ingress", "site", corev1.EventTypeNormal, "PathTakeover", "now go to Ingress "+b.Namespace+"/login")
+}
+
+// TestHostOwnershipByNamespace: with --host-ownership=namespace, B's rule on A's host is not served (A
+// keeps /login) and B gets a Warning naming the owner, while B's own host is served.
+func TestHostOwnershipByNamespace(t *testing.T) {
+	a, b, r := sharedHostFixtures(t, "--host-ownership=namespace")
+	createIn(a, b, "login", "shop.example", harness.IngressBackend{Path: "/login", Service: "web-b", Port: 80})
+	createIn(a, b, "own", "b.example", harness.IngressBackend{Service: "web-b", Port: 80})
+	r.WaitServedBy("b.example", "/", "web-b")
+	b.WaitEvent(r, "Ingress", "login", corev1.EventTypeWarning, reasonConflict, "namespace "+a.Namespace+" owns the host")
+	resp, err := r.Get("shop.example", "/login")
+	if err != nil || resp.Status != http.StatusOK || resp.Echo == nil || resp.Echo.Name != "web-a" {
+		t.Fatalf("GET shop.example/login: %v, %v; want 200 from web-a, the owner's backend", resp, err)
+	}
+}
