@@ -9,13 +9,19 @@ import (
 // TranslationCache, so unchanged Ingresses cost a lookup), the translations are merged, and the Ingresses
 // rejected, warned about or losing a conflict are listed for the caller to report. Builds run one at a
 // time; the builder is not safe for concurrent use.
+//
+// An Ingress whose update is rejected keeps being served as its last good translation (Rejection.Stale),
+// so that a typo never hands its host or paths to another Ingress; only a valid update, its deletion or
+// its leaving our class replaces it.
 type ModelBuilder struct {
 	cache *TranslationCache
+	// lastGood is each Ingress's last translation that was accepted.
+	lastGood map[types.NamespacedName]*IngressTranslation
 }
 
 // NewModelBuilder returns a builder with an empty cache.
 func NewModelBuilder() *ModelBuilder {
-	return &ModelBuilder{cache: NewTranslationCache()}
+	return &ModelBuilder{cache: NewTranslationCache(), lastGood: map[types.NamespacedName]*IngressTranslation{}}
 }
 
 // BuildInput is everything a build reads.
@@ -32,10 +38,13 @@ type BuildInput struct {
 	Ownership HostOwnership
 }
 
-// Rejection is an Ingress left out of the model, with the reason for its owner.
+// Rejection is an Ingress whose current version cannot be served, with the reason for its owner.
 type Rejection struct {
 	Ingress *networkingv1.Ingress
 	Err     error
+	// Stale is set when the Ingress's last good version (an earlier resourceVersion of the same object)
+	// is served instead; otherwise the Ingress is left out of the model.
+	Stale bool
 }
 
 // IngressWarnings are the problems of an Ingress that is served anyway.
@@ -47,11 +56,13 @@ type IngressWarnings struct {
 // Build is the result of one build.
 type Build struct {
 	Model Model
-	// Translated counts the Ingresses in the model.
+	// Translated counts the Ingresses in the model, those served from a stale version included.
 	Translated int
-	Rejected   []Rejection
-	Warnings   []IngressWarnings
-	Conflicts  []Conflict
+	// Stale counts the Ingresses served from their last good version.
+	Stale     int
+	Rejected  []Rejection
+	Warnings  []IngressWarnings
+	Conflicts []Conflict
 	// Takeovers are paths that take requests from another namespace's path on a shared host.
 	Takeovers []Takeover
 	// Services are the Services the build depended on, a rejection's included (a port it lacks): a
@@ -70,15 +81,28 @@ func (b *ModelBuilder) Build(in BuildInput) Build {
 	translations := make([]*IngressTranslation, 0, len(in.Ingresses))
 	keep := make(map[types.NamespacedName]struct{}, len(in.Ingresses))
 	for _, ing := range in.Ingresses {
-		keep[types.NamespacedName{Namespace: ing.Namespace, Name: ing.Name}] = struct{}{}
+		key := types.NamespacedName{Namespace: ing.Namespace, Name: ing.Name}
+		keep[key] = struct{}{}
 		tr, err := b.cache.Translate(ing, in.Services, in.Options)
 		if err != nil {
 			for _, s := range ServicesOf(ing) {
 				out.Services[s] = struct{}{}
 			}
-			out.Rejected = append(out.Rejected, Rejection{Ingress: ing, Err: err})
+			good := b.lastGood[key]
+			if good == nil || good.UID != ing.UID {
+				delete(b.lastGood, key) // a new object of the same name starts without a past
+				out.Rejected = append(out.Rejected, Rejection{Ingress: ing, Err: err})
+				continue
+			}
+			out.Rejected = append(out.Rejected, Rejection{Ingress: ing, Err: err, Stale: true})
+			out.Stale++
+			for _, s := range good.Services {
+				out.Services[s.Key] = struct{}{}
+			}
+			translations = append(translations, good)
 			continue
 		}
+		b.lastGood[key] = tr
 		for _, s := range tr.Services {
 			out.Services[s.Key] = struct{}{}
 		}
@@ -88,6 +112,11 @@ func (b *ModelBuilder) Build(in BuildInput) Build {
 		translations = append(translations, tr)
 	}
 	b.cache.retain(keep)
+	for key := range b.lastGood {
+		if _, ok := keep[key]; !ok {
+			delete(b.lastGood, key)
+		}
+	}
 
 	var defaultBackend *Upstream
 	if db := in.DefaultBackend; db.Name != "" {

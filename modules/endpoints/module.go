@@ -61,10 +61,14 @@ type Params struct {
 	Factory        informers.SharedInformerFactory
 	IngressChanges *pipeline.Topic[modules.IngressChange]
 	Endpoints      *pipeline.Topic[modules.EndpointsChange]
-	Metrics        *pipeline.Metrics
-	Registry       prometheus.Registerer
-	Log            *zap.Logger
-	Lifecycle      fx.Lifecycle `optional:"true"`
+	// Rendered, when given, keeps every upstream of the rendered model watched, also one that no current
+	// Ingress version names: the renderer serves a rejected update's last good version, whose upstreams
+	// must keep their endpoints.
+	Rendered  *pipeline.Topic[modules.Rendered] `optional:"true"`
+	Metrics   *pipeline.Metrics
+	Registry  prometheus.Registerer
+	Log       *zap.Logger
+	Lifecycle fx.Lifecycle `optional:"true"`
 }
 
 // Watcher keeps the endpoint lists of every upstream an accepted Ingress uses, and publishes changes.
@@ -81,7 +85,8 @@ type Watcher struct {
 	names     *nameCache
 
 	mu sync.Mutex
-	// byIngress holds the upstreams each accepted Ingress uses.
+	// byIngress holds the upstreams each accepted Ingress uses, and those of the rendered model
+	// (modelReferrer).
 	byIngress map[types.NamespacedName][]nginx.Upstream
 	// refs counts, per Service and upstream, how many Ingresses use it.
 	refs map[types.NamespacedName]map[nginx.UpstreamName]*ref
@@ -169,6 +174,13 @@ func New(p Params) (*Watcher, error) {
 			q.Add(svc)
 		}
 	})
+	if p.Rendered != nil {
+		p.Rendered.Subscribe(func(r modules.Rendered) {
+			for _, svc := range w.referencesChanged(modelReferrer, r.Model.Upstreams) {
+				q.Add(svc)
+			}
+		})
+	}
 	modules.Bind(p.Lifecycle, w)
 	return w, nil
 }
@@ -191,6 +203,10 @@ func (w *Watcher) Start(ctx context.Context) {
 // Stop stops the workers, letting in-flight work finish within ctx.
 func (w *Watcher) Stop(ctx context.Context) error { return w.ctrl.Stop(ctx) }
 
+// modelReferrer holds, beside the Ingresses, the upstreams of the latest rendered model. No Ingress can
+// have its name: a NUL byte is not valid in one.
+var modelReferrer = types.NamespacedName{Name: "\x00rendered-model"}
+
 // ingressChanged updates the reference counts for one Ingress and returns the Services whose upstream set changed.
 func (w *Watcher) ingressChanged(c modules.IngressChange) []types.NamespacedName {
 	var now []nginx.Upstream
@@ -199,9 +215,15 @@ func (w *Watcher) ingressChanged(c modules.IngressChange) []types.NamespacedName
 			now = nginx.UpstreamsOf(ing)
 		}
 	}
+	return w.referencesChanged(c.Key, now)
+}
+
+// referencesChanged sets the upstreams that referrer (an Ingress, or modelReferrer) uses and returns the
+// Services whose upstream set changed.
+func (w *Watcher) referencesChanged(referrer types.NamespacedName, now []nginx.Upstream) []types.NamespacedName {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	before := w.byIngress[c.Key]
+	before := w.byIngress[referrer]
 	if slices.Equal(before, now) {
 		return nil
 	}
@@ -231,9 +253,9 @@ func (w *Watcher) ingressChanged(c modules.IngressChange) []types.NamespacedName
 		affected[up.Service] = struct{}{}
 	}
 	if len(now) == 0 {
-		delete(w.byIngress, c.Key)
+		delete(w.byIngress, referrer)
 	} else {
-		w.byIngress[c.Key] = now
+		w.byIngress[referrer] = now
 	}
 	out := make([]types.NamespacedName, 0, len(affected))
 	for k := range affected {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net"
+	"slices"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -23,6 +24,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/ingress-reactor/ingress-reactor/modules"
+	"github.com/ingress-reactor/ingress-reactor/modules/moduletest"
 	"github.com/ingress-reactor/ingress-reactor/nginx"
 	"github.com/ingress-reactor/ingress-reactor/pipeline"
 )
@@ -74,15 +76,23 @@ func webObjects() []runtime.Object {
 // runWatcher starts a watcher over objs and returns the topic it reads IngressChanges from and a channel
 // of what it publishes. It is stopped when the test ends.
 func runWatcher(t *testing.T, opts Options, objs ...runtime.Object) (*pipeline.Topic[modules.IngressChange], chan modules.EndpointsChange) {
+	in, _, got, _, _ := runWatcherWithClient(t, opts, objs...)
+	return in, got
+}
+
+// runWatcherWithClient is runWatcher that also returns the topic of rendered models the watcher reads,
+// the fake API it watches and the watcher.
+func runWatcherWithClient(t *testing.T, opts Options, objs ...runtime.Object) (*pipeline.Topic[modules.IngressChange], *pipeline.Topic[modules.Rendered], chan modules.EndpointsChange, *fake.Clientset, *Watcher) {
 	t.Helper()
 	client := fake.NewClientset(objs...)
 	factory := informers.NewSharedInformerFactory(client, 0)
 	in := pipeline.NewTopic[modules.IngressChange]("in")
+	rendered := pipeline.NewTopic[modules.Rendered]("rendered")
 	out := pipeline.NewTopic[modules.EndpointsChange]("out")
 	got := make(chan modules.EndpointsChange, 10)
 	out.Subscribe(func(c modules.EndpointsChange) { got <- c })
 	w, err := New(Params{
-		Options: opts, Factory: factory, IngressChanges: in, Endpoints: out,
+		Options: opts, Factory: factory, IngressChanges: in, Endpoints: out, Rendered: rendered,
 		Metrics: pipeline.NewMetrics(nil), Registry: prometheus.NewRegistry(), Log: zap.NewNop(),
 	})
 	if err != nil {
@@ -100,9 +110,64 @@ func runWatcher(t *testing.T, opts Options, objs ...runtime.Object) (*pipeline.T
 		_ = w.Stop(context.Background())
 		close(stop)
 		in.Close()
+		rendered.Close()
 		out.Close()
 	})
-	return in, got
+	return in, rendered, got, client, w
+}
+
+// An upstream that the rendered model still uses keeps its endpoints after the Ingress's current version
+// stops naming it (the renderer serves a rejected update's last good version); once the model drops it
+// too, it is removed.
+func TestUpstreamsOfTheRenderedModelStayWatched(t *testing.T) {
+	in, rendered, got, client, w := runWatcherWithClient(t, Options{}, webObjects()...)
+	key := types.NamespacedName{Namespace: "ns", Name: "to-web"}
+	web := types.NamespacedName{Namespace: "ns", Name: "web"}
+	watches := func(name nginx.UpstreamName) bool {
+		ups, _ := w.upstreamsOfService(web, nil)
+		return slices.ContainsFunc(ups, func(u nginx.Upstream) bool { return u.Name == name })
+	}
+	in.Publish(modules.IngressChange{Key: key, Accepted: true})
+	first := nextChange(t, got)
+	if first.Removed || len(first.Endpoints) != 1 {
+		t.Fatalf("first change %+v, want web's endpoint", first)
+	}
+	rendered.Publish(modules.Rendered{Model: nginx.Model{Upstreams: []nginx.Upstream{first.Upstream}}})
+
+	// The Ingress now names a Service port that does not exist: the renderer rejects it and keeps serving
+	// the last good version, whose upstream is still in the model.
+	broken := ingressTo("to-web", "web")
+	broken.Spec.DefaultBackend.Service.Port.Number = 81
+	if _, err := client.NetworkingV1().Ingresses("ns").Update(context.Background(), broken, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	moduletest.Eventually(t, "the watcher to take in the update", func() bool {
+		in.Publish(modules.IngressChange{Key: key, Accepted: true})
+		w.mu.Lock()
+		defer w.mu.Unlock()
+		now := w.byIngress[key]
+		return len(now) == 1 && now[0].Name != first.Upstream.Name
+	})
+	if !watches(first.Upstream.Name) {
+		t.Fatal("the model's upstream is no longer watched while the model still uses it")
+	}
+
+	rendered.Publish(modules.Rendered{Model: nginx.Model{}})
+	moduletest.Eventually(t, "the upstream to be dropped with the model", func() bool { return !watches(first.Upstream.Name) })
+	for c := nextChange(t, got); c.Upstream.Name != first.Upstream.Name || !c.Removed; c = nextChange(t, got) {
+	}
+}
+
+// nextChange returns the next published change, failing the test when none comes.
+func nextChange(t *testing.T, got <-chan modules.EndpointsChange) modules.EndpointsChange {
+	t.Helper()
+	select {
+	case c := <-got:
+		return c
+	case <-time.After(30 * time.Second):
+		t.Fatal("no endpoints change published")
+		return modules.EndpointsChange{}
+	}
 }
 
 // A Service whose ExternalName does not resolve must not hold up the endpoints of other Services.

@@ -109,6 +109,7 @@ type Renderer struct {
 type rendererMetrics struct {
 	renders   *prometheus.CounterVec
 	rejected  prometheus.Gauge
+	stale     prometheus.Gauge
 	rejects   *prometheus.CounterVec
 	conflicts prometheus.Gauge
 	duration  prometheus.Histogram
@@ -141,7 +142,11 @@ func New(p Params) (*Renderer, error) {
 			}, []string{"result"}),
 			rejected: prometheus.NewGauge(prometheus.GaugeOpts{
 				Name: "ingress_reactor_ingresses_rejected",
-				Help: "Accepted Ingresses that cannot be translated and are left out of the configuration.",
+				Help: "Accepted Ingresses whose current version cannot be translated (those served from their last good version included).",
+			}),
+			stale: prometheus.NewGauge(prometheus.GaugeOpts{
+				Name: "ingress_reactor_ingresses_stale",
+				Help: "Ingresses whose update was rejected and whose last good version is served instead.",
 			}),
 			rejects: prometheus.NewCounterVec(prometheus.CounterOpts{
 				Name: "ingress_reactor_ingress_rejections_total",
@@ -162,7 +167,7 @@ func New(p Params) (*Renderer, error) {
 			}),
 		},
 	}
-	for _, c := range []prometheus.Collector{r.metrics.renders, r.metrics.rejected, r.metrics.rejects, r.metrics.conflicts, r.metrics.duration, r.metrics.confBytes} {
+	for _, c := range []prometheus.Collector{r.metrics.renders, r.metrics.rejected, r.metrics.stale, r.metrics.rejects, r.metrics.conflicts, r.metrics.duration, r.metrics.confBytes} {
 		if err := p.Registry.Register(c); err != nil {
 			return nil, fmt.Errorf("renderer: register metrics: %w", err)
 		}
@@ -286,6 +291,7 @@ func (r *Renderer) sync(context.Context, renderKey) error {
 	})
 	r.report(build)
 	r.metrics.rejected.Set(float64(len(build.Rejected)))
+	r.metrics.stale.Set(float64(build.Stale))
 	r.metrics.conflicts.Set(float64(len(build.Conflicts)))
 	r.mu.Lock()
 	r.usedServices = build.Services
@@ -331,10 +337,13 @@ func (r *Renderer) report(build nginx.Build) {
 		ing := rej.Ingress
 		key := types.NamespacedName{Namespace: ing.Namespace, Name: ing.Name}
 		msg := "Ingress not served: " + rej.Err.Error()
+		if rej.Stale {
+			msg = "Ingress update not served: " + rej.Err.Error() + "; its last good version is still served"
+		}
 		if r.reported[key] != ing.ResourceVersion+msg {
 			r.metrics.rejects.WithLabelValues(key.Namespace).Inc()
 			r.recorder.Event(ing, corev1.EventTypeWarning, ReasonRejected, msg)
-			r.log.Warn("ingress rejected", zap.Stringer("ingress", key), zap.String("reason", rej.Err.Error()))
+			r.log.Warn("ingress rejected", zap.Stringer("ingress", key), zap.String("reason", rej.Err.Error()), zap.Bool("previous_version_served", rej.Stale))
 		}
 		problems[key] = ing.ResourceVersion + msg
 	}

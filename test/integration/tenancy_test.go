@@ -99,3 +99,31 @@ func TestHostOwnershipByNamespace(t *testing.T) {
 		t.Fatalf("GET shop.example/login: %v, %v; want 200 from web-a, the owner's backend", resp, err)
 	}
 }
+
+// TestRejectedUpdateKeepsTheLastGoodVersion: namespace A's Ingress owns shop.example/ and B's younger
+// Ingress for the same path loses. A typo in an update of A's Ingress is rejected with a Warning saying
+// that the previous version is still served, and it is: B does not take the path (before, A's Ingress
+// dropped out and B's took its traffic). A valid update ends it.
+func TestRejectedUpdateKeepsTheLastGoodVersion(t *testing.T) {
+	a, b, r := sharedHostFixtures(t)
+	createIn(a, b, "rival", "shop.example", harness.IngressBackend{Service: "web-b", Port: 80})
+	b.WaitEvent(r, "Ingress", "rival", corev1.EventTypeWarning, reasonConflict, a.Namespace+"/site")
+
+	a.UpdateIngress("site", func(ing *networkingv1.Ingress) {
+		ing.Annotations = map[string]string{"nginx.ingress.kubernetes.io/ssl-redirect": "flase"}
+	})
+	a.WaitEvent(r, "Ingress", "site", corev1.EventTypeWarning, reasonRejected, "last good version is still served")
+	r.WaitMetric("ingress_reactor_ingresses_stale", nil, "= 1", func(v float64) bool { return v == 1 })
+	for range 20 {
+		resp, err := r.Get("shop.example", "/")
+		if err != nil || resp.Status != http.StatusOK || resp.Echo == nil || resp.Echo.Name != "web-a" {
+			t.Fatalf("GET shop.example/ after A's rejected update: %v, %v; want 200 from web-a", resp, err)
+		}
+	}
+
+	a.UpdateIngress("site", func(ing *networkingv1.Ingress) {
+		ing.Annotations = map[string]string{"nginx.ingress.kubernetes.io/ssl-redirect": "false"}
+	})
+	r.WaitMetric("ingress_reactor_ingresses_stale", nil, "= 0", func(v float64) bool { return v == 0 })
+	r.WaitServedBy("shop.example", "/", "web-a")
+}
