@@ -45,6 +45,9 @@
 // access_by_lua check answers 503 when the upstream has no endpoints. Certificates are served per SNI
 // name from a second shared dict by ssl_certificate_by_lua, falling back to the default certificate
 // files. The shared dicts survive reloads, not restarts (Runtime's OnReady says when to push again).
+// Until a dict's first full push after a start, a request or handshake that needs it waits for that push
+// (lua/ingress_reactor/filled.lua, at most 2 s, once per worker): a restarted NGINX never serves a 503 or
+// the default certificate for want of a push. Every store Lua reads must follow the same rule.
 //
 // The status server listens on 127.0.0.1:StatusPort only. Its API (JSON):
 //

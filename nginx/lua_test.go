@@ -744,3 +744,96 @@ func TestUnchangedCertificatesAreNotParsedAgain(t *testing.T) {
 		t.Error("a push refused as a whole changed a certificate")
 	}
 }
+
+// activeConnections reads "Active connections" from the status server's stub_status.
+func activeConnections(t *testing.T, cfg RenderConfig) int {
+	t.Helper()
+	req, err := http.NewRequest(http.MethodGet, fmt.Sprintf("http://127.0.0.1:%d/nginx_status", cfg.StatusPort), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set(StatusTokenHeader, cfg.StatusToken)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	var n int
+	if _, err := fmt.Sscanf(string(body), "Active connections: %d", &n); err != nil {
+		t.Fatalf("stub_status %q: %v", body, err)
+	}
+	return n
+}
+
+// TestFreshNginxWaitsForTheFirstPush: a request and a TLS handshake that reach a freshly started NGINX
+// before the controller's first full pushes wait for them, and are then answered by the pushed endpoint
+// and certificate (before, the request got 503 and the handshake the default certificate, which a
+// keep-alive connection kept for all its requests).
+func TestFreshNginxWaitsForTheFirstPush(t *testing.T) {
+	requireNginx(t)
+	paths := nginxDir(t)
+	cfg := testRenderConfig(t, paths)
+	cfg.WorkerProcesses = "1"
+	rt := testRuntime(t, cfg, nil)
+	m, _ := buildModel(t, []any{service("default", "a", port(80, "")),
+		ingress("default", "a", annotate(AnnotationSSLRedirect, "false"), rule("a.example.com", prefix("/", "a", 80)), withTLS("a-tls", "a.example.com"))}, nil)
+	applyModel(t, rt, m, cfg)
+
+	type answer struct {
+		status int
+		cn     string
+		err    error
+	}
+	httpDone, tlsDone := make(chan answer, 1), make(chan answer, 1)
+	go func() {
+		resp, err := proxyClient(cfg.HTTPPort, nil).Get(fmt.Sprintf("http://a.example.com:%d/", cfg.HTTPPort))
+		if err != nil {
+			httpDone <- answer{err: err}
+			return
+		}
+		_ = resp.Body.Close()
+		httpDone <- answer{status: resp.StatusCode}
+	}()
+	go func() {
+		conn, err := tls.DialWithDialer(&net.Dialer{Timeout: 5 * time.Second}, "tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(cfg.HTTPSPort)),
+			&tls.Config{ServerName: "a.example.com", InsecureSkipVerify: true})
+		if err != nil {
+			tlsDone <- answer{err: err}
+			return
+		}
+		defer conn.Close()
+		tlsDone <- answer{cn: conn.ConnectionState().PeerCertificates[0].Subject.CommonName}
+	}()
+	// Both are inside NGINX (plus this status request) before anything is pushed.
+	deadline := time.Now().Add(5 * time.Second)
+	for activeConnections(t, cfg) < 3 {
+		select {
+		case a := <-httpDone:
+			t.Fatalf("the request was answered before any endpoint was pushed: %+v", a)
+		case a := <-tlsDone:
+			t.Fatalf("the handshake finished before any certificate was pushed: %+v", a)
+		default:
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the request and the handshake never reached NGINX")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+
+	cert, key, _, _ := selfSigned(t, paths.Prefix, "a", "a.example.com")
+	if a := postStatus(t, cfg, "/configuration/certificates", certificatesBody(true,
+		map[string]*CertificatePEM{"default/a-tls": {Cert: cert, Key: key}}, map[string]string{"a.example.com": "default/a-tls"})); a.Status != http.StatusOK {
+		t.Fatalf("certificate push: %+v", a)
+	}
+	if a := postStatus(t, cfg, "/configuration/endpoints", map[string]any{"full": true, "upstreams": map[string]any{
+		string(up("default", "a", 80).Name): []Endpoint{echoBackend(t, "one")}}}); a.Status != http.StatusOK {
+		t.Fatalf("endpoints push: %+v", a)
+	}
+	if a := <-httpDone; a.err != nil || a.status != http.StatusOK {
+		t.Errorf("request sent before the first push: %+v, want 200 from the pushed endpoint", a)
+	}
+	if a := <-tlsDone; a.err != nil || a.cn != "a.example.com" {
+		t.Errorf("handshake started before the first push: %+v, want the pushed certificate (CN a.example.com)", a)
+	}
+}

@@ -8,6 +8,7 @@
 -- costs one shared-dict read of a number, and a list is decoded again only after it changed.
 local ngx_balancer = require("ngx.balancer")
 local cjson = require("cjson.safe")
+local filled = require("ingress_reactor.filled")
 
 local ngx = ngx
 local ngx_log = ngx.log
@@ -70,6 +71,11 @@ function _M.access()
         return
     end
     local entry = lookup(name)
+    if not entry and not filled.wait(dict, "endpoints") then
+        ngx_log(ERR, "no endpoints pushed since NGINX started ", filled.WAIT, " s ago at least; answering 503 for ", name)
+    elseif not entry then
+        entry = lookup(name) -- the first full push arrived while this request waited
+    end
     if not entry then
         return ngx.exit(ngx.HTTP_SERVICE_UNAVAILABLE)
     end

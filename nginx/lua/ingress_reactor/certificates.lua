@@ -4,6 +4,7 @@
 -- certificate instead of failing the handshake. Rotation is a push: no reload, open connections stay.
 local ssl = require("ngx.ssl")
 local cjson = require("cjson.safe")
+local filled = require("ingress_reactor.filled")
 
 local ngx = ngx
 local ngx_log = ngx.log
@@ -146,6 +147,11 @@ local function load(id)
 end
 
 function _M.serve()
+    -- Right after a start the dict is empty until the first full push: wait for it rather than present
+    -- the default certificate, which a keep-alive connection would keep for all its requests.
+    if not filled.wait(dict, "certificates") then
+        ngx_log(ERR, "no certificates pushed since NGINX started ", filled.WAIT, " s ago at least; serving the default certificate")
+    end
     local name = ssl.server_name()
     local id
     if name then

@@ -36,7 +36,7 @@ local endpoints_dict = ngx.shared.ingress_reactor_endpoints
 local certificates_dict = ngx.shared.ingress_reactor_certificates
 
 local SEQUENCE = "seq"
-local FILLED = "filled" -- the marker of a full push; see above
+local FILLED = require("ingress_reactor.filled").KEY -- the marker of a full push; see above
 
 local _M = {}
 
