@@ -17,6 +17,7 @@ type reloaderMetrics struct {
 	epUpdates   *prometheus.CounterVec
 	certUpdates *prometheus.CounterVec
 	notStored   *prometheus.GaugeVec
+	reloadGap   prometheus.Gauge
 }
 
 // newMetrics creates the reloader's metrics and registers them with reg.
@@ -55,8 +56,12 @@ func newMetrics(reg prometheus.Registerer) (reloaderMetrics, error) {
 			Name: "ingress_reactor_shared_dict_not_stored",
 			Help: "Entries (upstreams; certificates and SNI hosts) that NGINX's shared dict had no room for; raise --endpoints-dict-size or --certificates-dict-size.",
 		}, []string{"dict"}),
+		reloadGap: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "ingress_reactor_reload_gap_seconds",
+			Help: "How long the next configuration waits after the last reload: 0 after a quiet period, doubling from 1 s up to 5 s while changes keep coming.",
+		}),
 	}
-	for _, c := range []prometheus.Collector{m.reloads, m.lastSuccess, m.lastTime, m.hash, m.duration, m.epUpdates, m.certUpdates, m.notStored} {
+	for _, c := range []prometheus.Collector{m.reloads, m.lastSuccess, m.lastTime, m.hash, m.duration, m.epUpdates, m.certUpdates, m.notStored, m.reloadGap} {
 		if err := reg.Register(c); err != nil {
 			return reloaderMetrics{}, fmt.Errorf("reloader: register metrics: %w", err)
 		}

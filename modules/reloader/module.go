@@ -11,6 +11,7 @@ import (
 	"context"
 	"errors"
 	"sync"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/fx"
@@ -39,6 +40,9 @@ type Options struct {
 	// Pod is the controller's own Pod (from POD_NAMESPACE and POD_NAME), which receives reload-failure
 	// Events; empty means failures are only logged and counted.
 	Pod types.NamespacedName
+	// MinReloadGap and MaxReloadGap pace reloads under churn (see pacer); zero means
+	// DefaultMinReloadGap and DefaultMaxReloadGap.
+	MinReloadGap, MaxReloadGap time.Duration
 }
 
 // Params are the reloader's fx inputs.
@@ -102,9 +106,14 @@ func New(p Params) (ReadyResult, error) {
 		epStore:   newEndpointStore(),
 		certStore: newCertState(),
 	}
+	maxGap := p.Options.MaxReloadGap
+	if maxGap == 0 {
+		maxGap = DefaultMaxReloadGap
+	}
 	r.structure = newStructureLane(&structureLane{
 		opts: p.Options, applier: p.Applier, log: log, m: &r.m,
 		events: r.reloadFailed, wentLive: r.wentLive,
+		pacer: newPacer(p.Options.MinReloadGap, maxGap, nil),
 	}, p.Metrics)
 	// The flags of app's Config that size the dicts.
 	r.endpoints = newPushLane(laneOptions{

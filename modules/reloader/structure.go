@@ -30,6 +30,8 @@ type structureLane struct {
 	events  func(hash string, err error)
 	latest  *pipeline.Latest[modules.Rendered]
 	ctrl    *pipeline.Controller[applyKey]
+	// pacer spaces reloads under churn; retries and restarts do not wait for it.
+	pacer *pacer
 	// wentLive is called after a configuration went live, with whether it emptied the endpoint and the
 	// certificate stores.
 	wentLive func(v modules.Rendered, endpointsLost, certsLost bool)
@@ -58,9 +60,14 @@ func newStructureLane(s *structureLane, metrics *pipeline.Metrics) *structureLan
 	return s
 }
 
-// offer makes v the configuration to apply next.
+// offer makes v the configuration to apply next, once the pacer's gap after the last reload has passed:
+// changes that arrive meanwhile coalesce into one reload of the newest.
 func (s *structureLane) offer(v modules.Rendered) {
 	s.latest.Set(v)
+	if wait := s.pacer.wait(); wait > 0 {
+		s.ctrl.Queue().AddAfter(applyKey{}, wait)
+		return
+	}
 	s.retry()
 }
 
@@ -99,6 +106,7 @@ func (s *structureLane) apply(ctx context.Context, _ applyKey) error {
 		return err
 	}
 	s.applied = v.Hash
+	s.m.reloadGap.Set(s.pacer.reloaded().Seconds())
 	// Counted as soon as NGINX serves it: what follows asks NGINX about its stores, and the metrics must
 	// not lag behind the traffic meanwhile.
 	s.m.reloads.WithLabelValues("success").Inc()
