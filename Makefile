@@ -16,7 +16,7 @@ RUN_DIR        ?= $(CACHE)/run
 RUN_HTTP_PORT  ?= 8080
 RUN_HTTPS_PORT ?= 8443
 
-.PHONY: deps deps-test build run test test-unit test-integration fuzz bench fmt lint clean
+.PHONY: deps deps-test build run test test-unit test-integration soak fuzz bench fmt lint clean
 
 ## deps: install NGINX with the Lua and stream modules from Debian (only what is missing) and download Go modules.
 deps:
@@ -44,6 +44,10 @@ test: deps-test lint test-unit fuzz test-integration
 ## test-unit: fast unit tests with the race detector.
 test-unit:
 	$(GO) test -race -count=1 ./...
+
+## soak: faults and churn under steady load, about 4 minutes (not part of test; docs/benchmarks-faults.md).
+soak: deps-test
+	hack/in-netns.sh $(GO) test -tags integration -count=1 -timeout 20m -run TestFaultSoak -v ./test/integration/ -args -soak
 
 ## fuzz: a short run of every fuzz target (seed corpora always run as part of test-unit).
 fuzz:
