@@ -191,9 +191,12 @@ func ingress(name string, addrs ...status.Address) *networkingv1.Ingress {
 	return gen.Ingress(ns, name, gen.IngressFunc(func(i *networkingv1.Ingress) { i.Status.LoadBalancer.Ingress = addrs }))
 }
 
-// setStatus writes an Ingress's status as someone else would.
+// setStatus writes an Ingress's status as someone else would, once the leader has finished the syncs
+// it queued: a sync that read the Ingress before this write may land after it, and for an Ingress that
+// is ours it publishes exactly our addresses, taking away what this write added.
 func (e *env) setStatus(name string, addrs ...status.Address) {
 	e.t.Helper()
+	e.settle()
 	ing, err := e.client.NetworkingV1().Ingresses(ns).Get(context.Background(), name, metav1.GetOptions{})
 	if err != nil {
 		e.t.Fatal(err)
@@ -207,6 +210,45 @@ func (e *env) setStatus(name string, addrs ...status.Address) {
 		c, err := e.leader.ingresses.Ingresses(ns).Get(name)
 		return err == nil && reflect.DeepEqual(c.Status.LoadBalancer.Ingress, addrs)
 	})
+}
+
+// settle waits until every key added to the leader's queue has been synced. The queue's metrics count a
+// key once per sync it will get (adds_total) and once per sync done (work_duration_seconds); when the
+// adds read before and after the syncs done agree with them, nothing was queued or running meanwhile.
+func (e *env) settle() {
+	e.t.Helper()
+	moduletest.Eventually(e.t, "the leader to finish the syncs it queued", func() bool {
+		added := e.queueCount("workqueue_adds_total")
+		done := e.queueCount("workqueue_work_duration_seconds")
+		return done == added && e.queueCount("workqueue_adds_total") == added
+	})
+}
+
+// queueCount reads the counter, or the histogram's count, of the leader's queue from the registry.
+func (e *env) queueCount(family string) uint64 {
+	e.t.Helper()
+	mfs, err := e.reg.Gather()
+	if err != nil {
+		e.t.Fatalf("gather metrics: %v", err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() != family {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			for _, l := range m.GetLabel() {
+				if l.GetName() != "name" || l.GetValue() != "statusleader" {
+					continue
+				}
+				if m.Histogram != nil {
+					return m.Histogram.GetSampleCount()
+				}
+				return uint64(m.Counter.GetValue())
+			}
+		}
+	}
+	e.t.Fatalf("metric %s of queue statusleader not found", family)
+	return 0
 }
 
 func TestAcceptedIngressGetsPublishedAddressesSorted(t *testing.T) {
