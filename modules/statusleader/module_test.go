@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"reflect"
 	"strings"
 	"sync"
@@ -56,8 +57,9 @@ type env struct {
 	stopped  bool
 
 	mu      sync.Mutex
-	patches []string // names of Ingresses whose status was patched
-	fail    func(name string) error
+	patches []string                // names of Ingresses whose status was patched
+	fail    func(name string) error // fails status patches
+	failGet func(name string) error // fails reads of an Ingress from the API server (not the cache's)
 }
 
 // staticOptions publish 192.0.2.1 and 192.0.2.2 without leader election.
@@ -100,6 +102,16 @@ func newEnvLogged(t *testing.T, opts Options, log *zap.Logger, objs ...runtime.O
 		e.patches = append(e.patches, name)
 		return false, nil, nil
 	})
+	e.client.PrependReactor("get", "ingresses", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		e.mu.Lock()
+		defer e.mu.Unlock()
+		if e.failGet != nil {
+			if err := e.failGet(a.(k8stesting.GetAction).GetName()); err != nil {
+				return true, nil, err
+			}
+		}
+		return false, nil, nil
+	})
 	opts.Clock = e.clock
 	l, err := New(Params{
 		Options: opts, Client: e.client, Factory: h.Factory, IngressChanges: e.changes,
@@ -132,6 +144,12 @@ func (e *env) stop() {
 func (e *env) setFail(f func(name string) error) {
 	e.mu.Lock()
 	e.fail = f
+	e.mu.Unlock()
+}
+
+func (e *env) setFailGet(f func(name string) error) {
+	e.mu.Lock()
+	e.failGet = f
 	e.mu.Unlock()
 }
 
@@ -191,9 +209,12 @@ func ingress(name string, addrs ...status.Address) *networkingv1.Ingress {
 	return gen.Ingress(ns, name, gen.IngressFunc(func(i *networkingv1.Ingress) { i.Status.LoadBalancer.Ingress = addrs }))
 }
 
-// setStatus writes an Ingress's status as someone else would.
+// setStatus writes an Ingress's status as someone else would, once the leader has finished the syncs
+// it queued: a sync that read the Ingress before this write may land after it, and for an Ingress that
+// is ours it publishes exactly our addresses, taking away what this write added.
 func (e *env) setStatus(name string, addrs ...status.Address) {
 	e.t.Helper()
+	e.settle()
 	ing, err := e.client.NetworkingV1().Ingresses(ns).Get(context.Background(), name, metav1.GetOptions{})
 	if err != nil {
 		e.t.Fatal(err)
@@ -207,6 +228,45 @@ func (e *env) setStatus(name string, addrs ...status.Address) {
 		c, err := e.leader.ingresses.Ingresses(ns).Get(name)
 		return err == nil && reflect.DeepEqual(c.Status.LoadBalancer.Ingress, addrs)
 	})
+}
+
+// settle waits until every key added to the leader's queue has been synced. The queue's metrics count a
+// key once per sync it will get (adds_total) and once per sync done (work_duration_seconds); when the
+// adds read before and after the syncs done agree with them, nothing was queued or running meanwhile.
+func (e *env) settle() {
+	e.t.Helper()
+	moduletest.Eventually(e.t, "the leader to finish the syncs it queued", func() bool {
+		added := e.queueCount("workqueue_adds_total")
+		done := e.queueCount("workqueue_work_duration_seconds")
+		return done == added && e.queueCount("workqueue_adds_total") == added
+	})
+}
+
+// queueCount reads the counter, or the histogram's count, of the leader's queue from the registry.
+func (e *env) queueCount(family string) uint64 {
+	e.t.Helper()
+	mfs, err := e.reg.Gather()
+	if err != nil {
+		e.t.Fatalf("gather metrics: %v", err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() != family {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			for _, l := range m.GetLabel() {
+				if l.GetName() != "name" || l.GetValue() != "statusleader" {
+					continue
+				}
+				if m.Histogram != nil {
+					return m.Histogram.GetSampleCount()
+				}
+				return uint64(m.Counter.GetValue())
+			}
+		}
+	}
+	e.t.Fatalf("metric %s of queue statusleader not found", family)
+	return 0
 }
 
 func TestAcceptedIngressGetsPublishedAddressesSorted(t *testing.T) {
@@ -377,31 +437,53 @@ func TestConflictIsRetriedQuietly(t *testing.T) {
 }
 
 func TestPersistentFailureEmitsWarningEvent(t *testing.T) {
-	e := newEnv(t, staticOptions(), ingress("web"))
-	e.setFail(func(string) error {
-		return apierrors.NewForbidden(schema.GroupResource{Resource: "ingresses"}, "web", errors.New("RBAC"))
-	})
-	e.accept("web")
-	var ev string
-	// Retries wait for their backoff on the fake clock.
-	moduletest.Eventually(t, "a Warning Event once the retries are exhausted", func() bool {
-		e.clock.Step(time.Minute)
-		select {
-		case ev = <-e.recorder.Events:
-			return true
-		default:
-			return false
-		}
-	})
-	if !strings.Contains(ev, "Warning "+ReasonUpdateStatusFailed) || !strings.Contains(ev, "RBAC") {
-		t.Errorf("event = %q, want a Warning %s naming the cause", ev, ReasonUpdateStatusFailed)
+	unavailable := func(string) error { return apierrors.NewServiceUnavailable("apiserver restarting") }
+	tests := map[string]struct {
+		failPatch, failGet func(name string) error
+		wantCause          string
+	}{
+		"the write fails": {
+			failPatch: func(string) error {
+				return apierrors.NewForbidden(schema.GroupResource{Resource: "ingresses"}, "web", errors.New("RBAC"))
+			},
+			wantCause: "RBAC",
+		},
+		// The Get returns no Ingress then; the error still names the one it read.
+		"the re-read after a conflict fails": {
+			failPatch: conflictsFirst(math.MaxInt),
+			failGet:   unavailable,
+			wantCause: "get ingress apps/web: apiserver restarting",
+		},
 	}
-	// At least the first attempt and every retry (periodic re-checks on the stepped clock add more).
-	if got := value(t, e.leader.m.updates.WithLabelValues("error")); got < float64(pipeline.DefaultMaxRetries+1) {
-		t.Errorf("errors counted = %v, want at least %d", got, pipeline.DefaultMaxRetries+1)
-	}
-	if got := e.status("web"); got != nil {
-		t.Errorf("status = %v although every write failed", got)
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			e := newEnv(t, staticOptions(), ingress("web"))
+			e.setFail(tc.failPatch)
+			e.setFailGet(tc.failGet)
+			e.accept("web")
+			var ev string
+			// Retries wait for their backoff on the fake clock.
+			moduletest.Eventually(t, "a Warning Event once the retries are exhausted", func() bool {
+				e.clock.Step(time.Minute)
+				select {
+				case ev = <-e.recorder.Events:
+					return true
+				default:
+					return false
+				}
+			})
+			if !strings.Contains(ev, "Warning "+ReasonUpdateStatusFailed) || !strings.Contains(ev, tc.wantCause) {
+				t.Errorf("event = %q, want a Warning %s naming the cause %q", ev, ReasonUpdateStatusFailed, tc.wantCause)
+			}
+			// At least the first attempt and every retry (periodic re-checks on the stepped clock add more).
+			if got := value(t, e.leader.m.updates.WithLabelValues("error")); got < float64(pipeline.DefaultMaxRetries+1) {
+				t.Errorf("errors counted = %v, want at least %d", got, pipeline.DefaultMaxRetries+1)
+			}
+			e.setFailGet(nil)
+			if got := e.status("web"); got != nil {
+				t.Errorf("status = %v although every write failed", got)
+			}
+		})
 	}
 }
 

@@ -148,10 +148,13 @@ func (l *Leader) writeStatus(ctx context.Context, ing *networkingv1.Ingress, wan
 		if attempt >= writeAttempts {
 			return false, err
 		}
-		ing, err = l.client.NetworkingV1().Ingresses(ing.Namespace).Get(ctx, ing.Name, metav1.GetOptions{})
+		// A failed Get returns no usable Ingress (client-go's is empty, another client's may be nil): ing
+		// keeps the copy that names it until the read succeeds.
+		fresh, err := l.client.NetworkingV1().Ingresses(ing.Namespace).Get(ctx, ing.Name, metav1.GetOptions{})
 		if err != nil {
 			return false, fmt.Errorf("get ingress %s/%s: %w", ing.Namespace, ing.Name, err)
 		}
+		ing = fresh
 	}
 }
 
