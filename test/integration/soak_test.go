@@ -84,7 +84,7 @@ func (l *steadyLoad) finish() (sent, transport, status int64, last string) {
 
 // TestFaultSoak runs faults and churn under steady keep-alive load (50 POSTs/s from 5 clients) and
 // reports, per phase, the requests that failed and the reloads: 2,000 Ingress changes in 2 minutes;
-// NGINX killed with SIGKILL; a 30 s API-server outage. Bounded in time and rate; run with
+// NGINX killed with SIGKILL; a 30 s API-server outage; SIGTERM during the shutdown grace period. Bounded in time and rate; run with
 // `make soak` (see docs/benchmarks-faults.md for the last results).
 func TestFaultSoak(t *testing.T) {
 	if !*soak {
@@ -93,7 +93,7 @@ func TestFaultSoak(t *testing.T) {
 	f := harness.New(t)
 	routingService(f, "web", f.StartBackend("web", false))
 	proxy := f.StartAPIProxy()
-	r := f.StartReactor("--kubeconfig=" + proxy.Kubeconfig)
+	r := f.StartReactor("--kubeconfig="+proxy.Kubeconfig, "--shutdown-grace-period=15s")
 	r.WaitReady()
 	f.CreateIngress(f.Ingress("steady", "soak.example", harness.IngressBackend{Service: "web", Port: 80}))
 	r.WaitServedBy("soak.example", "/", "web")
@@ -164,4 +164,14 @@ func TestFaultSoak(t *testing.T) {
 	r.WaitServedBy("after.example", "/", "web")
 	t.Logf("an Ingress created as the API server returned was served %s later", time.Since(returned).Round(10*time.Millisecond))
 	report("API-server outage (30 s)", began, load, before)
+
+	// SIGTERM: during --shutdown-grace-period readiness fails and NGINX keeps serving, so a load balancer
+	// can stop sending before anything stops.
+	began, before = time.Now(), reloads()
+	load = startLoad(r.HTTPPort, "soak.example", 5, 100*time.Millisecond)
+	if err := r.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(10 * time.Second)
+	report("SIGTERM (the first 10 s of a 15 s grace period)", began, load, before)
 }
