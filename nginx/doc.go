@@ -11,8 +11,8 @@
 //     over an Ingress's backends that names upstreams (the translation, the endpoint lane and
 //     passthrough all use it). TranslateIngress turns one Ingress into an IngressTranslation, or
 //     rejects that Ingress alone with an error naming the fields at fault. Merge combines all accepted
-//     translations into a Model (OlderFirst: the oldest Ingress wins a conflicting path or TLS host;
-//     losers are reported as Conflicts). TranslationCache skips Ingresses whose objects did not change;
+//     translations into a Model (OlderFirst: the oldest Ingress wins a conflicting path; a host's TLS
+//     comes from the namespace of its oldest rule, see MergeAll; losers are reported as Conflicts). TranslationCache skips Ingresses whose objects did not change;
 //     ModelBuilder runs the whole build for the renderer and keeps its cache to the Ingresses built.
 //   - Configuration (escape.go, template.go, nginx.tmpl): Render turns a Model and a RenderConfig into
 //     nginx.conf and its hash. Every string reaching the file passes through Quote; the template only

@@ -141,7 +141,8 @@ func New(p Params) (*Watcher, error) {
 	}
 	q := pipeline.NewQueue(pipeline.QueueOptions[types.NamespacedName]{
 		Name: "endpoints", Metrics: p.Metrics, Logger: log,
-		// The endpoint lane must keep up with rolling updates of many Services at once.
+		// QPS and Burst shape retries only (pipeline.QueueOptions); high, so that failing Services during
+		// rolling updates of many at once do not hold each other's retries back.
 		QPS: 500, Burst: 5000,
 	})
 	w.ctrl = pipeline.NewController(q, w.sync, pipeline.ControllerOptions{Workers: laneWorkers})

@@ -174,7 +174,8 @@ func New(p Params) (*Renderer, error) {
 	}
 	q := pipeline.NewQueue(pipeline.QueueOptions[renderKey]{
 		Name: "renderer", Metrics: p.Metrics, Logger: log,
-		// Rendering is coalesced into one key; the bucket caps renders at a few per second under churn.
+		// Rendering is coalesced into one key, so churn costs back-to-back renders, never a backlog. QPS and
+		// Burst shape only the retries of a failed render (pipeline.QueueOptions).
 		QPS: 5, Burst: 10, MaxRetries: ptr.To(5),
 	})
 	r.ctrl = pipeline.NewController(q, r.sync, pipeline.ControllerOptions{Workers: 1})
