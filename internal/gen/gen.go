@@ -211,6 +211,14 @@ func TargetPort(name string, port int32, target intstr.IntOrString) ServiceFunc 
 	}
 }
 
+// UDPPort adds a UDP port called name whose target port is the same number, for tests that a UDP port
+// never becomes an upstream.
+func UDPPort(name string, port int32) ServiceFunc {
+	return func(s *corev1.Service) {
+		s.Spec.Ports = append(s.Spec.Ports, corev1.ServicePort{Name: name, Port: port, TargetPort: intstr.FromInt32(port), Protocol: corev1.ProtocolUDP})
+	}
+}
+
 // ExternalName makes the Service an alias of host.
 func ExternalName(host string) ServiceFunc {
 	return func(s *corev1.Service) {

@@ -9,20 +9,15 @@ import (
 	"testing"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
-	"go.uber.org/zap"
 	corev1 "k8s.io/api/core/v1"
-	discoveryv1 "k8s.io/api/discovery/v1"
 	networkingv1 "k8s.io/api/networking/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
-	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes/fake"
-	"k8s.io/client-go/tools/cache"
-	"k8s.io/utils/ptr"
 
+	"github.com/ingress-reactor/ingress-reactor/internal/gen"
 	"github.com/ingress-reactor/ingress-reactor/modules"
 	"github.com/ingress-reactor/ingress-reactor/modules/moduletest"
 	"github.com/ingress-reactor/ingress-reactor/nginx"
@@ -52,68 +47,54 @@ func (r blockingResolver) LookupIPAddr(ctx context.Context, _ string) ([]net.IPA
 	}
 }
 
+// ingressTo is Ingress ns/name whose default backend is port 80 of Service svc.
 func ingressTo(name, svc string) *networkingv1.Ingress {
-	return &networkingv1.Ingress{
-		ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: name},
-		Spec: networkingv1.IngressSpec{DefaultBackend: &networkingv1.IngressBackend{
-			Service: &networkingv1.IngressServiceBackend{Name: svc, Port: networkingv1.ServiceBackendPort{Number: 80}},
-		}},
-	}
+	return gen.Ingress("ns", name, gen.DefaultBackend(gen.Backend(svc, 80)))
 }
 
 // webObjects are Service web (port 80, "http") with one endpoint, 192.0.2.1:8080, and an Ingress to it.
 func webObjects() []runtime.Object {
-	web := service(corev1.ServicePort{Name: "http", Port: 80})
-	web.Name = "web"
-	return []runtime.Object{web, ingressTo("to-web", "web"), &discoveryv1.EndpointSlice{
-		ObjectMeta:  metav1.ObjectMeta{Namespace: "ns", Name: "web-1", Labels: map[string]string{discoveryv1.LabelServiceName: "web"}},
-		AddressType: discoveryv1.AddressTypeIPv4,
-		Ports:       []discoveryv1.EndpointPort{{Name: ptr.To("http"), Port: ptr.To(int32(8080))}},
-		Endpoints:   []discoveryv1.Endpoint{ep("192.0.2.1")},
-	}}
+	return []runtime.Object{
+		gen.Service("ns", "web", gen.Port("http", 80)),
+		ingressTo("to-web", "web"),
+		gen.EndpointSlice("ns", "web-1", "web", gen.SlicePort("http", 8080), gen.Endpoint("192.0.2.1")),
+	}
 }
 
-// runWatcher starts a watcher over objs and returns the topic it reads IngressChanges from and a channel
-// of what it publishes. It is stopped when the test ends.
-func runWatcher(t *testing.T, opts Options, objs ...runtime.Object) (*pipeline.Topic[modules.IngressChange], chan modules.EndpointsChange) {
+// externalName is ExternalName Service ns/name, an alias of host, with the unnamed port 80.
+func externalName(name, host string) *corev1.Service {
+	return gen.Service("ns", name, gen.ExternalName(host), gen.Port("", 80))
+}
+
+// runWatcher starts a watcher over objs and returns the topic it reads IngressChanges from and what it
+// publishes. It is stopped when the test ends.
+func runWatcher(t *testing.T, opts Options, objs ...runtime.Object) (*pipeline.Topic[modules.IngressChange], *moduletest.Collector[modules.EndpointsChange]) {
 	in, _, got, _, _ := runWatcherWithClient(t, opts, objs...)
 	return in, got
 }
 
 // runWatcherWithClient is runWatcher that also returns the topic of rendered models the watcher reads,
 // the fake API it watches and the watcher.
-func runWatcherWithClient(t *testing.T, opts Options, objs ...runtime.Object) (*pipeline.Topic[modules.IngressChange], *pipeline.Topic[modules.Rendered], chan modules.EndpointsChange, *fake.Clientset, *Watcher) {
+func runWatcherWithClient(t *testing.T, opts Options, objs ...runtime.Object) (*pipeline.Topic[modules.IngressChange], *pipeline.Topic[modules.Rendered], *moduletest.Collector[modules.EndpointsChange], *fake.Clientset, *Watcher) {
 	t.Helper()
-	client := fake.NewClientset(objs...)
-	factory := informers.NewSharedInformerFactory(client, 0)
-	in := pipeline.NewTopic[modules.IngressChange]("in")
+	h := moduletest.New(t, objs...)
 	rendered := pipeline.NewTopic[modules.Rendered]("rendered")
 	out := pipeline.NewTopic[modules.EndpointsChange]("out")
-	got := make(chan modules.EndpointsChange, 10)
-	out.Subscribe(func(c modules.EndpointsChange) { got <- c })
+	t.Cleanup(func() { // after the watcher stops: cleanups run last registered first
+		rendered.Close()
+		out.Close()
+	})
+	got := moduletest.Collect(out)
 	w, err := New(Params{
-		Options: opts, Factory: factory, IngressChanges: in, Endpoints: out, Rendered: rendered,
-		Metrics: pipeline.NewMetrics(nil), Registry: prometheus.NewRegistry(), Log: zap.NewNop(),
+		Options: opts, Factory: h.Factory, IngressChanges: h.IngressChanges, Endpoints: out, Rendered: rendered,
+		Metrics: h.Metrics, Registry: h.Registry, Log: h.Log,
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
-	stop := make(chan struct{})
-	factory.Start(stop)
-	if !cache.WaitForCacheSync(stop, w.synced...) {
-		t.Fatal("caches did not sync")
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	w.Start(ctx)
-	t.Cleanup(func() {
-		cancel()
-		_ = w.Stop(context.Background())
-		close(stop)
-		in.Close()
-		rendered.Close()
-		out.Close()
-	})
-	return in, rendered, got, client, w
+	h.Start()
+	h.Run(w)
+	return h.IngressChanges, rendered, got, h.Client, w
 }
 
 // An upstream that the rendered model still uses keeps its endpoints after the Ingress's current version
@@ -136,8 +117,7 @@ func TestUpstreamsOfTheRenderedModelStayWatched(t *testing.T) {
 
 	// The Ingress now names a Service port that does not exist: the renderer rejects it and keeps serving
 	// the last good version, whose upstream is still in the model.
-	broken := ingressTo("to-web", "web")
-	broken.Spec.DefaultBackend.Service.Port.Number = 81
+	broken := gen.Ingress("ns", "to-web", gen.DefaultBackend(gen.Backend("web", 81)))
 	if _, err := client.NetworkingV1().Ingresses("ns").Update(context.Background(), broken, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}
@@ -159,21 +139,14 @@ func TestUpstreamsOfTheRenderedModelStayWatched(t *testing.T) {
 }
 
 // nextChange returns the next published change, failing the test when none comes.
-func nextChange(t *testing.T, got <-chan modules.EndpointsChange) modules.EndpointsChange {
+func nextChange(t *testing.T, got *moduletest.Collector[modules.EndpointsChange]) modules.EndpointsChange {
 	t.Helper()
-	select {
-	case c := <-got:
-		return c
-	case <-time.After(30 * time.Second):
-		t.Fatal("no endpoints change published")
-		return modules.EndpointsChange{}
-	}
+	return got.WaitFor(t, "an endpoints change", func(modules.EndpointsChange) bool { return true })[0]
 }
 
 // A Service whose ExternalName does not resolve must not hold up the endpoints of other Services.
 func TestSlowExternalNameDoesNotBlockOtherServices(t *testing.T) {
-	ext := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "ext"},
-		Spec: corev1.ServiceSpec{Type: corev1.ServiceTypeExternalName, ExternalName: "slow.example.com", Ports: []corev1.ServicePort{{Port: 80}}}}
+	ext := externalName("ext", "slow.example.com")
 	release := make(chan struct{})
 	resolver := blockingResolver{release: release, entered: make(chan struct{}, 1), inFlight: &atomic.Int32{}}
 	in, got := runWatcher(t, Options{Resolver: resolver, ExternalNameRefresh: time.Hour}, append(webObjects(), ext, ingressTo("a", "ext"))...)
@@ -189,23 +162,15 @@ func TestSlowExternalNameDoesNotBlockOtherServices(t *testing.T) {
 	in.Publish(modules.IngressChange{Key: types.NamespacedName{Namespace: "ns", Name: "to-web"}, Accepted: true})
 
 	want := nginx.NewUpstream(types.NamespacedName{Namespace: "ns", Name: "web"}, webPort()).Name
-	timeout := time.After(time.Minute)
-	for {
-		select {
-		case c := <-got:
-			if c.Upstream.Name != want {
-				t.Fatalf("only web's endpoints can be published while the lookup hangs, got %s", c.Upstream.Name)
-			}
-			if len(c.Endpoints) != 1 || c.Endpoints[0].Address != "192.0.2.1" || c.Endpoints[0].Port != 8080 {
-				t.Fatalf("web endpoints: got %v", c.Endpoints)
-			}
-			if resolver.inFlight.Load() != 1 {
-				t.Fatal("web's endpoints were published only after the ExternalName lookup ended: the lane waited behind it")
-			}
-			return
-		case <-timeout:
-			t.Fatal("the endpoints of web were never published")
-		}
+	c := nextChange(t, got)
+	if c.Upstream.Name != want {
+		t.Fatalf("only web's endpoints can be published while the lookup hangs, got %s", c.Upstream.Name)
+	}
+	if len(c.Endpoints) != 1 || c.Endpoints[0].Address != "192.0.2.1" || c.Endpoints[0].Port != 8080 {
+		t.Fatalf("web endpoints: got %v", c.Endpoints)
+	}
+	if resolver.inFlight.Load() != 1 {
+		t.Fatal("web's endpoints were published only after the ExternalName lookup ended: the lane waited behind it")
 	}
 }
 
@@ -219,9 +184,7 @@ func TestHangingExternalNamesDoNotHoldTheLane(t *testing.T) {
 	objs := webObjects()
 	for i := range hanging {
 		name := fmt.Sprintf("ext%d", i)
-		objs = append(objs, &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: name},
-			Spec: corev1.ServiceSpec{Type: corev1.ServiceTypeExternalName, ExternalName: name + ".example.com", Ports: []corev1.ServicePort{{Port: 80}}}},
-			ingressTo("to-"+name, name))
+		objs = append(objs, externalName(name, name+".example.com"), ingressTo("to-"+name, name))
 	}
 	release := make(chan struct{})
 	resolver := blockingResolver{release: release, entered: make(chan struct{}, hanging), inFlight: &atomic.Int32{}}
@@ -245,30 +208,22 @@ func TestHangingExternalNamesDoNotHoldTheLane(t *testing.T) {
 		}
 	}
 	in.Publish(modules.IngressChange{Key: types.NamespacedName{Namespace: "ns", Name: "to-web"}, Accepted: true})
-	select {
-	case c := <-got:
-		if c.Upstream.Service.Name != "web" || len(c.Endpoints) != 1 || c.Endpoints[0].Address != "192.0.2.1" {
-			t.Fatalf("first publication while every lookup hangs: %+v, want web's endpoint", c)
-		}
-		if n := resolver.inFlight.Load(); n != hanging {
-			t.Fatalf("web's endpoints were published with %d of %d lookups still hanging: the lane waited behind them", n, hanging)
-		}
-	case <-time.After(time.Minute):
-		t.Fatal("the endpoints of web were never published")
+	c := nextChange(t, got)
+	if c.Upstream.Service.Name != "web" || len(c.Endpoints) != 1 || c.Endpoints[0].Address != "192.0.2.1" {
+		t.Fatalf("first publication while every lookup hangs: %+v, want web's endpoint", c)
+	}
+	if n := resolver.inFlight.Load(); n != hanging {
+		t.Fatalf("web's endpoints were published with %d of %d lookups still hanging: the lane waited behind them", n, hanging)
 	}
 
 	close(release)
 	released = true
 	seen := map[string]bool{}
 	for len(seen) < hanging {
-		select {
-		case c := <-got:
-			if len(c.Endpoints) != 1 || c.Endpoints[0].Address != "192.0.2.99" || c.Endpoints[0].Port != 80 {
-				t.Fatalf("ExternalName endpoints: got %+v", c)
-			}
-			seen[c.Upstream.Service.Name] = true
-		case <-time.After(time.Minute):
-			t.Fatalf("after the answers only %v were published", seen)
+		c := nextChange(t, got)
+		if len(c.Endpoints) != 1 || c.Endpoints[0].Address != "192.0.2.99" || c.Endpoints[0].Port != 80 {
+			t.Fatalf("ExternalName endpoints: got %+v", c)
 		}
+		seen[c.Upstream.Service.Name] = true
 	}
 }

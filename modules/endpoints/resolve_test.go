@@ -12,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/utils/ptr"
 
+	"github.com/ingress-reactor/ingress-reactor/internal/gen"
 	"github.com/ingress-reactor/ingress-reactor/nginx"
 )
 
@@ -132,9 +133,7 @@ func (f fakeResolver) LookupIPAddr(_ context.Context, host string) ([]net.IPAddr
 }
 
 func TestResolveExternalName(t *testing.T) {
-	svc := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "ext"}, Spec: corev1.ServiceSpec{
-		Type: corev1.ServiceTypeExternalName, ExternalName: "db.example.com", Ports: []corev1.ServicePort{{Name: "pg", Port: 5432}},
-	}}
+	svc := gen.Service("ns", "ext", gen.ExternalName("db.example.com"), gen.Port("pg", 5432))
 	r := fakeResolver{"db.example.com": {{IP: net.ParseIP("192.0.2.7")}, {IP: net.ParseIP("2001:db8::1")}}}
 	got, err := ResolveExternalName(context.Background(), r, svc, intstr.FromString("pg"))
 	if err != nil {

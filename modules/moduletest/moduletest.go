@@ -85,6 +85,14 @@ func (r *Recorder) WithReason(reason string) []Event {
 // there is none.
 func MetricValue(tb testing.TB, g prometheus.Gatherer, name string, labels ...string) float64 {
 	tb.Helper()
+	v, _ := LookupMetric(tb, g, name, labels...)
+	return v
+}
+
+// LookupMetric is MetricValue that also says whether such a series exists, for tests that a series
+// was removed rather than set to 0.
+func LookupMetric(tb testing.TB, g prometheus.Gatherer, name string, labels ...string) (float64, bool) {
+	tb.Helper()
 	fams, err := g.Gather()
 	if err != nil {
 		tb.Fatal(err)
@@ -104,13 +112,13 @@ func MetricValue(tb testing.TB, g prometheus.Gatherer, name string, labels ...st
 			}
 			switch {
 			case m.Counter != nil:
-				return m.GetCounter().GetValue()
+				return m.GetCounter().GetValue(), true
 			case m.Gauge != nil:
-				return m.GetGauge().GetValue()
+				return m.GetGauge().GetValue(), true
 			case m.Histogram != nil:
-				return float64(m.GetHistogram().GetSampleCount())
+				return float64(m.GetHistogram().GetSampleCount()), true
 			}
 		}
 	}
-	return 0
+	return 0, false
 }

@@ -19,86 +19,62 @@ import (
 	"testing"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
-	"go.uber.org/zap/zaptest"
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
-	"k8s.io/client-go/informers"
-	"k8s.io/client-go/kubernetes/fake"
-	"k8s.io/client-go/tools/record"
 
+	"github.com/ingress-reactor/ingress-reactor/internal/gen"
 	"github.com/ingress-reactor/ingress-reactor/modules"
+	"github.com/ingress-reactor/ingress-reactor/modules/moduletest"
 	"github.com/ingress-reactor/ingress-reactor/nginx"
 	"github.com/ingress-reactor/ingress-reactor/pipeline"
 )
 
-const bound = 10 * time.Second
-
-// fixture is the module on a fake clientset, with the topics it listens to.
+// fixture is the module in a moduletest.Harness, with the topics it listens to.
 type fixture struct {
 	t         *testing.T
-	client    *fake.Clientset
+	h         *moduletest.Harness
 	ingresses *pipeline.Topic[modules.IngressChange]
-	announced *modules.IngressesAnnounced
 	endpoints *pipeline.Topic[modules.EndpointsChange]
-	recorder  *record.FakeRecorder
 	m         *Passthrough
 	ready     modules.ReadyCheck
 }
 
-func newFixture(t *testing.T, opts Options, objs ...*networkingv1.Ingress) *fixture {
+func newFixture(t *testing.T, opts Options, objs ...runtime.Object) *fixture {
 	t.Helper()
-	cs := fake.NewClientset()
-	for _, ing := range objs {
-		if _, err := cs.NetworkingV1().Ingresses(ing.Namespace).Create(context.Background(), ing, metav1.CreateOptions{}); err != nil {
-			t.Fatal(err)
-		}
-	}
-	f := &fixture{
-		t:         t,
-		client:    cs,
-		ingresses: pipeline.NewTopic[modules.IngressChange]("ingress-changes"),
-		announced: modules.NewIngressesAnnounced(),
-		endpoints: pipeline.NewTopic[modules.EndpointsChange]("endpoints-changes"),
-		recorder:  record.NewFakeRecorder(100),
-	}
-	factory := informers.NewSharedInformerFactory(cs, 0)
+	h := moduletest.New(t, objs...)
+	endpoints := pipeline.NewTopic[modules.EndpointsChange]("endpoints-changes")
+	t.Cleanup(endpoints.Close)
+	f := &fixture{t: t, h: h, ingresses: h.IngressChanges, endpoints: endpoints}
 	if opts.ListenAddress == "" {
 		opts.ListenAddress = "127.0.0.1:0"
 	}
 	res, err := New(Params{
 		Options:        opts,
-		Factory:        factory,
-		IngressChanges: f.ingresses,
-		Announced:      f.announced,
-		Endpoints:      f.endpoints,
-		Recorder:       f.recorder,
-		Registry:       prometheus.NewRegistry(),
-		Log:            zaptest.NewLogger(t),
+		Factory:        h.Factory,
+		IngressChanges: h.IngressChanges,
+		Announced:      h.Announced,
+		Endpoints:      endpoints,
+		Recorder:       h.Recorder,
+		Registry:       h.Registry,
+		Log:            h.Log,
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
 	f.m, f.ready = res.Passthrough, res.Ready
-	stop := make(chan struct{})
-	factory.Start(stop)
-	factory.WaitForCacheSync(stop)
-	t.Cleanup(func() {
-		close(stop)
-		factory.Shutdown()
-		f.ingresses.Close()
-		f.endpoints.Close()
-	})
+	// Not h.Run: the module's Start returns an error that the tests check, and most never start it.
+	h.Start()
 	return f
 }
 
 // apply stores ing (create or update) and publishes IngressChange for it, as the class filter would.
 func (f *fixture) apply(ing *networkingv1.Ingress) {
 	f.t.Helper()
-	api := f.client.NetworkingV1().Ingresses(ing.Namespace)
+	api := f.h.Client.NetworkingV1().Ingresses(ing.Namespace)
 	if _, err := api.Update(context.Background(), ing, metav1.UpdateOptions{}); err != nil {
 		if _, err := api.Create(context.Background(), ing, metav1.CreateOptions{}); err != nil {
 			f.t.Fatal(err)
@@ -106,7 +82,7 @@ func (f *fixture) apply(ing *networkingv1.Ingress) {
 	}
 	// The lister must see this version before the module reads it, as it does behind the class filter.
 	key := types.NamespacedName{Namespace: ing.Namespace, Name: ing.Name}
-	f.waitFor("the informer to see "+key.String(), func() bool {
+	moduletest.Eventually(f.t, "the informer to see "+key.String(), func() bool {
 		got, err := f.m.ingresses.Ingresses(ing.Namespace).Get(ing.Name)
 		return err == nil && equalAnnotations(got, ing)
 	})
@@ -135,17 +111,6 @@ func (f *fixture) publishEndpoints(svc string, port int32, eps ...string) {
 	f.endpoints.Publish(c)
 }
 
-func (f *fixture) waitFor(what string, cond func() bool) {
-	f.t.Helper()
-	deadline := time.Now().Add(bound)
-	for !cond() {
-		if time.Now().After(deadline) {
-			f.t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-}
-
 // route returns the backend and endpoints the table has for host ("" when none).
 func (f *fixture) route(host string) (string, []string) {
 	r, ok := f.m.Proxy().Table().Lookup(host)
@@ -165,23 +130,19 @@ func (f *fixture) waitRoute(host, svc string, eps ...string) {
 	if svc != "" {
 		want = string(nginx.NewUpstream(types.NamespacedName{Namespace: "ns", Name: svc}, intstr.FromInt32(443)).Name)
 	}
-	f.waitFor(fmt.Sprintf("%s -> %s %v", host, svc, eps), func() bool {
+	moduletest.Eventually(f.t, fmt.Sprintf("%s -> %s %v", host, svc, eps), func() bool {
 		backend, got := f.route(host)
 		return backend == want && slices.Equal(got, eps)
 	})
 }
 
-// events drains the recorded Events.
+// events takes the Events recorded since the last call, each as "type reason message".
 func (f *fixture) events() []string {
 	var out []string
-	for {
-		select {
-		case e := <-f.recorder.Events:
-			out = append(out, e)
-		default:
-			return out
-		}
+	for _, e := range f.h.Recorder.Take() {
+		out = append(out, e.Kind+" "+e.Reason+" "+e.Message)
 	}
+	return out
 }
 
 // TestTableFollowsIngressesAndEndpoints: the table gains a host when a passthrough Ingress is accepted,
@@ -191,7 +152,7 @@ func TestTableFollowsIngressesAndEndpoints(t *testing.T) {
 	f := newFixture(t, Options{})
 	// Endpoints can arrive before the Ingress: they are kept.
 	f.publishEndpoints("web", 443, "192.0.2.1:8443")
-	f.apply(newIngress("a").passthrough().rule("a.example.com", "/=web:443").build())
+	f.apply(gen.Ingress("ns", "a", passthrough(), rule("a.example.com", "/=web:443")))
 	f.waitRoute("a.example.com", "web", "192.0.2.1:8443")
 
 	f.publishEndpoints("web", 443, "192.0.2.1:8443", "192.0.2.2:8443")
@@ -203,9 +164,9 @@ func TestTableFollowsIngressesAndEndpoints(t *testing.T) {
 	f.ingresses.Publish(modules.IngressChange{Key: types.NamespacedName{Namespace: "ns", Name: "a"}, Accepted: false})
 	f.waitRoute("a.example.com", "")
 
-	f.apply(newIngress("a").passthrough().rule("a.example.com", "/=web:443").build())
+	f.apply(gen.Ingress("ns", "a", passthrough(), rule("a.example.com", "/=web:443")))
 	f.waitRoute("a.example.com", "web")
-	f.apply(newIngress("a").rule("a.example.com", "/=web:443").build()) // annotation removed
+	f.apply(gen.Ingress("ns", "a", rule("a.example.com", "/=web:443"))) // annotation removed
 	f.waitRoute("a.example.com", "")
 	if ev := f.events(); len(ev) != 0 {
 		t.Errorf("events for valid Ingresses: %q", ev)
@@ -216,16 +177,14 @@ func TestTableFollowsIngressesAndEndpoints(t *testing.T) {
 // Warning; an invalid annotation gets a Warning (once per version) and no route.
 func TestConflictsAndInvalidAnnotations(t *testing.T) {
 	f := newFixture(t, Options{})
-	old := newIngress("old").passthrough().rule("shared.example.com", "/=web:443").build()
-	old.CreationTimestamp = metav1.NewTime(time.Now().Add(-time.Hour))
+	old := gen.Ingress("ns", "old", passthrough(), rule("shared.example.com", "/=web:443"))
 	f.apply(old)
 	f.waitRoute("shared.example.com", "web")
-	newer := newIngress("new").passthrough().rule("shared.example.com", "/=other:443").rule("own.example.com", "/=other:443").build()
-	newer.CreationTimestamp = metav1.NewTime(time.Now())
+	newer := gen.Ingress("ns", "new", passthrough(), rule("shared.example.com", "/=other:443"), rule("own.example.com", "/=other:443"), gen.CreatedAt(time.Hour))
 	f.apply(newer)
-	f.waitFor("the newer Ingress's own host", func() bool { b, _ := f.route("own.example.com"); return b != "" })
+	moduletest.Eventually(f.t, "the newer Ingress's own host", func() bool { b, _ := f.route("own.example.com"); return b != "" })
 	f.waitRoute("shared.example.com", "web")
-	f.waitFor("a conflict Event", func() bool {
+	moduletest.Eventually(f.t, "a conflict Event", func() bool {
 		for _, e := range f.events() {
 			if strings.Contains(e, ReasonConflict) && strings.Contains(e, "shared.example.com is already passed through by Ingress ns/old") {
 				return true
@@ -234,9 +193,9 @@ func TestConflictsAndInvalidAnnotations(t *testing.T) {
 		return false
 	})
 
-	bad := newIngress("bad").annotate(AnnotationSSLPassthrough, "yes").rule("bad.example.com", "/=web:443").build()
+	bad := gen.Ingress("ns", "bad", gen.Annotations(AnnotationSSLPassthrough, "yes"), rule("bad.example.com", "/=web:443"))
 	f.apply(bad)
-	f.waitFor("an invalid-annotation Event", func() bool {
+	moduletest.Eventually(f.t, "an invalid-annotation Event", func() bool {
 		for _, e := range f.events() {
 			if strings.HasPrefix(e, "Warning "+ReasonInvalid) && strings.Contains(e, `"yes"`) {
 				return true
@@ -245,7 +204,7 @@ func TestConflictsAndInvalidAnnotations(t *testing.T) {
 		return false
 	})
 	f.ingresses.Publish(modules.IngressChange{Key: types.NamespacedName{Namespace: "ns", Name: "bad"}, Accepted: true})
-	f.apply(newIngress("probe").passthrough().rule("probe.example.com", "/=web:443").build())
+	f.apply(gen.Ingress("ns", "probe", passthrough(), rule("probe.example.com", "/=web:443")))
 	f.waitRoute("probe.example.com", "web") // both changes above were processed, in order
 	if b, _ := f.route("bad.example.com"); b != "" {
 		t.Errorf("an Ingress with an invalid annotation is passed through to %s", b)
@@ -282,19 +241,19 @@ func TestModuleProxiesTLS(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer func() {
-		stopCtx, cancel := context.WithTimeout(context.Background(), bound)
+		stopCtx, cancel := context.WithTimeout(context.Background(), moduletest.WaitLimit)
 		defer cancel()
 		if err := f.m.Stop(stopCtx); err != nil {
 			t.Errorf("Stop: %v", err)
 		}
 	}()
 	f.publishEndpoints("web", 443, backend.Addr().String())
-	f.apply(newIngress("a").passthrough().rule("a.example.com", "/=web:443").build())
+	f.apply(gen.Ingress("ns", "a", passthrough(), rule("a.example.com", "/=web:443")))
 	if f.ready.Check() == nil {
 		t.Error("ready before the class filter announced every Ingress")
 	}
-	f.announced.Announce()
-	f.waitFor("ready", func() bool { return f.ready.Check() == nil })
+	f.h.Announced.Announce()
+	moduletest.Eventually(f.t, "ready", func() bool { return f.ready.Check() == nil })
 	f.waitRoute("a.example.com", "web", backend.Addr().String())
 
 	c, err := tls.Dial("tcp", f.m.Addr().String(), &tls.Config{ServerName: "a.example.com", InsecureSkipVerify: true}) //nolint:gosec // the test checks the certificate itself
@@ -353,15 +312,13 @@ func selfSigned(t testing.TB, name string) tls.Certificate {
 // first ("team-b/app" < "team/app").
 func TestContestedHostGoesWhereNGINXSendsIt(t *testing.T) {
 	f := newFixture(t, Options{})
-	created := metav1.NewTime(time.Now().Truncate(time.Second))
 	var ings []*networkingv1.Ingress
 	for _, ns := range []string{"team-b", "team"} {
-		ing := newIngress("app").passthrough().rule("shared.example.com", "/=web:443").build()
-		ing.Namespace, ing.CreationTimestamp = ns, created
+		ing := gen.Ingress(ns, "app", passthrough(), rule("shared.example.com", "/=web:443")) // both created at gen.Epoch
 		ings = append(ings, ing)
 		f.apply(ing)
 	}
-	f.apply(newIngress("probe").passthrough().rule("probe.example.com", "/=web:443").build())
+	f.apply(gen.Ingress("ns", "probe", passthrough(), rule("probe.example.com", "/=web:443")))
 	f.waitRoute("probe.example.com", "web") // the changes above were processed, in order
 
 	var translations []*nginx.IngressTranslation

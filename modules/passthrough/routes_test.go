@@ -7,62 +7,41 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
 
+	"github.com/ingress-reactor/ingress-reactor/internal/gen"
 	"github.com/ingress-reactor/ingress-reactor/nginx"
 	"github.com/ingress-reactor/ingress-reactor/tlsproxy"
 )
 
-// ingressBuilder builds test Ingresses in namespace "ns".
-type ingressBuilder struct{ ing *networkingv1.Ingress }
+// passthrough is the annotation that asks for TLS passthrough.
+func passthrough() gen.MetaOption { return gen.Annotations(AnnotationSSLPassthrough, "true") }
 
-func newIngress(name string) *ingressBuilder {
-	return &ingressBuilder{ing: &networkingv1.Ingress{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: name}}}
-}
-
-func (b *ingressBuilder) annotate(k, v string) *ingressBuilder {
-	if b.ing.Annotations == nil {
-		b.ing.Annotations = map[string]string{}
-	}
-	b.ing.Annotations[k] = v
-	return b
-}
-
-func (b *ingressBuilder) passthrough() *ingressBuilder {
-	return b.annotate(AnnotationSSLPassthrough, "true")
-}
-
-// rule adds a rule for host whose paths are "path=service:port" (port a number or a name).
-func (b *ingressBuilder) rule(host string, paths ...string) *ingressBuilder {
-	r := networkingv1.IngressRule{Host: host}
-	if len(paths) > 0 {
-		r.HTTP = &networkingv1.HTTPIngressRuleValue{}
-		for _, p := range paths {
-			path, backend, _ := strings.Cut(p, "=")
-			r.HTTP.Paths = append(r.HTTP.Paths, networkingv1.HTTPIngressPath{Path: path, Backend: serviceBackend(backend)})
+// rule adds a rule for host whose paths are "path=service:port" (port a number or a name), without a
+// path type. Unlike gen.Rule it always adds a rule of its own: the tables need a host twice and rules
+// without paths, in the order written.
+func rule(host string, paths ...string) gen.IngressFunc {
+	return func(ing *networkingv1.Ingress) {
+		r := networkingv1.IngressRule{Host: host}
+		if len(paths) > 0 {
+			r.HTTP = &networkingv1.HTTPIngressRuleValue{}
+			for _, p := range paths {
+				path, backend, _ := strings.Cut(p, "=")
+				r.HTTP.Paths = append(r.HTTP.Paths, networkingv1.HTTPIngressPath{Path: path, Backend: serviceBackend(backend)})
+			}
 		}
+		ing.Spec.Rules = append(ing.Spec.Rules, r)
 	}
-	b.ing.Spec.Rules = append(b.ing.Spec.Rules, r)
-	return b
 }
 
-func (b *ingressBuilder) defaultBackend(backend string) *ingressBuilder {
-	be := serviceBackend(backend)
-	b.ing.Spec.DefaultBackend = &be
-	return b
-}
-
-func (b *ingressBuilder) build() *networkingv1.Ingress { return b.ing }
-
+// serviceBackend is gen.Backend of "service:port".
 func serviceBackend(s string) networkingv1.IngressBackend {
 	svc, port, _ := strings.Cut(s, ":")
-	sp := networkingv1.ServiceBackendPort{Name: port}
 	if n := intstr.Parse(port); n.Type == intstr.Int {
-		sp = networkingv1.ServiceBackendPort{Number: n.IntVal}
+		return gen.Backend(svc, int(n.IntVal))
 	}
-	return networkingv1.IngressBackend{Service: &networkingv1.IngressServiceBackend{Name: svc, Port: sp}}
+	return gen.Backend(svc, port)
 }
 
 func upstream(svc string, port intstr.IntOrString) nginx.Upstream {
@@ -77,13 +56,13 @@ func TestRoutesOf(t *testing.T) {
 		wantProblems []string // substrings, one per problem
 	}{
 		"no annotation": {
-			ing: newIngress("a").rule("a.example.com", "/=web:443").build(),
+			ing: gen.Ingress("ns", "a", rule("a.example.com", "/=web:443")),
 		},
 		"annotation false": {
-			ing: newIngress("a").annotate(AnnotationSSLPassthrough, "false").rule("a.example.com", "/=web:443").build(),
+			ing: gen.Ingress("ns", "a", gen.Annotations(AnnotationSSLPassthrough, "false"), rule("a.example.com", "/=web:443")),
 		},
 		"exact and wildcard hosts, numbered and named ports": {
-			ing:         newIngress("a").passthrough().rule("a.example.com", "/=web:443").rule("*.apps.example.com", "/=apps:https").build(),
+			ing:         gen.Ingress("ns", "a", passthrough(), rule("a.example.com", "/=web:443"), rule("*.apps.example.com", "/=apps:https")),
 			wantEnabled: true,
 			want: []HostRoute{
 				{Host: "a.example.com", Upstream: upstream("web", intstr.FromInt32(443))},
@@ -91,49 +70,49 @@ func TestRoutesOf(t *testing.T) {
 			},
 		},
 		"the / path wins over the first path": {
-			ing:         newIngress("a").annotate(AnnotationSSLPassthrough, "True").rule("a.example.com", "/api=api:443", "/=web:443").build(),
+			ing:         gen.Ingress("ns", "a", gen.Annotations(AnnotationSSLPassthrough, "True"), rule("a.example.com", "/api=api:443", "/=web:443")),
 			wantEnabled: true,
 			want:        []HostRoute{{Host: "a.example.com", Upstream: upstream("web", intstr.FromInt32(443))}},
 		},
 		"without /, the first path": {
-			ing:         newIngress("a").passthrough().rule("a.example.com", "/api=api:443", "/b=b:443").build(),
+			ing:         gen.Ingress("ns", "a", passthrough(), rule("a.example.com", "/api=api:443", "/b=b:443")),
 			wantEnabled: true,
 			want:        []HostRoute{{Host: "a.example.com", Upstream: upstream("api", intstr.FromInt32(443))}},
 		},
 		"a rule without paths uses the default backend": {
-			ing:         newIngress("a").passthrough().defaultBackend("web:8443").rule("a.example.com").build(),
+			ing:         gen.Ingress("ns", "a", passthrough(), gen.DefaultBackend(serviceBackend("web:8443")), rule("a.example.com")),
 			wantEnabled: true,
 			want:        []HostRoute{{Host: "a.example.com", Upstream: upstream("web", intstr.FromInt32(8443))}},
 		},
 		"a host twice: the first rule wins": {
-			ing:         newIngress("a").passthrough().rule("a.example.com", "/=one:443").rule("a.example.com", "/=two:443").build(),
+			ing:         gen.Ingress("ns", "a", passthrough(), rule("a.example.com", "/=one:443"), rule("a.example.com", "/=two:443")),
 			wantEnabled: true,
 			want:        []HostRoute{{Host: "a.example.com", Upstream: upstream("one", intstr.FromInt32(443))}},
 		},
 		"PROXY protocol v2": {
-			ing:         newIngress("a").passthrough().annotate(AnnotationProxyProtocol, "v2").rule("a.example.com", "/=web:443").build(),
+			ing:         gen.Ingress("ns", "a", passthrough(), gen.Annotations(AnnotationProxyProtocol, "v2"), rule("a.example.com", "/=web:443")),
 			wantEnabled: true,
 			want:        []HostRoute{{Host: "a.example.com", Upstream: upstream("web", intstr.FromInt32(443)), ProxyProtocol: tlsproxy.ProxyProtocolV2}},
 		},
 		"PROXY protocol v1": {
-			ing:         newIngress("a").passthrough().annotate(AnnotationProxyProtocol, "v1").rule("a.example.com", "/=web:443").build(),
+			ing:         gen.Ingress("ns", "a", passthrough(), gen.Annotations(AnnotationProxyProtocol, "v1"), rule("a.example.com", "/=web:443")),
 			wantEnabled: true,
 			want:        []HostRoute{{Host: "a.example.com", Upstream: upstream("web", intstr.FromInt32(443)), ProxyProtocol: tlsproxy.ProxyProtocolV1}},
 		},
 		"invalid passthrough value": {
-			ing:          newIngress("a").annotate(AnnotationSSLPassthrough, "yes please").rule("a.example.com", "/=web:443").build(),
+			ing:          gen.Ingress("ns", "a", gen.Annotations(AnnotationSSLPassthrough, "yes please"), rule("a.example.com", "/=web:443")),
 			wantProblems: []string{`invalid value "yes please"`},
 		},
 		"invalid PROXY protocol value": {
-			ing:          newIngress("a").passthrough().annotate(AnnotationProxyProtocol, "v3").rule("a.example.com", "/=web:443").build(),
+			ing:          gen.Ingress("ns", "a", passthrough(), gen.Annotations(AnnotationProxyProtocol, "v3"), rule("a.example.com", "/=web:443")),
 			wantProblems: []string{`invalid value "v3"`},
 		},
 		"rules that cannot be passed through are reported, the others kept": {
-			ing: newIngress("a").passthrough().
-				rule("", "/=web:443").
-				rule("UPPER.example.com", "/=web:443").
-				rule("nobackend.example.com").
-				rule("ok.example.com", "/=web:443").build(),
+			ing: gen.Ingress("ns", "a", passthrough(),
+				rule("", "/=web:443"),
+				rule("UPPER.example.com", "/=web:443"),
+				rule("nobackend.example.com"),
+				rule("ok.example.com", "/=web:443")),
 			wantEnabled:  true,
 			want:         []HostRoute{{Host: "ok.example.com", Upstream: upstream("web", intstr.FromInt32(443))}},
 			wantProblems: []string{"rule 1 has no host", "upper-case", "nobackend.example.com: no backend"},
@@ -167,7 +146,7 @@ func TestRoutesOf(t *testing.T) {
 
 // TestRoutesOfResourceBackend: a rule whose backend is not a Service is reported and skipped.
 func TestRoutesOfResourceBackend(t *testing.T) {
-	ing := newIngress("a").passthrough().rule("a.example.com", "/=web:443").build()
+	ing := gen.Ingress("ns", "a", passthrough(), rule("a.example.com", "/=web:443"))
 	ing.Spec.Rules[0].HTTP.Paths[0].Backend = networkingv1.IngressBackend{Resource: &corev1.TypedLocalObjectReference{Kind: "Bucket", Name: "assets"}}
 	routes, enabled, problems := RoutesOf(ing)
 	if !enabled || len(routes) != 0 || len(problems) != 1 || !strings.Contains(problems[0], "resource backends") {
@@ -180,23 +159,20 @@ func TestRoutesOfResourceBackend(t *testing.T) {
 // the one the passthrough table sends the host to are the same, and a backend that cannot be an upstream
 // is one for none of them.
 func TestBackendShapesNameOneUpstream(t *testing.T) {
-	web := &corev1.Service{
-		ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "web", ResourceVersion: "1"},
-		Spec:       corev1.ServiceSpec{Ports: []corev1.ServicePort{{Name: "https", Port: 443}, {Name: "quic", Port: 443, Protocol: corev1.ProtocolUDP}}},
-	}
+	web := gen.Service("ns", "web", gen.Port("https", 443), gen.UDPPort("quic", 443))
 	lookup := nginx.ServiceLookupFunc(func(k types.NamespacedName) (*corev1.Service, bool) {
 		return web, k == types.NamespacedName{Namespace: "ns", Name: "web"}
 	})
-	resource := newIngress("a").passthrough().rule("a.example.com", "/=web:443").build()
+	resource := gen.Ingress("ns", "a", passthrough(), rule("a.example.com", "/=web:443"))
 	resource.Spec.Rules[0].HTTP.Paths[0].Backend = networkingv1.IngressBackend{Resource: &corev1.TypedLocalObjectReference{Kind: "Bucket", Name: "assets"}}
 	tests := map[string]struct {
 		ing  *networkingv1.Ingress
 		want *nginx.Upstream // nil: no upstream anywhere
 	}{
-		"numbered port": {ing: newIngress("a").passthrough().rule("a.example.com", "/=web:443").build(), want: ptr(upstream("web", intstr.FromInt32(443)))},
-		"named port":    {ing: newIngress("a").passthrough().rule("a.example.com", "/=web:https").build(), want: ptr(upstream("web", intstr.FromString("https")))},
+		"numbered port": {ing: gen.Ingress("ns", "a", passthrough(), rule("a.example.com", "/=web:443")), want: ptr(upstream("web", intstr.FromInt32(443)))},
+		"named port":    {ing: gen.Ingress("ns", "a", passthrough(), rule("a.example.com", "/=web:https")), want: ptr(upstream("web", intstr.FromString("https")))},
 		"default backend": {
-			ing:  newIngress("a").passthrough().rule("a.example.com").defaultBackend("web:443").build(),
+			ing:  gen.Ingress("ns", "a", passthrough(), rule("a.example.com"), gen.DefaultBackend(serviceBackend("web:443"))),
 			want: ptr(upstream("web", intstr.FromInt32(443))),
 		},
 		"resource backend": {ing: resource},

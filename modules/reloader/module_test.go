@@ -10,7 +10,6 @@ import (
 	"strings"
 	"sync"
 	"testing"
-	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
@@ -23,8 +22,6 @@ import (
 	"github.com/ingress-reactor/ingress-reactor/nginx"
 	"github.com/ingress-reactor/ingress-reactor/pipeline"
 )
-
-const waitLimit = 10 * time.Second
 
 // endpointPush is one SetEndpoints call that returned.
 type endpointPush struct {
@@ -296,9 +293,6 @@ func (a *laneApplier) returned() []endpointPush {
 	return slices.Clone(a.pushes)
 }
 
-// event is one Event the reloader recorded.
-type recorder = moduletest.Recorder
-
 // env is a started Reloader driving a laneApplier.
 type env struct {
 	t         *testing.T
@@ -310,7 +304,7 @@ type env struct {
 	rendered  *pipeline.Topic[modules.Rendered]
 	endpoints *pipeline.Topic[modules.EndpointsChange]
 	certs     *pipeline.Topic[modules.CertChange]
-	rec       *recorder
+	rec       *moduletest.Recorder
 	reg       *prometheus.Registry
 }
 
@@ -328,7 +322,7 @@ func newEnvWith(t *testing.T, opts Options, applier func(*laneApplier) Applier) 
 		rendered:  pipeline.NewTopic[modules.Rendered]("rendered"),
 		endpoints: pipeline.NewTopic[modules.EndpointsChange]("endpoints"),
 		certs:     pipeline.NewTopic[modules.CertChange]("certs"),
-		rec:       &recorder{},
+		rec:       &moduletest.Recorder{},
 		reg:       prometheus.NewRegistry(),
 	}
 	e.restarts = e.a.starts
@@ -345,7 +339,7 @@ func newEnvWith(t *testing.T, opts Options, applier func(*laneApplier) Applier) 
 	ctx, cancel := context.WithCancel(context.Background())
 	e.r.Start(ctx)
 	t.Cleanup(func() {
-		stopCtx, stopCancel := context.WithTimeout(context.Background(), waitLimit)
+		stopCtx, stopCancel := context.WithTimeout(context.Background(), moduletest.WaitLimit)
 		defer stopCancel()
 		cancel() // releases held Apply and SetEndpoints calls
 		if err := e.r.Stop(stopCtx); err != nil {
@@ -356,18 +350,6 @@ func newEnvWith(t *testing.T, opts Options, applier func(*laneApplier) Applier) 
 		certTopic.Close()
 	})
 	return e
-}
-
-// eventually polls cond for up to waitLimit.
-func eventually(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(waitLimit)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(2 * time.Millisecond)
-	}
 }
 
 // metric reads one series from the registry: a counter's or gauge's value, or a histogram's sample
@@ -401,13 +383,13 @@ func (e *env) renderTLS(hash string, hosts map[nginx.Hostname]string) {
 
 func (e *env) waitLive(hash string) {
 	e.t.Helper()
-	eventually(e.t, "configuration "+hash+" to go live", func() bool { return e.a.liveHash() == hash })
+	moduletest.Eventually(e.t, "configuration "+hash+" to go live", func() bool { return e.a.liveHash() == hash })
 }
 
 // waitPushes waits until n SetEndpoints calls have returned and returns them.
 func (e *env) waitPushes(n int) []endpointPush {
 	e.t.Helper()
-	eventually(e.t, fmt.Sprintf("%d endpoint pushes", n), func() bool { return len(e.a.returned()) >= n })
+	moduletest.Eventually(e.t, fmt.Sprintf("%d endpoint pushes", n), func() bool { return len(e.a.returned()) >= n })
 	return e.a.returned()
 }
 
@@ -459,11 +441,11 @@ func TestAppliesEachConfigurationOnce(t *testing.T) {
 	e := newEnv(t, Options{})
 	e.render("aaaa0001")
 	e.waitLive("aaaa0001")
-	eventually(t, "the apply to finish", func() bool { return e.syncsDone("reloader-structure") == 1 })
+	moduletest.Eventually(t, "the apply to finish", func() bool { return e.syncsDone("reloader-structure") == 1 })
 
 	// The same configuration again (the renderer republishes it when only the SNI table changed).
 	e.render("aaaa0001")
-	eventually(t, "the republished configuration to be handled", func() bool { return e.syncsDone("reloader-structure") == 2 })
+	moduletest.Eventually(t, "the republished configuration to be handled", func() bool { return e.syncsDone("reloader-structure") == 2 })
 	if got := e.a.appliesOf(); !slices.Equal(got, []string{"aaaa0001"}) {
 		t.Fatalf("Apply calls %v, want the configuration applied once", got)
 	}
@@ -476,7 +458,7 @@ func TestAppliesEachConfigurationOnce(t *testing.T) {
 	if got := string(e.a.configs["bbbb0002"]); got != "# nginx.conf bbbb0002" {
 		t.Errorf("Apply got config %q, want the published one", got)
 	}
-	eventually(t, "the reload to be counted", func() bool { return e.reloads("success") == 2 })
+	moduletest.Eventually(t, "the reload to be counted", func() bool { return e.reloads("success") == 2 })
 	if got := e.reloads("failure"); got != 0 {
 		t.Errorf("reloads_total{result=failure} = %g, want 0", got)
 	}
@@ -505,7 +487,7 @@ func TestFailingConfigurationIsRetriedThenGivenUp(t *testing.T) {
 			e := newEnv(t, tc.opts)
 			e.a.failApplyOf("bad00001")
 			e.render("bad00001")
-			eventually(t, "the reloader to give up", func() bool {
+			moduletest.Eventually(t, "the reloader to give up", func() bool {
 				return e.metric("ingress_reactor_pipeline_dropped_total", "name", "reloader-structure") == 1
 			})
 			if got := e.a.appliesOf(); len(got) != tc.attempts {
@@ -551,11 +533,11 @@ func TestNewerConfigurationGetsItsOwnRetries(t *testing.T) {
 	e.a.failApplyOf("bad00001")
 	e.a.failApplyOf("bad00002")
 	e.render("bad00001")
-	eventually(t, "the first configuration's retry", func() bool { return len(e.a.appliesOf()) == 2 })
+	moduletest.Eventually(t, "the first configuration's retry", func() bool { return len(e.a.appliesOf()) == 2 })
 
 	// A newer configuration replaces the one being retried; it is broken too.
 	e.render("bad00002")
-	eventually(t, "the reloader to give up", func() bool {
+	moduletest.Eventually(t, "the reloader to give up", func() bool {
 		return e.metric("ingress_reactor_pipeline_dropped_total", "name", "reloader-structure") >= 1
 	})
 	got := e.a.appliesOf()
@@ -571,7 +553,7 @@ func TestEndpointLane(t *testing.T) {
 	e := newEnv(t, Options{})
 	e.setEndpoints("a", "10.0.0.1")
 	e.setEndpoints("b", "10.0.0.2")
-	eventually(t, "the endpoint lane to handle the changes", func() bool { return e.syncsDone("reloader-endpoints") >= 1 })
+	moduletest.Eventually(t, "the endpoint lane to handle the changes", func() bool { return e.syncsDone("reloader-endpoints") >= 1 })
 	if got := e.a.started(); got != 0 {
 		t.Fatalf("%d endpoint pushes before the data plane started, want none", got)
 	}
@@ -594,10 +576,10 @@ func TestEndpointLane(t *testing.T) {
 	// upstream is pushed as an empty list.
 	release := e.a.holdPushes()
 	e.setEndpoints("c", "10.0.0.4")
-	eventually(t, "the push of c to start", func() bool { return e.a.started() == 3 })
+	moduletest.Eventually(t, "the push of c to start", func() bool { return e.a.started() == 3 })
 	e.setEndpoints("a", "10.0.0.5")
 	e.removeUpstream("b")
-	eventually(t, "both changes to wait for the next push", func() bool { return e.dirty() == 2 })
+	moduletest.Eventually(t, "both changes to wait for the next push", func() bool { return e.dirty() == 2 })
 	release()
 	ps = e.waitPushes(4)
 	if p := ps[2]; p.full || !maps.Equal(pushed(p), map[string]string{"c": "10.0.0.4"}) {
@@ -658,12 +640,12 @@ func TestReadiness(t *testing.T) {
 
 	release := e.a.holdPushes()
 	e.restarts.Set(1)
-	eventually(t, "the full push to start", func() bool { return e.a.started() == 1 })
+	moduletest.Eventually(t, "the full push to start", func() bool { return e.a.started() == 1 })
 	if err := e.ready.Check(); err == nil {
 		t.Fatal("ready while the full endpoint push is still in flight")
 	}
 	release()
-	eventually(t, "ready after the full push", func() bool { return e.ready.Check() == nil })
+	moduletest.Eventually(t, "ready after the full push", func() bool { return e.ready.Check() == nil })
 
 	// A new data-plane instance holds no endpoints: not ready until it got them all, also across failed
 	// pushes. The pushes fail until the test lets them succeed, so that a retry cannot make it ready
@@ -683,7 +665,7 @@ func TestReadiness(t *testing.T) {
 		t.Fatal("ready although the full pushes after the restart failed")
 	}
 	e.a.failNextPushes(0)
-	eventually(t, "ready after the retried full push", func() bool { return e.ready.Check() == nil })
+	moduletest.Eventually(t, "ready after the retried full push", func() bool { return e.ready.Check() == nil })
 	ps = e.a.returned()
 	if p := ps[len(ps)-1]; !p.ok || !p.full || !maps.Equal(pushed(p), map[string]string{"a": "10.0.0.1"}) {
 		t.Errorf("retry ok=%v full=%v %v, want a successful full push of a", p.ok, p.full, pushed(p))
@@ -700,18 +682,18 @@ func TestFirstStartReadyOnlyWithTheHostTable(t *testing.T) {
 	var releaseHosts func()
 	e.a.onApply = func(string) {
 		e.restarts.Set(1)
-		eventually(t, "the start's full certificate push", func() bool { return len(e.a.certsReturned()) == 1 })
+		moduletest.Eventually(t, "the start's full certificate push", func() bool { return len(e.a.certsReturned()) == 1 })
 		releaseHosts = e.a.holdCertPushes()
 	}
 	e.renderTLS("aaaa0001", map[nginx.Hostname]string{"a.example": "a"})
 	e.waitLive("aaaa0001")
-	eventually(t, "the host table's push to start", func() bool { return e.a.certsStarted() == 2 })
+	moduletest.Eventually(t, "the host table's push to start", func() bool { return e.a.certsStarted() == 2 })
 	e.waitPushes(1)
 	if err := e.ready.Check(); err == nil {
 		t.Errorf("ready before the host table was pushed; the data plane holds hosts %v", e.a.certHosts())
 	}
 	releaseHosts()
-	eventually(t, "ready after the host table's push", func() bool { return e.ready.Check() == nil })
+	moduletest.Eventually(t, "ready after the host table's push", func() bool { return e.ready.Check() == nil })
 	if got := e.a.certHosts(); !maps.Equal(got, map[nginx.Hostname]string{"a.example": id("a")}) {
 		t.Errorf("hosts %v, want a.example", got)
 	}
@@ -727,12 +709,12 @@ func TestDictFullIsAPartialSuccess(t *testing.T) {
 	e.setEndpoints("b", "10.0.0.2")
 	e.renderTLS("aaaa0001", map[nginx.Hostname]string{"a.example": "a", "b.example": "b"})
 	e.waitLive("aaaa0001")
-	eventually(t, "the host table to come from the applied model", func() bool { return e.syncsDone("reloader-structure") == 1 })
+	moduletest.Eventually(t, "the host table to come from the applied model", func() bool { return e.syncsDone("reloader-structure") == 1 })
 	e.a.answerDictFull(
 		&nginx.DictFullError{Dict: "endpoints", NotStored: []string{string(upstream("b").Name)}, Message: "endpoints dict full: raise --endpoints-dict-size (now 1 MB)"},
 		&nginx.DictFullError{Dict: "certificates", NotStored: []string{id("b")}, HostsNotStored: []nginx.Hostname{"b.example"}, Message: "certificates dict full: raise --certificates-dict-size (now 1 MB)"})
 	e.restarts.Set(1)
-	eventually(t, "ready although the dicts are full", func() bool { return e.ready.Check() == nil })
+	moduletest.Eventually(t, "ready although the dicts are full", func() bool { return e.ready.Check() == nil })
 	for _, tc := range []struct {
 		dict, updates string
 		want          float64
@@ -753,7 +735,7 @@ func TestDictFullIsAPartialSuccess(t *testing.T) {
 	e.a.answerDictFull(nil, nil)
 	e.setEndpoints("c", "10.0.0.3")
 	e.certs.Publish(set("a", "2"))
-	eventually(t, "the change's pushes", func() bool {
+	moduletest.Eventually(t, "the change's pushes", func() bool {
 		return len(e.a.returned()) >= 2 && len(e.a.certsReturned()) >= 2
 	})
 	if ps := e.a.returned(); len(ps) != 2 || ps[1].full || !maps.Equal(pushed(ps[1]), map[string]string{"b": "10.0.0.2", "c": "10.0.0.3"}) {
@@ -762,7 +744,7 @@ func TestDictFullIsAPartialSuccess(t *testing.T) {
 	if cs := e.a.certsReturned(); len(cs) != 2 || cs[1].full || !maps.Equal(cs[1].push.certs, map[string]string{id("a"): "a@2"}) {
 		t.Errorf("certificate pushes %+v; want the full push, then the rotation of a alone", cs)
 	}
-	eventually(t, "the endpoints dict to have room again", func() bool {
+	moduletest.Eventually(t, "the endpoints dict to have room again", func() bool {
 		return e.metric("ingress_reactor_shared_dict_not_stored", "dict", "endpoints") == 0
 	})
 	// The certificate that did not fit is not sent again before it changes or a full push: the metric
@@ -779,11 +761,11 @@ func TestEndpointsAreNotBlockedBySlowApply(t *testing.T) {
 	e := newEnv(t, Options{})
 	release := e.a.holdApplies()
 	e.render("aaaa0001")
-	eventually(t, "Apply to start", func() bool { return len(e.a.appliesOf()) == 1 })
+	moduletest.Eventually(t, "Apply to start", func() bool { return len(e.a.appliesOf()) == 1 })
 
 	// While the reload hangs, the data plane reports a start and endpoints change: both go out.
 	e.setEndpoints("a", "10.0.0.1")
-	eventually(t, "the endpoint lane to take the change", func() bool { return e.syncsDone("reloader-endpoints") >= 1 })
+	moduletest.Eventually(t, "the endpoint lane to take the change", func() bool { return e.syncsDone("reloader-endpoints") >= 1 })
 	e.restarts.Set(1)
 	ps := e.waitPushes(1)
 	if p := ps[0]; !p.full || !maps.Equal(pushed(p), map[string]string{"a": "10.0.0.1"}) {
@@ -803,7 +785,7 @@ func TestEndpointsAreNotBlockedBySlowApply(t *testing.T) {
 
 	release()
 	e.waitLive("aaaa0001")
-	eventually(t, "ready once the configuration is live", func() bool { return e.ready.Check() == nil })
+	moduletest.Eventually(t, "ready once the configuration is live", func() bool { return e.ready.Check() == nil })
 }
 
 func TestReadinessNeedsTheCertificatePush(t *testing.T) {
@@ -817,12 +799,12 @@ func TestReadinessNeedsTheCertificatePush(t *testing.T) {
 		release := e.a.holdCertPushes()
 		e.restarts.Set(starts)
 		e.waitPushes(int(starts))
-		eventually(t, "the full certificate push to start", func() bool { return e.a.certsStarted() == int(starts) })
+		moduletest.Eventually(t, "the full certificate push to start", func() bool { return e.a.certsStarted() == int(starts) })
 		if err := e.ready.Check(); err == nil {
 			t.Fatalf("start %d: ready while its full certificate push is in flight", starts)
 		}
 		release()
-		eventually(t, "ready after the certificate push", func() bool { return e.ready.Check() == nil })
+		moduletest.Eventually(t, "ready after the certificate push", func() bool { return e.ready.Check() == nil })
 		if ps := e.a.certsReturned(); !ps[len(ps)-1].full {
 			t.Errorf("start %d: certificate push full=false, want a full push", starts)
 		}
@@ -840,7 +822,7 @@ func TestFullPushesOnlyForStoresAReloadEmptied(t *testing.T) {
 	e.waitLive("aaaa0001")
 	e.restarts.Set(1)
 	e.waitPushes(1)
-	eventually(t, "ready after the start's pushes", func() bool { return e.ready.Check() == nil })
+	moduletest.Eventually(t, "ready after the start's pushes", func() bool { return e.ready.Check() == nil })
 	endpointPushes, certPushes := len(e.a.returned()), len(e.a.certsReturned())
 
 	// next changes one endpoint list and one certificate after a configuration went live, and returns
@@ -852,10 +834,10 @@ func TestFullPushesOnlyForStoresAReloadEmptied(t *testing.T) {
 		done := e.syncsDone("reloader-structure")
 		e.renderTLS(hash, map[nginx.Hostname]string{"a.example": "a"})
 		e.waitLive(hash)
-		eventually(t, "the reload to be handled", func() bool { return e.syncsDone("reloader-structure") > done })
+		moduletest.Eventually(t, "the reload to be handled", func() bool { return e.syncsDone("reloader-structure") > done })
 		e.setEndpoints("a", fmt.Sprintf("10.0.1.%d", step))
 		e.certs.Publish(set("a", strconv.Itoa(step+1)))
-		eventually(t, "the change's pushes", func() bool {
+		moduletest.Eventually(t, "the change's pushes", func() bool {
 			ps, cs := e.a.returned(), e.a.certsReturned()
 			return len(ps) > endpointPushes && pushed(ps[len(ps)-1])["a"] == fmt.Sprintf("10.0.1.%d", step) &&
 				len(cs) > certPushes && cs[len(cs)-1].push.certs[id("a")] == fmt.Sprintf("a@%d", step+1)
@@ -890,11 +872,11 @@ func TestFullPushesOnlyForStoresAReloadEmptied(t *testing.T) {
 	e.a.failApplyOf("eeee0005")
 	e.a.empties("eeee0005", nginx.Filled{Endpoints: true, Certificates: true})
 	e.render("eeee0005")
-	eventually(t, "the failed configuration to be given up", func() bool {
+	moduletest.Eventually(t, "the failed configuration to be given up", func() bool {
 		return e.metric("ingress_reactor_pipeline_dropped_total", "name", "reloader-structure") == 1
 	})
 	e.setEndpoints("c", "10.0.0.3")
-	eventually(t, "the push of c", func() bool { return pushed(e.a.returned()[len(e.a.returned())-1])["c"] == "10.0.0.3" })
+	moduletest.Eventually(t, "the push of c", func() bool { return pushed(e.a.returned()[len(e.a.returned())-1])["c"] == "10.0.0.3" })
 	if p := e.a.returned()[endpointPushes]; p.full || !maps.Equal(pushed(p), map[string]string{"c": "10.0.0.3"}) {
 		t.Errorf("push after a republished and a failed configuration full=%v %v, want c alone", p.full, pushed(p))
 	}
@@ -909,7 +891,7 @@ func TestFullPushesAfterEachConfigurationWithoutFillReports(t *testing.T) {
 	e.waitLive("aaaa0001")
 	e.restarts.Set(1)
 	e.waitPushes(1)
-	eventually(t, "the start's certificate push", func() bool { return len(e.a.certsReturned()) == 1 })
+	moduletest.Eventually(t, "the start's certificate push", func() bool { return len(e.a.certsReturned()) == 1 })
 	e.setEndpoints("b", "10.0.0.2")
 	if p := e.waitPushes(2)[1]; p.full {
 		t.Fatalf("push of a change is full, want incremental")
@@ -921,7 +903,7 @@ func TestFullPushesAfterEachConfigurationWithoutFillReports(t *testing.T) {
 	if p := e.waitPushes(3)[2]; !p.full || !maps.Equal(pushed(p), want) {
 		t.Errorf("endpoint push after a reload full=%v %v, want a full push of %v", p.full, pushed(p), want)
 	}
-	eventually(t, "a certificate push after the reload", func() bool { return len(e.a.certsReturned()) == 2 })
+	moduletest.Eventually(t, "a certificate push after the reload", func() bool { return len(e.a.certsReturned()) == 2 })
 	if p := e.a.certsReturned()[1]; !p.full {
 		t.Errorf("certificate push after a reload is incremental, want full")
 	}
@@ -937,16 +919,16 @@ func TestCertificateHostsFollowTheAppliedConfiguration(t *testing.T) {
 	e.waitLive("aaaa0001")
 	e.restarts.Set(1)
 	both := map[nginx.Hostname]string{"a.example": id("a"), "b.example": id("a")}
-	eventually(t, "both hosts pushed", func() bool { return maps.Equal(e.a.certHosts(), both) })
+	moduletest.Eventually(t, "both hosts pushed", func() bool { return maps.Equal(e.a.certHosts(), both) })
 
 	e.a.failApplyOf("bbbb0002")
 	e.renderTLS("bbbb0002", map[nginx.Hostname]string{"a.example": "a"})
-	eventually(t, "the failed configuration to be given up", func() bool {
+	moduletest.Eventually(t, "the failed configuration to be given up", func() bool {
 		return e.metric("ingress_reactor_pipeline_dropped_total", "name", "reloader-structure") == 1
 	})
 	// A rotation is pushed after anything the failed configuration could have changed.
 	e.certs.Publish(set("a", "2"))
-	eventually(t, "the rotation to be pushed", func() bool {
+	moduletest.Eventually(t, "the rotation to be pushed", func() bool {
 		ps := e.a.certsReturned()
 		return ps[len(ps)-1].push.certs[id("a")] == "a@2"
 	})
@@ -957,12 +939,12 @@ func TestCertificateHostsFollowTheAppliedConfiguration(t *testing.T) {
 	// Once a configuration without b.example is live, b.example goes.
 	e.renderTLS("cccc0003", map[nginx.Hostname]string{"a.example": "a"})
 	e.waitLive("cccc0003")
-	eventually(t, "b.example to be removed", func() bool {
+	moduletest.Eventually(t, "b.example to be removed", func() bool {
 		return maps.Equal(e.a.certHosts(), map[nginx.Hostname]string{"a.example": id("a")})
 	})
 	// The same configuration with another Secret for a host (only the SNI table changed).
 	e.renderTLS("cccc0003", map[nginx.Hostname]string{"a.example": "c"})
-	eventually(t, "a.example to switch Secret", func() bool {
+	moduletest.Eventually(t, "a.example to switch Secret", func() bool {
 		return maps.Equal(e.a.certHosts(), map[nginx.Hostname]string{"a.example": id("c")})
 	})
 }
@@ -998,14 +980,14 @@ func TestWrappingApplierKeepsStartsFillReportsAndLiveness(t *testing.T) {
 	if p := e.waitPushes(1)[0]; !p.full {
 		t.Fatalf("push after the start reported through the wrapper: full=%v, want a full push", p.full)
 	}
-	eventually(t, "ready after the start's pushes", func() bool { return e.ready.Check() == nil })
+	moduletest.Eventually(t, "ready after the start's pushes", func() bool { return e.ready.Check() == nil })
 
 	done := e.syncsDone("reloader-structure")
 	e.render("bbbb0002")
 	e.waitLive("bbbb0002")
-	eventually(t, "the reload to be handled", func() bool { return e.syncsDone("reloader-structure") > done })
+	moduletest.Eventually(t, "the reload to be handled", func() bool { return e.syncsDone("reloader-structure") > done })
 	e.setEndpoints("a", "10.0.0.2")
-	eventually(t, "the change's push", func() bool { return pushed(e.a.returned()[len(e.a.returned())-1])["a"] == "10.0.0.2" })
+	moduletest.Eventually(t, "the change's push", func() bool { return pushed(e.a.returned()[len(e.a.returned())-1])["a"] == "10.0.0.2" })
 	if ps := e.a.returned(); len(ps) != 2 || ps[1].full {
 		t.Errorf("endpoint pushes %d, the last full=%v; want one incremental push after a reload that emptied nothing", len(ps), ps[len(ps)-1].full)
 	}

@@ -10,105 +10,51 @@ import (
 	"testing"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
-	"go.uber.org/zap"
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
-	"k8s.io/client-go/informers"
-	"k8s.io/client-go/kubernetes/fake"
 	listerscorev1 "k8s.io/client-go/listers/core/v1"
 
+	"github.com/ingress-reactor/ingress-reactor/internal/gen"
 	"github.com/ingress-reactor/ingress-reactor/modules"
 	"github.com/ingress-reactor/ingress-reactor/modules/moduletest"
 	"github.com/ingress-reactor/ingress-reactor/nginx"
 	"github.com/ingress-reactor/ingress-reactor/pipeline"
 )
 
-const (
-	ns        = "apps"
-	waitLimit = 10 * time.Second
-)
-
-// created is the creationTimestamp of test Ingresses; older/younger ones are offset from it.
-var created = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+const ns = "apps"
 
 func key(name string) types.NamespacedName { return types.NamespacedName{Namespace: ns, Name: name} }
 
 // service is a Service with the given resourceVersion (the fake clientset does not count versions) and
-// numbered ports.
+// numbered ports, port N called "pN".
 func service(name, rv string, ports ...int32) *corev1.Service {
-	svc := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, ResourceVersion: rv}}
+	opts := []gen.ServiceOption{gen.ResourceVersion(rv)}
 	for _, p := range ports {
-		svc.Spec.Ports = append(svc.Spec.Ports, corev1.ServicePort{Name: fmt.Sprintf("p%d", p), Port: p})
+		opts = append(opts, gen.Port(fmt.Sprintf("p%d", p), p))
 	}
-	return svc
+	return gen.Service(ns, name, opts...)
 }
-
-type ingressOption func(*networkingv1.Ingress)
 
 // ingress routes host+path (Prefix) to port of Service svc. It has resourceVersion "1".
-func ingress(name, host, path, svc string, port int32, opts ...ingressOption) *networkingv1.Ingress {
-	pt := networkingv1.PathTypePrefix
-	ing := &networkingv1.Ingress{
-		ObjectMeta: metav1.ObjectMeta{
-			Namespace: ns, Name: name, UID: types.UID("uid-" + name), ResourceVersion: "1",
-			CreationTimestamp: metav1.NewTime(created),
-		},
-		Spec: networkingv1.IngressSpec{Rules: []networkingv1.IngressRule{{
-			Host: host,
-			IngressRuleValue: networkingv1.IngressRuleValue{HTTP: &networkingv1.HTTPIngressRuleValue{
-				Paths: []networkingv1.HTTPIngressPath{{
-					Path: path, PathType: &pt,
-					Backend: networkingv1.IngressBackend{Service: &networkingv1.IngressServiceBackend{
-						Name: svc, Port: networkingv1.ServiceBackendPort{Number: port},
-					}},
-				}},
-			}},
-		}}},
-	}
-	for _, o := range opts {
-		o(ing)
-	}
-	return ing
+func ingress(name, host, path, svc string, port int, opts ...gen.IngressOption) *networkingv1.Ingress {
+	return gen.Ingress(ns, name, append([]gen.IngressOption{gen.Rule(host, path, gen.Backend(svc, port))}, opts...)...)
 }
 
-// createdAfter makes the Ingress younger than the default by d.
-func createdAfter(d time.Duration) ingressOption {
-	return func(ing *networkingv1.Ingress) { ing.CreationTimestamp = metav1.NewTime(created.Add(d)) }
-}
-
-// withTLS terminates TLS for the Ingress's host with the given Secret.
-func withTLS(secret string) ingressOption {
-	return func(ing *networkingv1.Ingress) {
-		ing.Spec.TLS = []networkingv1.IngressTLS{{Hosts: []string{ing.Spec.Rules[0].Host}, SecretName: secret}}
-	}
-}
-
-// version sets the resourceVersion, as the API server would on an update.
-func version(rv string) ingressOption {
-	return func(ing *networkingv1.Ingress) { ing.ResourceVersion = rv }
-}
-
-// event is one Event the renderer recorded.
-type recorder = moduletest.Recorder
-
-// env is a started Renderer over a fake clientset. The test plays the class filter: it publishes
+// env is a started Renderer in a moduletest.Harness. The test plays the class filter: it publishes
 // IngressChange messages once the informer cache shows the Ingress.
 type env struct {
-	t         *testing.T
-	client    *fake.Clientset
-	r         *Renderer
-	changes   *pipeline.Topic[modules.IngressChange]
-	announced *modules.IngressesAnnounced
-	out       *pipeline.Topic[modules.Rendered]
-	rendered  chan modules.Rendered
-	rec       *recorder
-	reg       *prometheus.Registry
-	markers   int
+	t        *testing.T
+	h        *moduletest.Harness
+	r        *Renderer
+	changes  *pipeline.Topic[modules.IngressChange]
+	out      *pipeline.Topic[modules.Rendered]
+	rendered *moduletest.Collector[modules.Rendered]
+	rec      *moduletest.Recorder
+	markers  int
 }
 
 func renderOptions() Options {
@@ -129,53 +75,21 @@ func newEnv(t *testing.T, objs ...runtime.Object) *env {
 
 func newEnvWith(t *testing.T, opts Options, objs ...runtime.Object) *env {
 	t.Helper()
-	e := &env{
-		t:         t,
-		client:    fake.NewClientset(objs...),
-		changes:   pipeline.NewTopic[modules.IngressChange]("ingress-changes"),
-		announced: modules.NewIngressesAnnounced(),
-		out:       pipeline.NewTopic[modules.Rendered]("rendered"),
-		rendered:  make(chan modules.Rendered, 100),
-		rec:       &recorder{},
-		reg:       prometheus.NewRegistry(),
-	}
-	factory := informers.NewSharedInformerFactory(e.client, 0)
-	e.out.Subscribe(func(v modules.Rendered) { e.rendered <- v })
+	h := moduletest.New(t, objs...)
+	out := pipeline.NewTopic[modules.Rendered]("rendered")
+	t.Cleanup(out.Close) // after the renderer stops: cleanups run last registered first
+	e := &env{t: t, h: h, changes: h.IngressChanges, out: out, rendered: moduletest.Collect(out), rec: h.Recorder}
 	r, err := New(Params{
-		Options: opts, Factory: factory, IngressChanges: e.changes, Announced: e.announced, Rendered: e.out,
-		Recorder: e.rec, Metrics: pipeline.NewMetrics(e.reg), Registry: e.reg, Log: zap.NewNop(),
+		Options: opts, Factory: h.Factory, IngressChanges: h.IngressChanges, Announced: h.Announced, Rendered: out,
+		Recorder: h.Recorder, Metrics: h.Metrics, Registry: h.Registry, Log: h.Log,
 	})
 	if err != nil {
 		t.Fatalf("New: %v", err)
 	}
 	e.r = r
-	ctx, cancel := context.WithCancel(context.Background())
-	factory.Start(ctx.Done())
-	r.Start(ctx)
-	t.Cleanup(func() {
-		stopCtx, stopCancel := context.WithTimeout(context.Background(), waitLimit)
-		defer stopCancel()
-		cancel()
-		if err := r.Stop(stopCtx); err != nil {
-			t.Errorf("Stop: %v", err)
-		}
-		factory.Shutdown()
-		e.changes.Close()
-		e.out.Close()
-	})
+	h.Start()
+	h.Run(r)
 	return e
-}
-
-// eventually polls cond for up to waitLimit.
-func eventually(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(waitLimit)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(2 * time.Millisecond)
-	}
 }
 
 // accept announces Ingresses as ours, as the class filter does.
@@ -189,27 +103,22 @@ func (e *env) accept(names ...string) {
 // announced so far.
 func (e *env) synced() {
 	e.t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), waitLimit)
+	ctx, cancel := context.WithTimeout(context.Background(), moduletest.WaitLimit)
 	defer cancel()
 	if err := e.changes.Flush(ctx); err != nil {
 		e.t.Fatal(err)
 	}
-	e.announced.Announce()
+	e.h.Announced.Announce()
 }
 
 // next waits for the next published configuration.
 func (e *env) next() modules.Rendered {
 	e.t.Helper()
-	select {
-	case v := <-e.rendered:
-		if strings.HasPrefix(v.Hash, "marker-") {
-			e.t.Fatalf("expected a rendered configuration, got nothing")
-		}
-		return v
-	case <-time.After(waitLimit):
-		e.t.Fatal("no configuration was published")
+	v := e.rendered.WaitFor(e.t, "a published configuration", func(modules.Rendered) bool { return true })[0]
+	if strings.HasPrefix(v.Hash, "marker-") {
+		e.t.Fatalf("expected a rendered configuration, got nothing")
 	}
-	return modules.Rendered{}
+	return v
 }
 
 // published returns the configurations published since the last call and not yet taken. A marker
@@ -219,28 +128,17 @@ func (e *env) published() []modules.Rendered {
 	e.markers++
 	marker := fmt.Sprintf("marker-%d", e.markers)
 	e.out.Publish(modules.Rendered{Hash: marker})
-	var out []modules.Rendered
-	timeout := time.After(waitLimit)
-	for {
-		select {
-		case v := <-e.rendered:
-			if v.Hash == marker {
-				return out
-			}
-			out = append(out, v)
-		case <-timeout:
-			e.t.Fatalf("the marker did not arrive; got %d configurations", len(out))
-		}
-	}
+	got := e.rendered.WaitFor(e.t, "the marker "+marker, func(v modules.Rendered) bool { return v.Hash == marker })
+	return got[:len(got)-1]
 }
 
 // updateService writes svc and waits until the renderer's cache shows its resourceVersion.
 func (e *env) updateService(svc *corev1.Service) {
 	e.t.Helper()
-	if _, err := e.client.CoreV1().Services(ns).Update(context.Background(), svc, metav1.UpdateOptions{}); err != nil {
+	if _, err := e.h.Client.CoreV1().Services(ns).Update(context.Background(), svc, metav1.UpdateOptions{}); err != nil {
 		e.t.Fatal(err)
 	}
-	eventually(e.t, "the service cache to show "+svc.Name+"@"+svc.ResourceVersion, func() bool {
+	moduletest.Eventually(e.t, "the service cache to show "+svc.Name+"@"+svc.ResourceVersion, func() bool {
 		got, err := e.r.services.Services(ns).Get(svc.Name)
 		return err == nil && got.ResourceVersion == svc.ResourceVersion
 	})
@@ -249,10 +147,10 @@ func (e *env) updateService(svc *corev1.Service) {
 // updateIngress writes ing, waits until the renderer's cache shows its resourceVersion and announces it.
 func (e *env) updateIngress(ing *networkingv1.Ingress) {
 	e.t.Helper()
-	if _, err := e.client.NetworkingV1().Ingresses(ns).Update(context.Background(), ing, metav1.UpdateOptions{}); err != nil {
+	if _, err := e.h.Client.NetworkingV1().Ingresses(ns).Update(context.Background(), ing, metav1.UpdateOptions{}); err != nil {
 		e.t.Fatal(err)
 	}
-	eventually(e.t, "the ingress cache to show "+ing.Name+"@"+ing.ResourceVersion, func() bool {
+	moduletest.Eventually(e.t, "the ingress cache to show "+ing.Name+"@"+ing.ResourceVersion, func() bool {
 		got, err := e.r.ingresses.Ingresses(ns).Get(ing.Name)
 		return err == nil && got.ResourceVersion == ing.ResourceVersion
 	})
@@ -263,7 +161,7 @@ func (e *env) updateIngress(ing *networkingv1.Ingress) {
 // count. labels are name/value pairs the series must carry; a missing series reads as 0.
 func (e *env) metric(name string, labels ...string) float64 {
 	e.t.Helper()
-	return moduletest.MetricValue(e.t, e.reg, name, labels...)
+	return moduletest.MetricValue(e.t, e.h.Registry, name, labels...)
 }
 
 func (e *env) renders(result string) float64 {
@@ -279,7 +177,7 @@ func (e *env) syncsDone() float64 {
 // has been synced.
 func (e *env) settle() {
 	e.t.Helper()
-	eventually(e.t, "the renderer to become idle", func() bool {
+	moduletest.Eventually(e.t, "the renderer to become idle", func() bool {
 		return e.metric("workqueue_adds_total", "name", "renderer") == e.syncsDone()
 	})
 }
@@ -335,7 +233,7 @@ func TestFirstRenderWaitsForIngressesAnnounced(t *testing.T) {
 			e := newEnv(t, tc.objs...)
 			e.accept(tc.announced...)
 			e.r.Trigger() // as a template change would: still no render before the marker
-			eventually(t, "the renderer to process the changes", func() bool { return e.syncsDone() >= 1 })
+			moduletest.Eventually(t, "the renderer to process the changes", func() bool { return e.syncsDone() >= 1 })
 			if got := e.renders("changed") + e.renders("unchanged") + e.renders("error"); got != 0 {
 				t.Fatalf("%g renders before the class filter announced every Ingress, want none", got)
 			}
@@ -367,7 +265,7 @@ func TestRejectedIngress(t *testing.T) {
 		fix func(e *env)
 	}{
 		"fixed by its owner": {fix: func(e *env) {
-			e.updateIngress(ingress("bad", "bad.example", "/", "api", 8080, version("2")))
+			e.updateIngress(ingress("bad", "bad.example", "/", "api", 8080, gen.ResourceVersion("2")))
 		}},
 		"fixed by the service gaining the port": {fix: func(e *env) {
 			e.updateService(service("api", "2", 8080, 9090))
@@ -404,7 +302,7 @@ func TestRejectedIngress(t *testing.T) {
 			// Renders for other reasons do not repeat the Event.
 			for i := 1; i <= 2; i++ {
 				e.r.Trigger()
-				eventually(t, "a re-render", func() bool { return e.renders("unchanged") >= float64(i) })
+				moduletest.Eventually(t, "a re-render", func() bool { return e.renders("unchanged") >= float64(i) })
 			}
 			if got := e.rec.WithReason(ReasonRejected); len(got) != 1 {
 				t.Errorf("after re-renders: Rejected Events %v, want still one", got)
@@ -429,7 +327,7 @@ func TestConflictingPathGoesToTheOlderIngress(t *testing.T) {
 	e := newEnv(t,
 		service("web", "1", 80),
 		service("other", "1", 80),
-		ingress("young", "shared.example", "/app", "other", 80, createdAfter(time.Hour)),
+		ingress("young", "shared.example", "/app", "other", 80, gen.CreatedAt(time.Hour)),
 		ingress("old", "shared.example", "/app", "web", 80),
 	)
 	e.accept("young", "old")
@@ -450,7 +348,7 @@ func TestConflictingPathGoesToTheOlderIngress(t *testing.T) {
 	}
 
 	e.r.Trigger()
-	eventually(t, "a re-render", func() bool { return e.renders("unchanged") >= 1 })
+	moduletest.Eventually(t, "a re-render", func() bool { return e.renders("unchanged") >= 1 })
 	if got := e.rec.WithReason(ReasonConflict); len(got) != 1 {
 		t.Errorf("after a re-render: Conflict Events %v, want still one", got)
 	}
@@ -480,7 +378,7 @@ func TestOnlyChangedConfigurationsArePublished(t *testing.T) {
 
 	// A render that produces the same configuration publishes nothing.
 	e.r.Trigger()
-	eventually(t, "a re-render", func() bool { return e.renders("unchanged") >= base+1 })
+	moduletest.Eventually(t, "a re-render", func() bool { return e.renders("unchanged") >= base+1 })
 	e.settle()
 	if got := e.published(); len(got) != 0 {
 		t.Fatalf("an unchanged configuration was published again (%d times)", len(got))
@@ -490,7 +388,7 @@ func TestOnlyChangedConfigurationsArePublished(t *testing.T) {
 	web := service("web", "2", 80)
 	web.Labels = map[string]string{"team": "x"}
 	e.updateService(web)
-	eventually(t, "a re-render after the used service changed", func() bool { return e.renders("unchanged") >= base+2 })
+	moduletest.Eventually(t, "a re-render after the used service changed", func() bool { return e.renders("unchanged") >= base+2 })
 	e.settle()
 	if got := e.published(); len(got) != 0 {
 		t.Fatalf("a service change without effect published %d configurations", len(got))
@@ -502,7 +400,7 @@ func TestOnlyChangedConfigurationsArePublished(t *testing.T) {
 	// order, so by the time the second is rendered, a render of the first would have been counted.
 	e.updateService(service("other", "2", 81))
 	e.updateService(service("web", "3", 8080))
-	eventually(t, "a re-render after the used service lost its port", func() bool { return e.renders("unchanged") >= base+3 })
+	moduletest.Eventually(t, "a re-render after the used service lost its port", func() bool { return e.renders("unchanged") >= base+3 })
 	e.settle()
 	if got := e.published(); len(got) != 0 {
 		t.Fatalf("the rejected Ingress's last good version is served, yet %d configurations were published", len(got))
@@ -532,7 +430,7 @@ func TestRenderIfUsed(t *testing.T) {
 		"a service an ingress uses": {svc: service("web", "2", 80), want: true},
 		"the default backend":       {svc: service("fallback", "1", 80), want: true},
 		"an unrelated service":      {svc: service("other", "1", 80), want: false},
-		"same name, other namespace": {svc: &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: "elsewhere", Name: "web"}},
+		"same name, other namespace": {svc: gen.Service("elsewhere", "web"),
 			want: false},
 	}
 	for name, tc := range tests {
@@ -547,7 +445,7 @@ func TestRenderIfUsed(t *testing.T) {
 func TestTLSSecretChangeAlonePublishesNewHostTable(t *testing.T) {
 	e := newEnv(t,
 		service("web", "1", 80),
-		ingress("a", "a.example", "/", "web", 80, withTLS("a-tls")),
+		ingress("a", "a.example", "/", "web", 80, gen.TLS("a-tls", "a.example")),
 	)
 	e.accept("a")
 	e.synced()
@@ -556,7 +454,7 @@ func TestTLSSecretChangeAlonePublishesNewHostTable(t *testing.T) {
 		t.Fatalf("TLS hosts %v, want a.example -> a-tls", got)
 	}
 
-	e.updateIngress(ingress("a", "a.example", "/", "web", 80, withTLS("a-tls-2"), version("2")))
+	e.updateIngress(ingress("a", "a.example", "/", "web", 80, gen.TLS("a-tls-2", "a.example"), gen.ResourceVersion("2")))
 	v := e.next()
 	if v.Hash != first.Hash {
 		t.Errorf("switching the TLS Secret changed nginx.conf (hash %s -> %s); want the same file", first.Hash, v.Hash)
@@ -600,7 +498,7 @@ func TestBackendWarningIsNotRepeated(t *testing.T) {
 		"service missing and a path lost to an older ingress": {
 			service("web", "1", 80),
 			ingress("old", "a.example", "/", "web", 80),
-			ingress("a", "a.example", "/", "missing", 80, createdAfter(time.Hour)),
+			ingress("a", "a.example", "/", "missing", 80, gen.CreatedAt(time.Hour)),
 		},
 	}
 	for name, objs := range tests {
@@ -611,7 +509,7 @@ func TestBackendWarningIsNotRepeated(t *testing.T) {
 			e.next()
 			for i := 1; i <= 2; i++ {
 				e.r.Trigger()
-				eventually(t, "a re-render", func() bool { return e.renders("unchanged") >= float64(i) })
+				moduletest.Eventually(t, "a re-render", func() bool { return e.renders("unchanged") >= float64(i) })
 			}
 			warnings := e.rec.WithReason(ReasonWarning)
 			if len(warnings) != 1 {
@@ -629,8 +527,7 @@ func TestBackendWarningIsNotRepeated(t *testing.T) {
 func TestDefaultBackendUsesTheFirstTCPPort(t *testing.T) {
 	opts := renderOptions()
 	opts.DefaultBackend = key("fallback")
-	fallback := service("fallback", "1", 53, 8080)
-	fallback.Spec.Ports[0].Protocol = corev1.ProtocolUDP
+	fallback := gen.Service(ns, "fallback", gen.UDPPort("p53", 53), gen.Port("p8080", 8080))
 	e := newEnvWith(t, opts, fallback)
 	e.synced()
 	v := e.next()
@@ -659,7 +556,7 @@ func TestIngressLeavingDuringARenderLeavesNoCacheEntry(t *testing.T) {
 	e := newEnv(t, service("web", "1", 80), ingress("a", "a.example", "/", "web", 80))
 	e.r.services = &hookedServices{ServiceLister: e.r.services, hook: func() {
 		e.changes.Publish(modules.IngressChange{Key: key("a"), Accepted: false})
-		ctx, cancel := context.WithTimeout(context.Background(), waitLimit)
+		ctx, cancel := context.WithTimeout(context.Background(), moduletest.WaitLimit)
 		defer cancel()
 		if err := e.changes.Flush(ctx); err != nil { // the renderer has taken the change in
 			t.Error(err)
@@ -668,7 +565,7 @@ func TestIngressLeavingDuringARenderLeavesNoCacheEntry(t *testing.T) {
 	e.accept("a")
 	e.synced()
 	// The render that raced the change, then the one the change queued.
-	eventually(t, "two renders", func() bool { return e.syncsDone() >= 2 })
+	moduletest.Eventually(t, "two renders", func() bool { return e.syncsDone() >= 2 })
 	e.settle()
 	if n := e.r.builder.Cached(); n != 0 {
 		t.Errorf("translation cache holds %d entries after the only Ingress left, want 0", n)

@@ -21,29 +21,22 @@ import (
 	"testing"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
-	"go.uber.org/zap"
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/informers"
-	"k8s.io/client-go/kubernetes/fake"
-	"k8s.io/client-go/tools/cache"
 
 	"github.com/ingress-reactor/ingress-reactor/certs"
+	"github.com/ingress-reactor/ingress-reactor/internal/gen"
 	"github.com/ingress-reactor/ingress-reactor/modules"
 	"github.com/ingress-reactor/ingress-reactor/modules/moduletest"
 	"github.com/ingress-reactor/ingress-reactor/nginx"
 	"github.com/ingress-reactor/ingress-reactor/pipeline"
 )
 
-const (
-	ns        = "apps"
-	waitLimit = 10 * time.Second
-)
+const ns = "apps"
 
 // pair is a certificate and its key, PEM encoded.
 type pair struct {
@@ -103,49 +96,36 @@ func fixtures(t *testing.T) {
 
 func key(name string) types.NamespacedName { return types.NamespacedName{Namespace: ns, Name: name} }
 
+// tlsSecret is kubernetes.io/tls Secret name holding p.
 func tlsSecret(name string, p pair) *corev1.Secret {
-	return &corev1.Secret{
-		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
-		Type:       corev1.SecretTypeTLS,
-		Data:       map[string][]byte{corev1.TLSCertKey: p.cert, corev1.TLSPrivateKeyKey: p.key},
-	}
+	return gen.Secret(ns, name, gen.TLSData(p.cert, p.key))
 }
 
 // brokenSecret holds p's certificate with another certificate's key.
 func brokenSecret(name string, p pair) *corev1.Secret {
-	s := tlsSecret(name, p)
-	s.Data[corev1.TLSPrivateKeyKey] = othr.key
-	return s
+	return gen.Secret(ns, name, gen.TLSData(p.cert, othr.key))
 }
 
+// ingress is Ingress name with one spec.tls entry for host name.example per Secret.
 func ingress(name string, secrets ...string) *networkingv1.Ingress {
-	ing := &networkingv1.Ingress{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}}
+	opts := make([]gen.IngressOption, 0, len(secrets))
 	for _, s := range secrets {
-		ing.Spec.TLS = append(ing.Spec.TLS, networkingv1.IngressTLS{Hosts: []string{name + ".example"}, SecretName: s})
+		opts = append(opts, gen.TLS(s, name+".example"))
 	}
-	return ing
+	return gen.Ingress(ns, name, opts...)
 }
 
-// event is one Event the syncer recorded.
-type event = moduletest.Event
-
-type recorder = moduletest.Recorder
-
-// env is a Syncer over a fake clientset. Tests drive it step by step: they change objects, wait until the
-// informer caches show the change, and run the syncs that the change would queue, so every outcome is
-// known once a step returns.
+// env is a Syncer in a moduletest.Harness, not started. Tests drive it step by step: they change
+// objects, wait until the informer caches show the change, and run the syncs that the change would
+// queue, so every outcome is known once a step returns.
 type env struct {
-	t        *testing.T
-	client   *fake.Clientset
-	factory  informers.SharedInformerFactory
-	ingTopic *pipeline.Topic[modules.IngressChange]
-	out      *pipeline.Topic[modules.CertChange]
-	changes  chan modules.CertChange
-	rec      *recorder
-	reg      *prometheus.Registry
-	store    *certs.Store
-	dir      string
-	syncer   *Syncer
+	t       *testing.T
+	h       *moduletest.Harness
+	out     *pipeline.Topic[modules.CertChange]
+	changes *moduletest.Collector[modules.CertChange]
+	store   *certs.Store
+	dir     string
+	syncer  *Syncer
 }
 
 func newEnv(t *testing.T, defaultCert string, objs ...runtime.Object) *env {
@@ -156,60 +136,32 @@ func newEnv(t *testing.T, defaultCert string, objs ...runtime.Object) *env {
 	if err != nil {
 		t.Fatal(err)
 	}
-	e := &env{
-		t:        t,
-		client:   fake.NewClientset(objs...),
-		ingTopic: pipeline.NewTopic[modules.IngressChange]("ingress-changes"),
-		out:      pipeline.NewTopic[modules.CertChange]("cert-changes"),
-		changes:  make(chan modules.CertChange, 100),
-		rec:      &recorder{},
-		reg:      prometheus.NewRegistry(),
-		store:    store,
-		dir:      dir,
-	}
-	e.factory = informers.NewSharedInformerFactory(e.client, 0)
-	e.out.Subscribe(func(c modules.CertChange) { e.changes <- c })
+	h := moduletest.New(t, objs...)
+	out := pipeline.NewTopic[modules.CertChange]("cert-changes")
+	e := &env{t: t, h: h, out: out, changes: moduletest.Collect(out), store: store, dir: dir}
 	opts := Options{Store: store}
 	if defaultCert != "" {
 		opts.DefaultCertificate = key(defaultCert)
 	}
 	s, err := New(Params{
-		Options: opts, Factory: e.factory, IngressChanges: e.ingTopic, CertChanges: e.out,
-		Recorder: e.rec, Metrics: pipeline.NewMetrics(nil), Registry: e.reg, Log: zap.NewNop(),
+		Options: opts, Factory: h.Factory, IngressChanges: h.IngressChanges, CertChanges: out,
+		Recorder: h.Recorder, Metrics: h.Metrics, Registry: h.Registry, Log: h.Log,
 	})
 	if err != nil {
 		t.Fatalf("New: %v", err)
 	}
 	e.syncer = s
-	stop := make(chan struct{})
-	e.factory.Start(stop)
+	// Not h.Run: most tests never start the syncer, one starts it itself; Stop must hold either way.
 	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), waitLimit)
+		ctx, cancel := context.WithTimeout(context.Background(), moduletest.WaitLimit)
 		defer cancel()
 		if err := s.Stop(ctx); err != nil {
 			t.Errorf("Stop: %v", err)
 		}
-		close(stop)
-		e.factory.Shutdown()
-		e.ingTopic.Close()
-		e.out.Close()
+		out.Close()
 	})
-	if !cache.WaitForCacheSync(t.Context().Done(), s.synced...) {
-		t.Fatal("caches did not sync")
-	}
+	h.Start()
 	return e
-}
-
-// eventually polls cond for up to waitLimit.
-func eventually(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(waitLimit)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
 }
 
 // run syncs keys as the workers would, in name order so that tables can list changes in order.
@@ -227,7 +179,7 @@ func (e *env) run(keys ...types.NamespacedName) {
 // handler would queue it.
 func (e *env) applySecret(s *corev1.Secret) {
 	e.t.Helper()
-	api := e.client.CoreV1().Secrets(s.Namespace)
+	api := e.h.Client.CoreV1().Secrets(s.Namespace)
 	var out *corev1.Secret
 	var err error
 	if _, gerr := api.Get(context.Background(), s.Name, metav1.GetOptions{}); apierrors.IsNotFound(gerr) {
@@ -238,7 +190,7 @@ func (e *env) applySecret(s *corev1.Secret) {
 	if err != nil {
 		e.t.Fatal(err)
 	}
-	eventually(e.t, "the secret cache to show "+s.Name, func() bool {
+	moduletest.Eventually(e.t, "the secret cache to show "+s.Name, func() bool {
 		got, err := e.syncer.secrets.Secrets(s.Namespace).Get(s.Name)
 		return err == nil && string(got.Data[corev1.TLSPrivateKeyKey]) == string(out.Data[corev1.TLSPrivateKeyKey]) &&
 			string(got.Data[corev1.TLSCertKey]) == string(out.Data[corev1.TLSCertKey])
@@ -248,14 +200,14 @@ func (e *env) applySecret(s *corev1.Secret) {
 
 func (e *env) deleteSecret(name string) {
 	e.t.Helper()
-	obj, err := e.client.CoreV1().Secrets(ns).Get(context.Background(), name, metav1.GetOptions{})
+	obj, err := e.h.Client.CoreV1().Secrets(ns).Get(context.Background(), name, metav1.GetOptions{})
 	if err != nil {
 		e.t.Fatal(err)
 	}
-	if err := e.client.CoreV1().Secrets(ns).Delete(context.Background(), name, metav1.DeleteOptions{}); err != nil {
+	if err := e.h.Client.CoreV1().Secrets(ns).Delete(context.Background(), name, metav1.DeleteOptions{}); err != nil {
 		e.t.Fatal(err)
 	}
-	eventually(e.t, "the secret cache to drop "+name, func() bool {
+	moduletest.Eventually(e.t, "the secret cache to drop "+name, func() bool {
 		_, err := e.syncer.secrets.Secrets(ns).Get(name)
 		return apierrors.IsNotFound(err)
 	})
@@ -265,7 +217,7 @@ func (e *env) deleteSecret(name string) {
 // accept creates or updates an Ingress and delivers its IngressChange as accepted.
 func (e *env) accept(ing *networkingv1.Ingress) {
 	e.t.Helper()
-	api := e.client.NetworkingV1().Ingresses(ing.Namespace)
+	api := e.h.Client.NetworkingV1().Ingresses(ing.Namespace)
 	ing = ing.DeepCopy()
 	if cur, err := api.Get(context.Background(), ing.Name, metav1.GetOptions{}); err == nil {
 		ing.ResourceVersion = cur.ResourceVersion
@@ -275,7 +227,7 @@ func (e *env) accept(ing *networkingv1.Ingress) {
 	} else if _, err := api.Create(context.Background(), ing, metav1.CreateOptions{}); err != nil {
 		e.t.Fatal(err)
 	}
-	eventually(e.t, "the ingress cache to show "+ing.Name, func() bool {
+	moduletest.Eventually(e.t, "the ingress cache to show "+ing.Name, func() bool {
 		got, err := e.syncer.ingresses.Ingresses(ing.Namespace).Get(ing.Name)
 		return err == nil && slices.Equal(nginx.SecretsOf(got), nginx.SecretsOf(ing))
 	})
@@ -285,10 +237,10 @@ func (e *env) accept(ing *networkingv1.Ingress) {
 // drop deletes an Ingress and delivers its IngressChange as no longer accepted.
 func (e *env) drop(name string) {
 	e.t.Helper()
-	if err := e.client.NetworkingV1().Ingresses(ns).Delete(context.Background(), name, metav1.DeleteOptions{}); err != nil {
+	if err := e.h.Client.NetworkingV1().Ingresses(ns).Delete(context.Background(), name, metav1.DeleteOptions{}); err != nil {
 		e.t.Fatal(err)
 	}
-	eventually(e.t, "the ingress cache to drop "+name, func() bool {
+	moduletest.Eventually(e.t, "the ingress cache to drop "+name, func() bool {
 		_, err := e.syncer.ingresses.Ingresses(ns).Get(name)
 		return apierrors.IsNotFound(err)
 	})
@@ -301,19 +253,8 @@ func (e *env) published() []modules.CertChange {
 	e.t.Helper()
 	marker := types.NamespacedName{Namespace: "marker", Name: fmt.Sprint(time.Now().UnixNano())}
 	e.out.Publish(modules.CertChange{Secret: marker})
-	var out []modules.CertChange
-	timeout := time.After(waitLimit)
-	for {
-		select {
-		case c := <-e.changes:
-			if c.Secret == marker {
-				return out
-			}
-			out = append(out, c)
-		case <-timeout:
-			e.t.Fatalf("the marker CertChange did not arrive; got %v", out)
-		}
-	}
+	got := e.changes.WaitFor(e.t, "the marker CertChange", func(c modules.CertChange) bool { return c.Secret == marker })
+	return got[:len(got)-1]
 }
 
 // files lists the Secret certificate files in the ssl dir (name without .pem), checking each is 0600.
@@ -345,34 +286,10 @@ func (e *env) files() []string {
 	return out
 }
 
-// gauge reads a gauge from the registry; ok is false when it has no such series.
-func (e *env) gauge(name string, labels map[string]string) (float64, bool) {
+// gauge reads a series of metric name carrying the label pairs; ok is false when there is none.
+func (e *env) gauge(name string, labels ...string) (float64, bool) {
 	e.t.Helper()
-	fams, err := e.reg.Gather()
-	if err != nil {
-		e.t.Fatal(err)
-	}
-	for _, f := range fams {
-		if f.GetName() != name {
-			continue
-		}
-	next:
-		for _, m := range f.GetMetric() {
-			for k, v := range labels {
-				found := false
-				for _, l := range m.GetLabel() {
-					if l.GetName() == k && l.GetValue() == v {
-						found = true
-					}
-				}
-				if !found {
-					continue next
-				}
-			}
-			return m.GetGauge().GetValue(), true
-		}
-	}
-	return 0, false
+	return moduletest.LookupMetric(e.t, e.h.Registry, name, labels...)
 }
 
 // change is a CertChange as the tables spell it: the Secret's name, the leaf fingerprint of the
@@ -405,7 +322,7 @@ func asChanges(cs []modules.CertChange) []change {
 // warning is an expected Warning Event: the Ingress's name and the reason.
 type warning struct{ ingress, reason string }
 
-func asWarnings(t *testing.T, evs []event) []warning {
+func asWarnings(t *testing.T, evs []moduletest.Event) []warning {
 	t.Helper()
 	var out []warning
 	for _, ev := range evs {
@@ -551,13 +468,13 @@ func TestSyncerFollowsReferencesAndSecrets(t *testing.T) {
 				if got := asChanges(e.published()); !slices.Equal(got, st.changes) {
 					t.Errorf("%s: published %v, want %v", st.name, got, st.changes)
 				}
-				if got := asWarnings(t, e.rec.Take()); !slices.Equal(got, st.warnings) {
+				if got := asWarnings(t, e.h.Recorder.Take()); !slices.Equal(got, st.warnings) {
 					t.Errorf("%s: warnings %v, want %v", st.name, got, st.warnings)
 				}
 				if got := e.files(); len(got) != 0 {
 					t.Errorf("%s: ssl dir holds %v, want no Secret's file", st.name, got)
 				}
-				if got, _ := e.gauge("ingress_reactor_ssl_invalid_secrets", nil); got != st.invalid {
+				if got, _ := e.gauge("ingress_reactor_ssl_invalid_secrets"); got != st.invalid {
 					t.Errorf("%s: invalid secrets gauge %g, want %g", st.name, got, st.invalid)
 				}
 			}
@@ -572,8 +489,7 @@ func TestSyncerExpiryMetricFollowsCertificate(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	labels := map[string]string{"namespace": ns, "secret": "a-tls", "host": "a.example"}
-	if got, ok := e.gauge("ingress_reactor_ssl_expire_time_seconds", labels); !ok || got != float64(cert.NotAfter.Unix()) {
+	if got, ok := e.gauge("ingress_reactor_ssl_expire_time_seconds", "namespace", ns, "secret", "a-tls", "host", "a.example"); !ok || got != float64(cert.NotAfter.Unix()) {
 		t.Errorf("expiry of a.example = %g (present %v), want %d", got, ok, cert.NotAfter.Unix())
 	}
 
@@ -584,14 +500,13 @@ func TestSyncerExpiryMetricFollowsCertificate(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, host := range []string{"a.example", "www.a.example"} {
-		labels["host"] = host
-		if got, ok := e.gauge("ingress_reactor_ssl_expire_time_seconds", labels); !ok || got != float64(rotated.NotAfter.Unix()) {
+		if got, ok := e.gauge("ingress_reactor_ssl_expire_time_seconds", "namespace", ns, "secret", "a-tls", "host", host); !ok || got != float64(rotated.NotAfter.Unix()) {
 			t.Errorf("expiry of %s after rotation = %g (present %v), want %d", host, got, ok, rotated.NotAfter.Unix())
 		}
 	}
 
 	e.drop("shop")
-	if _, ok := e.gauge("ingress_reactor_ssl_expire_time_seconds", map[string]string{"secret": "a-tls"}); ok {
+	if _, ok := e.gauge("ingress_reactor_ssl_expire_time_seconds", "secret", "a-tls"); ok {
 		t.Error("expiry series of an unreferenced secret is still exported")
 	}
 }
@@ -611,17 +526,8 @@ func TestSyncerRunsFromInformersAndTopic(t *testing.T) {
 
 	next := func(what string, match func(modules.CertChange) bool) modules.CertChange {
 		t.Helper()
-		timeout := time.After(waitLimit)
-		for {
-			select {
-			case c := <-e.changes:
-				if match(c) {
-					return c
-				}
-			case <-timeout:
-				t.Fatalf("timed out waiting for %s", what)
-			}
-		}
+		got := e.changes.WaitFor(t, what, match)
+		return got[len(got)-1]
 	}
 	withLeaf := func(name, leaf string) func(modules.CertChange) bool {
 		return func(c modules.CertChange) bool {
@@ -634,24 +540,24 @@ func TestSyncerRunsFromInformersAndTopic(t *testing.T) {
 	}
 
 	ing := ingress("shop", "a-tls")
-	if _, err := e.client.NetworkingV1().Ingresses(ns).Create(ctx, ing, metav1.CreateOptions{}); err != nil {
+	if _, err := e.h.Client.NetworkingV1().Ingresses(ns).Create(ctx, ing, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "the ingress cache", func() bool {
+	moduletest.Eventually(t, "the ingress cache", func() bool {
 		_, err := e.syncer.ingresses.Ingresses(ns).Get("shop")
 		return err == nil
 	})
-	e.ingTopic.Publish(modules.IngressChange{Key: key("shop"), Accepted: true})
+	e.h.IngressChanges.Publish(modules.IngressChange{Key: key("shop"), Accepted: true})
 	next("a-tls", withLeaf("a-tls", certA.leafSHA))
 
 	rotated := tlsSecret("a-tls", certA2)
 	rotated.ResourceVersion = "2" // the fake clientset does not count versions; the API server does
-	if _, err := e.client.CoreV1().Secrets(ns).Update(ctx, rotated, metav1.UpdateOptions{}); err != nil {
+	if _, err := e.h.Client.CoreV1().Secrets(ns).Update(ctx, rotated, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	next("rotated a-tls", withLeaf("a-tls", certA2.leafSHA))
 
-	e.ingTopic.Publish(modules.IngressChange{Key: key("shop"), Accepted: false})
+	e.h.IngressChanges.Publish(modules.IngressChange{Key: key("shop"), Accepted: false})
 	next("a-tls dropped", func(c modules.CertChange) bool { return c.Secret == key("a-tls") && c.Certificate == nil })
 	if _, err := os.Stat(filepath.Join(e.dir, "apps_a-tls.pem")); !os.IsNotExist(err) {
 		t.Errorf("file of an unreferenced secret still there (stat: %v)", err)
@@ -675,16 +581,9 @@ func TestFakeDefaultIsServedAndRenewed(t *testing.T) {
 	go func() { defer close(done); e.syncer.renewFake(ctx) }()
 	defer func() { cancel(); <-done }()
 
-	var got []modules.CertChange
-	deadline := time.After(waitLimit)
-	for len(got) < 2 {
-		select {
-		case c := <-e.changes:
-			got = append(got, c)
-		case <-deadline:
-			t.Fatalf("want the fake certificate published and then renewed, got %d changes", len(got))
-		}
-	}
+	anyChange := func(modules.CertChange) bool { return true }
+	got := e.changes.WaitFor(t, "the fake certificate published", anyChange)
+	got = append(got, e.changes.WaitFor(t, "the fake certificate renewed", anyChange)...)
 	if got[0].Certificate != old || !got[0].Default || got[0].Secret != FakeDefaultID {
 		t.Fatalf("first change: want the current fake certificate as default %v, got %+v", FakeDefaultID, got[0])
 	}
