@@ -14,6 +14,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest/observer"
+
+	"github.com/ingress-reactor/ingress-reactor/modules/moduletest"
 )
 
 // flakyServer is an HTTP server on a fixed loopback port that can go away (connections refused) and
@@ -114,7 +116,7 @@ func TestAPIWaiterHoldsReadsThroughAnOutage(t *testing.T) {
 			done <- result{body, err}
 		}()
 	}
-	waitFor(t, "the outage to be noticed", func() bool { return testutil.ToFloat64(gauge) == 0 })
+	moduletest.Eventually(t, "the outage to be noticed", func() bool { return testutil.ToFloat64(gauge) == 0 })
 	select {
 	case r := <-done:
 		t.Fatalf("a read returned during the outage: %q, %v", r.body, r.err)
@@ -156,16 +158,5 @@ func TestAPIWaiterFailsWritesAndCancelledReads(t *testing.T) {
 	}
 	if !errors.Is(err, context.DeadlineExceeded) && !strings.Contains(err.Error(), "refused") {
 		t.Errorf("read error = %v, want the deadline or the connection failure", err)
-	}
-}
-
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(5 * time.Millisecond)
 	}
 }
