@@ -3,6 +3,7 @@ package app
 import (
 	"context"
 	"errors"
+	"io"
 	"net"
 	"net/http"
 	"strings"
@@ -87,11 +88,8 @@ func get(ctx context.Context, c *http.Client, url string) (string, error) {
 		return "", err
 	}
 	defer resp.Body.Close()
-	var b strings.Builder
-	buf := make([]byte, 512)
-	n, _ := resp.Body.Read(buf)
-	b.Write(buf[:n])
-	return b.String(), nil
+	body, err := io.ReadAll(resp.Body)
+	return string(body), err
 }
 
 // TestAPIWaiterHoldsReadsThroughAnOutage: a list sent while the API server is down neither fails nor

@@ -583,16 +583,8 @@ func getFilled(t *testing.T, cfg RenderConfig, path string) bool {
 	t.Helper()
 	var full, only map[string]any
 	for uri, out := range map[string]*map[string]any{path: &full, path + "?only=filled": &only} {
-		req, err := http.NewRequest(http.MethodGet, fmt.Sprintf("http://127.0.0.1:%d%s", cfg.StatusPort, uri), nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		req.Header.Set(StatusTokenHeader, cfg.StatusToken)
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		err = json.NewDecoder(resp.Body).Decode(out)
+		resp := statusGet(t, cfg, uri)
+		err := json.NewDecoder(resp.Body).Decode(out)
 		_ = resp.Body.Close()
 		if err != nil || resp.StatusCode != http.StatusOK {
 			t.Fatalf("GET %s: %d, %v", uri, resp.StatusCode, err)
@@ -745,10 +737,11 @@ func TestUnchangedCertificatesAreNotParsedAgain(t *testing.T) {
 	}
 }
 
-// activeConnections reads "Active connections" from the status server's stub_status.
-func activeConnections(t *testing.T, cfg RenderConfig) int {
+// statusGet sends GET uri to the status server with the token, as the controller does; the caller closes
+// the body.
+func statusGet(t *testing.T, cfg RenderConfig, uri string) *http.Response {
 	t.Helper()
-	req, err := http.NewRequest(http.MethodGet, fmt.Sprintf("http://127.0.0.1:%d/nginx_status", cfg.StatusPort), nil)
+	req, err := http.NewRequest(http.MethodGet, fmt.Sprintf("http://127.0.0.1:%d%s", cfg.StatusPort, uri), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -757,6 +750,13 @@ func activeConnections(t *testing.T, cfg RenderConfig) int {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return resp
+}
+
+// activeConnections reads "Active connections" from the status server's stub_status.
+func activeConnections(t *testing.T, cfg RenderConfig) int {
+	t.Helper()
+	resp := statusGet(t, cfg, "/nginx_status")
 	defer resp.Body.Close()
 	body, _ := io.ReadAll(resp.Body)
 	var n int

@@ -42,31 +42,25 @@ func ownedRoutes(ts []*IngressTranslation) ([]*IngressTranslation, []Conflict) {
 			}
 		}
 	}
+	// foreign reports whether route r of t is on a host another namespace owns.
+	foreign := func(t *IngressTranslation, r Route) bool {
+		return r.Host != "" && owner[r.Host].Ingress.Namespace != t.Ingress.Namespace
+	}
 	var conflicts []Conflict
 	out := make([]*IngressTranslation, len(ts))
 	for i, t := range ts {
 		out[i] = t
-		var kept []Route
-		lost := false
-		for j, r := range t.Routes {
-			o := owner[r.Host]
-			if r.Host == "" || o.Ingress.Namespace == t.Ingress.Namespace {
-				if lost {
-					kept = append(kept, r)
-				}
+		for _, r := range t.Routes {
+			if !foreign(t, r) {
 				continue
 			}
-			if !lost {
-				lost, kept = true, slices.Clone(t.Routes[:j])
-			}
-			c := Conflict{Kind: ConflictHostOwner, Loser: t.Ingress, Winner: o.Ingress, Host: r.Host}
-			if !slices.Contains(conflicts, c) {
+			if c := (Conflict{Kind: ConflictHostOwner, Loser: t.Ingress, Winner: owner[r.Host].Ingress, Host: r.Host}); !slices.Contains(conflicts, c) {
 				conflicts = append(conflicts, c)
 			}
 		}
-		if lost {
+		if slices.ContainsFunc(t.Routes, func(r Route) bool { return foreign(t, r) }) {
 			cp := *t
-			cp.Routes = kept
+			cp.Routes = slices.DeleteFunc(slices.Clone(t.Routes), func(r Route) bool { return foreign(t, r) })
 			out[i] = &cp
 		}
 	}
