@@ -54,9 +54,10 @@ type Config struct {
 	HostOwnership       string
 	ReloadRetries       int
 	NginxConfirmTimeout time.Duration
-	// EndpointsDictSize and CertificatesDictSize size NGINX's Lua shared dicts, in MB.
+	// EndpointsDictSize, CertificatesDictSize and RoutesDictSize size NGINX's Lua shared dicts, in MB.
 	EndpointsDictSize    int
 	CertificatesDictSize int
+	RoutesDictSize       int
 
 	// TLS.
 	SSLDir                string
@@ -109,6 +110,7 @@ func DefaultConfig() Config {
 		NginxConfirmTimeout:       10 * time.Second,
 		EndpointsDictSize:         32,
 		CertificatesDictSize:      64,
+		RoutesDictSize:            32,
 		SSLDir:                    "/tmp/ingress-reactor/ssl",
 		UpdateStatus:              true,
 		UpdateStatusOnShutdown:    true,
@@ -152,7 +154,8 @@ func BindFlags(fs *flag.FlagSet, c *Config) {
 	fs.IntVar(&c.HTTPSPort, "https-port", c.HTTPSPort, "Port NGINX serves HTTPS on.")
 	fs.StringVar(&c.WorkerProcesses, "worker-processes", c.WorkerProcesses, "NGINX worker_processes: a number or auto.")
 	fs.StringVar(&c.TemplatePath, "template", c.TemplatePath, "Path to an nginx.conf template (Go text/template) that replaces the embedded one, nginx/nginx.tmpl in the source; the file is watched for changes. "+
-		"It must keep the status server's /configuration/hash location, its \"set $ingress_reactor_token {{.StatusToken}};\" line and the access_by_lua_block that calls require(\"ingress_reactor.configuration\").authorize(), or it is refused.")
+		"It must keep the status server's /configuration/hash location, its \"set $ingress_reactor_token {{.StatusToken}};\" line and the access_by_lua_block that calls require(\"ingress_reactor.configuration\").authorize(), "+
+		"and the public server's rewrite_by_lua_block that calls require(\"ingress_reactor.router\").route(), or it is refused. Hosts and paths are not in the template: the Lua router serves them.")
 	fs.StringVar(&c.HostOwnership, "host-ownership", c.HostOwnership, "Who may route paths of a host: shared (Ingresses of every namespace, as in ingress-nginx; "+
 		"a path that takes requests from another namespace's path gets a Normal PathTakeover Event on both Ingresses) or namespace "+
 		"(the namespace of the oldest Ingress routing a host owns it; other namespaces' rules for it are not served and get a Warning Conflict Event naming the owner).")
@@ -168,6 +171,9 @@ func BindFlags(fs *flag.FlagSet, c *Config) {
 		"Secrets, which change without reloads (ingress-nginx: certificate_data in the lua-shared-dicts ConfigMap key). 1 MB holds about 230 "+
 		"RSA-2048 certificates with a two-certificate chain. When it is full, hosts whose certificate does not fit get the default "+
 		"certificate and the controller logs \"certificates dict full\". Memory is used as certificates are stored. %d to %d.", 1, maxDictSizeMB))
+	fs.IntVar(&c.RoutesDictSize, "routes-dict-size", c.RoutesDictSize, fmt.Sprintf("Size in MB of NGINX's shared memory for host and path routes, which change without reloads "+
+		"(no ingress-nginx equivalent: it writes routes into nginx.conf). 1 MB holds about 3,000 hosts of two paths each. When it is full, hosts whose routes do not fit "+
+		"keep their previous routes (a new host is served by the catch-all rules) and the controller logs \"routes dict full\". %d to %d.", 1, maxDictSizeMB))
 
 	fs.StringVar(&c.SSLDir, "ssl-dir", c.SSLDir, "Directory (mode 0700) for the default certificate file NGINX reads (mode 0600); Secret certificates reach NGINX without files.")
 	fs.StringVar(&c.DefaultSSLCertificate, "default-ssl-certificate", c.DefaultSSLCertificate, "Secret (namespace/name) with the certificate for hosts without one. Empty means a generated self-signed certificate.")
@@ -177,8 +183,8 @@ func BindFlags(fs *flag.FlagSet, c *Config) {
 	bindPassthroughFlags(fs, c)
 }
 
-// maxDictSizeMB bounds --endpoints-dict-size and --certificates-dict-size. A full push of endpoints or
-// certificates is one request to NGINX's status server, which accepts bodies up to 128 MB (nginx.tmpl), and
+// maxDictSizeMB bounds --endpoints-dict-size, --certificates-dict-size and --routes-dict-size. A full
+// push of endpoints, certificates or routes is one request to NGINX's status server, which accepts bodies up to 128 MB (nginx.tmpl), and
 // what such a body holds fits into 128 MB of dict: a larger dict could never be filled.
 const maxDictSizeMB = 128
 
@@ -232,7 +238,8 @@ func (c *Config) Validate() error {
 	if c.ReloadRetries < 0 {
 		errs = append(errs, errors.New("--reload-retries must not be negative"))
 	}
-	for name, mb := range map[string]int{"--endpoints-dict-size": c.EndpointsDictSize, "--certificates-dict-size": c.CertificatesDictSize} {
+	for name, mb := range map[string]int{"--endpoints-dict-size": c.EndpointsDictSize, "--certificates-dict-size": c.CertificatesDictSize,
+		"--routes-dict-size": c.RoutesDictSize} {
 		if mb < 1 || mb > maxDictSizeMB {
 			errs = append(errs, fmt.Errorf("%s must be between 1 and %d (MB), got %d", name, maxDictSizeMB, mb))
 		}

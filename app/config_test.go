@@ -63,7 +63,7 @@ func TestConfigValidate(t *testing.T) {
 	}
 }
 
-// TestDictSizeFlagsReachNginx checks that --endpoints-dict-size and --certificates-dict-size size the
+// TestDictSizeFlagsReachNginx checks that --endpoints-dict-size, --certificates-dict-size and --routes-dict-size size the
 // shared dicts in the nginx.conf the controller renders.
 func TestDictSizeFlagsReachNginx(t *testing.T) {
 	if _, err := nginx.DetectModules(false); err != nil {
@@ -73,10 +73,12 @@ func TestDictSizeFlagsReachNginx(t *testing.T) {
 		args []string
 		want []string
 	}{
-		"defaults": {want: []string{"lua_shared_dict ingress_reactor_endpoints 32m;", "lua_shared_dict ingress_reactor_certificates 64m;"}},
+		"defaults": {want: []string{"lua_shared_dict ingress_reactor_endpoints 32m;", "lua_shared_dict ingress_reactor_certificates 64m;",
+			"lua_shared_dict ingress_reactor_routes 32m;"}},
 		"set": {
-			args: []string{"--endpoints-dict-size", "7", "--certificates-dict-size", "128"},
-			want: []string{"lua_shared_dict ingress_reactor_endpoints 7m;", "lua_shared_dict ingress_reactor_certificates 128m;"},
+			args: []string{"--endpoints-dict-size", "7", "--certificates-dict-size", "128", "--routes-dict-size", "9"},
+			want: []string{"lua_shared_dict ingress_reactor_endpoints 7m;", "lua_shared_dict ingress_reactor_certificates 128m;",
+				"lua_shared_dict ingress_reactor_routes 9m;"},
 		},
 	}
 	for name, tc := range tests {

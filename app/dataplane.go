@@ -96,6 +96,7 @@ func NewDataPlane(cfg Config, log *zap.Logger) (*DataPlane, error) {
 			DefaultCertificateKey: fakePaths.Key,
 			EndpointsDictMB:       cfg.EndpointsDictSize,
 			CertificatesDictMB:    cfg.CertificatesDictSize,
+			RoutesDictMB:          cfg.RoutesDictSize,
 		},
 		Runtime: nginx.RuntimeConfig{
 			Process:        nginx.ProcessConfig{Binary: cfg.NginxBinary, Paths: paths, Log: log.Named("nginx")},

@@ -161,6 +161,7 @@ func dictFullError(path string, body []byte) *DictFullError {
 type Filled struct {
 	Endpoints    bool
 	Certificates bool
+	Routes       bool
 }
 
 // Filled asks the data plane which shared dicts a full push has filled; the answer costs the data
@@ -170,7 +171,7 @@ func (c *Client) Filled(ctx context.Context) (Filled, error) {
 	for _, d := range []struct {
 		path string
 		to   *bool
-	}{{"/configuration/endpoints", &f.Endpoints}, {"/configuration/certificates", &f.Certificates}} {
+	}{{"/configuration/endpoints", &f.Endpoints}, {"/configuration/certificates", &f.Certificates}, {"/configuration/routes", &f.Routes}} {
 		var out struct {
 			Filled bool `json:"filled"`
 		}
@@ -194,6 +195,85 @@ func (c *Client) Endpoints(ctx context.Context) (map[UpstreamName][]Endpoint, er
 		out.Upstreams = map[UpstreamName][]Endpoint{}
 	}
 	return out.Upstreams, nil
+}
+
+// RouteUpdate changes the routes the Lua router serves.
+type RouteUpdate struct {
+	// Hosts maps a server's host ("" for the catch-all) to its encoded routes (AppendRouteHostJSON). In
+	// PushRoutes a nil value removes the host: its requests go to the wildcard or catch-all server.
+	Hosts map[Hostname][]byte
+	// DefaultUpstream, when not nil, sets the upstream of requests that no route matches (empty: the
+	// built-in 404). ReplaceRoutes treats nil as empty.
+	DefaultUpstream *UpstreamName
+}
+
+// PushRoutes changes the listed hosts and leaves the others alone. When some do not fit into the shared
+// dict, the error is a *DictFullError (NotStored names the hosts) and the others are live.
+func (c *Client) PushRoutes(ctx context.Context, u RouteUpdate) error {
+	return c.postRoutes(ctx, u, false)
+}
+
+// ReplaceRoutes makes u the complete route table.
+func (c *Client) ReplaceRoutes(ctx context.Context, u RouteUpdate) error {
+	return c.postRoutes(ctx, u, true)
+}
+
+func (c *Client) postRoutes(ctx context.Context, u RouteUpdate, full bool) error {
+	// The body is written by hand: the host entries are JSON already, and a full push at 10,000 hosts
+	// should not encode them twice.
+	size := 64
+	for h, e := range u.Hosts {
+		size += len(h) + len(e) + 8
+	}
+	b := make([]byte, 0, size)
+	b = append(b, `{"full":`...)
+	b = strconv.AppendBool(b, full)
+	if u.DefaultUpstream != nil || full {
+		b = append(b, `,"default_upstream":`...)
+		var d UpstreamName
+		if u.DefaultUpstream != nil {
+			d = *u.DefaultUpstream
+		}
+		b = appendJSONString(b, string(d))
+	}
+	b = append(b, `,"hosts":{`...)
+	first := true
+	for h, e := range u.Hosts {
+		if e == nil && full {
+			continue
+		}
+		if !first {
+			b = append(b, ',')
+		}
+		first = false
+		b = appendJSONString(b, string(h))
+		b = append(b, ':')
+		if e == nil {
+			b = append(b, "null"...)
+		} else {
+			b = append(b, e...)
+		}
+	}
+	b = append(b, "}}"...)
+	if err := c.post(ctx, "/configuration/routes", json.RawMessage(b)); err != nil {
+		return fmt.Errorf("push routes: %w", err)
+	}
+	return nil
+}
+
+// Routes returns the route table the data plane holds, and its default upstream.
+func (c *Client) Routes(ctx context.Context) (map[Hostname]RouteHost, UpstreamName, error) {
+	var out struct {
+		Hosts           map[Hostname]RouteHost `json:"hosts"`
+		DefaultUpstream UpstreamName           `json:"default_upstream"`
+	}
+	if err := c.getJSON(ctx, "/configuration/routes", &out); err != nil {
+		return nil, "", fmt.Errorf("read routes: %w", err)
+	}
+	if out.Hosts == nil {
+		out.Hosts = map[Hostname]RouteHost{}
+	}
+	return out.Hosts, out.DefaultUpstream, nil
 }
 
 // CertificatePEM is a certificate chain and its private key, PEM encoded.
@@ -308,10 +388,14 @@ func (c *Client) Healthz(ctx context.Context) error {
 	return nil
 }
 
+// post sends body as JSON; a json.RawMessage is sent as it is.
 func (c *Client) post(ctx context.Context, path string, body any) error {
-	data, err := json.Marshal(body)
-	if err != nil {
-		return err
+	data, ok := body.(json.RawMessage)
+	if !ok {
+		var err error
+		if data, err = json.Marshal(body); err != nil {
+			return err
+		}
 	}
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, c.base+path, bytes.NewReader(data))
 	if err != nil {

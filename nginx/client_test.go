@@ -185,7 +185,7 @@ func TestClientFilled(t *testing.T) {
 		reply string
 		want  Filled
 	}{
-		"filled":                          {`{"filled":true}`, Filled{Endpoints: true, Certificates: true}},
+		"filled":                          {`{"filled":true}`, Filled{Endpoints: true, Certificates: true, Routes: true}},
 		"emptied by a reload":             {`{"filled":false}`, Filled{}},
 		"a data plane that does not tell": {`{"upstreams":{}}`, Filled{}},
 	}
@@ -196,7 +196,7 @@ func TestClientFilled(t *testing.T) {
 			if err != nil || got != tc.want {
 				t.Errorf("Filled() = %+v, %v; want %+v", got, err, tc.want)
 			}
-			want := []string{"GET /configuration/endpoints?only=filled ", "GET /configuration/certificates?only=filled "}
+			want := []string{"GET /configuration/endpoints?only=filled ", "GET /configuration/certificates?only=filled ", "GET /configuration/routes?only=filled "}
 			if !slices.Equal(sent(), want) {
 				t.Errorf("requests %q, want %q", sent(), want)
 			}

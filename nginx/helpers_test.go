@@ -159,3 +159,12 @@ func httpServer(t testing.TB, h http.HandlerFunc) Endpoint {
 	t.Cleanup(srv.Close)
 	return Endpoint{Address: "127.0.0.1", Port: int32(srv.Listener.Addr().(*net.TCPAddr).Port)}
 }
+
+// routeTable is the full route push of m, as the reloader's route lane builds it.
+func routeTable(m *Model) RouteUpdate {
+	u := RouteUpdate{Hosts: map[Hostname][]byte{"": []byte(`{"routes":[]}`)}, DefaultUpstream: &m.DefaultBackend}
+	for i := range m.Servers {
+		u.Hosts[m.Servers[i].Host] = AppendRouteHostJSON(nil, &m.Servers[i])
+	}
+	return u
+}

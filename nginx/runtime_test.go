@@ -132,11 +132,14 @@ func applyModel(t *testing.T, rt *Runtime, m Model, cfg RenderConfig) string {
 	if err := rt.Apply(ctx, conf, hash); err != nil {
 		t.Fatal(err)
 	}
+	if err := rt.Client().ReplaceRoutes(ctx, routeTable(&m)); err != nil {
+		t.Fatal(err)
+	}
 	return hash
 }
 
 // TestRuntimeRoutesTraffic runs the data plane for real: NGINX on loopback ports, two backends,
-// endpoints pushed through the status server, a reload, a rejected configuration and a crash.
+// routes and endpoints pushed through the status server, a reload, a rejected configuration and a crash.
 func TestRuntimeRoutesTraffic(t *testing.T) {
 	requireNginx(t)
 	paths := nginxDir(t)
@@ -288,20 +291,29 @@ func TestRuntimeRoutesTraffic(t *testing.T) {
 		t.Errorf("round robin: %v", seen)
 	}
 
-	// A structure change: a reload; the endpoints survive it.
+	// A change of routes: a push, live at once, without a reload.
 	m2, _ := buildModel(t, append(svcs,
 		ingress("default", "a", rule("a.example.com", prefix("/", "a", 80), prefix("/api", "b", "http"), exact("/new", "b", "http"))),
 	), nil)
+	if err := rt.Client().ReplaceRoutes(ctx, routeTable(&m2)); err != nil {
+		t.Fatal(err)
+	}
+	if r := fetch(t, c, url("b.example.com", "/only")); r.status != http.StatusNotFound {
+		t.Errorf("removed Ingress after the route push: %d from %q", r.status, r.echo.Backend)
+	}
+	if r := fetch(t, c, url("a.example.com", "/new")); r.echo.Backend != "two" {
+		t.Errorf("new path after the route push: %d from %q", r.status, r.echo.Backend)
+	}
+	if strings.Contains(rt.Process().RecentOutput(), "reconfiguring") || rt.Process().Starts() != startsBefore || rt.Process().PID() != pidBefore {
+		t.Errorf("the route change reloaded or restarted nginx:\n%s", rt.Process().RecentOutput())
+	}
+
+	// A change of nginx.conf: a reload; routes and endpoints survive it.
+	cfg.ProxyReadTimeout = 30 * time.Second
 	secondHash := applyModel(t, rt, m2, cfg)
 	if secondHash == firstHash || rt.Process().Starts() != startsBefore {
 		t.Fatalf("reload: hash %s (was %s), starts %d (was %d)", secondHash, firstHash, rt.Process().Starts(), startsBefore)
 	}
-	// Workers of the previous configuration may still take a request or two until they have processed
-	// their shutdown signal (a kept-alive connection, or an accept just after the reload), so the old
-	// routes are waited out rather than expected gone at once.
-	eventually(t, "the removed Ingress to be gone after the reload", 10*time.Second, func() bool {
-		return fetch(t, c, url("b.example.com", "/only")).status == http.StatusNotFound
-	})
 	if r := fetch(t, c, url("a.example.com", "/new")); r.echo.Backend != "two" {
 		t.Errorf("new path after reload: %d from %q", r.status, r.echo.Backend)
 	}
@@ -329,6 +341,9 @@ func TestRuntimeRoutesTraffic(t *testing.T) {
 		t.Errorf("a restarted nginx starts without endpoints: %d", r.status)
 	}
 	if err := rt.Client().ReplaceEndpoints(ctx, map[UpstreamName][]Endpoint{upA: {one}, upB: {two}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := rt.Client().ReplaceRoutes(ctx, routeTable(&m2)); err != nil {
 		t.Fatal(err)
 	}
 	if r := fetch(t, c, url("a.example.com", "/")); r.echo.Backend != "one" {

@@ -7,10 +7,8 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"math/bits"
 	"net/netip"
 	"path/filepath"
-	"regexp"
 	"strconv"
 	"strings"
 	"text/template"
@@ -75,9 +73,11 @@ type RenderConfig struct {
 	DefaultCertificate    string
 	DefaultCertificateKey string
 
-	// EndpointsDictMB and CertificatesDictMB size the Lua shared dicts; defaults 32 and 16.
+	// EndpointsDictMB, CertificatesDictMB and RoutesDictMB size the Lua shared dicts; defaults 32, 16
+	// and 32.
 	EndpointsDictMB    int
 	CertificatesDictMB int
+	RoutesDictMB       int
 	// UpstreamKeepalive is the number of idle keepalive connections to upstreams per worker; default 320.
 	UpstreamKeepalive int
 	// ProxyConnectTimeout, ProxyReadTimeout and ProxySendTimeout default to 5s, 60s and 60s.
@@ -113,6 +113,9 @@ func (c RenderConfig) withDefaults() (RenderConfig, error) {
 	}
 	if c.CertificatesDictMB == 0 {
 		c.CertificatesDictMB = 16
+	}
+	if c.RoutesDictMB == 0 {
+		c.RoutesDictMB = 32
 	}
 	if c.UpstreamKeepalive == 0 {
 		c.UpstreamKeepalive = 320
@@ -195,7 +198,7 @@ func (c RenderConfig) withDefaults() (RenderConfig, error) {
 		}
 	}
 	for name, v := range map[string]int{"worker connections": c.WorkerConnections, "endpoints dict size": c.EndpointsDictMB,
-		"certificates dict size": c.CertificatesDictMB, "upstream keepalive": c.UpstreamKeepalive} {
+		"certificates dict size": c.CertificatesDictMB, "routes dict size": c.RoutesDictMB, "upstream keepalive": c.UpstreamKeepalive} {
 		if v < 1 {
 			errs = append(errs, fmt.Errorf("%s must be positive, got %d", name, v))
 		}
@@ -286,6 +289,9 @@ func ParseTemplate(text string) (*Template, error) {
 	if !bytes.Contains(conf, []byte(`set $ingress_reactor_token "`+probe.StatusToken+`";`)) {
 		return nil, errors.New("nginx template must keep \"set $ingress_reactor_token {{.StatusToken}};\" in the status server: NGINX refuses endpoint and certificate updates without it")
 	}
+	if !bytes.Contains(conf, []byte(`require("ingress_reactor.router").route()`)) {
+		return nil, errors.New("nginx template must keep the public server's rewrite_by_lua_block that calls require(\"ingress_reactor.router\").route(): routes live in the Lua router, not in nginx.conf")
+	}
 	if !bytes.Contains(conf, []byte(`require("ingress_reactor.configuration").authorize()`)) {
 		return nil, errors.New("nginx template must keep the status server's access_by_lua_block that calls require(\"ingress_reactor.configuration\").authorize(): without it any local process could read and change the dynamic configuration")
 	}
@@ -309,17 +315,22 @@ const tokenPlaceholder = "%ingress-reactor-status-token%"
 // Render returns nginx.conf for m and cfg, and the configuration's hash: the hex SHA-256 of the
 // rendered text (with the hash itself left out), which the status server reports at
 // GET /configuration/hash. Equal inputs give equal bytes and hashes.
+//
+// Hosts and paths are not in nginx.conf: the Lua router serves them from the routes the controller
+// pushes (see routes.go), so today the text depends on cfg alone and a change of Ingresses renders the
+// same configuration, which the reloader does not reload. m stays a parameter for the settings that
+// NGINX can only take as directives.
 func (t *Template) Render(m Model, cfg RenderConfig) (conf []byte, hash string, err error) {
 	cfg, err = cfg.withDefaults()
 	if err != nil {
 		return nil, "", err
 	}
-	data, size, err := newView(m, cfg)
+	data, err := newView(cfg)
 	if err != nil {
 		return nil, "", err
 	}
 	var buf bytes.Buffer
-	buf.Grow(size)
+	buf.Grow(16 << 10)
 	if err := t.tmpl.Execute(&buf, data); err != nil {
 		return nil, "", fmt.Errorf("render nginx template: %w", err)
 	}
@@ -351,13 +362,12 @@ type view struct {
 	TempDir                  tempDirs
 	EndpointsDictMB          int
 	CertificatesDictMB       int
+	RoutesDictMB             int
 	UpstreamKeepalive        int
 	ProxyConnectTimeoutMS    int64
 	ProxyReadTimeoutMS       int64
 	ProxySendTimeoutMS       int64
 	ClientMaxBodySize        int64
-	ServerNamesHashMaxSize   int
-	ServerNamesHashBucket    int
 
 	// HTTPListen and HTTPSListen are the quoted listen addresses ("80", "127.0.0.1:80", "[::]:80").
 	HTTPListen  []string
@@ -370,45 +380,18 @@ type view struct {
 	RealIPFrom            string
 	DefaultCertificate    string
 	DefaultCertificateKey string
-	// RedirectPortSuffix is ":8443" when redirects need a port, else "".
+	// RedirectPortSuffix is the quoted ":8443" when redirects need a port, else the quoted "".
 	RedirectPortSuffix string
 	StatusListen       string
 	StatusToken        string
 
-	// Servers start with the catch-all server (Default is true).
-	Servers []serverView
 }
 
 type tempDirs struct {
 	ClientBody, Proxy, FastCGI, UWSGI, SCGI string
 }
 
-type serverView struct {
-	// ServerName is quoted; "_" for the catch-all server.
-	ServerName string
-	Default    bool
-	// TLS says the host has TLS configured by an Ingress (HTTPS is served for every host anyway).
-	TLS bool
-	// RedirectAll: every location of the server redirects plain HTTP, so the server does it once.
-	RedirectAll bool
-	Locations   []locationView
-}
-
-type locationView struct {
-	// Exact renders "location = path"; otherwise a prefix location.
-	Exact bool
-	// Path is quoted.
-	Path string
-	// Upstream is the quoted upstream name, or "" for the built-in 404.
-	Upstream string
-	// Redirect sends plain-HTTP requests to HTTPS (308) when RedirectAll is not set.
-	Redirect bool
-	// Access, when not nil, becomes "deny p;" for each Access.Deny, then, when Access.Allow is not
-	// empty, "allow p;" for each and "deny all;". It points into the model.
-	Access *SourceRanges
-}
-
-func newView(m Model, cfg RenderConfig) (*view, int, error) {
+func newView(cfg RenderConfig) (*view, error) {
 	q := quoter{}
 	v := &view{
 		ConfigHash:               q.quote(hashPlaceholder),
@@ -430,6 +413,7 @@ func newView(m Model, cfg RenderConfig) (*view, int, error) {
 		},
 		EndpointsDictMB:       cfg.EndpointsDictMB,
 		CertificatesDictMB:    cfg.CertificatesDictMB,
+		RoutesDictMB:          cfg.RoutesDictMB,
 		UpstreamKeepalive:     cfg.UpstreamKeepalive,
 		ProxyConnectTimeoutMS: cfg.ProxyConnectTimeout.Milliseconds(),
 		ProxyReadTimeoutMS:    cfg.ProxyReadTimeout.Milliseconds(),
@@ -438,7 +422,6 @@ func newView(m Model, cfg RenderConfig) (*view, int, error) {
 		HTTPS:                 cfg.HTTPSPort != 0,
 		StatusListen:          q.quote(fmt.Sprintf("127.0.0.1:%d", cfg.StatusPort)),
 		StatusToken:           q.quote(tokenPlaceholder),
-		Servers:               make([]serverView, 0, len(m.Servers)+1),
 	}
 	for _, mod := range cfg.Modules {
 		v.Modules = append(v.Modules, q.quote(mod))
@@ -456,39 +439,17 @@ func newView(m Model, cfg RenderConfig) (*view, int, error) {
 		}
 		v.DefaultCertificate = q.quote(cfg.DefaultCertificate)
 		v.DefaultCertificateKey = q.quote(cfg.DefaultCertificateKey)
+		suffix := ""
 		if cfg.RedirectHTTPSPort != 443 {
-			v.RedirectPortSuffix = ":" + strconv.Itoa(cfg.RedirectHTTPSPort)
+			suffix = ":" + strconv.Itoa(cfg.RedirectHTTPSPort)
 		}
+		v.RedirectPortSuffix = q.quote(suffix)
 	}
 
-	defaultUpstream := q.quoteOptional(string(m.DefaultBackend))
-	size := 8192
-	longest := 0
-	if len(m.Servers) == 0 || m.Servers[0].Host != "" {
-		// Merge always makes the catch-all server; a hand-built model may lack it. It comes first
-		// because it carries default_server.
-		v.Servers = append(v.Servers, serverFor(&q, &Server{}, v.HTTPS, defaultUpstream))
-	}
-	for i := range m.Servers {
-		s := &m.Servers[i]
-		if s.Host == "" && i != 0 {
-			return nil, 0, errors.New("model: the catch-all server must come first")
-		}
-		longest = max(longest, len(s.Host))
-		v.Servers = append(v.Servers, serverFor(&q, s, v.HTTPS, defaultUpstream))
-		size += 200 + 260*len(s.Locations)
-	}
-	// server_names_hash: NGINX needs a bucket that holds the longest name, and a table size at which no
-	// bucket overflows; it tries sizes one by one up to the maximum and warns when none fits. A bucket
-	// of about four of the longest entries (pointer, length, name, aligned to 8) and a maximum of twice
-	// the number of names find a layout quickly and quietly.
-	entry := (longest+2+7)&^7 + 8
-	v.ServerNamesHashBucket = max(64, 1<<bits.Len(uint(4*entry-1)))
-	v.ServerNamesHashMaxSize = max(1024, 1<<bits.Len(uint(2*len(v.Servers))))
 	if q.err != nil {
-		return nil, 0, q.err
+		return nil, q.err
 	}
-	return v, size, nil
+	return v, nil
 }
 
 // quoteUser quotes "user [group]" as one or two arguments.
@@ -522,111 +483,6 @@ func listens(q *quoter, cfg RenderConfig, port int) []string {
 		out = append(out, q.quote("[::]:"+p))
 	}
 	return out
-}
-
-// serverName is the server_name of a host. An Ingress wildcard covers exactly one label ("*.example.com"
-// matches "a.example.com", not "a.b.example.com"), while NGINX's own "*." names match any depth, so
-// wildcards become a regular expression built from the validated labels ("\z" rather than "$", which
-// the quoting rejects). Exact names stay exact, and NGINX prefers them to regular expressions.
-func serverName(h Hostname) string {
-	if !h.IsWildcard() {
-		return string(h)
-	}
-	return `~^[^.]+` + regexp.QuoteMeta(string(h)[1:]) + `\z`
-}
-
-// serverFor builds a server's locations. Exact p becomes "location = p"; Prefix p becomes
-// "location = p" (unless an Exact p exists: Exact wins at equal length) and "location p/", which is
-// element-wise prefix matching without regular expressions; Prefix "/" is "location /". A server
-// without Prefix "/" gets a fallback "location /" to the default backend or the built-in 404.
-func serverFor(q *quoter, s *Server, https bool, defaultUpstream string) serverView {
-	sv := serverView{ServerName: q.quote(serverName(s.Host)), Default: s.Host == "", TLS: s.TLS != nil}
-	if s.Host == "" {
-		sv.ServerName = q.quote("_")
-	}
-	exact := make(map[string]bool)
-	for i := range s.Locations {
-		if s.Locations[i].PathType == PathExact {
-			exact[s.Locations[i].Path] = true
-		}
-	}
-	sv.Locations = make([]locationView, 0, 2*len(s.Locations)+1)
-	hasRoot := false
-	allRedirect := https && s.TLS != nil
-	for i := range s.Locations {
-		l := &s.Locations[i]
-		redirect := https && l.SSLRedirect
-		allRedirect = allRedirect && redirect
-		upstream := q.quote(string(l.Upstream))
-		switch {
-		case l.PathType == PathExact:
-			sv.Locations = append(sv.Locations, locationView{Exact: true, Path: q.quote(l.Path), Upstream: upstream, Redirect: redirect, Access: l.Access})
-		case l.Path == "/":
-			hasRoot = true
-			sv.Locations = append(sv.Locations, locationView{Path: q.quote("/"), Upstream: upstream, Redirect: redirect, Access: l.Access})
-		default:
-			if !exact[l.Path] {
-				sv.Locations = append(sv.Locations, locationView{Exact: true, Path: q.quote(l.Path), Upstream: upstream, Redirect: redirect, Access: l.Access})
-			}
-			sv.Locations = append(sv.Locations, locationView{Path: q.quote(l.Path + "/"), Upstream: upstream, Redirect: redirect, Access: l.Access})
-		}
-	}
-	fallbackRedirect := https && s.TLS != nil && s.TLS.SSLRedirect
-	// NGINX answers a request for "/a" with a 301 to "/a/" when a proxied location (exact ones too) is
-	// named "/a/" and nothing is named "/a". For Exact "/a/" that redirect is wrong: "/a" belongs to the
-	// longest Prefix path that covers it, or to the fallback. Naming "/a" exactly keeps it there, with
-	// that Prefix path's upstream and access rules (the fallback has none).
-	for i := range s.Locations {
-		l := &s.Locations[i]
-		bare := strings.TrimSuffix(l.Path, "/")
-		if l.PathType != PathExact || bare == l.Path || bare == "" || exact[bare] || hasPrefixLocation(s, bare) {
-			continue
-		}
-		exact[bare] = true
-		v := locationView{Exact: true, Path: q.quote(bare), Upstream: defaultUpstream, Redirect: fallbackRedirect}
-		if c := coveringPrefix(s, bare); c != nil {
-			v.Upstream, v.Redirect, v.Access = q.quote(string(c.Upstream)), https && c.SSLRedirect, c.Access
-		}
-		allRedirect = allRedirect && v.Redirect
-		sv.Locations = append(sv.Locations, v)
-	}
-	if !hasRoot {
-		allRedirect = allRedirect && fallbackRedirect
-		sv.Locations = append(sv.Locations, locationView{Path: q.quote("/"), Upstream: defaultUpstream, Redirect: fallbackRedirect})
-	}
-	if allRedirect {
-		sv.RedirectAll = true
-		for i := range sv.Locations {
-			sv.Locations[i].Redirect = false
-		}
-	}
-	return sv
-}
-
-// hasPrefixLocation reports whether s has a Prefix path p (which renders "location = p" itself).
-func hasPrefixLocation(s *Server, p string) bool {
-	for i := range s.Locations {
-		if s.Locations[i].PathType != PathExact && s.Locations[i].Path == p {
-			return true
-		}
-	}
-	return false
-}
-
-// coveringPrefix returns the Prefix location with the longest path that matches path element-wise
-// (Ingress semantics), or nil.
-func coveringPrefix(s *Server, path string) *Location {
-	var best *Location
-	for i := range s.Locations {
-		l := &s.Locations[i]
-		if l.PathType == PathExact || (l.Path != "/" && l.Path != path && !strings.HasPrefix(path, l.Path+"/")) {
-			continue
-		}
-		if best == nil || len(l.Path) > len(best.Path) {
-			best = l
-		}
-	}
-	return best
 }
 
 // quoter applies Quote and keeps the first error, so view building reads straight.

@@ -30,15 +30,18 @@ type Applier interface {
 	// SetCertificates changes the certificates served per SNI name without a reload. With full, u is the
 	// complete set. An *nginx.DictFullError is a partial success, as for SetEndpoints.
 	SetCertificates(ctx context.Context, u nginx.CertificateUpdate, full bool) error
-	// Filled reports which stores (endpoints, certificates) a full push has filled since the data plane
+	// SetRoutes changes the host and path routes served without a reload. With full, u is the complete
+	// table. An *nginx.DictFullError is a partial success, as for SetEndpoints.
+	SetRoutes(ctx context.Context, u nginx.RouteUpdate, full bool) error
+	// Filled reports which stores (endpoints, certificates, routes) a full push has filled since the data plane
 	// created them. A reload can empty a store (NGINX replaces a shared dict whose size changed with an
 	// empty one): after each configuration that went live, the reloader pushes in full the stores not
 	// reported filled. An Applier that cannot tell returns the zero Filled, and gets full pushes of
-	// both after every new configuration.
+	// all of them after every new configuration.
 	Filled(ctx context.Context) (nginx.Filled, error)
 	// Starts is where the data plane reports its start count each time a fresh instance is ready to
-	// receive endpoints and certificates (the first start included). A fresh instance holds none: the
-	// reloader pushes all of them again. The reloader is its only reader.
+	// receive endpoints, certificates and routes (the first start included). A fresh instance holds none:
+	// the reloader pushes all of them again. The reloader is its only reader.
 	Starts() *Starts
 	// Ready returns nil once a configuration is live.
 	Ready() error
@@ -136,6 +139,14 @@ func (a *NginxApplier) SetCertificates(ctx context.Context, u nginx.CertificateU
 		return a.rt.Client().ReplaceCertificates(ctx, u)
 	}
 	return a.rt.Client().PushCertificates(ctx, u)
+}
+
+// SetRoutes posts host and path routes to NGINX's internal status server.
+func (a *NginxApplier) SetRoutes(ctx context.Context, u nginx.RouteUpdate, full bool) error {
+	if full {
+		return a.rt.Client().ReplaceRoutes(ctx, u)
+	}
+	return a.rt.Client().PushRoutes(ctx, u)
 }
 
 // Filled reports which of NGINX's shared dicts a full push has filled since NGINX created them.

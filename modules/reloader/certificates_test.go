@@ -177,10 +177,11 @@ func (f *fakeApplier) Apply(context.Context, []byte, string) error { return nil 
 func (f *fakeApplier) SetEndpoints(context.Context, map[nginx.UpstreamName][]nginx.Endpoint, bool) error {
 	return nil
 }
-func (f *fakeApplier) Ready() error                                 { return nil }
-func (f *fakeApplier) Alive() error                                 { return nil }
-func (f *fakeApplier) Starts() *Starts                              { return NewStarts() }
-func (f *fakeApplier) Filled(context.Context) (nginx.Filled, error) { return nginx.Filled{}, nil }
+func (f *fakeApplier) SetRoutes(context.Context, nginx.RouteUpdate, bool) error { return nil }
+func (f *fakeApplier) Ready() error                                             { return nil }
+func (f *fakeApplier) Alive() error                                             { return nil }
+func (f *fakeApplier) Starts() *Starts                                          { return NewStarts() }
+func (f *fakeApplier) Filled(context.Context) (nginx.Filled, error)             { return nginx.Filled{}, nil }
 func (f *fakeApplier) SetCertificates(_ context.Context, u nginx.CertificateUpdate, full bool) error {
 	if f.failing {
 		return errors.New("data plane unavailable")

@@ -9,15 +9,16 @@ import (
 
 // reloaderMetrics are the reloader's own metrics; the lanes' queues export the workqueue_* ones.
 type reloaderMetrics struct {
-	reloads     *prometheus.CounterVec
-	lastSuccess prometheus.Gauge
-	lastTime    prometheus.Gauge
-	hash        prometheus.Gauge
-	duration    prometheus.Histogram
-	epUpdates   *prometheus.CounterVec
-	certUpdates *prometheus.CounterVec
-	notStored   *prometheus.GaugeVec
-	reloadGap   prometheus.Gauge
+	reloads      *prometheus.CounterVec
+	lastSuccess  prometheus.Gauge
+	lastTime     prometheus.Gauge
+	hash         prometheus.Gauge
+	duration     prometheus.Histogram
+	epUpdates    *prometheus.CounterVec
+	certUpdates  *prometheus.CounterVec
+	routeUpdates *prometheus.CounterVec
+	notStored    *prometheus.GaugeVec
+	reloadGap    prometheus.Gauge
 }
 
 // newMetrics creates the reloader's metrics and registers them with reg.
@@ -52,16 +53,20 @@ func newMetrics(reg prometheus.Registerer) (reloaderMetrics, error) {
 			Name: "ingress_reactor_certificate_updates_total",
 			Help: "Certificate pushes to the data plane (no reload), by result (dict_full: what fit is live).",
 		}, []string{"result"}),
+		routeUpdates: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "ingress_reactor_route_updates_total",
+			Help: "Pushes of host and path routes to the data plane (no reload), by result (dict_full: what fit is live).",
+		}, []string{"result"}),
 		notStored: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "ingress_reactor_shared_dict_not_stored",
-			Help: "Entries (upstreams; certificates and SNI hosts) that NGINX's shared dict had no room for; raise --endpoints-dict-size or --certificates-dict-size.",
+			Help: "Entries (upstreams; certificates and SNI hosts; route hosts) that NGINX's shared dict had no room for; raise --endpoints-dict-size, --certificates-dict-size or --routes-dict-size.",
 		}, []string{"dict"}),
 		reloadGap: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "ingress_reactor_reload_gap_seconds",
 			Help: "How long the next configuration waits after the last reload: 0 after a quiet period, doubling from 1 s up to 5 s while changes keep coming.",
 		}),
 	}
-	for _, c := range []prometheus.Collector{m.reloads, m.lastSuccess, m.lastTime, m.hash, m.duration, m.epUpdates, m.certUpdates, m.notStored, m.reloadGap} {
+	for _, c := range []prometheus.Collector{m.reloads, m.lastSuccess, m.lastTime, m.hash, m.duration, m.epUpdates, m.certUpdates, m.routeUpdates, m.notStored, m.reloadGap} {
 		if err := reg.Register(c); err != nil {
 			return reloaderMetrics{}, fmt.Errorf("reloader: register metrics: %w", err)
 		}

@@ -1,10 +1,13 @@
-// Package reloader owns the data plane through an Applier. It runs three lanes, each with its own queue
+// Package reloader owns the data plane through an Applier. It runs four lanes, each with its own queue
 // and worker, so none waits behind another:
 //   - structure (structure.go): applies each Rendered configuration: test, install, reload, confirm;
+//   - routes (routes.go): pushes host and path routes, without a reload;
 //   - endpoints (endpoints.go): pushes endpoint lists, without a reload;
 //   - certificates (certificates.go): pushes certificates and the SNI host table, without a reload.
 //
-// The endpoint and certificate lanes are one type, pushLane (lane.go), over different stores.
+// The push lanes are one type, pushLane (lane.go), over different stores. Routes and the SNI host table
+// come from each Rendered's model: at once when its configuration is the live one (the usual case, as
+// nginx.conf does not hold routes), else when the structure lane has made it live.
 package reloader
 
 import (
@@ -20,6 +23,7 @@ import (
 	"k8s.io/client-go/tools/record"
 
 	"github.com/ingress-reactor/ingress-reactor/modules"
+	"github.com/ingress-reactor/ingress-reactor/nginx"
 	"github.com/ingress-reactor/ingress-reactor/pipeline"
 )
 
@@ -77,11 +81,13 @@ type Reloader struct {
 	log       *zap.Logger
 	m         reloaderMetrics
 	structure *structureLane
+	routes    *pushLane[routeBatch]
 	endpoints *pushLane[endpointBatch]
 	certs     *pushLane[certBatch]
-	// epStore and certStore are the lanes' stores, guarded by their lane's lock.
-	epStore   *endpointStore
-	certStore *certState
+	// routeStore, epStore and certStore are the lanes' stores, guarded by their lane's lock.
+	routeStore *routeStore
+	epStore    *endpointStore
+	certStore  *certState
 
 	done     chan struct{}
 	wg       sync.WaitGroup
@@ -97,14 +103,15 @@ func New(p Params) (ReadyResult, error) {
 		return ReadyResult{}, err
 	}
 	r := &Reloader{
-		opts:      p.Options,
-		applier:   p.Applier,
-		recorder:  p.Recorder,
-		log:       log,
-		m:         m,
-		done:      make(chan struct{}),
-		epStore:   newEndpointStore(),
-		certStore: newCertState(),
+		opts:       p.Options,
+		applier:    p.Applier,
+		recorder:   p.Recorder,
+		log:        log,
+		m:          m,
+		done:       make(chan struct{}),
+		routeStore: newRouteStore(),
+		epStore:    newEndpointStore(),
+		certStore:  newCertState(),
 	}
 	maxGap := p.Options.MaxReloadGap
 	if maxGap == 0 {
@@ -116,6 +123,10 @@ func New(p Params) (ReadyResult, error) {
 		pacer: newPacer(p.Options.MinReloadGap, maxGap, nil),
 	}, p.Metrics)
 	// The flags of app's Config that size the dicts.
+	r.routes = newPushLane(laneOptions{
+		name: "reloader-routes", what: "route", qps: 1000, burst: 1000,
+		room: newDictRoom("routes", "--routes-dict-size"), updates: m.routeUpdates, notStored: m.notStored,
+	}, store[routeBatch](r.routeStore), p.Applier, p.Metrics, log)
 	r.endpoints = newPushLane(laneOptions{
 		name: "reloader-endpoints", what: "endpoint", qps: 1000, burst: 1000,
 		room: newDictRoom("endpoints", "--endpoints-dict-size"), updates: m.epUpdates, notStored: m.notStored,
@@ -125,9 +136,7 @@ func New(p Params) (ReadyResult, error) {
 		room: newDictRoom("certificates", "--certificates-dict-size"), updates: m.certUpdates, notStored: m.notStored,
 	}, store[certBatch](r.certStore), p.Applier, p.Metrics, log)
 
-	// The SNI host table follows the configuration that NGINX runs: the structure lane takes it from
-	// each Rendered once that is live (wentLive).
-	p.Rendered.Subscribe(r.structure.offer)
+	p.Rendered.Subscribe(r.rendered)
 	p.Certs.Subscribe(func(c modules.CertChange) {
 		r.certs.change(func() { r.certStore.apply(c) }, false)
 	})
@@ -142,12 +151,29 @@ func New(p Params) (ReadyResult, error) {
 	}, nil
 }
 
-// wentLive takes the SNI host table from v, the configuration the data plane now runs, and schedules a
-// certificate push; full pushes of the stores the reload emptied.
-func (r *Reloader) wentLive(v modules.Rendered, endpointsLost, certsLost bool) {
+// rendered takes a new configuration. Its routes and SNI host table go to the push lanes at once when
+// the data plane already runs its nginx.conf (a change of Ingresses renders the same text); otherwise the
+// structure lane applies it first and wentLive passes them on, so that routes never refer to anything
+// the running configuration lacks.
+func (r *Reloader) rendered(v modules.Rendered) {
+	if r.structure.isLive(v.Hash) {
+		r.useModel(v, false, false, false)
+	}
+	r.structure.offer(v)
+}
+
+// wentLive is called by the structure lane once v's configuration runs, with the stores its reload emptied.
+func (r *Reloader) wentLive(v modules.Rendered, kept nginx.Filled) {
+	r.useModel(v, !kept.Routes, !kept.Endpoints, !kept.Certificates)
+}
+
+// useModel makes v's routes and SNI host table the desired ones and schedules their pushes; full pushes
+// of the stores named.
+func (r *Reloader) useModel(v modules.Rendered, routesFull, endpointsFull, certsFull bool) {
+	r.routes.change(func() { r.routeStore.useModel(&v.Model) }, routesFull)
 	hosts := v.Model.TLSHosts()
-	r.certs.change(func() { r.certStore.useHosts(hosts) }, certsLost)
-	if endpointsLost {
+	r.certs.change(func() { r.certStore.useHosts(hosts) }, certsFull)
+	if endpointsFull {
 		r.endpoints.change(nil, true)
 	}
 }
@@ -160,7 +186,10 @@ func (r *Reloader) Ready() error {
 		return err
 	}
 	starts, ok := r.applier.Starts().Get()
-	if !ok || r.endpoints.completeFor() != starts {
+	if !ok || r.routes.completeFor() != starts {
+		return errors.New("routes not pushed to nginx yet")
+	}
+	if r.endpoints.completeFor() != starts {
 		return errors.New("endpoints not pushed to nginx yet")
 	}
 	if r.certs.completeFor() != starts {
@@ -169,9 +198,10 @@ func (r *Reloader) Ready() error {
 	return nil
 }
 
-// Start starts the three lanes and the watch for data-plane starts.
+// Start starts the four lanes and the watch for data-plane starts.
 func (r *Reloader) Start(ctx context.Context) {
 	r.structure.ctrl.Start(ctx)
+	r.routes.ctrl.Start(ctx)
 	r.endpoints.ctrl.Start(ctx)
 	r.certs.ctrl.Start(ctx)
 	starts := r.applier.Starts()
@@ -182,7 +212,8 @@ func (r *Reloader) Start(ctx context.Context) {
 				return
 			case <-starts.C():
 				n, _ := starts.Get()
-				r.log.Info("nginx ready; pushing all endpoints and certificates", zap.Uint64("starts", n))
+				r.log.Info("nginx ready; pushing all routes, endpoints and certificates", zap.Uint64("starts", n))
+				r.routes.started(n)
 				r.endpoints.started(n)
 				r.certs.started(n)
 				// A configuration that was given up on gets another chance with the fresh NGINX.
@@ -198,7 +229,7 @@ func (r *Reloader) Stop(ctx context.Context) error {
 	r.stopOnce.Do(func() {
 		close(r.done)
 		r.wg.Wait()
-		r.stopErr = errors.Join(r.structure.ctrl.Stop(ctx), r.endpoints.ctrl.Stop(ctx), r.certs.ctrl.Stop(ctx))
+		r.stopErr = errors.Join(r.structure.ctrl.Stop(ctx), r.routes.ctrl.Stop(ctx), r.endpoints.ctrl.Stop(ctx), r.certs.ctrl.Stop(ctx))
 	})
 	return r.stopErr
 }

@@ -2,6 +2,7 @@ package reloader
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"maps"
@@ -54,10 +55,14 @@ type laneApplier struct {
 	hosts             map[nginx.Hostname]string
 	certGate          chan struct{} // when set, SetCertificates waits until it is closed
 
-	// Like NGINX's shared dicts, the stores of endpoints and of certificates are filled by full pushes
-	// and may be emptied by a configuration (emptiedBy); Filled reports them.
-	endpointsFilled, certsFilled bool
-	emptiedBy                    map[string]nginx.Filled // hash -> the stores its Apply empties (true: emptied)
+	// routes is the route table the route pushes built up (host -> encoded routes), and routePushes
+	// how many there were.
+	routes      map[nginx.Hostname]string
+	routePushes int
+	// Like NGINX's shared dicts, the stores of endpoints, certificates and routes are filled by full
+	// pushes and may be emptied by a configuration (emptiedBy); Filled reports them.
+	endpointsFilled, certsFilled, routesFilled bool
+	emptiedBy                                  map[string]nginx.Filled // hash -> the stores its Apply empties (true: emptied)
 	// onApply, when set, runs inside Apply, before it succeeds (as NGINX reports a first start from
 	// inside Apply).
 	onApply func(hash string)
@@ -76,7 +81,7 @@ type certPush struct {
 }
 
 func newLaneApplier() *laneApplier {
-	return &laneApplier{configs: map[string][]byte{}, failing: map[string]bool{}, hosts: map[nginx.Hostname]string{},
+	return &laneApplier{configs: map[string][]byte{}, failing: map[string]bool{}, hosts: map[nginx.Hostname]string{}, routes: map[nginx.Hostname]string{},
 		emptiedBy: map[string]nginx.Filled{}, starts: NewStarts()}
 }
 
@@ -91,7 +96,7 @@ func (a *laneApplier) Alive() error {
 func (a *laneApplier) Filled(context.Context) (nginx.Filled, error) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	return nginx.Filled{Endpoints: a.endpointsFilled, Certificates: a.certsFilled}, nil
+	return nginx.Filled{Endpoints: a.endpointsFilled, Certificates: a.certsFilled, Routes: a.routesFilled}, nil
 }
 
 // empties makes the Apply of hash empty the stores set in which.
@@ -138,6 +143,10 @@ func (a *laneApplier) Apply(ctx context.Context, conf []byte, hash string) error
 		a.certsFilled = false
 		clear(a.hosts)
 	}
+	if a.emptiedBy[hash].Routes {
+		a.routesFilled = false
+		clear(a.routes)
+	}
 	a.mu.Unlock()
 	return nil
 }
@@ -163,6 +172,31 @@ func (a *laneApplier) SetEndpoints(ctx context.Context, ups map[nginx.UpstreamNa
 		return fmt.Errorf("push endpoints: %w", a.endpointsFull)
 	}
 	return nil
+}
+
+func (a *laneApplier) SetRoutes(_ context.Context, u nginx.RouteUpdate, full bool) error {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.routePushes++
+	if full {
+		clear(a.routes)
+	}
+	for h, e := range u.Hosts {
+		if e == nil {
+			delete(a.routes, h)
+		} else {
+			a.routes[h] = string(e)
+		}
+	}
+	a.routesFilled = a.routesFilled || full
+	return nil
+}
+
+// routeTable returns a copy of the route table the pushes built up.
+func (a *laneApplier) routeTable() map[nginx.Hostname]string {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return maps.Clone(a.routes)
 }
 
 func (a *laneApplier) SetCertificates(ctx context.Context, u nginx.CertificateUpdate, full bool) error {
@@ -1019,5 +1053,61 @@ func TestStopIsIdempotent(t *testing.T) {
 		if err := e.r.Stop(context.Background()); err != nil {
 			t.Fatalf("Stop #%d: %v", i+1, err)
 		}
+	}
+}
+
+// renderRoutes publishes configuration hash whose model routes each host's "/" to the named Service.
+func (e *env) renderRoutes(hash string, hosts map[nginx.Hostname]string) {
+	m := nginx.Model{Servers: []nginx.Server{{Host: ""}}}
+	for _, h := range slices.Sorted(maps.Keys(hosts)) {
+		m.Servers = append(m.Servers, nginx.Server{Host: h, Locations: []nginx.Location{
+			{Path: "/", PathType: nginx.PathPrefix, Upstream: upstream(hosts[h]).Name}}})
+	}
+	e.rendered.Publish(modules.Rendered{Model: m, Config: []byte("# nginx.conf " + hash), Hash: hash})
+}
+
+// routedHosts lists the hosts of the route table the data plane holds, with the upstream each routes to.
+func (e *env) routedHosts() map[nginx.Hostname]string {
+	out := map[nginx.Hostname]string{}
+	for h, raw := range e.a.routeTable() {
+		var rh nginx.RouteHost
+		if err := json.Unmarshal([]byte(raw), &rh); err != nil {
+			e.t.Fatalf("host %q: routes %s: %v", h, raw, err)
+		}
+		up := ""
+		for _, r := range rh.Routes {
+			up = string(r.Upstream)
+		}
+		out[h] = up
+	}
+	return out
+}
+
+// Routes change without a reload: a model with the live configuration's hash goes to the routes lane at
+// once, as an incremental push of the hosts that changed; a fresh data plane gets everything.
+func TestRoutesChangeWithoutReload(t *testing.T) {
+	e := newEnv(t, Options{})
+	e.renderRoutes("aaaa0001", map[nginx.Hostname]string{"a.example": "a", "b.example": "b"})
+	e.waitLive("aaaa0001")
+	if err := e.r.Ready(); err == nil {
+		t.Fatal("ready before the data plane reported a start and got its routes")
+	}
+	e.restarts.Set(1)
+	want := map[nginx.Hostname]string{"": "", "a.example": string(upstream("a").Name), "b.example": string(upstream("b").Name)}
+	moduletest.Eventually(t, "the full route push", func() bool { return maps.Equal(e.routedHosts(), want) })
+	moduletest.Eventually(t, "ready", func() bool { return e.r.Ready() == nil })
+
+	pushes := e.metric("ingress_reactor_route_updates_total", "result", "success")
+	e.renderRoutes("aaaa0001", map[nginx.Hostname]string{"a.example": "c", "c.example": "a"})
+	want = map[nginx.Hostname]string{"": "", "a.example": string(upstream("c").Name), "c.example": string(upstream("a").Name)}
+	moduletest.Eventually(t, "the changed routes", func() bool { return maps.Equal(e.routedHosts(), want) })
+	if got := len(e.a.appliesOf()); got != 1 {
+		t.Errorf("%d Apply calls, want 1: a change of routes alone must not reload", got)
+	}
+	if got := e.metric("ingress_reactor_route_updates_total", "result", "success") - pushes; got != 1 {
+		t.Errorf("%v route pushes for one change, want 1", got)
+	}
+	if got := e.reloads("success"); got != 1 {
+		t.Errorf("reloads_total{success} = %v, want 1", got)
 	}
 }

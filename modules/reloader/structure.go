@@ -3,6 +3,7 @@ package reloader
 import (
 	"context"
 	"fmt"
+	"sync/atomic"
 	"time"
 
 	"go.uber.org/zap"
@@ -10,6 +11,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/ingress-reactor/ingress-reactor/modules"
+	"github.com/ingress-reactor/ingress-reactor/nginx"
 	"github.com/ingress-reactor/ingress-reactor/pipeline"
 )
 
@@ -32,11 +34,13 @@ type structureLane struct {
 	ctrl    *pipeline.Controller[applyKey]
 	// pacer spaces reloads under churn; retries and restarts do not wait for it.
 	pacer *pacer
-	// wentLive is called after a configuration went live, with whether it emptied the endpoint and the
-	// certificate stores.
-	wentLive func(v modules.Rendered, endpointsLost, certsLost bool)
+	// wentLive is called after a configuration went live, with the stores it kept filled (a store not
+	// reported filled needs a full push).
+	wentLive func(v modules.Rendered, kept nginx.Filled)
 	// applied is the hash of the last configuration applied successfully.
 	applied string
+	// live is applied, for readers outside the lane's worker.
+	live atomic.Pointer[string]
 	// attempted is the hash of the configuration last tried; a different one starts with a fresh retry
 	// budget.
 	attempted string
@@ -60,10 +64,21 @@ func newStructureLane(s *structureLane, metrics *pipeline.Metrics) *structureLan
 	return s
 }
 
+// isLive reports whether the data plane runs the configuration with hash h.
+func (s *structureLane) isLive(h string) bool {
+	p := s.live.Load()
+	return p != nil && *p == h
+}
+
 // offer makes v the configuration to apply next, once the pacer's gap after the last reload has passed:
 // changes that arrive meanwhile coalesce into one reload of the newest.
 func (s *structureLane) offer(v modules.Rendered) {
 	s.latest.Set(v)
+	if s.isLive(v.Hash) {
+		// Nothing to reload: the lane only confirms it (wentLive), which must not wait for the pacer.
+		s.retry()
+		return
+	}
 	if wait := s.pacer.wait(); wait > 0 {
 		s.ctrl.Queue().AddAfter(applyKey{}, wait)
 		return
@@ -80,9 +95,9 @@ func (s *structureLane) apply(ctx context.Context, _ applyKey) error {
 		return nil
 	}
 	if v.Hash == s.applied {
-		// The same configuration again: the renderer published a change to the SNI table only (an
-		// Ingress switched TLS Secret), which the certificate lane applies. Nothing to reload or count.
-		s.wentLive(v, false, false)
+		// The same configuration again: the renderer published a change of routes or of the SNI table
+		// only, which the push lanes apply. Nothing to reload or count.
+		s.wentLive(v, nginx.Filled{Endpoints: true, Certificates: true, Routes: true})
 		return nil
 	}
 	if v.Hash != s.attempted {
@@ -106,6 +121,7 @@ func (s *structureLane) apply(ctx context.Context, _ applyKey) error {
 		return err
 	}
 	s.applied = v.Hash
+	s.live.Store(&v.Hash)
 	s.m.reloadGap.Set(s.pacer.reloaded().Seconds())
 	// Counted as soon as NGINX serves it: what follows asks NGINX about its stores, and the metrics must
 	// not lag behind the traffic meanwhile.
@@ -115,23 +131,23 @@ func (s *structureLane) apply(ctx context.Context, _ applyKey) error {
 	s.m.hash.Set(hashNumber(v.Hash))
 	// A reload keeps the shared dicts, except one whose size or definition changed: NGINX gives that one
 	// a new, empty zone, which needs a full push.
-	endpointsLost, certsLost := s.lostStores(ctx)
-	s.wentLive(v, endpointsLost, certsLost)
+	s.wentLive(v, s.keptStores(ctx))
 	return nil
 }
 
-// lostStores says which of the data plane's stores need a full push after a configuration went live:
-// those that the reload emptied. When the data plane cannot tell, both.
-func (s *structureLane) lostStores(ctx context.Context) (endpoints, certificates bool) {
+// keptStores says which of the data plane's stores a configuration that went live kept filled; the
+// others need a full push. When the data plane cannot tell, none.
+func (s *structureLane) keptStores(ctx context.Context) nginx.Filled {
 	f, err := s.applier.Filled(ctx)
 	if err != nil {
 		s.log.Warn("cannot tell whether the reload emptied the shared dicts; pushing everything", zap.Error(err))
-		return true, true
+		return nginx.Filled{}
 	}
-	if !f.Endpoints || !f.Certificates {
-		s.log.Info("pushing what the data plane lost in the reload", zap.Bool("endpoints", !f.Endpoints), zap.Bool("certificates", !f.Certificates))
+	if !f.Endpoints || !f.Certificates || !f.Routes {
+		s.log.Info("pushing what the data plane lost in the reload",
+			zap.Bool("routes", !f.Routes), zap.Bool("endpoints", !f.Endpoints), zap.Bool("certificates", !f.Certificates))
 	}
-	return !f.Endpoints, !f.Certificates
+	return f
 }
 
 // reloadFailed reports a configuration the data plane refused as a Warning Event on the controller's

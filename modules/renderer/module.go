@@ -6,7 +6,6 @@ package renderer
 import (
 	"context"
 	"fmt"
-	"maps"
 	"slices"
 	"strings"
 	"sync"
@@ -97,8 +96,10 @@ type Renderer struct {
 	usedServices map[types.NamespacedName]struct{}
 
 	// Touched only by sync (one worker).
-	lastHash     string
-	lastTLSHosts map[nginx.Hostname]types.NamespacedName
+	// published says a configuration went out; lastHash and lastModel are the last one's.
+	published bool
+	lastHash  string
+	lastModel nginx.Model
 	// reported remembers the last Event sent per Ingress, so an unchanged problem is not repeated on
 	// every render.
 	reported map[types.NamespacedName]string
@@ -314,14 +315,13 @@ func (r *Renderer) sync(context.Context, renderKey) error {
 		r.metrics.renders.WithLabelValues("error").Inc()
 		return fmt.Errorf("render nginx.conf: %w", err)
 	}
-	// The SNI table (which Secret each TLS host presents) is not part of nginx.conf: a change to it alone
-	// is published too, and the reloader applies it without a reload.
-	tlsHosts := model.TLSHosts()
-	if hash == r.lastHash && maps.Equal(tlsHosts, r.lastTLSHosts) {
+	// Routes and the SNI table (which Secret each TLS host presents) are not part of nginx.conf: a change
+	// to them alone is published too, and the reloader pushes it without a reload.
+	if r.published && hash == r.lastHash && model.SameRoutes(&r.lastModel) {
 		r.metrics.renders.WithLabelValues("unchanged").Inc()
 		return nil
 	}
-	r.lastHash, r.lastTLSHosts = hash, tlsHosts
+	r.published, r.lastHash, r.lastModel = true, hash, model
 	r.metrics.renders.WithLabelValues("changed").Inc()
 	r.metrics.confBytes.Set(float64(len(conf)))
 	r.log.Info("configuration rendered", zap.String("hash", hash), zap.Int("ingresses", build.Translated),

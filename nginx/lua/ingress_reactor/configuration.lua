@@ -6,6 +6,13 @@
 --   POST /configuration/certificates  {"full": bool, "certificates": {"<id>": {"cert": "<PEM>", "key": "<PEM>"} | null},
 --                                      "hosts": {"<host>": "<id>" | null}}
 --   GET  /configuration/certificates  {"hosts": {"<host>": "<id>"}, "certificates": ["<id>", ...], "filled": bool}
+--   POST /configuration/routes        {"full": bool, "hosts": {"<host>": {"redirect": bool, "routes": [...]} | null},
+--                                      "default_upstream": "<name>" | ""}
+--   GET  /configuration/routes        {"hosts": {...}, "default_upstream": "<name>", "filled": bool}
+--
+-- A routes entry is one server of the model (router.lua says how requests are matched); the host ""
+-- is the catch-all server. Each route is {"path": "/...", "exact": bool, "upstream": "<name>" | "",
+-- "redirect": bool, "deny": ["<hex>/<bits>", ...], "allow": [...]}.
 --
 -- "full": true replaces everything (entries not in the body are removed); otherwise only the listed
 -- entries change, and an empty endpoint list or a null removes one. A request is validated completely
@@ -28,12 +35,14 @@ local cjson = require("cjson.safe")
 local ssl = require("ngx.ssl")
 local balancer = require("ingress_reactor.balancer")
 local certificates = require("ingress_reactor.certificates")
+local router = require("ingress_reactor.router")
 
 local ngx = ngx
 local null = cjson.null
 
 local endpoints_dict = ngx.shared.ingress_reactor_endpoints
 local certificates_dict = ngx.shared.ingress_reactor_certificates
+local routes_dict = ngx.shared.ingress_reactor_routes
 
 local SEQUENCE = "seq"
 local FILLED = require("ingress_reactor.filled").KEY -- the marker of a full push; see above
@@ -546,6 +555,152 @@ function _M.certificates()
         end
         return dict_full(certificates_dict, "certificates", "--certificates-dict-size",
             { { "certificates", not_stored, #pending }, { "hosts", hosts_not_stored, host_count } }, body)
+    end
+    return respond(200, body)
+end
+
+local function get_routes()
+    if only_filled(routes_dict) then
+        return
+    end
+    local hosts = {}
+    for _, host in ipairs(keys_with_prefix(routes_dict, router.VERSION_PREFIX)) do
+        local entry = cjson.decode(routes_dict:get(router.DATA_PREFIX .. host) or "null")
+        if entry then
+            hosts[host] = entry
+        end
+    end
+    return respond(200, { hosts = hosts, default_upstream = routes_dict:get(router.DEFAULT_KEY) or "",
+        filled = filled(routes_dict) })
+end
+
+local function valid_upstream(u)
+    return u == "" or (type(u) == "string" and #u <= 255 and u:match("^[a-z0-9-]+$") ~= nil)
+end
+
+-- normalize_host checks one host entry and returns it in the form router.lua reads, or nil and why.
+local function normalize_host(host, entry)
+    if type(entry) ~= "table" or type(entry.routes) ~= "table" then
+        return nil, "host " .. host .. ": want an object with a \"routes\" list"
+    end
+    if entry.redirect ~= nil and type(entry.redirect) ~= "boolean" then
+        return nil, "host " .. host .. ": \"redirect\" must be a boolean"
+    end
+    local routes = {}
+    for i, r in ipairs(entry.routes) do
+        local where = "host " .. host .. ", route " .. i
+        if type(r) ~= "table" or type(r.path) ~= "string" or r.path:sub(1, 1) ~= "/" or #r.path > 4096
+            or r.path:find("[%c\"\\]") then
+            return nil, where .. ": \"path\" must be a path starting with '/'"
+        end
+        if r.upstream == nil then
+            r.upstream = ""
+        end
+        if not valid_upstream(r.upstream) then
+            return nil, where .. ": invalid upstream " .. tostring(r.upstream)
+        end
+        for _, flag in ipairs({ "exact", "redirect" }) do
+            if r[flag] ~= nil and type(r[flag]) ~= "boolean" then
+                return nil, where .. ": \"" .. flag .. "\" must be a boolean"
+            end
+        end
+        local out = { path = r.path, exact = r.exact or nil, upstream = r.upstream, redirect = r.redirect or nil }
+        for _, list in ipairs({ "deny", "allow" }) do
+            local ranges = r[list]
+            if ranges ~= nil then
+                if type(ranges) ~= "table" then
+                    return nil, where .. ": \"" .. list .. "\" must be a list"
+                end
+                for _, p in ipairs(ranges) do
+                    if not router.parse_prefix(p) then
+                        return nil, where .. ": source range " .. tostring(p) .. " is not <hex address>/<bits>"
+                    end
+                end
+                if #ranges > 0 then
+                    out[list] = ranges
+                end
+            end
+        end
+        routes[i] = out
+    end
+    local value = cjson.encode({ redirect = entry.redirect or nil, routes = routes })
+    -- cjson encodes an empty table as {}; the router only needs it to be a table.
+    return value
+end
+
+function _M.routes()
+    local method = ngx.req.get_method()
+    if method == "GET" then
+        return get_routes()
+    end
+    if method ~= "POST" then
+        return fail(405, "use GET or POST")
+    end
+    local req, err = decode_request()
+    if not req then
+        return fail(400, err)
+    end
+    if type(req.hosts) ~= "table" then
+        return fail(400, "\"hosts\" must be an object of host to routes")
+    end
+    if req.default_upstream ~= nil and not valid_upstream(req.default_upstream) then
+        return fail(400, "invalid default_upstream " .. tostring(req.default_upstream))
+    end
+
+    local updates, removals = {}, {}
+    for host, entry in pairs(req.hosts) do
+        if type(host) ~= "string" or (host ~= "" and not host:match("^[a-z0-9*][a-z0-9.-]*$")) or #host > 253 then
+            return fail(400, "invalid host " .. tostring(host))
+        end
+        if entry == null then
+            removals[#removals + 1] = host
+        else
+            local value
+            value, err = normalize_host(host, entry)
+            if not value then
+                return fail(400, err)
+            end
+            updates[host] = value
+        end
+    end
+    if req.full then
+        for _, host in ipairs(keys_with_prefix(routes_dict, router.VERSION_PREFIX)) do
+            if req.hosts[host] == nil then
+                removals[#removals + 1] = host
+            end
+        end
+    end
+
+    for _, host in ipairs(removals) do
+        routes_dict:delete(router.VERSION_PREFIX .. host)
+        routes_dict:delete(router.DATA_PREFIX .. host)
+    end
+    if req.default_upstream ~= nil or req.full then
+        local ok
+        ok, err = routes_dict:safe_set(router.DEFAULT_KEY, req.default_upstream or "")
+        if not ok then
+            return fail(500, "storing the default backend: " .. tostring(err))
+        end
+    end
+    if req.full then
+        mark_filled(routes_dict)
+    end
+    local changed, unchanged, not_stored, total = 0, 0, {}, 0
+    for _, host in ipairs(sorted(updates)) do
+        local value = updates[host]
+        total = total + 1
+        if routes_dict:get(router.DATA_PREFIX .. host) == value and routes_dict:get(router.VERSION_PREFIX .. host) then
+            unchanged = unchanged + 1
+        elseif store(routes_dict, router.DATA_PREFIX .. host, router.VERSION_PREFIX .. host, value) then
+            changed = changed + 1
+        else
+            not_stored[#not_stored + 1] = host
+        end
+    end
+    local body = { changed = changed, unchanged = unchanged, removed = #removals }
+    if #not_stored > 0 then
+        body.not_stored = not_stored
+        return dict_full(routes_dict, "routes", "--routes-dict-size", { { "hosts", not_stored, total } }, body)
     end
     return respond(200, body)
 end

@@ -1,0 +1,128 @@
+package reloader
+
+import (
+	"context"
+	"maps"
+
+	"github.com/ingress-reactor/ingress-reactor/nginx"
+)
+
+// routeBatch is one routes push: host -> encoded routes (nil for a host that is gone), and the default
+// backend when it changed.
+type routeBatch = nginx.RouteUpdate
+
+// routeStore is the routes lane's desired state: every server of the model, encoded for the Lua router,
+// and the hosts changed since the last push. Encoding happens when a model arrives, for the servers that
+// differ from the previous model's only: a change of one Ingress encodes one host.
+type routeStore struct {
+	servers  map[nginx.Hostname]*nginx.Server
+	encoded  map[nginx.Hostname][]byte
+	dirty    map[nginx.Hostname]struct{}
+	fallback nginx.UpstreamName
+	// fallbackDirty says the default backend changed since the last push.
+	fallbackDirty bool
+	// fromModel is set once a model has been taken: until then a full push would empty the router.
+	fromModel bool
+}
+
+func newRouteStore() *routeStore {
+	return &routeStore{
+		servers: map[nginx.Hostname]*nginx.Server{},
+		encoded: map[nginx.Hostname][]byte{},
+		dirty:   map[nginx.Hostname]struct{}{},
+	}
+}
+
+// catchAll stands in for a model without a catch-all server, so that the router always has one.
+var catchAll = &nginx.Server{}
+
+// useModel makes m's servers the desired routes. m's slices are not modified afterwards (models are
+// immutable once published), so the store keeps pointers into them.
+func (s *routeStore) useModel(m *nginx.Model) {
+	seen := make(map[nginx.Hostname]struct{}, len(m.Servers)+1)
+	set := func(srv *nginx.Server) {
+		seen[srv.Host] = struct{}{}
+		if old, ok := s.servers[srv.Host]; ok && (old == srv || old.Equal(srv)) {
+			s.servers[srv.Host] = srv
+			return
+		}
+		s.servers[srv.Host] = srv
+		s.encoded[srv.Host] = nginx.AppendRouteHostJSON(nil, srv)
+		s.dirty[srv.Host] = struct{}{}
+	}
+	if len(m.Servers) == 0 || m.Servers[0].Host != "" {
+		set(catchAll)
+	}
+	for i := range m.Servers {
+		set(&m.Servers[i])
+	}
+	for h := range s.servers {
+		if _, ok := seen[h]; !ok {
+			delete(s.servers, h)
+			delete(s.encoded, h)
+			s.dirty[h] = struct{}{}
+		}
+	}
+	if m.DefaultBackend != s.fallback || !s.fromModel {
+		s.fallback, s.fallbackDirty = m.DefaultBackend, true
+	}
+	s.fromModel = true
+}
+
+func (s *routeStore) take(full bool) (routeBatch, bool) {
+	var b routeBatch
+	if full {
+		b.Hosts = maps.Clone(s.encoded)
+	} else {
+		b.Hosts = make(map[nginx.Hostname][]byte, len(s.dirty))
+		for h := range s.dirty {
+			b.Hosts[h] = s.encoded[h] // nil for a host that is gone
+		}
+	}
+	if full || s.fallbackDirty {
+		d := s.fallback
+		b.DefaultUpstream = &d
+	}
+	s.dirty = map[nginx.Hostname]struct{}{}
+	s.fallbackDirty = false
+	return b, full || len(b.Hosts) > 0 || b.DefaultUpstream != nil
+}
+
+func (s *routeStore) send(ctx context.Context, a Applier, b routeBatch, full bool) error {
+	return a.SetRoutes(ctx, b, full)
+}
+
+// names lists the batch's hosts as the data plane names them ("" is the catch-all server).
+func (s *routeStore) names(b routeBatch) []string {
+	out := make([]string, 0, len(b.Hosts))
+	for h := range b.Hosts {
+		out = append(out, string(h))
+	}
+	return out
+}
+
+// failed marks the batch's hosts changed again, so the next push carries their current routes. A full
+// batch needs nothing here, as the lane pushes everything again.
+func (s *routeStore) failed(b routeBatch) {
+	for h := range b.Hosts {
+		s.dirty[h] = struct{}{}
+	}
+	if b.DefaultUpstream != nil {
+		s.fallbackDirty = true
+	}
+}
+
+// stored marks the hosts that did not fit as changed, so they go out with the next push.
+func (s *routeStore) stored(b routeBatch, partial *nginx.DictFullError) {
+	if partial == nil {
+		return
+	}
+	for _, name := range partial.NotStored {
+		if _, ok := b.Hosts[nginx.Hostname(name)]; ok {
+			s.dirty[nginx.Hostname(name)] = struct{}{}
+		}
+	}
+}
+
+// complete is true once the routes come from a model: before that a full push holds no routes.
+func (s *routeStore) complete() bool { return s.fromModel }

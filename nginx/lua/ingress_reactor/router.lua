@@ -1,0 +1,251 @@
+-- Host and path routing from a shared dict that the controller fills over the status server
+-- (configuration.lua), so that a change of Ingress routes is a push, never a reload. nginx.conf has one
+-- catch-all server whose location runs route() in the rewrite phase; the location then proxies to the
+-- upstream named in $proxy_upstream_name, which balancer.lua resolves to endpoints.
+--
+-- Matching (the Go model's Route does the same; a shared table test keeps them equal):
+--   server: the host's own entry, else the one-label wildcard "*.<host minus its first label>", else the
+--           catch-all entry "";
+--   path:   an Exact path equal to $uri, else the longest Prefix path that matches element-wise, else the
+--           server's fallback (the default backend, or 404).
+-- Then, in order: a route with "redirect" answers plain HTTP with 308 to HTTPS (when HTTPS is on); source
+-- ranges answer 403 to clients they do not admit; a route without upstream answers 404.
+--
+-- Each worker keeps the compiled entry of a host with the version it was compiled at: a request costs a
+-- few shared-dict reads, and an entry is decoded again only after it changed.
+local cjson = require("cjson.safe")
+local bit = require("bit")
+local filled = require("ingress_reactor.filled")
+
+local ngx = ngx
+local ngx_var = ngx.var
+local ngx_log = ngx.log
+local ERR = ngx.ERR
+local byte = string.byte
+local sub = string.sub
+local find = string.find
+local band = bit.band
+local lshift = bit.lshift
+
+local dict = ngx.shared.ingress_reactor_routes
+
+local _M = {}
+
+-- Shared-dict keys; configuration.lua writes them.
+_M.VERSION_PREFIX = "v:"
+_M.DATA_PREFIX = "h:"
+_M.DEFAULT_KEY = "default" -- the default backend's upstream ("" for the built-in 404)
+
+-- host -> { version, exact = { path -> route }, prefix = { path -> route }, fallback_redirect }
+local cache = {}
+
+-- parse_prefix turns "<hex>/<bits>" into { bytes, bits, whole bytes, mask of the partial byte }, or nil.
+function _M.parse_prefix(s)
+    if type(s) ~= "string" then
+        return nil
+    end
+    local hex, bits = s:match("^(%x+)/(%d+)$")
+    if not hex or (#hex ~= 8 and #hex ~= 32) then
+        return nil
+    end
+    bits = tonumber(bits)
+    local n = #hex / 2
+    if bits > n * 8 then
+        return nil
+    end
+    local raw = hex:gsub("%x%x", function(h)
+        return string.char(tonumber(h, 16))
+    end)
+    local whole = math.floor(bits / 8)
+    local rest = bits % 8
+    return {
+        bytes = raw,
+        head = sub(raw, 1, whole),
+        whole = whole,
+        mask = rest > 0 and band(lshift(0xff, 8 - rest), 0xff) or nil,
+        last = rest > 0 and band(byte(raw, whole + 1), band(lshift(0xff, 8 - rest), 0xff)) or nil,
+    }
+end
+
+local function contains(p, addr)
+    if #addr ~= #p.bytes then
+        return false
+    end
+    if p.whole > 0 and sub(addr, 1, p.whole) ~= p.head then
+        return false
+    end
+    if not p.mask then
+        return true
+    end
+    return band(byte(addr, p.whole + 1), p.mask) == p.last
+end
+
+local function compile_ranges(list)
+    if type(list) ~= "table" or #list == 0 then
+        return nil
+    end
+    local out = {}
+    for i, s in ipairs(list) do
+        local p = _M.parse_prefix(s)
+        if not p then
+            return nil, "bad source range " .. tostring(s)
+        end
+        out[i] = p
+    end
+    return out
+end
+
+-- compile builds the lookup tables of a host entry (validated by configuration.lua when stored).
+local function compile(raw, version)
+    local h, err = cjson.decode(raw)
+    if type(h) ~= "table" or type(h.routes) ~= "table" then
+        return nil, err or "not an object with routes"
+    end
+    local e = { version = version, exact = {}, prefix = {}, redirect = h.redirect == true }
+    for _, r in ipairs(h.routes) do
+        local route = { upstream = r.upstream or "", redirect = r.redirect == true }
+        route.deny, err = compile_ranges(r.deny)
+        if err then
+            return nil, err
+        end
+        route.allow, err = compile_ranges(r.allow)
+        if err then
+            return nil, err
+        end
+        route.ranges = route.deny ~= nil or route.allow ~= nil
+        local into = r.exact and e.exact or e.prefix
+        if into[r.path] == nil then
+            into[r.path] = route
+        end
+    end
+    return e
+end
+
+local function lookup(host)
+    local version = dict:get(_M.VERSION_PREFIX .. host)
+    if not version then
+        cache[host] = nil
+        return nil
+    end
+    local e = cache[host]
+    if e and e.version == version then
+        return e
+    end
+    local raw = dict:get(_M.DATA_PREFIX .. host)
+    if not raw then
+        return nil
+    end
+    local err
+    e, err = compile(raw, version)
+    if not e then
+        ngx_log(ERR, "routes of host ", host == "" and "(catch-all)" or host, " are unreadable: ", err)
+        return nil
+    end
+    cache[host] = e
+    return e
+end
+
+-- server returns the entry that serves host: its own, its one-label wildcard's, or the catch-all's.
+local function server(host)
+    local e = lookup(host)
+    if e then
+        return e
+    end
+    local dot = find(host, ".", 1, true)
+    if dot then
+        e = lookup("*" .. sub(host, dot))
+        if e then
+            return e
+        end
+    end
+    return lookup("")
+end
+
+-- match returns the route of uri in entry e, or nil for the fallback. Candidates for Prefix paths are
+-- uri itself and uri cut before each "/" from the right ("/a/b/c", "/a/b", "/a", "/"): the first one
+-- that is a Prefix path is the longest that matches element-wise.
+local function match_head(p)
+    return p:match("^(.*)/")
+end
+
+local function match(e, uri)
+    local r = e.exact[uri]
+    if r then
+        return r
+    end
+    local prefix = e.prefix
+    local p = uri
+    while true do
+        r = prefix[p]
+        if r or p == "/" then
+            return r
+        end
+        local head = match_head(p)
+        if not head then
+            return nil
+        end
+        p = head == "" and "/" or head
+    end
+end
+
+-- client returns the client's address as 4 or 16 bytes; IPv4-mapped IPv6 addresses as IPv4.
+local MAPPED = "\0\0\0\0\0\0\0\0\0\0\255\255"
+local function client()
+    local a = ngx_var.binary_remote_addr
+    if #a == 16 and sub(a, 1, 12) == MAPPED then
+        return sub(a, 13)
+    end
+    return a
+end
+
+local function admits(route)
+    local addr = client()
+    if route.deny then
+        for _, p in ipairs(route.deny) do
+            if contains(p, addr) then
+                return false
+            end
+        end
+    end
+    if route.allow then
+        for _, p in ipairs(route.allow) do
+            if contains(p, addr) then
+                return true
+            end
+        end
+        return false
+    end
+    return true
+end
+
+-- route runs in the rewrite phase of the catch-all location.
+function _M.route()
+    local host = ngx_var.host or ""
+    local e = server(host)
+    if not e and filled.wait(dict, "routes") then
+        e = server(host) -- the first full push arrived while this request waited
+    end
+    if not e then
+        ngx_log(ERR, "no routes pushed since NGINX started ", filled.WAIT, " s ago at least; answering 503")
+        return ngx.exit(ngx.HTTP_SERVICE_UNAVAILABLE)
+    end
+    local r = match(e, ngx_var.uri)
+    local upstream, redirect
+    if r then
+        upstream, redirect = r.upstream, r.redirect
+    else
+        upstream, redirect = dict:get(_M.DEFAULT_KEY) or "", e.redirect
+    end
+    if redirect and ngx_var.scheme == "http" and ngx_var.ingress_reactor_https == "1" then
+        return ngx.redirect("https://" .. host .. (ngx_var.ingress_reactor_https_port_suffix or "") .. ngx_var.request_uri, 308)
+    end
+    if r and r.ranges and not admits(r) then
+        return ngx.exit(ngx.HTTP_FORBIDDEN)
+    end
+    if upstream == "" then
+        return ngx.exit(ngx.HTTP_NOT_FOUND)
+    end
+    ngx_var.proxy_upstream_name = upstream
+end
+
+return _M
