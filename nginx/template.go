@@ -384,7 +384,6 @@ type view struct {
 	RedirectPortSuffix string
 	StatusListen       string
 	StatusToken        string
-
 }
 
 type tempDirs struct {
