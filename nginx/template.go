@@ -280,6 +280,9 @@ func ParseTemplate(text string) (*Template, error) {
 		Locations: []Location{{Path: "/", PathType: PathPrefix, Upstream: "probe-upstream-80-00000000", SSLRedirect: true,
 			Access: &SourceRanges{Deny: []netip.Prefix{netip.MustParsePrefix("192.0.2.0/24")}, Allow: []netip.Prefix{netip.MustParsePrefix("0.0.0.0/0")}}}}}}}
 	conf, _, err := t.Render(m, probe)
+	if err != nil && strings.Contains(err.Error(), "can't evaluate field Servers") {
+		return nil, fmt.Errorf("%w (hosts and paths are no longer in nginx.conf: the Lua router serves them; start again from the embedded template, nginx/nginx.tmpl)", err)
+	}
 	if err != nil {
 		return nil, err
 	}

@@ -20,6 +20,7 @@ import (
 // Metrics of the data plane that these tests read, besides harness.ReloadsMetric.
 const (
 	endpointUpdatesMetric = "ingress_reactor_endpoint_updates_total"
+	routeUpdatesMetric    = "ingress_reactor_route_updates_total"
 	ingressesRejected     = "ingress_reactor_ingresses_rejected"
 	nginxRestartsMetric   = "ingress_reactor_nginx_restarts_total"
 	rendersMetric         = "ingress_reactor_renders_total"
@@ -208,9 +209,9 @@ func TestRoutingFollowsEndpointSliceChangesWithoutReload(t *testing.T) {
 	}
 }
 
-// TestRoutingFollowsIngressUpdatesAndDeletion: changing an Ingress's path or backend
-// takes effect after a reload (the old path stops routing), and deleting the Ingress
-// leaves its host to NGINX's 404.
+// TestRoutingFollowsIngressUpdatesAndDeletion: changing an Ingress's path or backend, and
+// deleting it, take effect through the Lua router without a reload (the old path stops
+// routing at once; a deleted Ingress's host gets the 404).
 func TestRoutingFollowsIngressUpdatesAndDeletion(t *testing.T) {
 	f := harness.New(t)
 	web := f.StartBackend("web", false)
@@ -223,22 +224,25 @@ func TestRoutingFollowsIngressUpdatesAndDeletion(t *testing.T) {
 	f.CreateIngress(f.Ingress("app", "app.example", harness.IngressBackend{Path: "/v1", Service: "web", Port: 80}))
 	r.WaitServedBy("app.example", "/v1/items", "web")
 	reloads := r.WaitConfigSettled()
+	pushes := r.MetricValue(routeUpdatesMetric, map[string]string{"result": "success"})
 	requireNotRouted(t, r, "app.example", "/v2")
 
 	f.UpdateIngress("app", func(ing *networkingv1.Ingress) { ing.Spec.Rules[0].HTTP.Paths[0].Path = "/v2" })
 	r.WaitServedBy("app.example", "/v2/items", "web")
-	r.WaitNotRouted("app.example", "/v1/items")
-	if after := r.WaitConfigSettled(); after <= reloads {
-		t.Errorf("%s stayed at %g although the new path routes; a path change needs a reload", harness.ReloadsMetric, after)
-	}
+	requireNotRouted(t, r, "app.example", "/v1/items")
 
 	f.UpdateIngress("app", func(ing *networkingv1.Ingress) { ing.Spec.Rules[0].HTTP.Paths[0].Backend.Service.Name = "api" })
 	r.WaitServedBy("app.example", "/v2/items", "api")
-	r.WaitConfigSettled()
 	requireOnly(t, r, "app.example", "/v2/items", "api")
 
 	f.DeleteIngress("app")
 	r.WaitNotRouted("app.example", "/v2/items")
+	if after := r.WaitConfigSettled(); after != reloads {
+		t.Errorf("%s went from %g to %g: Ingress changes must not reload NGINX", harness.ReloadsMetric, reloads, after)
+	}
+	if got := r.MetricValue(routeUpdatesMetric, map[string]string{"result": "success"}); got < pushes+3 {
+		t.Errorf("%s{result=success} went from %g to %g for three Ingress changes", routeUpdatesMetric, pushes, got)
+	}
 }
 
 // TestRoutingRejectsBadIngressAlone: Ingresses the API server accepts but the controller
