@@ -172,7 +172,7 @@ func BindFlags(fs *flag.FlagSet, c *Config) {
 		"RSA-2048 certificates with a two-certificate chain. When it is full, hosts whose certificate does not fit get the default "+
 		"certificate and the controller logs \"certificates dict full\". Memory is used as certificates are stored. %d to %d.", 1, maxDictSizeMB))
 	fs.IntVar(&c.RoutesDictSize, "routes-dict-size", c.RoutesDictSize, fmt.Sprintf("Size in MB of NGINX's shared memory for host and path routes, which change without reloads "+
-		"(no ingress-nginx equivalent: it writes routes into nginx.conf). 1 MB holds about 3,000 hosts of two paths each. When it is full, hosts whose routes do not fit "+
+		"(no ingress-nginx equivalent: it writes routes into nginx.conf). 1 MB holds about 2,500 hosts of two paths each. When it is full, hosts whose routes do not fit "+
 		"keep their previous routes (a new host is served by the catch-all rules) and the controller logs \"routes dict full\". %d to %d.", 1, maxDictSizeMB))
 
 	fs.StringVar(&c.SSLDir, "ssl-dir", c.SSLDir, "Directory (mode 0700) for the default certificate file NGINX reads (mode 0600); Secret certificates reach NGINX without files.")

@@ -3,6 +3,7 @@ package nginx
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -274,5 +275,64 @@ func TestRouteHostJSON(t *testing.T) {
 	}
 	if got := string(appendJSONString(nil, "/a\"b\\c\x01")); got != `"/a\"b\\c\u0001"` {
 		t.Errorf("JSON string %s", got)
+	}
+}
+
+// TestRoutesDictFull fills a 1 MB routes dict with hosts of two paths (the flag's help says how many fit):
+// the push that does not fit answers a *DictFullError naming the hosts left out, and everything else
+// is live.
+func TestRoutesDictFull(t *testing.T) {
+	requireNginx(t)
+	cfg := testRenderConfig(t, nginxDir(t))
+	cfg.HTTPSPort = 0
+	cfg.RoutesDictMB = 1
+	rt := testRuntime(t, cfg, nil)
+	ctx := context.Background()
+	applyModel(t, rt, Model{}, cfg)
+
+	host := func(i int) Hostname { return Hostname(fmt.Sprintf("host-%05d.tenant-%03d.example.com", i, i%100)) }
+	server := func(i int) []byte {
+		up := up(fmt.Sprintf("tenant-%03d", i%100), fmt.Sprintf("service-%05d", i), 80).Name
+		return AppendRouteHostJSON(nil, &Server{Host: host(i), Locations: []Location{
+			{Path: "/api", PathType: PathPrefix, Upstream: up}, {Path: "/", PathType: PathPrefix, Upstream: up}}})
+	}
+	const batch = 500
+	stored := 0
+	var full *DictFullError
+	for round := 0; full == nil; round++ {
+		if round == 40 {
+			t.Fatal("1 MB holds 20,000 hosts?")
+		}
+		u := RouteUpdate{Hosts: map[Hostname][]byte{}}
+		for i := round * batch; i < (round+1)*batch; i++ {
+			u.Hosts[host(i)] = server(i)
+		}
+		err := rt.Client().PushRoutes(ctx, u)
+		if err != nil && !errors.As(err, &full) {
+			t.Fatalf("push: %v", err)
+		}
+		stored += batch
+		if full != nil {
+			stored -= len(full.NotStored)
+			if !strings.Contains(err.Error(), "routes dict full: raise --routes-dict-size (now 1 MB)") {
+				t.Errorf("the error does not name the cause: %v", err)
+			}
+		}
+	}
+	t.Logf("%d hosts of two paths fit into 1 MB", stored)
+	if stored < 2400 {
+		t.Errorf("only %d hosts fit into 1 MB; --routes-dict-size's help promises about 2,500", stored)
+	}
+	live, _, err := rt.Client().Routes(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := live[""]; !ok || len(live) != stored+1 {
+		t.Errorf("%d hosts live, want the %d stored and the catch-all", len(live), stored)
+	}
+	for _, h := range full.NotStored {
+		if _, ok := live[Hostname(h)]; ok {
+			t.Errorf("host %s reported not stored is live", h)
+		}
 	}
 }

@@ -563,15 +563,20 @@ local function get_routes()
     if only_filled(routes_dict) then
         return
     end
-    local hosts = {}
+    -- The stored entries are JSON already; decoding and encoding them again would turn an empty route
+    -- list into an object.
+    local parts = {}
     for _, host in ipairs(keys_with_prefix(routes_dict, router.VERSION_PREFIX)) do
-        local entry = cjson.decode(routes_dict:get(router.DATA_PREFIX .. host) or "null")
-        if entry then
-            hosts[host] = entry
+        local raw = routes_dict:get(router.DATA_PREFIX .. host)
+        if raw then
+            parts[#parts + 1] = cjson.encode(host) .. ":" .. raw
         end
     end
-    return respond(200, { hosts = hosts, default_upstream = routes_dict:get(router.DEFAULT_KEY) or "",
-        filled = filled(routes_dict) })
+    ngx.status = 200
+    ngx.header["Content-Type"] = "application/json"
+    ngx.say('{"hosts":{', table.concat(parts, ","), '},"default_upstream":',
+        cjson.encode(routes_dict:get(router.DEFAULT_KEY) or ""), ',"filled":', tostring(filled(routes_dict)), "}")
+    return ngx.exit(200)
 end
 
 local function valid_upstream(u)
@@ -623,9 +628,11 @@ local function normalize_host(host, entry)
         end
         routes[i] = out
     end
-    local value = cjson.encode({ redirect = entry.redirect or nil, routes = routes })
-    -- cjson encodes an empty table as {}; the router only needs it to be a table.
-    return value
+    if #routes == 0 then
+        -- cjson would encode the empty list as an object.
+        return entry.redirect and '{"redirect":true,"routes":[]}' or '{"routes":[]}'
+    end
+    return cjson.encode({ redirect = entry.redirect or nil, routes = routes })
 end
 
 function _M.routes()
