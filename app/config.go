@@ -155,7 +155,8 @@ func BindFlags(fs *flag.FlagSet, c *Config) {
 	fs.StringVar(&c.WorkerProcesses, "worker-processes", c.WorkerProcesses, "NGINX worker_processes: a number or auto.")
 	fs.StringVar(&c.TemplatePath, "template", c.TemplatePath, "Path to an nginx.conf template (Go text/template) that replaces the embedded one, nginx/nginx.tmpl in the source; the file is watched for changes. "+
 		"It must keep the status server's /configuration/hash location, its \"set $ingress_reactor_token {{.StatusToken}};\" line and the access_by_lua_block that calls require(\"ingress_reactor.configuration\").authorize(), "+
-		"and the public server's rewrite_by_lua_block that calls require(\"ingress_reactor.router\").route(), or it is refused. Hosts and paths are not in the template: the Lua router serves them.")
+		"the status server's location = /configuration/routes, \"lua_shared_dict ingress_reactor_routes\", and the public location's rewrite_by_lua_block that calls require(\"ingress_reactor.router\").route() "+
+		"and \"set $ingress_reactor_https 1;\", or it is refused. Hosts and paths are not in the template: the Lua router serves them.")
 	fs.StringVar(&c.HostOwnership, "host-ownership", c.HostOwnership, "Who may route paths of a host: shared (Ingresses of every namespace, as in ingress-nginx; "+
 		"a path that takes requests from another namespace's path gets a Normal PathTakeover Event on both Ingresses) or namespace "+
 		"(the namespace of the oldest Ingress routing a host owns it; other namespaces' rules for it are not served and get a Warning Conflict Event naming the owner).")
@@ -172,8 +173,8 @@ func BindFlags(fs *flag.FlagSet, c *Config) {
 		"RSA-2048 certificates with a two-certificate chain. When it is full, hosts whose certificate does not fit get the default "+
 		"certificate and the controller logs \"certificates dict full\". Memory is used as certificates are stored. %d to %d.", 1, maxDictSizeMB))
 	fs.IntVar(&c.RoutesDictSize, "routes-dict-size", c.RoutesDictSize, fmt.Sprintf("Size in MB of NGINX's shared memory for host and path routes, which change without reloads "+
-		"(no ingress-nginx equivalent: it writes routes into nginx.conf). 1 MB holds about 2,500 hosts of two paths each. When it is full, hosts whose routes do not fit "+
-		"keep their previous routes (a new host is served by the catch-all rules) and the controller logs \"routes dict full\". %d to %d.", 1, maxDictSizeMB))
+		"(no ingress-nginx equivalent: it writes routes into nginx.conf). 1 MB holds about 2,500 hosts of two paths each. When it is full, a host whose changed routes do not fit "+
+		"answers 503 rather than keep its previous rules, a new host that does not fit is served by the wildcard or catch-all rules, and the controller logs \"routes dict full\". %d to %d.", 1, maxDictSizeMB))
 
 	fs.StringVar(&c.SSLDir, "ssl-dir", c.SSLDir, "Directory (mode 0700) for the default certificate file NGINX reads (mode 0600); Secret certificates reach NGINX without files.")
 	fs.StringVar(&c.DefaultSSLCertificate, "default-ssl-certificate", c.DefaultSSLCertificate, "Secret (namespace/name) with the certificate for hosts without one. Empty means a generated self-signed certificate.")

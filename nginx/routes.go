@@ -16,7 +16,8 @@ import (
 // The router and Model.Route below implement the same matching; a table test runs one corpus against
 // both. For a request's host (lower case, without port or trailing dot):
 //   - the server is the host's own, else the one-label wildcard that covers it ("*.example.com" covers
-//     "a.example.com", not "a.b.example.com" nor "example.com"), else the catch-all server (Host "");
+//     "a.example.com", not "a.b.example.com", "example.com" nor ".example.com"), else the catch-all
+//     server (Host "");
 //   - within it, an Exact path equal to the request path wins; else the longest Prefix path that matches
 //     element-wise ("/foo" matches "/foo", "/foo/" and "/foo/bar", not "/foobar"); else the server's
 //     fallback: the default backend, or a built-in 404.
@@ -164,7 +165,7 @@ type RouteResult struct {
 func (m *Model) Route(host, path string) RouteResult {
 	s := m.server(Hostname(host))
 	if s == nil && host != "" {
-		if dot := strings.IndexByte(host, '.'); dot >= 0 {
+		if dot := strings.IndexByte(host, '.'); dot > 0 {
 			s = m.server(Hostname("*" + host[dot:]))
 		}
 	}

@@ -8,6 +8,8 @@ import (
 	"io"
 	"net/http"
 	"net/netip"
+	pathpkg "path"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -39,6 +41,9 @@ func routeCorpus() map[string]routeCase {
 			requests: map[string]string{
 				"http://a.example.com/foo": "web", "http://a.example.com/foo/": "web", "http://a.example.com/foo/bar/baz": "web",
 				"http://a.example.com/foobar": "404", "http://a.example.com/fo": "404", "http://a.example.com/": "404",
+				// NGINX normalizes the path before routing: dot segments, double slashes, percent-encoding.
+				"http://a.example.com/x/../foo/./bar": "web", "http://a.example.com//foo": "web", "http://a.example.com/fo%6F/x": "web",
+				"http://a.example.com/foo/" + strings.Repeat("a/", 2000): "web", "http://a.example.com/" + strings.Repeat("foo", 1000): "404",
 			},
 		},
 		"Exact wins over Prefix at equal length; Prefix / covers the rest": {
@@ -72,7 +77,7 @@ func routeCorpus() map[string]routeCase {
 				"http://a.example.com/": "web", "http://A.Example.COM/": "web", "http://a.example.com:8080/p": "web",
 				"http://a.example.com./": "web", "http://b.example.com/": "api", "http://b.c.example.com/": "fallback",
 				"http://b.c.example.com/x": "web", "http://example.com/": "fallback", "http://unknown.org/x": "web",
-				"http://10.1.2.3/x": "web",
+				"http://10.1.2.3/x": "web", "http://.example.com/": "fallback",
 			},
 		},
 		"a host's unmatched paths go to the default backend, not to the catch-all rules": {
@@ -134,6 +139,16 @@ func normalizeHost(h string) string {
 	return strings.TrimSuffix(strings.ToLower(h), ".")
 }
 
+// normalizePath does to a decoded path what NGINX does before $uri: dot segments resolved, slashes
+// merged, a trailing slash kept.
+func normalizePath(p string) string {
+	c := pathpkg.Clean(p)
+	if strings.HasSuffix(p, "/") && c != "/" {
+		c += "/"
+	}
+	return c
+}
+
 // modelOutcome is the outcome the Go model gives a request.
 func modelOutcome(t *testing.T, m *Model, raw string) string {
 	t.Helper()
@@ -142,7 +157,7 @@ func modelOutcome(t *testing.T, m *Model, raw string) string {
 		t.Fatal(err)
 	}
 	host := normalizeHost(req.URL.Host)
-	r := m.Route(host, req.URL.Path)
+	r := m.Route(host, normalizePath(req.URL.Path))
 	switch {
 	case r.Redirect && req.URL.Scheme == "http":
 		return "308 https://" + host + ":" + strconv.Itoa(redirectPort) + req.URL.RequestURI()
@@ -334,5 +349,35 @@ func TestRoutesDictFull(t *testing.T) {
 		if _, ok := live[Hostname(h)]; ok {
 			t.Errorf("host %s reported not stored is live", h)
 		}
+	}
+
+	// A stored host whose changed routes no longer fit answers 503, not with its previous routes.
+	backend := httpServer(t, func(w http.ResponseWriter, _ *http.Request) { _, _ = io.WriteString(w, "previous routes") })
+	if err := rt.Client().PushEndpoints(ctx, map[UpstreamName][]Endpoint{up("tenant-000", "service-00000", 80).Name: {backend}}); err != nil {
+		t.Fatal(err)
+	}
+	get := func() int {
+		req, _ := http.NewRequest(http.MethodGet, fmt.Sprintf("http://127.0.0.1:%d/api", cfg.HTTPPort), nil)
+		req.Host = string(host(0))
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	if code := get(); code != http.StatusOK {
+		t.Fatalf("host %s before the change: %d", host(0), code)
+	}
+	big := Server{Host: host(0)}
+	for i := range 3000 {
+		big.Locations = append(big.Locations, Location{Path: fmt.Sprintf("/path-%04d", i), PathType: PathPrefix, Upstream: "x"})
+	}
+	err = rt.Client().PushRoutes(ctx, RouteUpdate{Hosts: map[Hostname][]byte{host(0): AppendRouteHostJSON(nil, &big)}})
+	if !errors.As(err, &full) || !slices.Equal(full.NotStored, []string{string(host(0))}) {
+		t.Fatalf("push of a host too big: %v", err)
+	}
+	if code := get(); code != http.StatusServiceUnavailable {
+		t.Errorf("a host whose changed routes did not fit answers %d, want 503", code)
 	}
 }

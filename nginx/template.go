@@ -292,11 +292,16 @@ func ParseTemplate(text string) (*Template, error) {
 	if !bytes.Contains(conf, []byte(`set $ingress_reactor_token "`+probe.StatusToken+`";`)) {
 		return nil, errors.New("nginx template must keep \"set $ingress_reactor_token {{.StatusToken}};\" in the status server: NGINX refuses endpoint and certificate updates without it")
 	}
-	if !bytes.Contains(conf, []byte(`require("ingress_reactor.router").route()`)) {
-		return nil, errors.New("nginx template must keep the public server's rewrite_by_lua_block that calls require(\"ingress_reactor.router\").route(): routes live in the Lua router, not in nginx.conf")
-	}
-	if !bytes.Contains(conf, []byte(`require("ingress_reactor.configuration").authorize()`)) {
-		return nil, errors.New("nginx template must keep the status server's access_by_lua_block that calls require(\"ingress_reactor.configuration\").authorize(): without it any local process could read and change the dynamic configuration")
+	for _, need := range []struct{ text, why string }{
+		{`require("ingress_reactor.router").route()`, "the public server's rewrite_by_lua_block that calls require(\"ingress_reactor.router\").route(): routes live in the Lua router, not in nginx.conf"},
+		{"location = /configuration/routes", "the status server's location = /configuration/routes: the controller pushes routes through it"},
+		{"lua_shared_dict ingress_reactor_routes", "lua_shared_dict ingress_reactor_routes {{.RoutesDictMB}}m: the router reads routes from it"},
+		{"set $ingress_reactor_https 1;", "\"set $ingress_reactor_https 1;\" in the public location when HTTPS is on ({{if .HTTPS}}): without it no request is redirected to HTTPS"},
+		{`require("ingress_reactor.configuration").authorize()`, "the status server's access_by_lua_block that calls require(\"ingress_reactor.configuration\").authorize(): without it any local process could read and change the dynamic configuration"},
+	} {
+		if !bytes.Contains(conf, []byte(need.text)) {
+			return nil, errors.New("nginx template must keep " + need.why)
+		}
 	}
 	return t, nil
 }

@@ -176,7 +176,8 @@ func TestRenderRejects(t *testing.T) {
 const statusAuthorize = `access_by_lua_block { require("ingress_reactor.configuration").authorize() }`
 
 // routerCall is the public server's call of the router that every template must keep.
-const routerCall = ` rewrite_by_lua_block { require("ingress_reactor.router").route() }`
+const routerCall = ` rewrite_by_lua_block { require("ingress_reactor.router").route() } location = /configuration/routes
+	lua_shared_dict ingress_reactor_routes {{.RoutesDictMB}}m; {{if .HTTPS}}set $ingress_reactor_https 1;{{end}}`
 
 func TestParseTemplate(t *testing.T) {
 	tests := map[string]struct {
@@ -189,6 +190,8 @@ func TestParseTemplate(t *testing.T) {
 		"no config hash location":    {text: "events {}", wantErr: "must serve /configuration/hash"},
 		"no status token":            {text: "/configuration/hash {{.ConfigHash}}", wantErr: "must keep \"set $ingress_reactor_token {{.StatusToken}};\""},
 		"no router":                  {text: "/configuration/hash {{.ConfigHash}} set $ingress_reactor_token {{.StatusToken}}; " + statusAuthorize, wantErr: "must keep the public server's rewrite_by_lua_block"},
+		"no routes location":         {text: "/configuration/hash {{.ConfigHash}} set $ingress_reactor_token {{.StatusToken}}; " + statusAuthorize + strings.Replace(routerCall, "location = /configuration/routes", "", 1), wantErr: "location = /configuration/routes"},
+		"no HTTPS flag":              {text: "/configuration/hash {{.ConfigHash}} set $ingress_reactor_token {{.StatusToken}}; " + statusAuthorize + strings.Replace(routerCall, "set $ingress_reactor_https 1;", "", 1), wantErr: "set $ingress_reactor_https 1;"},
 		"no token check on reads":    {text: "/configuration/hash {{.ConfigHash}} set $ingress_reactor_token {{.StatusToken}}; " + routerCall, wantErr: "must keep the status server's access_by_lua_block"},
 		"routes are not in the view": {text: "{{range .Servers}}{{end}} /configuration/hash {{.ConfigHash}} set $ingress_reactor_token {{.StatusToken}}; " + statusAuthorize + routerCall, wantErr: "can't evaluate field Servers"},
 		"a minimal template":         {text: "/configuration/hash {{.ConfigHash}} set $ingress_reactor_token {{.StatusToken}}; " + statusAuthorize + routerCall},

@@ -62,10 +62,11 @@ func id(name string) string { return nginx.CertificateID(secret(name)) }
 
 func (s *certState) feed(in certInput) {
 	if in.hosts != nil {
-		s.hosts = map[nginx.Hostname]types.NamespacedName{}
+		hosts := map[nginx.Hostname]types.NamespacedName{}
 		for h, name := range in.hosts {
-			s.hosts[h] = secret(name)
+			hosts[h] = secret(name)
 		}
+		s.useHosts(hosts)
 	}
 	for _, c := range in.certs {
 		s.apply(c)

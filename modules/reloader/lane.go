@@ -135,6 +135,13 @@ func (l *pushLane[B]) push(ctx context.Context, _ laneKey) error {
 		return nil // the first start pushes everything
 	}
 	full, fullFor := l.full, l.fullFor
+	if full && !l.store.complete() {
+		// A full push now would replace the data plane's store with an incomplete one (the first start
+		// reports before the first model arrived): requests would find nothing instead of waiting for
+		// it. The change that completes the store pushes everything.
+		l.mu.Unlock()
+		return nil
+	}
 	l.full = false
 	batch, send := l.store.take(full)
 	if !send {

@@ -6,8 +6,7 @@
 //   - certificates (certificates.go): pushes certificates and the SNI host table, without a reload.
 //
 // The push lanes are one type, pushLane (lane.go), over different stores. Routes and the SNI host table
-// come from each Rendered's model: at once when its configuration is the live one (the usual case, as
-// nginx.conf does not hold routes), else when the structure lane has made it live.
+// come from each Rendered's model at once: nginx.conf holds neither.
 package reloader
 
 import (
@@ -151,29 +150,27 @@ func New(p Params) (ReadyResult, error) {
 	}, nil
 }
 
-// rendered takes a new configuration. Its routes and SNI host table go to the push lanes at once when
-// the data plane already runs its nginx.conf (a change of Ingresses renders the same text); otherwise the
-// structure lane applies it first and wentLive passes them on, so that routes never refer to anything
-// the running configuration lacks.
+// rendered takes a new configuration. Its routes and SNI host table go to the push lanes at once, in
+// the order the renderer published them: nginx.conf holds neither, so they never wait for a reload (nor
+// for a configuration NGINX refuses, such as a broken --template). The structure lane applies the
+// configuration itself when its hash is new.
 func (r *Reloader) rendered(v modules.Rendered) {
-	if r.structure.isLive(v.Hash) {
-		r.useModel(v, false, false, false)
-	}
+	r.routes.change(func() { r.routeStore.useModel(&v.Model) }, false)
+	hosts := v.Model.TLSHosts()
+	r.certs.change(func() { r.certStore.useHosts(hosts) }, false)
 	r.structure.offer(v)
 }
 
-// wentLive is called by the structure lane once v's configuration runs, with the stores its reload emptied.
-func (r *Reloader) wentLive(v modules.Rendered, kept nginx.Filled) {
-	r.useModel(v, !kept.Routes, !kept.Endpoints, !kept.Certificates)
-}
-
-// useModel makes v's routes and SNI host table the desired ones and schedules their pushes; full pushes
-// of the stores named.
-func (r *Reloader) useModel(v modules.Rendered, routesFull, endpointsFull, certsFull bool) {
-	r.routes.change(func() { r.routeStore.useModel(&v.Model) }, routesFull)
-	hosts := v.Model.TLSHosts()
-	r.certs.change(func() { r.certStore.useHosts(hosts) }, certsFull)
-	if endpointsFull {
+// wentLive is called by the structure lane once a configuration runs, with the stores its reload kept
+// filled: the others get a full push.
+func (r *Reloader) wentLive(_ modules.Rendered, kept nginx.Filled) {
+	if !kept.Routes {
+		r.routes.change(nil, true)
+	}
+	if !kept.Certificates {
+		r.certs.change(nil, true)
+	}
+	if !kept.Endpoints {
 		r.endpoints.change(nil, true)
 	}
 }

@@ -12,7 +12,8 @@
 --
 -- A routes entry is one server of the model (router.lua says how requests are matched); the host ""
 -- is the catch-all server. Each route is {"path": "/...", "exact": bool, "upstream": "<name>" | "",
--- "redirect": bool, "deny": ["<hex>/<bits>", ...], "allow": [...]}.
+-- "redirect": bool, "deny": ["<hex>/<bits>", ...], "allow": [...]}. A changed host whose new routes do
+-- not fit into the dict answers 503 until they do, rather than keep routes that may admit more.
 --
 -- "full": true replaces everything (entries not in the body are removed); otherwise only the listed
 -- entries change, and an empty endpoint list or a null removes one. A request is validated completely
@@ -210,7 +211,8 @@ local function dict_full(dict, dict_name, flag, parts, body)
     return respond(507, body)
 end
 
--- mark_filled writes the marker of a full push into dict, after its removals made room.
+-- mark_filled writes the marker of a full push into dict, after everything the push holds is stored:
+-- requests that wait for the first push (filled.lua) go on as soon as they see it.
 local function mark_filled(dict)
     local ok, err = dict:safe_set(FILLED, true)
     if not ok then
@@ -328,9 +330,6 @@ function _M.endpoints()
         endpoints_dict:delete(balancer.VERSION_PREFIX .. name)
         endpoints_dict:delete(balancer.DATA_PREFIX .. name)
     end
-    if req.full then
-        mark_filled(endpoints_dict)
-    end
     local changed, unchanged, not_stored, total = 0, 0, {}, 0
     for _, name in ipairs(sorted(updates)) do
         local value = updates[name]
@@ -343,6 +342,9 @@ function _M.endpoints()
         else
             not_stored[#not_stored + 1] = name
         end
+    end
+    if req.full then
+        mark_filled(endpoints_dict)
     end
     local body = { changed = changed, unchanged = unchanged, removed = #removals }
     if #not_stored > 0 then
@@ -465,10 +467,6 @@ function _M.certificates()
         certificates_dict:delete(certificates.VERSION_PREFIX .. id)
         certificates_dict:delete(certificates.DATA_PREFIX .. id)
     end
-    if req.full then
-        mark_filled(certificates_dict)
-    end
-
     local function live(id)
         return certificates_dict:get(certificates.VERSION_PREFIX .. id) ~= nil
     end
@@ -545,6 +543,9 @@ function _M.certificates()
         end
     end
 
+    if req.full then
+        mark_filled(certificates_dict)
+    end
     local body = { changed = changed, unchanged = unchanged, removed = #removed_ids, removed_hosts = #removed_hosts }
     if #not_stored > 0 or #hosts_not_stored > 0 then
         body.not_stored = not_stored[1] and not_stored or nil
@@ -590,6 +591,11 @@ local function normalize_host(host, entry)
     end
     if entry.redirect ~= nil and type(entry.redirect) ~= "boolean" then
         return nil, "host " .. host .. ": \"redirect\" must be a boolean"
+    end
+    for k in pairs(entry.routes) do
+        if type(k) ~= "number" then
+            return nil, "host " .. host .. ": \"routes\" must be a list"
+        end
     end
     local routes = {}
     for i, r in ipairs(entry.routes) do
@@ -643,6 +649,9 @@ function _M.routes()
     if method ~= "POST" then
         return fail(405, "use GET or POST")
     end
+    if not authorized() then
+        return fail(403, "missing or wrong X-Ingress-Reactor-Token")
+    end
     local req, err = decode_request()
     if not req then
         return fail(400, err)
@@ -678,10 +687,6 @@ function _M.routes()
         end
     end
 
-    for _, host in ipairs(removals) do
-        routes_dict:delete(router.VERSION_PREFIX .. host)
-        routes_dict:delete(router.DATA_PREFIX .. host)
-    end
     if req.default_upstream ~= nil or req.full then
         local ok
         ok, err = routes_dict:safe_set(router.DEFAULT_KEY, req.default_upstream or "")
@@ -689,8 +694,9 @@ function _M.routes()
             return fail(500, "storing the default backend: " .. tostring(err))
         end
     end
-    if req.full then
-        mark_filled(routes_dict)
+    for _, host in ipairs(removals) do
+        routes_dict:delete(router.VERSION_PREFIX .. host)
+        routes_dict:delete(router.DATA_PREFIX .. host)
     end
     local changed, unchanged, not_stored, total = 0, 0, {}, 0
     for _, host in ipairs(sorted(updates)) do
@@ -702,7 +708,17 @@ function _M.routes()
             changed = changed + 1
         else
             not_stored[#not_stored + 1] = host
+            -- Fail closed: the previous routes of a changed host may admit clients or paths that the new
+            -- ones do not. The host answers 503 until its routes fit.
+            if routes_dict:get(router.VERSION_PREFIX .. host)
+                and not store(routes_dict, router.DATA_PREFIX .. host, router.VERSION_PREFIX .. host, router.UNAVAILABLE) then
+                routes_dict:delete(router.VERSION_PREFIX .. host)
+                routes_dict:delete(router.DATA_PREFIX .. host)
+            end
         end
+    end
+    if req.full then
+        mark_filled(routes_dict)
     end
     local body = { changed = changed, unchanged = unchanged, removed = #removals }
     if #not_stored > 0 then

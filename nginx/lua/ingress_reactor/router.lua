@@ -35,6 +35,11 @@ local _M = {}
 _M.VERSION_PREFIX = "v:"
 _M.DATA_PREFIX = "h:"
 _M.DEFAULT_KEY = "default" -- the default backend's upstream ("" for the built-in 404)
+-- UNAVAILABLE is the entry of a host whose changed routes did not fit into the dict: it answers 503.
+_M.UNAVAILABLE = '{"unavailable":true,"routes":[]}'
+
+-- How often each worker drops the compiled entries of hosts that changed or are gone, in seconds.
+local SWEEP_EVERY = 60
 
 -- host -> { version, exact = { path -> route }, prefix = { path -> route }, fallback_redirect }
 local cache = {}
@@ -101,7 +106,8 @@ local function compile(raw, version)
     if type(h) ~= "table" or type(h.routes) ~= "table" then
         return nil, err or "not an object with routes"
     end
-    local e = { version = version, exact = {}, prefix = {}, redirect = h.redirect == true }
+    local e = { version = version, exact = {}, prefix = {}, lens = {}, maxlen = 0, redirect = h.redirect == true,
+        unavailable = h.unavailable == true }
     for _, r in ipairs(h.routes) do
         local route = { upstream = r.upstream or "", redirect = r.redirect == true }
         route.deny, err = compile_ranges(r.deny)
@@ -116,6 +122,10 @@ local function compile(raw, version)
         local into = r.exact and e.exact or e.prefix
         if into[r.path] == nil then
             into[r.path] = route
+            if not r.exact and r.path ~= "/" then
+                e.lens[#r.path] = true
+                e.maxlen = math.max(e.maxlen, #r.path)
+            end
         end
     end
     return e
@@ -152,7 +162,8 @@ local function server(host)
         return e
     end
     local dot = find(host, ".", 1, true)
-    if dot then
+    -- A wildcard covers one label, which is never empty: ".example.com" is not covered.
+    if dot and dot > 1 then
         e = lookup("*" .. sub(host, dot))
         if e then
             return e
@@ -161,31 +172,34 @@ local function server(host)
     return lookup("")
 end
 
--- match returns the route of uri in entry e, or nil for the fallback. Candidates for Prefix paths are
--- uri itself and uri cut before each "/" from the right ("/a/b/c", "/a/b", "/a", "/"): the first one
--- that is a Prefix path is the longest that matches element-wise.
-local function match_head(p)
-    return p:match("^(.*)/")
-end
+-- match returns the route of uri in entry e, or nil for the fallback. A Prefix path p matches uri
+-- element-wise when uri is p or starts with p .. "/": the candidates are uri itself and uri cut before
+-- each "/", longest first, and only lengths that some Prefix path of the host has are looked up. One
+-- backward scan of at most the longest Prefix path's length: a long request path costs no more.
+local SLASH = byte("/")
 
 local function match(e, uri)
     local r = e.exact[uri]
     if r then
         return r
     end
-    local prefix = e.prefix
-    local p = uri
-    while true do
-        r = prefix[p]
-        if r or p == "/" then
+    local prefix, lens = e.prefix, e.lens
+    local n = #uri
+    if lens[n] then
+        r = prefix[uri]
+        if r then
             return r
         end
-        local head = match_head(p)
-        if not head then
-            return nil
-        end
-        p = head == "" and "/" or head
     end
+    for i = math.min(n, e.maxlen + 1), 2, -1 do
+        if lens[i - 1] and byte(uri, i) == SLASH then
+            r = prefix[sub(uri, 1, i - 1)]
+            if r then
+                return r
+            end
+        end
+    end
+    return prefix["/"]
 end
 
 -- client returns the client's address as 4 or 16 bytes; IPv4-mapped IPv6 addresses as IPv4.
@@ -218,6 +232,26 @@ local function admits(route)
     return true
 end
 
+-- sweep drops compiled entries whose host changed or is gone, so that hosts that come and go do not
+-- keep memory in every worker.
+local function sweep(premature)
+    if premature then
+        return
+    end
+    for host, e in pairs(cache) do
+        if dict:get(_M.VERSION_PREFIX .. host) ~= e.version then
+            cache[host] = nil
+        end
+    end
+end
+
+function _M.init_worker()
+    local ok, err = ngx.timer.every(SWEEP_EVERY, sweep)
+    if not ok then
+        ngx_log(ERR, "starting the route cache sweep: ", err)
+    end
+end
+
 -- route runs in the rewrite phase of the catch-all location.
 function _M.route()
     local host = ngx_var.host or ""
@@ -227,6 +261,10 @@ function _M.route()
     end
     if not e then
         ngx_log(ERR, "no routes pushed since NGINX started ", filled.WAIT, " s ago at least; answering 503")
+        return ngx.exit(ngx.HTTP_SERVICE_UNAVAILABLE)
+    end
+    if e.unavailable then
+        ngx_log(ERR, "routes of host ", host, " changed but did not fit into the routes dict; answering 503 (raise --routes-dict-size)")
         return ngx.exit(ngx.HTTP_SERVICE_UNAVAILABLE)
     end
     local r = match(e, ngx_var.uri)
