@@ -128,8 +128,6 @@ func routeCorpus() map[string]routeCase {
 	}
 }
 
-// routeClient is where the corpus's requests come from (the router sees 127.0.0.1).
-var routeClient = netip.MustParseAddr("127.0.0.1")
 
 // normalizeHost does to a Host header what NGINX does before $host: lower case, no port, no trailing dot.
 func normalizeHost(h string) string {
@@ -150,7 +148,7 @@ func normalizePath(p string) string {
 }
 
 // modelOutcome is the outcome the Go model gives a request.
-func modelOutcome(t *testing.T, m *Model, raw string) string {
+func modelOutcome(t *testing.T, m *Model, raw string, client netip.Addr) string {
 	t.Helper()
 	req, err := http.NewRequest(http.MethodGet, raw, nil)
 	if err != nil {
@@ -161,7 +159,7 @@ func modelOutcome(t *testing.T, m *Model, raw string) string {
 	switch {
 	case r.Redirect && req.URL.Scheme == "http":
 		return "308 https://" + host + ":" + strconv.Itoa(redirectPort) + req.URL.RequestURI()
-	case r.Location != nil && !r.Location.Admits(routeClient):
+	case r.Location != nil && !r.Location.Admits(client):
 		return "403"
 	case r.Upstream == "":
 		return "404"
@@ -178,7 +176,7 @@ func TestRouteCorpusModel(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			m, _ := buildModel(t, tc.objs, tc.defaultBackend)
 			for req, want := range tc.requests {
-				if got := modelOutcome(t, &m, req); got != want {
+				if got := modelOutcome(t, &m, req, netip.MustParseAddr("127.0.0.1")); got != want {
 					t.Errorf("%s: model gives %q, want %q", req, got, want)
 				}
 			}
@@ -189,10 +187,38 @@ func TestRouteCorpusModel(t *testing.T) {
 // TestRouteCorpusNginx runs the corpus through real NGINX: each case's routes and endpoints are pushed
 // into one running NGINX (no reload between cases), and every request is sent for real.
 func TestRouteCorpusNginx(t *testing.T) {
+	runCorpus(t, routeCorpus(), "127.0.0.1")
+}
+
+// TestRouteSourceRangesIPv6: clients with IPv6 addresses against IPv6 and IPv4 source ranges.
+func TestRouteSourceRangesIPv6(t *testing.T) {
+	web := service("default", "web", port(80, ""))
+	host := func(name, kind, ranges string) any {
+		return ingress("default", name, rule(name+".example.com", prefix("/", "web", 80)), annotate(kind, ranges))
+	}
+	runCorpus(t, map[string]routeCase{"IPv6 client": {
+		objs: []any{web,
+			host("allow-me", AnnotationAllowlistSourceRange, "::1/128"),
+			host("allow-net", AnnotationAllowlistSourceRange, "::/127, 10.0.0.0/8"),
+			host("allow-other", AnnotationAllowlistSourceRange, "2001:db8::/32, 127.0.0.0/8"),
+			host("deny-me", AnnotationDenylistSourceRange, "::0/120"),
+			host("deny-other", AnnotationDenylistSourceRange, "::2/127, 0.0.0.0/0")},
+		requests: map[string]string{
+			"http://allow-me.example.com/": "web", "http://allow-net.example.com/": "web", "http://allow-other.example.com/": "403",
+			"http://deny-me.example.com/": "403", "http://deny-other.example.com/": "web",
+		},
+	}}, "::1")
+}
+
+// runCorpus runs cases through one NGINX listening on listen (a loopback address, which is also the
+// client address the router sees) and checks every request against its outcome and the model's.
+func runCorpus(t *testing.T, cases map[string]routeCase, listen string) {
 	requireNginx(t)
 	paths := nginxDir(t)
 	cfg := testRenderConfig(t, paths)
 	cfg.RedirectHTTPSPort = redirectPort
+	cfg.ListenAddress = listen
+	client := netip.MustParseAddr(listen)
 	rt := testRuntime(t, cfg, nil)
 	applyModel(t, rt, Model{}, cfg)
 	// One backend per Service name, answering with the name.
@@ -205,11 +231,11 @@ func TestRouteCorpusNginx(t *testing.T) {
 		backends[name] = ep
 		return ep
 	}
-	client := &http.Client{
+	hc := &http.Client{
 		Timeout:       5 * time.Second,
 		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
 	}
-	for name, tc := range routeCorpus() {
+	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
 			m, _ := buildModel(t, tc.objs, tc.defaultBackend)
 			eps := map[UpstreamName][]Endpoint{}
@@ -230,8 +256,8 @@ func TestRouteCorpusNginx(t *testing.T) {
 					t.Fatal(err)
 				}
 				req.Host = req.URL.Host
-				req.URL.Host = fmt.Sprintf("127.0.0.1:%d", cfg.HTTPPort)
-				resp, err := client.Do(req)
+				req.URL.Host = netip.AddrPortFrom(client, uint16(cfg.HTTPPort)).String()
+				resp, err := hc.Do(req)
 				if err != nil {
 					t.Fatalf("%s: %v", raw, err)
 				}
@@ -247,7 +273,7 @@ func TestRouteCorpusNginx(t *testing.T) {
 				if got != want {
 					t.Errorf("%s: NGINX gives %q, want %q", raw, got, want)
 				}
-				if model := modelOutcome(t, &m, raw); model != got {
+				if model := modelOutcome(t, &m, raw, client); model != got {
 					t.Errorf("%s: NGINX gives %q, the model %q", raw, got, model)
 				}
 			}
