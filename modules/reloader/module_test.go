@@ -482,12 +482,9 @@ func TestAppliesEachConfigurationOnce(t *testing.T) {
 	e.waitLive("aaaa0001")
 	moduletest.Eventually(t, "the apply to finish", func() bool { return e.syncsDone("reloader-structure") == 1 })
 
-	// The same configuration again (the renderer republishes it when only the SNI table changed).
+	// The same configuration again (the renderer republishes it when only routes or the SNI table
+	// changed): not applied again; the Apply calls below show it.
 	e.render("aaaa0001")
-	moduletest.Eventually(t, "the republished configuration to be handled", func() bool { return e.syncsDone("reloader-structure") == 2 })
-	if got := e.a.appliesOf(); !slices.Equal(got, []string{"aaaa0001"}) {
-		t.Fatalf("Apply calls %v, want the configuration applied once", got)
-	}
 
 	e.render("bbbb0002")
 	e.waitLive("bbbb0002")

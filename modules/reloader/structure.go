@@ -75,8 +75,8 @@ func (s *structureLane) isLive(h string) bool {
 func (s *structureLane) offer(v modules.Rendered) {
 	s.latest.Set(v)
 	if s.isLive(v.Hash) {
-		// Nothing to reload: the lane only confirms it (wentLive), which must not wait for the pacer.
-		s.retry()
+		// Nothing to reload (a change of routes or of the SNI table, which the push lanes took); a pending
+		// apply of an older configuration finds this one and does nothing.
 		return
 	}
 	if wait := s.pacer.wait(); wait > 0 {
@@ -97,7 +97,6 @@ func (s *structureLane) apply(ctx context.Context, _ applyKey) error {
 	if v.Hash == s.applied {
 		// The same configuration again: the renderer published a change of routes or of the SNI table
 		// only, which the push lanes apply. Nothing to reload or count.
-		s.wentLive(v, nginx.Filled{Endpoints: true, Certificates: true, Routes: true})
 		return nil
 	}
 	if v.Hash != s.attempted {
