@@ -5,12 +5,15 @@ package harness
 import (
 	"bufio"
 	"bytes"
+	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 )
 
@@ -34,31 +37,49 @@ func (m Memory) String() string {
 		float64(m.RSS)/mib, float64(m.PSS)/mib, float64(m.PeakRSS)/mib, m.Processes)
 }
 
+// errExited marks a read of a process that has exited (or is a zombie).
+var errExited = errors.New("the process has exited")
+
 // ProcessMemory sums the memory of the processes pids.
 func ProcessMemory(pids ...int) (Memory, error) {
-	var m Memory
+	var sum Memory
 	for _, pid := range pids {
-		status, err := procFields(pid, "status", "VmRSS:", "VmHWM:")
+		m, err := processMemory(pid)
 		if err != nil {
-			return m, err
+			return sum, err
 		}
-		rollup, err := procFields(pid, "smaps_rollup", "Pss:")
-		if err != nil {
-			return m, err
-		}
-		m.RSS += status["VmRSS:"]
-		m.PeakRSS += status["VmHWM:"]
-		m.PSS += rollup["Pss:"]
-		m.Processes++
+		sum.add(m)
 	}
-	return m, nil
+	return sum, nil
 }
 
-// procFields reads the "Name: N kB" lines of /proc/<pid>/<file> named by keys, in bytes; it fails when
-// one is missing (a kernel thread, or a process that exited).
+func processMemory(pid int) (Memory, error) {
+	status, err := procFields(pid, "status", "VmRSS:", "VmHWM:")
+	if err != nil {
+		return Memory{}, err
+	}
+	rollup, err := procFields(pid, "smaps_rollup", "Pss:")
+	if err != nil {
+		return Memory{}, err
+	}
+	return Memory{RSS: status["VmRSS:"], PSS: rollup["Pss:"], PeakRSS: status["VmHWM:"], Processes: 1}, nil
+}
+
+func (m *Memory) add(o Memory) {
+	m.RSS += o.RSS
+	m.PSS += o.PSS
+	m.PeakRSS += o.PeakRSS
+	m.Processes += o.Processes
+}
+
+// procFields reads the "Name: N kB" lines of /proc/<pid>/<file> named by keys, in bytes; it fails with
+// errExited when the process is gone or a zombie.
 func procFields(pid int, file string, keys ...string) (map[string]int64, error) {
 	path := filepath.Join("/proc", strconv.Itoa(pid), file)
 	b, err := os.ReadFile(path)
+	if errors.Is(err, fs.ErrNotExist) || errors.Is(err, syscall.ESRCH) {
+		return nil, fmt.Errorf("read %s: %w", path, errExited)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("read %s: %w", path, err)
 	}
@@ -76,7 +97,8 @@ func procFields(pid int, file string, keys ...string) (map[string]int64, error) 
 	}
 	for _, k := range keys {
 		if _, ok := out[k]; !ok {
-			return nil, fmt.Errorf("%s has no %s line", path, k)
+			// A zombie's status has no memory lines, and its smaps_rollup is empty.
+			return nil, fmt.Errorf("%s has no %s line: %w", path, k, errExited)
 		}
 	}
 	return out, nil
@@ -116,11 +138,25 @@ func (r *Reactor) NginxMemory() (Memory, error) {
 	if err != nil {
 		return Memory{}, err
 	}
+	m, err := processMemory(master)
+	if err != nil {
+		return m, err
+	}
 	children, err := Children(master)
 	if err != nil {
-		return Memory{}, err
+		return m, err
 	}
-	return ProcessMemory(append([]int{master}, children...)...)
+	for _, pid := range children {
+		c, err := processMemory(pid)
+		if errors.Is(err, errExited) {
+			continue // a worker of a previous configuration that exited meanwhile
+		}
+		if err != nil {
+			return m, err
+		}
+		m.add(c)
+	}
+	return m, nil
 }
 
 // Memory reads the memory of the controller process alone (NGINX not included).
@@ -142,8 +178,9 @@ func (r *Reactor) WaitNginxDrained(timeout time.Duration) {
 		}
 		draining := 0
 		for _, pid := range children {
+			// An exiting worker (a zombie until the master reaps it) has no command line left.
 			title, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), "cmdline"))
-			if err == nil && bytes.Contains(title, []byte("shutting down")) {
+			if err == nil && (len(title) == 0 || bytes.Contains(title, []byte("shutting down"))) {
 				draining++
 			}
 		}
