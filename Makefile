@@ -16,7 +16,11 @@ RUN_DIR        ?= $(CACHE)/run
 RUN_HTTP_PORT  ?= 8080
 RUN_HTTPS_PORT ?= 8443
 
-.PHONY: deps deps-test build run test test-unit test-integration soak fuzz bench fmt lint clean
+# make scale: how many Ingresses, and whether each has its own TLS Secret (docs/benchmarks.md).
+SCALE_INGRESSES ?= 1000
+SCALE_TLS       ?= false
+
+.PHONY: deps deps-test build run test test-unit test-integration soak scale fuzz bench fmt lint clean
 
 ## deps: install NGINX with the Lua and stream modules from Debian (only what is missing) and download Go modules.
 deps:
@@ -48,6 +52,10 @@ test-unit:
 ## soak: faults and churn under steady load, about 4 minutes (not part of test; docs/benchmarks-faults.md).
 soak: deps-test
 	hack/in-netns.sh $(GO) test -tags integration -count=1 -timeout 20m -run TestFaultSoak -v ./test/integration/ -args -soak
+
+## scale: the data plane at SCALE_INGRESSES Ingresses (1000; SCALE_TLS=true for a Secret each) through a real API server: start, change latency, reloads, memory, throughput (not part of test; docs/benchmarks.md).
+scale: deps-test
+	hack/in-netns.sh $(GO) test -tags integration -count=1 -timeout 3h -run TestDataPlaneAtScale -v ./test/integration/ -args -scale-ingresses=$(SCALE_INGRESSES) -scale-tls=$(SCALE_TLS)
 
 ## fuzz: a short run of every fuzz target (seed corpora always run as part of test-unit).
 fuzz:

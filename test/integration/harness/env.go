@@ -198,6 +198,8 @@ func (e *Env) startAPIServer() error {
 	// endpoints need no reconciling in tests (loopback is not a valid endpoint address).
 	api.Configure().Set("advertise-address", "127.0.0.1")
 	api.Configure().Set("endpoint-reconciler-type", "none")
+	// envtest's default range (a /24) runs out at 254 Services; scale tests create thousands.
+	api.Configure().Set("service-cluster-ip-range", "10.0.0.0/16")
 	te.ControlPlane.Etcd = &envtest.Etcd{Out: logFile, Err: logFile}
 	e.testEnv = te
 

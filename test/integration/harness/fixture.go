@@ -10,7 +10,9 @@ import (
 	"testing"
 	"time"
 
+	"golang.org/x/sync/errgroup"
 	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
 	networkingv1 "k8s.io/api/networking/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -215,4 +217,46 @@ func (f *Fixture) CreateService(name string, port int32, targetPort int) *corev1
 		f.T.Fatalf("create Service %s/%s: %v", f.Namespace, name, err)
 	}
 	return out
+}
+
+// CreateObjects creates objs (Services, EndpointSlices, Secrets and Ingresses; in the
+// fixture's namespace unless they name one) from workers goroutines, for tests that need
+// thousands of them, and fails the test on the first error. Objects built by internal/gen
+// may be passed as they are: their resource version and UID are cleared first.
+func (f *Fixture) CreateObjects(workers int, objs ...metav1.Object) {
+	f.T.Helper()
+	g, ctx := errgroup.WithContext(f.Ctx)
+	g.SetLimit(workers)
+	for _, o := range objs {
+		g.Go(func() error { return f.createObject(ctx, o) })
+	}
+	if err := g.Wait(); err != nil {
+		f.T.Fatal(err)
+	}
+}
+
+func (f *Fixture) createObject(ctx context.Context, o metav1.Object) error {
+	if o.GetNamespace() == "" {
+		o.SetNamespace(f.Namespace)
+	}
+	o.SetResourceVersion("")
+	o.SetUID("")
+	ns, opts := o.GetNamespace(), metav1.CreateOptions{}
+	var err error
+	switch o := o.(type) {
+	case *corev1.Service:
+		_, err = f.Client.CoreV1().Services(ns).Create(ctx, o, opts)
+	case *corev1.Secret:
+		_, err = f.Client.CoreV1().Secrets(ns).Create(ctx, o, opts)
+	case *discoveryv1.EndpointSlice:
+		_, err = f.Client.DiscoveryV1().EndpointSlices(ns).Create(ctx, o, opts)
+	case *networkingv1.Ingress:
+		_, err = f.Client.NetworkingV1().Ingresses(ns).Create(ctx, o, opts)
+	default:
+		return fmt.Errorf("CreateObjects cannot create a %T", o)
+	}
+	if err != nil {
+		return fmt.Errorf("create %T %s/%s: %w", o, ns, o.GetName(), err)
+	}
+	return nil
 }

@@ -38,8 +38,13 @@ func Eventually(t testing.TB, timeout time.Duration, what string, cond func() (o
 // non-empty reason. It returns the last thing cond (or abort) saw and whether cond
 // succeeded.
 func poll(timeout time.Duration, abort func() string, cond func() (bool, string)) (string, bool) {
+	return pollBetween(timeout, pollMin, pollMax, abort, cond)
+}
+
+// pollBetween is poll with an interval that grows from first to most (equal: a fixed interval).
+func pollBetween(timeout, first, most time.Duration, abort func() string, cond func() (bool, string)) (string, bool) {
 	deadline := time.Now().Add(timeout)
-	interval := pollMin
+	interval := first
 	var seen string
 	for {
 		ok, s := cond()
@@ -56,6 +61,6 @@ func poll(timeout time.Duration, abort func() string, cond func() (bool, string)
 			return seen, false
 		}
 		time.Sleep(interval)
-		interval = min(interval*2, pollMax)
+		interval = min(interval*2, most)
 	}
 }

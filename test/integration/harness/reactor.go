@@ -100,6 +100,28 @@ func (r *Reactor) Eventually(timeout time.Duration, what string, cond func() (ok
 	}
 }
 
+// Measure polls cond every interval, without Eventually's growing back-off (which would
+// round a measured wait up), and returns how long after since cond first held. It fails
+// the test after timeout, or at once when the process has exited.
+func (r *Reactor) Measure(since time.Time, timeout, interval time.Duration, what string, cond func() (ok bool, seen string)) time.Duration {
+	r.t.Helper()
+	seen, ok := pollBetween(timeout, interval, interval, r.ExitDescription, cond)
+	took := time.Since(since)
+	if !ok {
+		r.t.Fatalf("timed out after %s waiting for %s; last seen: %s", timeout, what, seen)
+	}
+	return took
+}
+
+// Ready is a condition for Eventually and Measure: /readyz answers 200.
+func (r *Reactor) Ready() (bool, string) {
+	code, body, err := r.GetHealthz("/readyz")
+	if err != nil {
+		return false, err.Error()
+	}
+	return code == http.StatusOK, fmt.Sprintf("status %d: %s", code, body)
+}
+
 // GetHealthz fetches path from the healthz port and returns the status code and body.
 func (r *Reactor) GetHealthz(path string) (int, string, error) {
 	client := &http.Client{Timeout: 10 * time.Second}
@@ -115,13 +137,7 @@ func (r *Reactor) GetHealthz(path string) (int, string, error) {
 // WaitReady waits until /readyz answers 200.
 func (r *Reactor) WaitReady() {
 	r.t.Helper()
-	r.Eventually(DefaultTimeout, "/readyz to return 200", func() (bool, string) {
-		code, body, err := r.GetHealthz("/readyz")
-		if err != nil {
-			return false, err.Error()
-		}
-		return code == http.StatusOK, fmt.Sprintf("status %d: %s", code, body)
-	})
+	r.Eventually(DefaultTimeout, "/readyz to return 200", r.Ready)
 }
 
 // Metrics scrapes /metrics.

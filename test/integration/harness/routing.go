@@ -169,8 +169,15 @@ const (
 // answer the old hash, so the live hash counts only once several fresh connections in a row agree.
 func (r *Reactor) WaitConfigSettled() float64 {
 	r.t.Helper()
+	return r.WaitConfigSettledWithin(DefaultTimeout)
+}
+
+// WaitConfigSettledWithin is WaitConfigSettled with its own bound, for configurations
+// whose apply takes longer than DefaultTimeout (thousands of Ingresses).
+func (r *Reactor) WaitConfigSettledWithin(timeout time.Duration) float64 {
+	r.t.Helper()
 	var reloads float64
-	r.Eventually(DefaultTimeout, "the config-hash metric to match the configuration NGINX runs", func() (bool, string) {
+	r.Eventually(timeout, "the config-hash metric to match the configuration NGINX runs", func() (bool, string) {
 		live, err := r.LiveConfigHash()
 		if err != nil {
 			return false, err.Error()
