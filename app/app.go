@@ -6,6 +6,7 @@ package app
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"os/signal"
@@ -38,7 +39,7 @@ func New(cfg Config, log *zap.Logger, extra ...fx.Option) *fx.App {
 			l.UseErrorLevel(zap.DebugLevel)
 			return l
 		}),
-		fx.StartTimeout(cfg.ShutdownTimeout),
+		fx.StartTimeout(cfg.StartTimeout),
 		fx.StopTimeout(cfg.ShutdownTimeout),
 		fx.Supply(cfg, log),
 		fx.Provide(
@@ -55,9 +56,9 @@ func New(cfg Config, log *zap.Logger, extra ...fx.Option) *fx.App {
 	return fx.New(opts...)
 }
 
-// Run starts the controller and blocks until SIGTERM or SIGINT. With --shutdown-grace-period it then
-// reports not ready and keeps serving for that long (a second signal cuts it short); then it stops
-// everything within --shutdown-timeout.
+// Run starts the controller within --start-timeout and blocks until SIGTERM or SIGINT. With
+// --shutdown-grace-period it then reports not ready and keeps serving for that long (a second signal cuts
+// it short); then it stops everything within --shutdown-timeout.
 func Run(cfg Config) error {
 	if err := cfg.Validate(); err != nil {
 		return err
@@ -79,10 +80,8 @@ func Run(cfg Config) error {
 	sigs := make(chan os.Signal, 2)
 	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT)
 	defer signal.Stop(sigs)
-	startCtx, cancel := context.WithTimeout(context.Background(), cfg.ShutdownTimeout)
-	defer cancel()
-	if err := a.Start(startCtx); err != nil { // fx has stopped what did start
-		return startFailure(log, err)
+	if err := start(a, cfg.StartTimeout, log); err != nil {
+		return err
 	}
 	var sig os.Signal
 	grace := cfg.ShutdownGracePeriod
@@ -111,6 +110,21 @@ func Run(cfg Config) error {
 	}
 	log.Info("stopped")
 	return nil
+}
+
+// start starts a within timeout (--start-timeout). A start that does not finish in time fails with an
+// error that names the flag, so an operator knows what to raise.
+func start(a *fx.App, timeout time.Duration, log *zap.Logger) error {
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	err := a.Start(ctx)
+	if err == nil {
+		return nil
+	}
+	if errors.Is(err, context.DeadlineExceeded) {
+		return fmt.Errorf("start-up failed: not finished within --start-timeout (%s)", timeout)
+	}
+	return startFailure(log, err) // fx has stopped what did start
 }
 
 // startFailure reduces an error of building or starting the application to its cause, which names what

@@ -202,3 +202,37 @@ func TestApplierCanBeSwapped(t *testing.T) {
 		time.Sleep(20 * time.Millisecond)
 	}
 }
+
+// TestStartTimeoutIsItsOwn: --start-timeout, not --shutdown-timeout, bounds the start.
+func TestStartTimeoutIsItsOwn(t *testing.T) {
+	app, _, cfg := swappedApp(t)
+	if cfg.StartTimeout != DefaultConfig().StartTimeout || cfg.StartTimeout == cfg.ShutdownTimeout {
+		t.Fatalf("test setup: start timeout %s, shutdown timeout %s", cfg.StartTimeout, cfg.ShutdownTimeout)
+	}
+	if got := app.StartTimeout(); got != cfg.StartTimeout {
+		t.Errorf("fx start timeout %s, want --start-timeout %s", got, cfg.StartTimeout)
+	}
+	if got := app.StopTimeout(); got != cfg.ShutdownTimeout {
+		t.Errorf("fx stop timeout %s, want --shutdown-timeout %s", got, cfg.ShutdownTimeout)
+	}
+}
+
+// TestStartBeyondTimeoutNamesTheFlag: a start hook that does not return within --start-timeout fails the
+// start with an error that names the flag.
+func TestStartBeyondTimeoutNamesTheFlag(t *testing.T) {
+	release := make(chan struct{})
+	defer close(release)
+	app := fx.New(fx.NopLogger, fx.Invoke(func(lc fx.Lifecycle) {
+		lc.Append(fx.Hook{OnStart: func(context.Context) error {
+			select {
+			case <-release:
+			case <-time.After(time.Minute):
+			}
+			return nil
+		}})
+	}))
+	err := start(app, 50*time.Millisecond, zaptest.NewLogger(t))
+	if err == nil || !strings.Contains(err.Error(), "--start-timeout (50ms)") {
+		t.Fatalf("start of a hook that outlasts the timeout: %v, want an error naming --start-timeout (50ms)", err)
+	}
+}

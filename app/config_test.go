@@ -48,6 +48,8 @@ func TestConfigValidate(t *testing.T) {
 		"worker processes":                                  {args: []string{"--worker-processes", "4"}},
 		"bad worker processes":                              {args: []string{"--worker-processes", "many"}, wantErr: `--worker-processes must be auto or a positive number, got "many"`},
 		"no confirm timeout":                                {args: []string{"--nginx-confirm-timeout", "0s"}, wantErr: "--nginx-confirm-timeout must be positive"},
+		"long start timeout":                                {args: []string{"--start-timeout", "20m"}},
+		"no start timeout":                                  {args: []string{"--start-timeout", "0s"}, wantErr: "--start-timeout must be positive"},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {

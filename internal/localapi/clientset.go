@@ -34,8 +34,8 @@ type Clientset struct {
 // NewClientset returns an empty local API.
 func NewClientset() *Clientset {
 	cs := fake.NewClientset()
-	store := newLocalStore(cs.Tracker())
-	// Prepended, so the fake's own reactors (which write to its tracker directly and would feed its
+	store := newLocalStore(newFieldManagedTracker())
+	// Prepended, so the fake's own reactors (which write to its tracker, left empty, and would feed its
 	// bounded watchers) never run.
 	cs.PrependReactor("*", "*", clienttesting.ObjectReaction(store))
 	cs.PrependWatchReactor("*", func(action clienttesting.Action) (bool, watch.Interface, error) {

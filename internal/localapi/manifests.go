@@ -8,9 +8,11 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	goruntime "runtime"
 	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/fsnotify/fsnotify"
@@ -41,6 +43,9 @@ type Manifests struct {
 	mu sync.Mutex
 	// files maps a file path to the objects it holds now.
 	files map[string]map[objectRef]runtime.Object
+	// definedIn counts the files that define each object, so that a file's change can tell at once whether
+	// another file still defines one of its objects.
+	definedIn map[objectRef]int
 	// created remembers when each object was first loaded, so updates keep their creationTimestamp.
 	created map[objectRef]metav1.Time
 	watcher *fsnotify.Watcher
@@ -62,26 +67,34 @@ func (r objectRef) String() string {
 // NewManifests prepares a loader for dir that writes into client.
 func NewManifests(dir string, client *Clientset, log *zap.Logger) *Manifests {
 	return &Manifests{
-		dir:     dir,
-		tracker: client.Tracker(),
-		log:     log,
-		files:   map[string]map[objectRef]runtime.Object{},
-		created: map[objectRef]metav1.Time{},
-		done:    make(chan struct{}),
+		dir:       dir,
+		tracker:   client.Tracker(),
+		log:       log,
+		files:     map[string]map[objectRef]runtime.Object{},
+		definedIn: map[objectRef]int{},
+		created:   map[objectRef]metav1.Time{},
+		done:      make(chan struct{}),
 	}
 }
 
-// LoadAll (re)loads every manifest file in the directory.
+// LoadAll (re)loads every manifest file in the directory. The files are decoded together, their
+// documents spread over one goroutine per CPU, and then applied one file after the other in name order.
 func (l *Manifests) LoadAll() {
 	entries, err := os.ReadDir(l.dir)
 	if err != nil {
 		l.log.Error("read manifests directory", zap.String("dir", l.dir), zap.Error(err))
 		return
 	}
+	var paths []string
 	for _, e := range entries {
 		if !e.IsDir() && isManifest(e.Name()) {
-			l.Sync(filepath.Join(l.dir, e.Name()))
+			paths = append(paths, filepath.Join(l.dir, e.Name()))
 		}
+	}
+	files := readManifestFiles(paths)
+	for i, f := range files {
+		l.apply(paths[i], f.objs, f.err)
+		files[i] = manifestFile{} // the store holds its own copies
 	}
 }
 
@@ -165,6 +178,12 @@ func (l *Manifests) watch() {
 // Sync makes the local API hold exactly the objects that the file at path holds now.
 func (l *Manifests) Sync(path string) {
 	objs, err := readManifestFile(path)
+	l.apply(path, objs, err)
+}
+
+// apply makes the local API hold exactly objs for the file at path, or, when reading it failed with err,
+// logs that and changes nothing (a file that no longer exists holds no objects).
+func (l *Manifests) apply(path string, objs []runtime.Object, err error) {
 	if errors.Is(err, os.ErrNotExist) {
 		objs, err = nil, nil
 	}
@@ -201,7 +220,7 @@ func (l *Manifests) Sync(path string) {
 		if m.GetUID() == "" {
 			m.SetUID(types.UID(fmt.Sprintf("local-%s-%s-%s", ref.GVR.Resource, ref.Namespace, ref.Name)))
 		}
-		if _, existed := before[ref]; existed || l.owned(ref, path) {
+		if _, existed := before[ref]; existed || l.definedElsewhere(ref, before) {
 			if err := l.tracker.Update(ref.GVR, obj, ref.Namespace); err != nil {
 				l.log.Error("update local object", zap.String("path", path), zap.Stringer("object", ref), zap.Error(err))
 			}
@@ -213,13 +232,25 @@ func (l *Manifests) Sync(path string) {
 		}
 	}
 	for ref := range before {
-		if _, kept := now[ref]; kept || l.owned(ref, path) {
+		if _, kept := now[ref]; kept || l.definedElsewhere(ref, before) {
 			continue
 		}
 		if err := l.tracker.Delete(ref.GVR, ref.Namespace, ref.Name); err != nil {
 			l.log.Error("delete local object", zap.String("path", path), zap.Stringer("object", ref), zap.Error(err))
 		}
 		delete(l.created, ref)
+	}
+	for ref := range before {
+		if _, kept := now[ref]; !kept {
+			if l.definedIn[ref]--; l.definedIn[ref] == 0 {
+				delete(l.definedIn, ref)
+			}
+		}
+	}
+	for ref := range now {
+		if _, had := before[ref]; !had {
+			l.definedIn[ref]++
+		}
 	}
 	if len(now) == 0 {
 		delete(l.files, path)
@@ -229,17 +260,14 @@ func (l *Manifests) Sync(path string) {
 	l.log.Info("manifests loaded", zap.String("path", path), zap.Int("objects", len(now)), zap.Int("removed", countRemoved(before, now)))
 }
 
-// owned reports whether another file than path currently defines ref.
-func (l *Manifests) owned(ref objectRef, path string) bool {
-	for p, objs := range l.files {
-		if p == path {
-			continue
-		}
-		if _, ok := objs[ref]; ok {
-			return true
-		}
+// definedElsewhere reports whether a file other than the one that held before (its objects until now)
+// defines ref.
+func (l *Manifests) definedElsewhere(ref objectRef, before map[objectRef]runtime.Object) bool {
+	n := l.definedIn[ref]
+	if _, ok := before[ref]; ok {
+		n--
 	}
-	return false
+	return n > 0
 }
 
 func countRemoved(before, now map[objectRef]runtime.Object) int {
@@ -254,44 +282,140 @@ func countRemoved(before, now map[objectRef]runtime.Object) int {
 
 // readManifestFile decodes every document of a YAML or JSON file into typed objects.
 func readManifestFile(path string) ([]runtime.Object, error) {
-	data, err := os.ReadFile(path)
-	if err != nil {
-		return nil, err
+	f := readManifestFiles([]string{path})[0]
+	return f.objs, f.err
+}
+
+// manifestFile is what a manifest file decodes to: its objects in document order, or the error of its
+// first document that failed.
+type manifestFile struct {
+	objs []runtime.Object
+	err  error
+}
+
+// readManifestFiles reads and decodes files, one result per path. Decoding YAML is most of the cost of
+// loading a large directory, so the documents of all files are decoded by one goroutine per CPU.
+func readManifestFiles(paths []string) []manifestFile {
+	out := make([]manifestFile, len(paths))
+	docs := make([][]manifestDoc, len(paths))
+	for i, p := range paths {
+		data, err := os.ReadFile(p)
+		if err != nil {
+			out[i].err = err
+			continue
+		}
+		docs[i] = splitManifests(data)
 	}
-	return decodeManifests(data)
+	decodeParallel(docs)
+	for i := range paths {
+		if out[i].err != nil {
+			continue
+		}
+		out[i] = collect(docs[i])
+	}
+	return out
+}
+
+// manifestDoc is one document of a manifest file and, once decoded, its object or error.
+type manifestDoc struct {
+	num int // 1-based position in the file, for errors
+	raw []byte
+	obj runtime.Object
+	err error
 }
 
 func decodeManifests(data []byte) ([]runtime.Object, error) {
+	docs := [][]manifestDoc{splitManifests(data)}
+	decodeParallel(docs)
+	f := collect(docs[0])
+	return f.objs, f.err
+}
+
+// splitManifests cuts a file into its documents, leaving out empty and comment-only ones. A document
+// that cannot be read ends the list, carrying the error.
+func splitManifests(data []byte) []manifestDoc {
 	reader := utilyaml.NewYAMLReader(bufioReader(data))
-	decoder := scheme.Codecs.UniversalDeserializer()
-	var objs []runtime.Object
-	for doc := 1; ; doc++ {
+	var docs []manifestDoc
+	for num := 1; ; num++ {
 		raw, err := reader.Read()
 		if errors.Is(err, io.EOF) {
-			return objs, nil
+			return docs
 		}
 		if err != nil {
-			return nil, fmt.Errorf("document %d: %w", doc, err)
+			return append(docs, manifestDoc{num: num, err: err})
 		}
 		if len(bytes.TrimSpace(stripComments(raw))) == 0 {
 			continue
 		}
-		json, err := utilyaml.ToJSON(raw)
-		if err != nil {
-			return nil, fmt.Errorf("document %d: %w", doc, err)
-		}
-		obj, _, err := decoder.Decode(json, nil, nil)
-		if err != nil {
-			return nil, fmt.Errorf("document %d: %w", doc, err)
-		}
-		if list, ok := obj.(*metav1.List); ok {
-			return nil, fmt.Errorf("document %d: kind List is not supported (%d items); write one document per object", doc, len(list.Items))
-		}
-		if s, ok := obj.(*corev1.Secret); ok {
-			mergeStringData(s)
-		}
-		objs = append(objs, obj)
+		docs = append(docs, manifestDoc{num: num, raw: raw})
 	}
+}
+
+// minParallelDocs is the number of documents below which decoding stays on the calling goroutine.
+const minParallelDocs = 64
+
+// decodeParallel decodes every document of files in place.
+func decodeParallel(files [][]manifestDoc) {
+	var all []*manifestDoc
+	for _, docs := range files {
+		for i := range docs {
+			if docs[i].err == nil {
+				all = append(all, &docs[i])
+			}
+		}
+	}
+	workers := min(goruntime.GOMAXPROCS(0), (len(all)+minParallelDocs-1)/minParallelDocs)
+	if workers <= 1 {
+		for _, d := range all {
+			d.obj, d.err = decodeManifest(d.raw)
+		}
+		return
+	}
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	for range workers {
+		wg.Go(func() {
+			for {
+				i := int(next.Add(1)) - 1
+				if i >= len(all) {
+					return
+				}
+				all[i].obj, all[i].err = decodeManifest(all[i].raw)
+			}
+		})
+	}
+	wg.Wait()
+}
+
+// collect gathers a file's decoded documents: its objects, or the error of the first document that failed.
+func collect(docs []manifestDoc) manifestFile {
+	objs := make([]runtime.Object, 0, len(docs))
+	for _, d := range docs {
+		if d.err != nil {
+			return manifestFile{err: fmt.Errorf("document %d: %w", d.num, d.err)}
+		}
+		objs = append(objs, d.obj)
+	}
+	return manifestFile{objs: objs}
+}
+
+// decodeManifest decodes one YAML or JSON document into a typed object.
+func decodeManifest(raw []byte) (runtime.Object, error) {
+	json, err := utilyaml.ToJSON(raw)
+	if err != nil {
+		return nil, err
+	}
+	obj, _, err := scheme.Codecs.UniversalDeserializer().Decode(json, nil, nil)
+	if err != nil {
+		return nil, err
+	}
+	if list, ok := obj.(*metav1.List); ok {
+		return nil, fmt.Errorf("kind List is not supported (%d items); write one document per object", len(list.Items))
+	}
+	if s, ok := obj.(*corev1.Secret); ok {
+		mergeStringData(s)
+	}
+	return obj, nil
 }
 
 func stripComments(doc []byte) []byte {

@@ -2,8 +2,10 @@ package localapi
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"go.uber.org/zap/zaptest"
@@ -116,6 +118,58 @@ func TestLocalManifestsDuplicateObjectRejected(t *testing.T) {
 	NewManifests(dir, cs, zaptest.NewLogger(t)).LoadAll()
 	if got := serviceNames(t, cs); len(got) != 0 {
 		t.Fatalf("file defining an object twice must load nothing, got %v", got)
+	}
+}
+
+// TestLocalManifestsObjectInTwoFiles: an object defined by two files stays while either defines it, and
+// goes when neither does.
+func TestLocalManifestsObjectInTwoFiles(t *testing.T) {
+	dir := t.TempDir()
+	a, b := filepath.Join(dir, "a.yaml"), filepath.Join(dir, "b.yaml")
+	shared := "apiVersion: v1\nkind: Service\nmetadata: {name: shared, namespace: demo}\nspec:\n  ports: [{port: %d}]\n"
+	writeFile(t, a, fmt.Sprintf(shared, 80))
+	writeFile(t, b, fmt.Sprintf(shared, 81)+"---\napiVersion: v1\nkind: Service\nmetadata: {name: only-b, namespace: demo}\n")
+	cs := NewClientset()
+	l := NewManifests(dir, cs, zaptest.NewLogger(t))
+	l.LoadAll()
+	if got := serviceNames(t, cs); len(got) != 2 || got["demo/shared"] == "" || got["demo/only-b"] == "" {
+		t.Fatalf("after load: want demo/shared and demo/only-b, got %v", got)
+	}
+
+	writeFile(t, b, "apiVersion: v1\nkind: Service\nmetadata: {name: only-b, namespace: demo}\n")
+	l.Sync(b)
+	if got := serviceNames(t, cs); len(got) != 2 || got["demo/shared"] == "" {
+		t.Fatalf("after b dropped it: a still defines demo/shared, got %v", got)
+	}
+
+	if err := os.Remove(a); err != nil {
+		t.Fatal(err)
+	}
+	l.Sync(a)
+	if got := serviceNames(t, cs); len(got) != 1 || got["demo/only-b"] == "" {
+		t.Fatalf("after a was removed: want only demo/only-b, got %v", got)
+	}
+}
+
+// TestLocalManifestsLargeFileFirstErrorWins: documents decoded in parallel still report the first bad
+// document of the file, and such a file loads nothing.
+func TestLocalManifestsLargeFileFirstErrorWins(t *testing.T) {
+	var docs []string
+	for i := range 400 {
+		docs = append(docs, fmt.Sprintf("apiVersion: v1\nkind: Service\nmetadata: {name: svc-%d, namespace: demo}\n", i))
+	}
+	docs[250] = "apiVersion: v1\nkind: Service\nmetadata: {name: [broken\n"
+	docs[300] = "apiVersion: example.com/v1\nkind: Widget\nmetadata: {name: w}\n"
+	dir := t.TempDir()
+	writeFile(t, filepath.Join(dir, "big.yaml"), strings.Join(docs, "---\n"))
+	_, err := readManifestFile(filepath.Join(dir, "big.yaml"))
+	if err == nil || !strings.HasPrefix(err.Error(), "document 251:") {
+		t.Fatalf("want the error of document 251, got %v", err)
+	}
+	cs := NewClientset()
+	NewManifests(dir, cs, zaptest.NewLogger(t)).LoadAll()
+	if got := serviceNames(t, cs); len(got) != 0 {
+		t.Fatalf("a file with a bad document must load nothing, got %d objects", len(got))
 	}
 }
 
