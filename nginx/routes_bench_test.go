@@ -12,8 +12,6 @@ import (
 	"strings"
 	"testing"
 	"time"
-
-	"go.uber.org/zap"
 )
 
 // BenchmarkRouteChange measures the route lane inside the data plane with real NGINX holding n hosts
@@ -30,11 +28,7 @@ func BenchmarkRouteChange(b *testing.B) {
 			paths := nginxDir(b)
 			cfg := testRenderConfig(b, paths)
 			cfg.HTTPSPort = 0
-			rt, err := NewRuntime(RuntimeConfig{Process: ProcessConfig{Paths: paths, Log: zap.NewNop()}, StatusPort: cfg.StatusPort, StatusToken: cfg.StatusToken})
-			if err != nil {
-				b.Fatal(err)
-			}
-			b.Cleanup(func() { _ = rt.Stop(context.Background()) })
+			rt := benchRuntime(b, cfg)
 			m, _ := Merge(benchTranslations(n), nil)
 			conf, hash, err := Render(m, cfg)
 			if err != nil {

@@ -128,7 +128,6 @@ func routeCorpus() map[string]routeCase {
 	}
 }
 
-
 // normalizeHost does to a Host header what NGINX does before $host: lower case, no port, no trailing dot.
 func normalizeHost(h string) string {
 	if i := strings.LastIndexByte(h, ':'); i >= 0 && !strings.Contains(h[i:], "]") {

@@ -20,11 +20,7 @@ func BenchmarkEndpointSwitch(b *testing.B) {
 	paths := nginxDir(b)
 	cfg := testRenderConfig(b, paths)
 	cfg.HTTPSPort = 0
-	rt, err := NewRuntime(RuntimeConfig{Process: ProcessConfig{Paths: paths, Log: zap.NewNop()}, StatusPort: cfg.StatusPort, StatusToken: cfg.StatusToken})
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(func() { _ = rt.Stop(context.Background()) })
+	rt := benchRuntime(b, cfg)
 	svc := service("default", "a", port(80, ""))
 	m, _ := Merge([]*IngressTranslation{mustTranslate(b, ingress("default", "a", rule("a.example.com", prefix("/", "a", 80))), servicesOf(svc))}, nil)
 	conf, hash, err := Render(m, cfg)
@@ -104,13 +100,12 @@ func BenchmarkApply(b *testing.B) {
 	requireNginx(b)
 	paths := nginxDir(b)
 	cfg := testRenderConfig(b, paths)
-	rt, err := NewRuntime(RuntimeConfig{Process: ProcessConfig{Paths: paths, Log: zap.NewNop()}, StatusPort: cfg.StatusPort, StatusToken: cfg.StatusToken, ConfirmTimeout: time.Minute})
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(func() { _ = rt.Stop(context.Background()) })
-	var confs [2][]byte
-	var hashes [2]string
+	rt := benchRuntime(b, cfg)
+	var (
+		confs  [2][]byte
+		hashes [2]string
+		err    error
+	)
 	for i := range confs {
 		cfg.ClientMaxBodySize = int64(i + 1) // two configurations that differ
 		if confs[i], hashes[i], err = Render(Model{}, cfg); err != nil {
@@ -124,6 +119,18 @@ func BenchmarkApply(b *testing.B) {
 			b.Fatal(err)
 		}
 	}
+}
+
+// benchRuntime is a Runtime for cfg that nothing has started yet, stopped when the benchmark ends.
+func benchRuntime(b *testing.B, cfg RenderConfig) *Runtime {
+	b.Helper()
+	rt, err := NewRuntime(RuntimeConfig{Process: ProcessConfig{Paths: cfg.Paths, Log: zap.NewNop()}, StatusPort: cfg.StatusPort,
+		StatusToken: cfg.StatusToken, ConfirmTimeout: time.Minute})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { _ = rt.Stop(context.Background()) })
+	return rt
 }
 
 func mustTranslate(b testing.TB, ing *networkingv1.Ingress, svcs services) *IngressTranslation {

@@ -277,20 +277,34 @@ function _M.authorize()
     end
 end
 
-function _M.endpoints()
+-- post_body answers a GET with get() and anything but a POST with 405; for a POST it checks the token
+-- and returns the decoded body, or answers 403 or 400. It returns nil when it has answered.
+local function post_body(get)
     local method = ngx.req.get_method()
     if method == "GET" then
-        return get_endpoints()
+        get()
+        return nil
     end
     if method ~= "POST" then
-        return fail(405, "use GET or POST")
+        fail(405, "use GET or POST")
+        return nil
     end
     if not authorized() then
-        return fail(403, "missing or wrong X-Ingress-Reactor-Token")
+        fail(403, "missing or wrong X-Ingress-Reactor-Token")
+        return nil
     end
     local req, err = decode_request()
     if not req then
-        return fail(400, err)
+        fail(400, err)
+        return nil
+    end
+    return req
+end
+
+function _M.endpoints()
+    local req = post_body(get_endpoints)
+    if not req then
+        return
     end
     if type(req.upstreams) ~= "table" then
         return fail(400, "\"upstreams\" must be an object of upstream name to endpoint list")
@@ -368,19 +382,9 @@ local function get_certificates()
 end
 
 function _M.certificates()
-    local method = ngx.req.get_method()
-    if method == "GET" then
-        return get_certificates()
-    end
-    if method ~= "POST" then
-        return fail(405, "use GET or POST")
-    end
-    if not authorized() then
-        return fail(403, "missing or wrong X-Ingress-Reactor-Token")
-    end
-    local req, err = decode_request()
+    local req = post_body(get_certificates)
     if not req then
-        return fail(400, err)
+        return
     end
     local certs = req.certificates or {}
     local hosts = req.hosts or {}
@@ -642,20 +646,11 @@ local function normalize_host(host, entry)
 end
 
 function _M.routes()
-    local method = ngx.req.get_method()
-    if method == "GET" then
-        return get_routes()
-    end
-    if method ~= "POST" then
-        return fail(405, "use GET or POST")
-    end
-    if not authorized() then
-        return fail(403, "missing or wrong X-Ingress-Reactor-Token")
-    end
-    local req, err = decode_request()
+    local req = post_body(get_routes)
     if not req then
-        return fail(400, err)
+        return
     end
+    local err
     if type(req.hosts) ~= "table" then
         return fail(400, "\"hosts\" must be an object of host to routes")
     end
