@@ -18,7 +18,7 @@ import (
 )
 
 // Client talks to the internal status server of the running NGINX (127.0.0.1:StatusPort): it pushes
-// endpoints and certificates into the Lua shared dicts (no reload) and reads the live config hash.
+// routes, endpoints and certificates into the Lua shared dicts (no reload) and reads the live config hash.
 // The shared dicts survive reloads but not restarts: push everything again after Runtime's OnReady. A
 // reload that changes a dict's size empties that dict too; Filled tells.
 type Client struct {

@@ -5,8 +5,9 @@
 //
 // Each layer uses only the ones above it:
 //
-//   - Model (model.go): the structure of nginx.conf as typed, validated values (servers, locations,
-//     upstream names). Endpoint lists are not part of it.
+//   - Model (model.go, routes.go): the data plane's structure as typed, validated values (servers,
+//     locations, upstream names), and its wire form for the Lua router (routes.go). Endpoint lists are
+//     not part of it.
 //   - Translation (backends.go, translate.go, merge.go, cache.go, build.go): backends.go is the one walk
 //     over an Ingress's backends that names upstreams (the translation, the endpoint lane and
 //     passthrough all use it). TranslateIngress turns one Ingress into an IngressTranslation, or
@@ -15,7 +16,7 @@
 //     comes from the namespace of its oldest rule, see MergeAll; losers are reported as Conflicts). TranslationCache skips Ingresses whose objects did not change;
 //     ModelBuilder runs the whole build for the renderer and keeps its cache to the Ingresses built.
 //   - Configuration (escape.go, template.go, nginx.tmpl): Render turns a Model and a RenderConfig into
-//     nginx.conf and its hash. Every string reaching the file passes through Quote; the template only
+//     nginx.conf and its hash; hosts and paths are not in it (the Lua router serves them). Every string reaching the file passes through Quote; the template only
 //     sees pre-quoted strings, integers, booleans and typed address ranges (netip.Prefix, for the
 //     source-range annotations), so a --template replacement cannot inject anything either.
 //   - Runtime (process.go, master.go, lifecycle.go, runtime.go, client.go, configtest.go, lua/): Process
@@ -23,17 +24,17 @@
 //     an interface that tests fake); lifecycle.go is the master's state machine (gone, starting,
 //     serving, reloading, stuck), which one goroutine of the Runtime owns; Runtime applies a
 //     configuration (nginx -t, atomic rename, SIGHUP, confirmation through the config hash); Client
-//     feeds endpoints and certificates to the embedded Lua through the status server, without reloads.
+//     feeds routes, endpoints and certificates to the embedded Lua through the status server, without
+//     reloads.
 //
 // # Routing semantics
 //
 // They follow the Ingress API: Exact paths; Prefix paths matched element-wise (longest wins, Exact wins
 // at equal length; a trailing slash is ignored); ImplementationSpecific treated as Prefix; exact and
 // "*." hosts; rules without host on the catch-all server; spec.defaultBackend as "/" of the Ingress's
-// hosts (or of the catch-all server when it has no rules). Without regular expressions, Exact p is
-// "location = p" and Prefix p is "location = p" plus "location p/". A "*." host covers exactly one
-// label, as the Ingress API says (a server_name regex built from the validated labels; NGINX's own "*."
-// names would also match deeper names). Paths are restricted to
+// hosts (or of the catch-all server when it has no rules). The Lua router (lua/ingress_reactor/router.lua)
+// and Model.Route implement them; routes_test.go runs one corpus through both. A "*." host covers
+// exactly one label, as the Ingress API says. Paths are restricted to
 // letters, digits and -._~!*(),+=:@/& (no regex, no percent-encoding, no dot segments): anything else
 // is either NGINX syntax or could never match NGINX's normalized URI. A Service that does not exist yet
 // is not a rejection: its paths answer 503 and the translation carries a warning.

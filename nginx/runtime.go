@@ -31,7 +31,8 @@ type RuntimeConfig struct {
 	StartTimeout time.Duration
 	// OnReady is called, in its own goroutine, each time a freshly started NGINX answers on its status
 	// server (the first start included), with the start count. A restarted NGINX has empty shared dicts:
-	// the caller pushes all endpoints and certificates again (ReplaceEndpoints, ReplaceCertificates).
+	// the caller pushes all routes, endpoints and certificates again (ReplaceRoutes, ReplaceEndpoints,
+	// ReplaceCertificates).
 	// It must return quickly: the start counts as answered, for Ready and for reloads, once it returned.
 	OnReady func(starts uint64)
 }
