@@ -84,7 +84,8 @@ func (l *steadyLoad) finish() (sent, transport, status int64, last string) {
 
 // TestFaultSoak runs faults and churn under steady keep-alive load (50 POSTs/s from 5 clients) and
 // reports, per phase, the requests that failed and the reloads: 2,000 Ingress changes in 2 minutes;
-// NGINX killed with SIGKILL; a 30 s API-server outage; SIGTERM during the shutdown grace period. Bounded in time and rate; run with
+// NGINX killed with SIGKILL; a 30 s API-server outage; etcd frozen (SIGSTOP) for 20 s; SIGTERM during the
+// shutdown grace period. Bounded in time and rate; run with
 // `make soak` (see docs/benchmarks-faults.md for the last results).
 func TestFaultSoak(t *testing.T) {
 	if !*soak {
@@ -164,6 +165,27 @@ func TestFaultSoak(t *testing.T) {
 	r.WaitServedBy("after.example", "/", "web")
 	t.Logf("an Ingress created as the API server returned was served %s later", time.Since(returned).Round(10*time.Millisecond))
 	report("API-server outage (30 s)", began, load, before)
+
+	// etcd frozen: the API server stays up but cannot read or write, so its watches stall and its calls
+	// hang; NGINX keeps serving, and changes resume once etcd runs again.
+	etcd, err := f.Env.EtcdPID()
+	if err != nil {
+		t.Fatal(err)
+	}
+	thaw := func() { _ = syscall.Kill(etcd, syscall.SIGCONT) }
+	t.Cleanup(thaw) // never leave the run's etcd stopped
+	began, before = time.Now(), reloads()
+	load = startLoad(r.HTTPPort, "soak.example", 5, 100*time.Millisecond)
+	if err := syscall.Kill(etcd, syscall.SIGSTOP); err != nil {
+		t.Fatalf("freeze etcd: %v", err)
+	}
+	time.Sleep(20 * time.Second)
+	thaw()
+	thawed := time.Now()
+	f.CreateIngress(f.Ingress("after-freeze", "after-freeze.example", harness.IngressBackend{Service: "web", Port: 80}))
+	r.WaitServedBy("after-freeze.example", "/", "web")
+	t.Logf("an Ingress created as etcd ran again was served %s later", time.Since(thawed).Round(10*time.Millisecond))
+	report("etcd frozen (20 s)", began, load, before)
 
 	// SIGTERM: during --shutdown-grace-period readiness fails and NGINX keeps serving, so a load balancer
 	// can stop sending before anything stops.

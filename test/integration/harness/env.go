@@ -248,3 +248,19 @@ func (e *Env) tearDown() error {
 	}
 	return errors.Join(errs...)
 }
+
+// EtcdPID returns the PID of the etcd that envtest started for this run: the test process's child
+// named etcd.
+func (e *Env) EtcdPID() (int, error) {
+	kids, err := Children(os.Getpid())
+	if err != nil {
+		return 0, err
+	}
+	for _, pid := range kids {
+		comm, err := os.ReadFile(fmt.Sprintf("/proc/%d/comm", pid))
+		if err == nil && strings.TrimSpace(string(comm)) == "etcd" {
+			return pid, nil
+		}
+	}
+	return 0, fmt.Errorf("no etcd among the children %v of this process", kids)
+}
