@@ -14,6 +14,7 @@ import (
 	"strings"
 	"testing"
 	"time"
+	"unicode/utf8"
 )
 
 // routeCase is one entry of the routing corpus: Ingresses, and requests with the outcome each must get.
@@ -405,4 +406,25 @@ func TestRoutesDictFull(t *testing.T) {
 	if code := get(); code != http.StatusServiceUnavailable {
 		t.Errorf("a host whose changed routes did not fit answers %d, want 503", code)
 	}
+}
+
+// FuzzAppendRouteHostJSON: whatever a path holds, the hand-written encoder writes valid JSON that
+// decodes to the same path (for valid UTF-8, which is all encoding/json keeps).
+func FuzzAppendRouteHostJSON(f *testing.F) {
+	for _, p := range []string{"/", "/a\"b", "/\\", "/\x00\x1f\x7f", "/ü", "/a b"} {
+		f.Add(p)
+	}
+	f.Fuzz(func(t *testing.T, p string) {
+		s := Server{Host: "a.example.com", TLS: &ServerTLS{SSLRedirect: true}, Locations: []Location{
+			{Path: p, PathType: PathExact, Upstream: "up-1", SSLRedirect: true,
+				Access: &SourceRanges{Deny: []netip.Prefix{netip.MustParsePrefix("10.0.0.0/8")}}}}}
+		b := AppendRouteHostJSON(nil, &s)
+		var h RouteHost
+		if err := json.Unmarshal(b, &h); err != nil {
+			t.Fatalf("path %q encodes as invalid JSON %s: %v", p, b, err)
+		}
+		if utf8.ValidString(p) && (len(h.Routes) != 1 || h.Routes[0].Path != p || !h.Redirect || h.Routes[0].Deny[0] != "0a000000/8") {
+			t.Fatalf("path %q round-trips as %+v", p, h)
+		}
+	})
 }
