@@ -153,9 +153,7 @@ func MergeAll(translations []*IngressTranslation, opts MergeOptions) MergeResult
 	// host's certificate (hostTLSNamespace).
 	oldest := make(map[Hostname]*IngressTranslation)
 	used := make(map[UpstreamName]Upstream, len(winners))
-	byHost := make(map[Hostname][]takeoverRoute)
 	for k, w := range winners {
-		byHost[k.host] = append(byHost[k.host], takeoverRoute{t: w.t, path: k.path, pathType: k.pathType})
 		s := servers[k.host]
 		if s == nil {
 			s = &Server{Host: k.host}
@@ -170,6 +168,14 @@ func MergeAll(translations []*IngressTranslation, opts MergeOptions) MergeResult
 		s.Locations = append(s.Locations, Location{Path: k.path, PathType: k.pathType, Upstream: w.r.Upstream, Ingress: w.t.Ingress, SSLRedirect: w.t.SSLRedirect, Access: w.t.Access})
 		if _, ok := used[w.r.Upstream]; !ok {
 			used[w.r.Upstream] = w.t.upstream(w.r.Upstream)
+		}
+	}
+
+	// Takeovers happen only on hosts that several namespaces route: only their routes are gathered.
+	byHost := make(map[Hostname][]takeoverRoute)
+	for k, w := range winners {
+		if len(routedBy[k.host]) > 1 {
+			byHost[k.host] = append(byHost[k.host], takeoverRoute{t: w.t, path: k.path, pathType: k.pathType})
 		}
 	}
 
