@@ -163,7 +163,7 @@ func (r *Reloader) rendered(v modules.Rendered) {
 
 // wentLive is called by the structure lane once a configuration runs, with the stores its reload kept
 // filled: the others get a full push.
-func (r *Reloader) wentLive(_ modules.Rendered, kept nginx.Filled) {
+func (r *Reloader) wentLive(kept nginx.Filled) {
 	if !kept.Routes {
 		r.routes.change(nil, true)
 	}

@@ -23,7 +23,7 @@ type applyKey struct{}
 const retryAfterGiveUp = 10 * time.Minute
 
 // structureLane applies each Rendered configuration: test, install, reload, confirm. It has one worker,
-// which alone touches applied and attempted.
+// which alone writes live and attempted.
 type structureLane struct {
 	opts    Options
 	applier Applier
@@ -36,10 +36,8 @@ type structureLane struct {
 	pacer *pacer
 	// wentLive is called after a configuration went live, with the stores it kept filled (a store not
 	// reported filled needs a full push).
-	wentLive func(v modules.Rendered, kept nginx.Filled)
-	// applied is the hash of the last configuration applied successfully.
-	applied string
-	// live is applied, for readers outside the lane's worker.
+	wentLive func(kept nginx.Filled)
+	// live is the hash of the last configuration applied successfully.
 	live atomic.Pointer[string]
 	// attempted is the hash of the configuration last tried; a different one starts with a fresh retry
 	// budget.
@@ -94,7 +92,7 @@ func (s *structureLane) apply(ctx context.Context, _ applyKey) error {
 	if !ok {
 		return nil
 	}
-	if v.Hash == s.applied {
+	if s.isLive(v.Hash) {
 		// The same configuration again: the renderer published a change of routes or of the SNI table
 		// only, which the push lanes apply. Nothing to reload or count.
 		return nil
@@ -119,7 +117,6 @@ func (s *structureLane) apply(ctx context.Context, _ applyKey) error {
 		s.events(v.Hash, err)
 		return err
 	}
-	s.applied = v.Hash
 	s.live.Store(&v.Hash)
 	s.m.reloadGap.Set(s.pacer.reloaded().Seconds())
 	// Counted as soon as NGINX serves it: what follows asks NGINX about its stores, and the metrics must
@@ -130,7 +127,7 @@ func (s *structureLane) apply(ctx context.Context, _ applyKey) error {
 	s.m.hash.Set(hashNumber(v.Hash))
 	// A reload keeps the shared dicts, except one whose size or definition changed: NGINX gives that one
 	// a new, empty zone, which needs a full push.
-	s.wentLive(v, s.keptStores(ctx))
+	s.wentLive(s.keptStores(ctx))
 	return nil
 }
 

@@ -179,6 +179,37 @@ local function sorted(t)
     return out
 end
 
+-- remove_versioned deletes the entries of names (values and versions) from dict.
+local function remove_versioned(dict, data_prefix, version_prefix, names)
+    for _, name in ipairs(names) do
+        dict:delete(version_prefix .. name)
+        dict:delete(data_prefix .. name)
+    end
+end
+
+-- store_versioned writes updates (name -> value) into dict, in name order, and returns how many changed,
+-- how many were unchanged, the names that did not fit and the total. An identical value keeps its
+-- version, so workers keep what they decoded from it. on_not_stored(name), when given, runs for each
+-- name that did not fit.
+local function store_versioned(dict, data_prefix, version_prefix, updates, on_not_stored)
+    local changed, unchanged, not_stored, total = 0, 0, {}, 0
+    for _, name in ipairs(sorted(updates)) do
+        local value = updates[name]
+        total = total + 1
+        if dict:get(data_prefix .. name) == value and dict:get(version_prefix .. name) then
+            unchanged = unchanged + 1
+        elseif store(dict, data_prefix .. name, version_prefix .. name, value) then
+            changed = changed + 1
+        else
+            not_stored[#not_stored + 1] = name
+            if on_not_stored then
+                on_not_stored(name)
+            end
+        end
+    end
+    return changed, unchanged, not_stored, total
+end
+
 -- listing shows the first ten of names, in order, and how many more there are.
 local function listing(names)
     table.sort(names)
@@ -340,23 +371,8 @@ function _M.endpoints()
     end
 
     -- Removals first: they free the room that the updates may need.
-    for _, name in ipairs(removals) do
-        endpoints_dict:delete(balancer.VERSION_PREFIX .. name)
-        endpoints_dict:delete(balancer.DATA_PREFIX .. name)
-    end
-    local changed, unchanged, not_stored, total = 0, 0, {}, 0
-    for _, name in ipairs(sorted(updates)) do
-        local value = updates[name]
-        total = total + 1
-        -- An identical list keeps its version: workers keep their decoded list and round-robin position.
-        if endpoints_dict:get(balancer.DATA_PREFIX .. name) == value and endpoints_dict:get(balancer.VERSION_PREFIX .. name) then
-            unchanged = unchanged + 1
-        elseif store(endpoints_dict, balancer.DATA_PREFIX .. name, balancer.VERSION_PREFIX .. name, value) then
-            changed = changed + 1
-        else
-            not_stored[#not_stored + 1] = name
-        end
-    end
+    remove_versioned(endpoints_dict, balancer.DATA_PREFIX, balancer.VERSION_PREFIX, removals)
+    local changed, unchanged, not_stored, total = store_versioned(endpoints_dict, balancer.DATA_PREFIX, balancer.VERSION_PREFIX, updates)
     if req.full then
         mark_filled(endpoints_dict)
     end
@@ -467,10 +483,7 @@ function _M.certificates()
     for _, host in ipairs(removed_hosts) do
         certificates_dict:delete(certificates.HOST_PREFIX .. host)
     end
-    for _, id in ipairs(removed_ids) do
-        certificates_dict:delete(certificates.VERSION_PREFIX .. id)
-        certificates_dict:delete(certificates.DATA_PREFIX .. id)
-    end
+    remove_versioned(certificates_dict, certificates.DATA_PREFIX, certificates.VERSION_PREFIX, removed_ids)
     local function live(id)
         return certificates_dict:get(certificates.VERSION_PREFIX .. id) ~= nil
     end
@@ -689,29 +702,16 @@ function _M.routes()
             return fail(500, "storing the default backend: " .. tostring(err))
         end
     end
-    for _, host in ipairs(removals) do
-        routes_dict:delete(router.VERSION_PREFIX .. host)
-        routes_dict:delete(router.DATA_PREFIX .. host)
-    end
-    local changed, unchanged, not_stored, total = 0, 0, {}, 0
-    for _, host in ipairs(sorted(updates)) do
-        local value = updates[host]
-        total = total + 1
-        if routes_dict:get(router.DATA_PREFIX .. host) == value and routes_dict:get(router.VERSION_PREFIX .. host) then
-            unchanged = unchanged + 1
-        elseif store(routes_dict, router.DATA_PREFIX .. host, router.VERSION_PREFIX .. host, value) then
-            changed = changed + 1
-        else
-            not_stored[#not_stored + 1] = host
-            -- Fail closed: the previous routes of a changed host may admit clients or paths that the new
-            -- ones do not. The host answers 503 until its routes fit.
+    remove_versioned(routes_dict, router.DATA_PREFIX, router.VERSION_PREFIX, removals)
+    -- Fail closed: the previous routes of a changed host that does not fit may admit clients or paths
+    -- that the new ones do not. The host answers 503 until its routes fit.
+    local changed, unchanged, not_stored, total = store_versioned(routes_dict, router.DATA_PREFIX, router.VERSION_PREFIX, updates,
+        function(host)
             if routes_dict:get(router.VERSION_PREFIX .. host)
                 and not store(routes_dict, router.DATA_PREFIX .. host, router.VERSION_PREFIX .. host, router.UNAVAILABLE) then
-                routes_dict:delete(router.VERSION_PREFIX .. host)
-                routes_dict:delete(router.DATA_PREFIX .. host)
+                remove_versioned(routes_dict, router.DATA_PREFIX, router.VERSION_PREFIX, { host })
             end
-        end
-    end
+        end)
     if req.full then
         mark_filled(routes_dict)
     end
