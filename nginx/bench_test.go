@@ -65,38 +65,53 @@ func BenchmarkTranslateRender(b *testing.B) {
 }
 
 // BenchmarkRerenderOneChanged measures the renderer's steady state: one Ingress among n changed, every
-// Ingress goes through the TranslationCache (n-1 hits), then merge, render and hash.
+// Ingress goes through the TranslationCache (n-1 hits), then merge, render, hash and the comparison of
+// the routes with the previous model. merge=incremental is the renderer's ModelBuilder (its Merger redoes
+// only the changed Ingress's hosts); merge=full merges every Ingress again, as before issue #13's last
+// step.
 func BenchmarkRerenderOneChanged(b *testing.B) {
 	for _, n := range []int{1000, 10000} {
-		b.Run(fmt.Sprintf("ingresses=%d", n), func(b *testing.B) {
-			ings, svcs := benchWorld(n)
-			cache := NewTranslationCache()
-			for _, ing := range ings {
-				if _, err := cache.Translate(ing, svcs, DefaultTranslateOptions()); err != nil {
-					b.Fatal(err)
-				}
-			}
-			cfg := baseRenderConfig()
-			changed := ings[n/2]
-			rv := 1
-			b.ReportAllocs()
-			for b.Loop() {
-				rv++
-				changed.ResourceVersion = strconv.Itoa(rv)
-				ts := make([]*IngressTranslation, 0, n)
-				for _, ing := range ings {
-					t, err := cache.Translate(ing, svcs, DefaultTranslateOptions())
-					if err != nil {
+		for _, mode := range []string{"incremental", "full"} {
+			b.Run(fmt.Sprintf("ingresses=%d/merge=%s", n, mode), func(b *testing.B) {
+				ings, svcs := benchWorld(n)
+				builder := NewModelBuilder()
+				cache := NewTranslationCache()
+				in := BuildInput{Ingresses: ings, Services: svcs, Options: DefaultTranslateOptions()}
+				last := builder.Build(in).Model
+				cfg := baseRenderConfig()
+				changed := ings[n/2]
+				backend := &changed.Spec.Rules[0].HTTP.Paths[0].Backend.Service.Name
+				names := [2]string{*backend, ings[0].Name} // switched between two Services, starting with the other
+				rv := 2
+				b.ReportAllocs()
+				for b.Loop() {
+					rv++
+					changed.ResourceVersion = strconv.Itoa(rv)
+					*backend = names[rv%2]
+					var m Model
+					if mode == "incremental" {
+						m = builder.Build(in).Model
+					} else {
+						ts := make([]*IngressTranslation, 0, n)
+						for _, ing := range ings {
+							t, err := cache.Translate(ing, svcs, DefaultTranslateOptions())
+							if err != nil {
+								b.Fatal(err)
+							}
+							ts = append(ts, t)
+						}
+						m, _ = Merge(ts, nil)
+					}
+					if _, _, err := Render(m, cfg); err != nil {
 						b.Fatal(err)
 					}
-					ts = append(ts, t)
+					if m.SameRoutes(&last) {
+						b.Fatal("a changed Ingress left the routes as they were")
+					}
+					last = m
 				}
-				m, _ := Merge(ts, nil)
-				if _, _, err := Render(m, cfg); err != nil {
-					b.Fatal(err)
-				}
-			}
-		})
+			})
+		}
 	}
 }
 

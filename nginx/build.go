@@ -6,15 +6,17 @@ import (
 )
 
 // ModelBuilder builds the model from the accepted Ingresses: each is translated (through a
-// TranslationCache, so unchanged Ingresses cost a lookup), the translations are merged, and the Ingresses
-// rejected, warned about or losing a conflict are listed for the caller to report. Builds run one at a
+// TranslationCache, so unchanged Ingresses cost a lookup), the translations are merged (by a Merger, so
+// only the hosts of changed Ingresses are merged again), and the Ingresses rejected, warned about or
+// losing a conflict are listed for the caller to report. Builds run one at a
 // time; the builder is not safe for concurrent use.
 //
 // An Ingress whose update is rejected keeps being served as its last good translation (Rejection.Stale),
 // so that a typo never hands its host or paths to another Ingress; only a valid update, its deletion or
 // its leaving our class replaces it.
 type ModelBuilder struct {
-	cache *TranslationCache
+	cache  *TranslationCache
+	merger Merger
 	// lastGood is each Ingress's last translation that was accepted.
 	lastGood map[types.NamespacedName]*IngressTranslation
 }
@@ -131,7 +133,7 @@ func (b *ModelBuilder) Build(in BuildInput) Build {
 			out.DefaultBackendMissing = true
 		}
 	}
-	merged := MergeAll(translations, MergeOptions{DefaultBackend: defaultBackend, Ownership: in.Ownership})
+	merged := b.merger.Merge(translations, MergeOptions{DefaultBackend: defaultBackend, Ownership: in.Ownership})
 	out.Model, out.Conflicts, out.Takeovers = merged.Model, merged.Conflicts, merged.Takeovers
 	out.Translated = len(translations)
 	return out

@@ -2,7 +2,6 @@ package nginx
 
 import (
 	"fmt"
-	"slices"
 	"strings"
 
 	"k8s.io/apimachinery/pkg/types"
@@ -28,43 +27,6 @@ func ParseHostOwnership(s string) (HostOwnership, error) {
 		return o, nil
 	}
 	return "", fmt.Errorf("host ownership %q: want %q or %q", s, HostsShared, HostsByNamespace)
-}
-
-// ownedRoutes applies HostsByNamespace to translations sorted oldest first: routes on a host another
-// namespace owns are left out of copies of their translations (cached translations are shared and never
-// changed), and each Ingress that lost a host gets one Conflict per host.
-func ownedRoutes(ts []*IngressTranslation) ([]*IngressTranslation, []Conflict) {
-	owner := make(map[Hostname]*IngressTranslation)
-	for _, t := range ts {
-		for _, r := range t.Routes {
-			if r.Host != "" && owner[r.Host] == nil {
-				owner[r.Host] = t // ts is oldest first
-			}
-		}
-	}
-	// foreign reports whether route r of t is on a host another namespace owns.
-	foreign := func(t *IngressTranslation, r Route) bool {
-		return r.Host != "" && owner[r.Host].Ingress.Namespace != t.Ingress.Namespace
-	}
-	var conflicts []Conflict
-	out := make([]*IngressTranslation, len(ts))
-	for i, t := range ts {
-		out[i] = t
-		for _, r := range t.Routes {
-			if !foreign(t, r) {
-				continue
-			}
-			if c := (Conflict{Kind: ConflictHostOwner, Loser: t.Ingress, Winner: owner[r.Host].Ingress, Host: r.Host}); !slices.Contains(conflicts, c) {
-				conflicts = append(conflicts, c)
-			}
-		}
-		if slices.ContainsFunc(t.Routes, func(r Route) bool { return foreign(t, r) }) {
-			cp := *t
-			cp.Routes = slices.DeleteFunc(slices.Clone(t.Routes), func(r Route) bool { return foreign(t, r) })
-			out[i] = &cp
-		}
-	}
-	return out, conflicts
 }
 
 // Takeover is a path of one namespace's Ingress that takes requests a broader path of another
@@ -98,29 +60,21 @@ func pathCovers(prefix, path string) bool {
 	return p == "" || path == p || strings.HasPrefix(path, p+"/")
 }
 
-// takeovers lists, for each host routed by more than one namespace, the winning paths that take requests
-// from an older Ingress's broader Prefix path of another namespace. routes are the winners by host.
-func takeovers(routes map[Hostname][]takeoverRoute) []Takeover {
+// hostTakeovers lists the winning paths of a host routed by several namespaces that take requests from
+// an older Ingress's broader Prefix path of another namespace. routes are the host's winners.
+func hostTakeovers(host Hostname, routes []takeoverRoute) []Takeover {
 	var out []Takeover
-	for host, rs := range routes {
-		if host == "" || !severalNamespaces(rs) {
-			continue
-		}
-		for _, x := range rs {
-			for _, y := range rs {
-				if x.t.Ingress.Namespace == y.t.Ingress.Namespace || y.pathType != PathPrefix || olderFirst(x.t, y.t) <= 0 {
-					continue
-				}
-				if x.path == y.path && x.pathType == PathPrefix || !pathCovers(y.path, x.path) {
-					continue
-				}
-				out = append(out, Takeover{Taker: x.t.Ingress, From: y.t.Ingress, Host: host, Path: x.path, PathType: x.pathType, FromPath: y.path})
+	for _, x := range routes {
+		for _, y := range routes {
+			if x.t.Ingress.Namespace == y.t.Ingress.Namespace || y.pathType != PathPrefix || olderFirst(x.t, y.t) <= 0 {
+				continue
 			}
+			if x.path == y.path && x.pathType == PathPrefix || !pathCovers(y.path, x.path) {
+				continue
+			}
+			out = append(out, Takeover{Taker: x.t.Ingress, From: y.t.Ingress, Host: host, Path: x.path, PathType: x.pathType, FromPath: y.path})
 		}
 	}
-	slices.SortFunc(out, func(a, b Takeover) int {
-		return strings.Compare(fmt.Sprint(a), fmt.Sprint(b))
-	})
 	return out
 }
 
@@ -129,13 +83,4 @@ type takeoverRoute struct {
 	t        *IngressTranslation
 	path     string
 	pathType PathType
-}
-
-func severalNamespaces(rs []takeoverRoute) bool {
-	for _, r := range rs[1:] {
-		if r.t.Ingress.Namespace != rs[0].t.Ingress.Namespace {
-			return true
-		}
-	}
-	return false
 }

@@ -128,6 +128,9 @@ func (s *Server) Equal(o *Server) bool {
 	if s.Host != o.Host || (s.TLS == nil) != (o.TLS == nil) || (s.TLS != nil && *s.TLS != *o.TLS) {
 		return false
 	}
+	if len(s.Locations) == len(o.Locations) && (len(s.Locations) == 0 || &s.Locations[0] == &o.Locations[0]) {
+		return true // the same locations: a Merger shares an unchanged host's between models
+	}
 	return slices.EqualFunc(s.Locations, o.Locations, func(x, y Location) bool {
 		if x.Path != y.Path || x.PathType != y.PathType || x.Upstream != y.Upstream || x.SSLRedirect != y.SSLRedirect || x.Ingress != y.Ingress {
 			return false

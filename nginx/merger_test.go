@@ -1,0 +1,136 @@
+package nginx
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"net/netip"
+	"reflect"
+	"slices"
+	"testing"
+	"time"
+
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/intstr"
+)
+
+// TestMergerMatchesFullMerge drives a Merger through random sequences of added, replaced, recreated,
+// touched (same content, new pointer) and deleted translations, over hosts that share exact and wildcard
+// TLS entries, several namespaces, default-backend routes and both ownership modes, and checks after
+// every step that it returns exactly what a merge from scratch returns.
+func TestMergerMatchesFullMerge(t *testing.T) {
+	hosts := []Hostname{"", "a.example.com", "b.example.com", "*.example.com", "x.a.example.com", "c.other.org", "*.other.org", "solo"}
+	tlsHosts := []Hostname{"a.example.com", "b.example.com", "*.example.com", "*.a.example.com", "c.other.org", "*.other.org", "solo", "unrouted.example.com"}
+	paths := []string{"/", "/api", "/api/v1"}
+	namespaces := []string{"ns1", "ns2", "ns3"}
+	names := []string{"i1", "i2", "i3", "i4", "i5", "i6", "i7"}
+	upstreams := []Upstream{
+		NewUpstream(types.NamespacedName{Namespace: "ns1", Name: "web"}, intstr.FromInt32(80)),
+		NewUpstream(types.NamespacedName{Namespace: "ns2", Name: "api"}, intstr.FromInt32(8080)),
+		NewUpstream(types.NamespacedName{Namespace: "ns3", Name: "web"}, intstr.FromString("http")),
+		NewUpstream(types.NamespacedName{Namespace: "ns1", Name: "other"}, intstr.FromInt32(81)),
+	}
+	accesses := []*SourceRanges{nil, {Allow: []netip.Prefix{netip.MustParsePrefix("10.0.0.0/8")}}, {Deny: []netip.Prefix{netip.MustParsePrefix("192.0.2.0/24")}}}
+	base := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+
+	random := func(r *rand.Rand, key types.NamespacedName, created time.Time) *IngressTranslation {
+		tr := &IngressTranslation{Ingress: key, CreationTimestamp: created, SSLRedirect: r.IntN(3) > 0, Access: accesses[r.IntN(len(accesses))]}
+		for range r.IntN(5) {
+			rt := Route{Host: hosts[r.IntN(len(hosts))], Path: paths[r.IntN(len(paths))], PathType: PathPrefix, Upstream: upstreams[r.IntN(len(upstreams))].Name}
+			if r.IntN(3) == 0 {
+				rt.PathType = PathExact
+			}
+			if r.IntN(5) == 0 {
+				rt.Path, rt.PathType, rt.FromDefaultBackend = "/", PathPrefix, true
+			}
+			if !slices.ContainsFunc(tr.Routes, func(x Route) bool { return x.Host == rt.Host && x.Path == rt.Path && x.PathType == rt.PathType }) {
+				tr.Routes = append(tr.Routes, rt)
+			}
+		}
+		for _, u := range upstreams {
+			if slices.ContainsFunc(tr.Routes, func(x Route) bool { return x.Upstream == u.Name }) {
+				tr.Upstreams = append(tr.Upstreams, u)
+			}
+		}
+		slices.SortFunc(tr.Upstreams, func(a, b Upstream) int { return cmpString(string(a.Name), string(b.Name)) })
+		for range r.IntN(3) {
+			h := tlsHosts[r.IntN(len(tlsHosts))]
+			if !slices.ContainsFunc(tr.TLS, func(x TLSHost) bool { return x.Host == h }) {
+				tr.TLS = append(tr.TLS, TLSHost{Host: h, Secret: types.NamespacedName{Namespace: key.Namespace, Name: fmt.Sprintf("cert-%d", r.IntN(2))}})
+			}
+		}
+		return tr
+	}
+
+	for seed := range uint64(40) {
+		r := rand.New(rand.NewPCG(seed, 7))
+		opts := MergeOptions{}
+		if seed%2 == 1 {
+			opts.Ownership = HostsByNamespace
+		}
+		if seed%3 == 0 {
+			opts.DefaultBackend = &upstreams[0]
+		}
+		var m Merger
+		live := map[types.NamespacedName]*IngressTranslation{}
+		for step := range 120 {
+			key := types.NamespacedName{Namespace: namespaces[r.IntN(len(namespaces))], Name: names[r.IntN(len(names))]}
+			old := live[key]
+			action := r.IntN(10)
+			switch {
+			case old == nil || action < 3: // new, or a new object of the same name
+				live[key] = random(r, key, base.Add(time.Duration(r.IntN(4))*time.Minute))
+			case action < 6: // changed
+				live[key] = random(r, key, old.CreationTimestamp)
+			case action < 8: // the cache hands out a new pointer for unchanged content
+				cp := *old
+				live[key] = &cp
+			default:
+				delete(live, key)
+			}
+			if step%37 == 36 { // options change now and then: everything is merged again
+				opts.Ownership = map[HostOwnership]HostOwnership{HostsShared: HostsByNamespace, HostsByNamespace: HostsShared, "": HostsByNamespace}[opts.Ownership]
+			}
+			ts := make([]*IngressTranslation, 0, len(live)+1)
+			for _, tr := range live {
+				ts = append(ts, tr)
+			}
+			ts = append(ts, nil)
+			r.Shuffle(len(ts), func(i, j int) { ts[i], ts[j] = ts[j], ts[i] })
+
+			got := m.Merge(ts, opts)
+			want := MergeAll(ts, opts)
+			if !reflect.DeepEqual(got, want) {
+				t.Fatalf("seed %d, step %d: incremental merge differs from a merge from scratch\n got: %+v\nwant: %+v", seed, step, got, want)
+			}
+		}
+	}
+}
+
+func cmpString(a, b string) int {
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
+	}
+	return 0
+}
+
+// TestMergerKeepsEarlierModels checks that a model the Merger returned is not changed by later merges:
+// the reloader and the renderer keep the previous model to compare with the next.
+func TestMergerKeepsEarlierModels(t *testing.T) {
+	web := NewUpstream(types.NamespacedName{Namespace: "default", Name: "web"}, intstr.FromInt32(80))
+	api := NewUpstream(types.NamespacedName{Namespace: "default", Name: "api"}, intstr.FromInt32(80))
+	tr := func(name string, host Hostname, up Upstream) *IngressTranslation {
+		return &IngressTranslation{Ingress: types.NamespacedName{Namespace: "default", Name: name},
+			Routes: []Route{{Host: host, Path: "/", PathType: PathPrefix, Upstream: up.Name}}, Upstreams: []Upstream{up}}
+	}
+	var m Merger
+	a, b := tr("a", "a.example.com", web), tr("b", "b.example.com", web)
+	first := m.Merge([]*IngressTranslation{a, b}, MergeOptions{})
+	firstCopy := MergeAll([]*IngressTranslation{a, b}, MergeOptions{})
+	m.Merge([]*IngressTranslation{tr("a", "a.example.com", api), tr("c", "c.example.com", api)}, MergeOptions{})
+	if !reflect.DeepEqual(first, firstCopy) {
+		t.Fatalf("a later merge changed an earlier result\n now: %+v\nwant: %+v", first, firstCopy)
+	}
+}
