@@ -27,9 +27,13 @@ type recordingApplier struct {
 	routes    map[nginx.Hostname][]byte
 	starts    *reloader.Starts
 	started   bool
+	// routesPushed gets a value (if it has none) after each routes push.
+	routesPushed chan struct{}
 }
 
-func newRecordingApplier() *recordingApplier { return &recordingApplier{starts: reloader.NewStarts()} }
+func newRecordingApplier() *recordingApplier {
+	return &recordingApplier{starts: reloader.NewStarts(), routesPushed: make(chan struct{}, 1)}
+}
 
 func (a *recordingApplier) Apply(_ context.Context, conf []byte, _ string) error {
 	a.mu.Lock()
@@ -60,6 +64,12 @@ func (a *recordingApplier) SetCertificates(context.Context, nginx.CertificateUpd
 }
 
 func (a *recordingApplier) SetRoutes(_ context.Context, u nginx.RouteUpdate, full bool) error {
+	defer func() {
+		select {
+		case a.routesPushed <- struct{}{}:
+		default:
+		}
+	}()
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	if full || a.routes == nil {

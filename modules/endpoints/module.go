@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -228,8 +229,11 @@ func (w *Watcher) referencesChanged(referrer types.NamespacedName, now []nginx.U
 	if slices.Equal(before, now) {
 		return nil
 	}
+	// Only what differs changes a count: the rendered model lists every upstream, and one change must
+	// not queue every Service.
+	removed, added := upstreamsDiff(before, now)
 	affected := map[types.NamespacedName]struct{}{}
-	for _, up := range before {
+	for _, up := range removed {
 		if r := w.refs[up.Service][up.Name]; r != nil {
 			if r.n--; r.n == 0 {
 				delete(w.refs[up.Service], up.Name)
@@ -240,7 +244,7 @@ func (w *Watcher) referencesChanged(referrer types.NamespacedName, now []nginx.U
 		}
 		affected[up.Service] = struct{}{}
 	}
-	for _, up := range now {
+	for _, up := range added {
 		m := w.refs[up.Service]
 		if m == nil {
 			m = map[nginx.UpstreamName]*ref{}
@@ -263,6 +267,32 @@ func (w *Watcher) referencesChanged(referrer types.NamespacedName, now []nginx.U
 		out = append(out, k)
 	}
 	return out
+}
+
+// upstreamsDiff returns the upstreams of before that now lacks, and those of now that before lacks.
+// Upstream lists are sorted by name (the model's, UpstreamsOf's); unsorted ones are sorted first.
+func upstreamsDiff(before, now []nginx.Upstream) (removed, added []nginx.Upstream) {
+	byName := func(a, b nginx.Upstream) int { return strings.Compare(string(a.Name), string(b.Name)) }
+	if !slices.IsSortedFunc(before, byName) {
+		before = slices.SortedFunc(slices.Values(before), byName)
+	}
+	if !slices.IsSortedFunc(now, byName) {
+		now = slices.SortedFunc(slices.Values(now), byName)
+	}
+	for len(before) > 0 || len(now) > 0 {
+		switch {
+		case len(now) == 0 || len(before) > 0 && byName(before[0], now[0]) < 0:
+			removed, before = append(removed, before[0]), before[1:]
+		case len(before) == 0 || byName(now[0], before[0]) < 0:
+			added, now = append(added, now[0]), now[1:]
+		default:
+			if before[0] != now[0] { // the same name, another value: cannot happen with derived names
+				removed, added = append(removed, before[0]), append(added, now[0])
+			}
+			before, now = before[1:], now[1:]
+		}
+	}
+	return removed, added
 }
 
 // upstreamsOfService returns the upstreams that currently use a Service. For the default backend

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net"
 	"slices"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -225,5 +226,36 @@ func TestHangingExternalNamesDoNotHoldTheLane(t *testing.T) {
 			t.Fatalf("ExternalName endpoints: got %+v", c)
 		}
 		seen[c.Upstream.Service.Name] = true
+	}
+}
+
+// TestUpstreamsDiff checks the diff that keeps a rendered model's change from queueing every Service:
+// only upstreams that came or went are returned, whatever the order of the lists.
+func TestUpstreamsDiff(t *testing.T) {
+	u := func(svc string, port int32) nginx.Upstream {
+		return nginx.NewUpstream(types.NamespacedName{Namespace: "default", Name: svc}, intstr.FromInt32(port))
+	}
+	a, b, c, d := u("a", 80), u("b", 80), u("c", 80), u("c", 81)
+	tests := map[string]struct {
+		before, now, removed, added []nginx.Upstream
+	}{
+		"equal":                    {before: []nginx.Upstream{a, b}, now: []nginx.Upstream{a, b}},
+		"one added":                {before: []nginx.Upstream{a}, now: []nginx.Upstream{a, c}, added: []nginx.Upstream{c}},
+		"one removed, one added":   {before: []nginx.Upstream{a, b, c}, now: []nginx.Upstream{a, c, d}, removed: []nginx.Upstream{b}, added: []nginx.Upstream{d}},
+		"from nothing":             {now: []nginx.Upstream{b, a}, added: []nginx.Upstream{a, b}},
+		"to nothing, unsorted":     {before: []nginx.Upstream{d, a}, removed: []nginx.Upstream{a, d}},
+		"a duplicate counts twice": {before: []nginx.Upstream{a, a}, now: []nginx.Upstream{a}, removed: []nginx.Upstream{a}},
+		"unsorted on both sides":   {before: []nginx.Upstream{c, a}, now: []nginx.Upstream{b, c}, removed: []nginx.Upstream{a}, added: []nginx.Upstream{b}},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			removed, added := upstreamsDiff(tc.before, tc.now)
+			byName := func(x, y nginx.Upstream) int { return strings.Compare(string(x.Name), string(y.Name)) }
+			slices.SortFunc(removed, byName)
+			slices.SortFunc(added, byName)
+			if !slices.Equal(removed, tc.removed) || !slices.Equal(added, tc.added) {
+				t.Errorf("removed %v, added %v; want %v and %v", removed, added, tc.removed, tc.added)
+			}
+		})
 	}
 }
