@@ -1,7 +1,12 @@
 package nginx
 
 import (
+	"encoding/json"
+	"fmt"
+	"math/rand/v2"
 	"slices"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -32,13 +37,13 @@ func TestModelBuilder(t *testing.T) {
 	if !build.DefaultBackendMissing {
 		t.Error("a default backend Service that does not exist is not reported")
 	}
-	var used []types.NamespacedName
-	for k := range build.Services {
-		used = append(used, k)
+	for _, svc := range []types.NamespacedName{nn("ns", "missing"), nn("ns", "web")} {
+		if !b.DependsOn(svc) {
+			t.Errorf("the build does not say it depends on Service %s", svc)
+		}
 	}
-	slices.SortFunc(used, compareKeys)
-	if want := []types.NamespacedName{nn("ns", "missing"), nn("ns", "web")}; !slices.Equal(used, want) {
-		t.Errorf("services = %v, want %v", used, want)
+	if b.DependsOn(nn("ns", "other")) {
+		t.Error("the build says it depends on a Service no Ingress names")
 	}
 	if got := b.Cached(); got != 3 {
 		t.Errorf("cache holds %d Ingresses, want 3", got)
@@ -97,4 +102,109 @@ func TestModelBuilderServesTheLastGoodVersion(t *testing.T) {
 	if got := build(typo, rival); got.Stale != 0 || servedBy(got.Model) != "b/rival" {
 		t.Errorf("after leaving: stale %d, served by %s; want nothing remembered", got.Stale, servedBy(got.Model))
 	}
+}
+
+// TestUpdateMatchesBuild drives one builder with Update (told only what changed) and checks after every
+// step that it reports exactly what a fresh builder's Build of every Ingress reports: Ingresses created,
+// updated (also into and out of a rejection, which serves the last good version), recreated and
+// deleted, and Services that appear, change ports and disappear under them.
+func TestUpdateMatchesBuild(t *testing.T) {
+	hosts := []string{"a.example.com", "b.example.com", "*.example.com", "c.other.org"}
+	for seed := range uint64(30) {
+		r := rand.New(rand.NewPCG(seed, 11))
+		svcs := services{}
+		ings := map[types.NamespacedName]*networkingv1.Ingress{}
+		gen := 0
+		randomService := func(key types.NamespacedName) {
+			gen++
+			s := service(key.Namespace, key.Name, port(80, "http"))
+			if r.IntN(3) == 0 {
+				s = service(key.Namespace, key.Name, port(8080, "web"))
+			}
+			s.ResourceVersion = strconv.Itoa(gen)
+			svcs[key] = s
+		}
+		randomIngress := func(key types.NamespacedName, uid string) *networkingv1.Ingress {
+			gen++
+			var opts []ingressOption
+			for range 1 + r.IntN(2) {
+				p := prefix([]string{"/", "/api"}[r.IntN(2)], []string{"web", "api"}[r.IntN(2)], []any{80, "http"}[r.IntN(2)])
+				opts = append(opts, rule(hosts[r.IntN(len(hosts))], p))
+			}
+			if r.IntN(4) == 0 {
+				opts = append(opts, withTLS("cert", hosts[r.IntN(len(hosts))]))
+			}
+			if r.IntN(5) == 0 {
+				opts = append(opts, annotate(AnnotationSSLRedirect, "flase")) // rejected
+			}
+			opts = append(opts, age(time.Duration(r.IntN(3))*time.Minute))
+			ing := ingress(key.Namespace, key.Name, opts...)
+			ing.UID = types.UID(uid)
+			ing.ResourceVersion = strconv.Itoa(gen)
+			return ing
+		}
+		inc, replay := NewModelBuilder(), NewModelBuilder()
+		for step := range 80 {
+			var changedIngs, changedSvcs []types.NamespacedName
+			for range 1 + r.IntN(3) {
+				ns := []string{"a", "b"}[r.IntN(2)]
+				if r.IntN(3) == 0 {
+					key := nn(ns, []string{"web", "api"}[r.IntN(2)])
+					if r.IntN(4) == 0 {
+						delete(svcs, key)
+					} else {
+						randomService(key)
+					}
+					changedSvcs = append(changedSvcs, key)
+					continue
+				}
+				key := nn(ns, fmt.Sprintf("i%d", r.IntN(5)))
+				switch old := ings[key]; {
+				case old != nil && r.IntN(5) == 0:
+					delete(ings, key)
+				case old != nil && r.IntN(5) == 0: // recreated: a new object of the same name
+					ings[key] = randomIngress(key, fmt.Sprintf("%s-%d", key, gen))
+				case old != nil:
+					ings[key] = randomIngress(key, string(old.UID))
+				default:
+					ings[key] = randomIngress(key, fmt.Sprintf("%s-%d", key, gen))
+				}
+				changedIngs = append(changedIngs, key)
+			}
+			all := make([]*networkingv1.Ingress, 0, len(ings))
+			for _, ing := range ings {
+				all = append(all, ing)
+			}
+			slices.SortFunc(all, func(a, b *networkingv1.Ingress) int {
+				return compareKeys(nn(a.Namespace, a.Name), nn(b.Namespace, b.Name))
+			})
+			var got Build
+			if step == 0 {
+				got = inc.Build(BuildInput{Ingresses: all, Services: svcs, Options: DefaultTranslateOptions()})
+			} else {
+				got = inc.Update(UpdateInput{Ingresses: changedIngs, Services: changedSvcs, Lookup: svcs, Options: DefaultTranslateOptions(),
+					Get: func(k types.NamespacedName) (*networkingv1.Ingress, bool) { ing, ok := ings[k]; return ing, ok }})
+			}
+			// A fresh builder knows no last good versions: replay the same history through Build.
+			want := replay.Build(BuildInput{Ingresses: all, Services: svcs, Options: DefaultTranslateOptions()})
+			if d := describeBuild(got); d != describeBuild(want) {
+				t.Fatalf("seed %d, step %d: Update differs from Build\n got: %s\nwant: %s", seed, step, d, describeBuild(want))
+			}
+		}
+	}
+}
+
+// describeBuild prints what a build reports, with Ingresses by key and errors by message.
+func describeBuild(b Build) string {
+	var s strings.Builder
+	model, _ := json.Marshal(b.Model)
+	fmt.Fprintf(&s, "model %s\ntranslated %d stale %d missing-default %v\n", model, b.Translated, b.Stale, b.DefaultBackendMissing)
+	for _, r := range b.Rejected {
+		fmt.Fprintf(&s, "rejected %s/%s rv %s stale %v: %v\n", r.Ingress.Namespace, r.Ingress.Name, r.Ingress.ResourceVersion, r.Stale, r.Err)
+	}
+	for _, w := range b.Warnings {
+		fmt.Fprintf(&s, "warned %s/%s rv %s: %v\n", w.Ingress.Namespace, w.Ingress.Name, w.Ingress.ResourceVersion, w.Warnings)
+	}
+	fmt.Fprintf(&s, "conflicts %+v\ntakeovers %+v", b.Conflicts, b.Takeovers)
+	return s.String()
 }

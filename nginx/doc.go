@@ -13,8 +13,12 @@
 //     passthrough all use it). TranslateIngress turns one Ingress into an IngressTranslation, or
 //     rejects that Ingress alone with an error naming the fields at fault. Merge combines all accepted
 //     translations into a Model (OlderFirst: the oldest Ingress wins a conflicting path; a host's TLS
-//     comes from the namespace of its oldest rule, see MergeAll; losers are reported as Conflicts). TranslationCache skips Ingresses whose objects did not change;
-//     ModelBuilder runs the whole build for the renderer and keeps its cache to the Ingresses built.
+//     comes from the namespace of its oldest rule, see MergeAll; losers are reported as Conflicts).
+//     A Merger keeps per-host indexes so that a change merges again only the hosts it touches.
+//     TranslationCache skips Ingresses whose objects did not change. ModelBuilder runs the build for
+//     the renderer: Build looks at every Ingress, Update only at the Ingresses and Services that
+//     changed (and the Ingresses that depend on those Services), so a change at 10,000 Ingresses costs
+//     about what it costs at 10.
 //   - Configuration (escape.go, template.go, nginx.tmpl): Render turns a Model and a RenderConfig into
 //     nginx.conf and its hash; hosts and paths are not in it (the Lua router serves them). Every string reaching the file passes through Quote; the template only
 //     sees pre-quoted strings, integers, booleans and typed address ranges (netip.Prefix, for the
@@ -88,8 +92,8 @@
 //
 // # Costs to know
 //
-// The rendered configuration is about 234 bytes per Ingress path (ingress-nginx: about 3.6 KB per
-// location). Loading it costs NGINX far more than rendering it: Debian's Lua module (0.10.23) creates
-// an OpenSSL context for every location block, and NGINX one for every server listening with TLS, so
-// nginx -t and each reload cost roughly 0.1-0.3 ms of CPU per location and 0.5 ms per server.
+// nginx.conf holds no hosts or paths, so its size, nginx -t and a reload cost the same at any number of
+// Ingresses (about 11 ms for nginx -t). A change of routes is a push of the changed hosts to the Lua
+// router's shared dict; a full push of 10,000 hosts takes about 90 ms. NGINX itself holds about 7 KB of
+// shared memory per host (--routes-dict-size). docs/benchmarks.md has the measurements and commands.
 package nginx

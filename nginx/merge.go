@@ -176,16 +176,41 @@ func sameOptions(a, b MergeOptions) bool {
 }
 
 // Merge returns MergeAll(translations, opts), redoing only the hosts whose translations changed since
-// the previous Merge (everything when opts changed). Each Ingress appears at most once in translations;
+// the previous merge (everything when opts changed). Each Ingress appears at most once in translations;
 // nil entries are skipped.
 func (m *Merger) Merge(translations []*IngressTranslation, opts MergeOptions) MergeResult {
-	if !m.started || !sameOptions(m.opts, opts) {
-		m.reset(opts)
-	}
 	next := make(map[types.NamespacedName]*IngressTranslation, len(translations))
 	for _, t := range translations {
 		if t != nil {
 			next[t.Ingress] = t
+		}
+	}
+	changes := map[types.NamespacedName]*IngressTranslation{}
+	for k, old := range m.byKey {
+		if next[k] != old {
+			changes[k] = next[k]
+		}
+	}
+	for k, t := range next {
+		if m.byKey[k] != t {
+			changes[k] = t
+		}
+	}
+	return m.Apply(changes, opts)
+}
+
+// Apply is Merge for a caller that knows what changed since the previous merge: changes maps each
+// Ingress whose translation is new or replaced to it, and each Ingress that left to nil; every other
+// Ingress keeps the translation it had. Its cost grows with the hosts the changes touch, not with the
+// number of Ingresses (except a copy of the server list).
+func (m *Merger) Apply(changes map[types.NamespacedName]*IngressTranslation, opts MergeOptions) MergeResult {
+	if !m.started || !sameOptions(m.opts, opts) {
+		kept := m.byKey
+		m.reset(opts)
+		for k, t := range kept {
+			if _, ok := changes[k]; !ok {
+				changes[k] = t
+			}
 		}
 	}
 	dirty := map[Hostname]struct{}{"": {}}
@@ -195,32 +220,30 @@ func (m *Merger) Merge(translations []*IngressTranslation, opts MergeOptions) Me
 	// TLS hosts whose entries changed: a translation replaced without a change to what its TLS entries
 	// decide touches only the hosts it routes.
 	var tlsChanged []Hostname
-	replaced := map[types.NamespacedName]*IngressTranslation{}
-	for k, old := range m.byKey {
-		t := next[k]
-		if t == old {
+	for k, t := range changes {
+		old := m.byKey[k]
+		if old == t {
 			continue
 		}
-		m.unindex(old, dirty)
-		delete(m.byKey, k)
-		if t != nil && sameTLS(old, t) {
-			replaced[k] = old
-		} else {
+		if old != nil {
+			m.unindex(old, dirty)
+			delete(m.byKey, k)
+		}
+		if t != nil {
+			m.index(t, dirty)
+			m.byKey[k] = t
+		}
+		switch {
+		case old != nil && t != nil && sameTLS(old, t):
+		case old != nil && t != nil:
+			tlsChanged = append(append(tlsChanged, tlsHostsOf(old)...), tlsHostsOf(t)...)
+		case old != nil:
 			tlsChanged = append(tlsChanged, tlsHostsOf(old)...)
-		}
-	}
-	for k, t := range next {
-		if _, ok := m.byKey[k]; ok {
-			continue // unchanged
-		}
-		m.index(t, dirty)
-		m.byKey[k] = t
-		if replaced[k] == nil {
+		case t != nil:
 			tlsChanged = append(tlsChanged, tlsHostsOf(t)...)
 		}
 	}
 	// A TLS entry reaches the host it names and, as a wildcard, the routed hosts one label under it.
-	// An Ingress replaced without a change to what its TLS entries decide only touches its routed hosts.
 	for _, h := range tlsChanged {
 		dirty[h] = struct{}{}
 		for c := range m.below[h] {

@@ -7,6 +7,7 @@ import (
 	"cmp"
 	"context"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"sync"
@@ -93,8 +94,12 @@ type Renderer struct {
 
 	mu       sync.Mutex
 	accepted map[types.NamespacedName]struct{}
-	// usedServices are the Services the last render depended on; a change to one re-renders.
-	usedServices map[types.NamespacedName]struct{}
+	// changedIngresses and changedServices are what changed since the last render began; the next one
+	// builds only what they touch (ModelBuilder.Update). built is false until a render has built every
+	// accepted Ingress (ModelBuilder.Build).
+	changedIngresses map[types.NamespacedName]struct{}
+	changedServices  map[types.NamespacedName]struct{}
+	built            bool
 
 	// Touched only by sync (one worker).
 	// published says a configuration went out; lastHash and lastModel are the last one's.
@@ -122,17 +127,18 @@ type rendererMetrics struct {
 func New(p Params) (*Renderer, error) {
 	log := p.Log.Named("renderer")
 	r := &Renderer{
-		opts:         p.Options,
-		announced:    p.Announced,
-		ingresses:    p.Factory.Networking().V1().Ingresses().Lister(),
-		services:     p.Factory.Core().V1().Services().Lister(),
-		recorder:     p.Recorder,
-		out:          p.Rendered,
-		builder:      nginx.NewModelBuilder(),
-		log:          log,
-		accepted:     map[types.NamespacedName]struct{}{},
-		usedServices: map[types.NamespacedName]struct{}{},
-		reported:     map[types.NamespacedName]string{},
+		opts:             p.Options,
+		announced:        p.Announced,
+		ingresses:        p.Factory.Networking().V1().Ingresses().Lister(),
+		services:         p.Factory.Core().V1().Services().Lister(),
+		recorder:         p.Recorder,
+		out:              p.Rendered,
+		builder:          nginx.NewModelBuilder(),
+		log:              log,
+		accepted:         map[types.NamespacedName]struct{}{},
+		changedIngresses: map[types.NamespacedName]struct{}{},
+		changedServices:  map[types.NamespacedName]struct{}{},
+		reported:         map[types.NamespacedName]string{},
 		synced: []cache.InformerSynced{
 			p.Factory.Networking().V1().Ingresses().Informer().HasSynced,
 			p.Factory.Core().V1().Services().Informer().HasSynced,
@@ -189,12 +195,13 @@ func New(p Params) (*Renderer, error) {
 		} else {
 			delete(r.accepted, c.Key)
 		}
+		r.changedIngresses[c.Key] = struct{}{}
 		r.mu.Unlock()
 		q.Add(renderKey{})
 	})
 	svcInf := p.Factory.Core().V1().Services().Informer()
 	if _, err := svcInf.AddEventHandler(pipeline.Handler[renderKey]{
-		Keys:         r.renderIfUsed,
+		Keys:         r.serviceChanged,
 		UpdateFilter: pipeline.ResourceVersionChanged,
 	}.For(q)); err != nil {
 		return nil, fmt.Errorf("renderer: service handler: %w", err)
@@ -234,18 +241,33 @@ func (r *Renderer) SetTemplate(t *nginx.Template) {
 	r.Trigger()
 }
 
-func (r *Renderer) renderIfUsed(obj any) []renderKey {
+// serviceChanged notes a change of a Service that the build depends on (or the default backend) for
+// the next render, which translates again only the Ingresses that depend on it. A change to any other
+// Service is dropped: it cannot change the configuration.
+func (r *Renderer) serviceChanged(obj any) []renderKey {
 	k, ok := pipeline.KeyOf(obj)
 	if !ok {
 		return nil
 	}
-	r.mu.Lock()
-	_, used := r.usedServices[k]
-	r.mu.Unlock()
-	if !used && k != r.opts.DefaultBackend {
+	if k != r.opts.DefaultBackend && !r.builder.DependsOn(k) {
 		return nil
 	}
+	r.mu.Lock()
+	r.changedServices[k] = struct{}{}
+	r.mu.Unlock()
 	return []renderKey{{}}
+}
+
+// acceptedIngress returns an Ingress that the class filter accepted, from the informer's cache.
+func (r *Renderer) acceptedIngress(key types.NamespacedName) (*networkingv1.Ingress, bool) {
+	r.mu.Lock()
+	_, ok := r.accepted[key]
+	r.mu.Unlock()
+	if !ok {
+		return nil, false
+	}
+	ing, err := r.ingresses.Ingresses(key.Namespace).Get(key.Name)
+	return ing, err == nil
 }
 
 func (r *Renderer) lookupService(key types.NamespacedName) (*corev1.Service, bool) {
@@ -261,48 +283,56 @@ func (r *Renderer) sync(context.Context, renderKey) error {
 	}
 	timer := prometheus.NewTimer(r.metrics.duration)
 	r.mu.Lock()
-	keys := make([]types.NamespacedName, 0, len(r.accepted))
-	for k := range r.accepted {
-		keys = append(keys, k)
+	built := r.built
+	var keys, services []types.NamespacedName
+	if built {
+		keys = slices.Collect(maps.Keys(r.changedIngresses))
+		services = slices.Collect(maps.Keys(r.changedServices))
+	} else {
+		keys = slices.Collect(maps.Keys(r.accepted))
 	}
+	clear(r.changedIngresses)
+	clear(r.changedServices)
+	r.built = true
 	tmpl := r.opts.Template
 	r.mu.Unlock()
-	// By namespace, then name, without building "namespace/name" strings: at 10,000 Ingresses that took
-	// a fifth of a render.
-	slices.SortFunc(keys, func(a, b types.NamespacedName) int {
-		return cmp.Or(strings.Compare(a.Namespace, b.Namespace), strings.Compare(a.Name, b.Name))
-	})
 
-	ings := make([]*networkingv1.Ingress, 0, len(keys))
-	for _, key := range keys {
-		if ing, err := r.ingresses.Ingresses(key.Namespace).Get(key.Name); err == nil {
-			ings = append(ings, ing)
+	var build nginx.Build
+	if built {
+		// Only what changed since the last render is looked at: a change costs the same at 10 Ingresses
+		// and at 10,000.
+		build = r.builder.Update(nginx.UpdateInput{
+			Ingresses:      keys,
+			Services:       services,
+			Get:            r.acceptedIngress,
+			Lookup:         nginx.ServiceLookupFunc(r.lookupService),
+			Options:        r.opts.Translate,
+			DefaultBackend: r.opts.DefaultBackend,
+			Ownership:      r.opts.Ownership,
+		})
+	} else {
+		// By namespace, then name, without building "namespace/name" strings.
+		slices.SortFunc(keys, func(a, b types.NamespacedName) int {
+			return cmp.Or(strings.Compare(a.Namespace, b.Namespace), strings.Compare(a.Name, b.Name))
+		})
+		ings := make([]*networkingv1.Ingress, 0, len(keys))
+		for _, key := range keys {
+			if ing, err := r.ingresses.Ingresses(key.Namespace).Get(key.Name); err == nil {
+				ings = append(ings, ing)
+			}
 		}
+		build = r.builder.Build(nginx.BuildInput{
+			Ingresses:      ings,
+			Services:       nginx.ServiceLookupFunc(r.lookupService),
+			Options:        r.opts.Translate,
+			DefaultBackend: r.opts.DefaultBackend,
+			Ownership:      r.opts.Ownership,
+		})
 	}
-	// Every Service about to be looked up counts as used before the lookups: an update to one that lands
-	// while this render runs must queue another render, not be dropped because the set is replaced only
-	// at the end.
-	r.mu.Lock()
-	for _, ing := range ings {
-		for _, s := range nginx.ServicesOf(ing) {
-			r.usedServices[s] = struct{}{}
-		}
-	}
-	r.mu.Unlock()
-	build := r.builder.Build(nginx.BuildInput{
-		Ingresses:      ings,
-		Services:       nginx.ServiceLookupFunc(r.lookupService),
-		Options:        r.opts.Translate,
-		DefaultBackend: r.opts.DefaultBackend,
-		Ownership:      r.opts.Ownership,
-	})
 	r.report(build)
 	r.metrics.rejected.Set(float64(len(build.Rejected)))
 	r.metrics.stale.Set(float64(build.Stale))
 	r.metrics.conflicts.Set(float64(len(build.Conflicts)))
-	r.mu.Lock()
-	r.usedServices = build.Services
-	r.mu.Unlock()
 	model := build.Model
 
 	var (

@@ -416,7 +416,7 @@ func TestOnlyChangedConfigurationsArePublished(t *testing.T) {
 	}
 }
 
-func TestRenderIfUsed(t *testing.T) {
+func TestServiceChangesThatMatter(t *testing.T) {
 	opts := renderOptions()
 	opts.DefaultBackend = key("fallback")
 	e := newEnvWith(t, opts, service("web", "1", 80), ingress("a", "a.example", "/", "web", 80))
@@ -435,7 +435,7 @@ func TestRenderIfUsed(t *testing.T) {
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
-			if got := len(e.r.renderIfUsed(tc.svc)) > 0; got != tc.want {
+			if got := len(e.r.serviceChanged(tc.svc)) > 0; got != tc.want {
 				t.Errorf("a change of %s/%s re-renders: %v, want %v", tc.svc.Namespace, tc.svc.Name, got, tc.want)
 			}
 		})
