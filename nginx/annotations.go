@@ -237,8 +237,18 @@ func (t *translator) unknownAnnotation(key, name string) {
 // to be a typo: at most 2 edits (3 for names longer than 15 bytes), counting a swap of neighbours, a
 // case change or '_' for '-' as one.
 func nearestAnnotation(name string) (*AnnotationSpec, bool) {
-	if len(name) > 100 {
+	if len(name) > maxTypoName {
 		return nil, false
+	}
+	// Registry names are lower case with '-': fold the candidate once instead of at every comparison.
+	folded := []byte(name)
+	for i, c := range folded {
+		switch {
+		case 'A' <= c && c <= 'Z':
+			folded[i] = c + 'a' - 'A'
+		case c == '_':
+			folded[i] = '-'
+		}
 	}
 	limit := 2
 	if len(name) > 15 {
@@ -246,41 +256,31 @@ func nearestAnnotation(name string) (*AnnotationSpec, bool) {
 	}
 	var best *AnnotationSpec
 	bestDist := limit + 1
+	var rows editRows
 	reg := annotationRegistry()
 	for i := range reg.specs {
 		s := &reg.specs[i]
-		if d := absInt(len(s.Name) - len(name)); d >= bestDist {
+		if d := absInt(len(s.Name) - len(folded)); d >= bestDist || len(s.Name) > maxTypoName {
 			continue
 		}
-		if d := editDistance(name, s.Name, bestDist); d < bestDist {
+		if d := editDistance(folded, s.Name, bestDist, &rows); d < bestDist {
 			best, bestDist = s, d
 		}
 	}
 	return best, best != nil
 }
 
+// maxTypoName bounds the names nearestAnnotation compares; longer ones are no typo of a known name.
+const maxTypoName = 100
+
+// editRows are editDistance's three rows, kept by the caller across comparisons.
+type editRows [3][maxTypoName + 1]int
+
 // editDistance is the optimal string alignment distance between a and b (insertions, deletions,
-// substitutions and swaps of neighbours), comparing ASCII letters case-insensitively and '_' equal to
-// '-'. It returns limit or more when the distance is at least limit.
-func editDistance(a, b string, limit int) int {
-	same := func(x, y byte) bool {
-		if 'A' <= x && x <= 'Z' {
-			x += 'a' - 'A'
-		}
-		if 'A' <= y && y <= 'Z' {
-			y += 'a' - 'A'
-		}
-		if x == '_' {
-			x = '-'
-		}
-		if y == '_' {
-			y = '-'
-		}
-		return x == y
-	}
-	prev2 := make([]int, len(b)+1)
-	prev := make([]int, len(b)+1)
-	cur := make([]int, len(b)+1)
+// substitutions and swaps of neighbours), both at most maxTypoName bytes. It returns limit or more when
+// the distance is at least limit.
+func editDistance(a []byte, b string, limit int, rows *editRows) int {
+	prev2, prev, cur := rows[0][:len(b)+1], rows[1][:len(b)+1], rows[2][:len(b)+1]
 	for j := range prev {
 		prev[j] = j
 	}
@@ -289,11 +289,11 @@ func editDistance(a, b string, limit int) int {
 		rowMin := cur[0]
 		for j := 1; j <= len(b); j++ {
 			cost := 1
-			if same(a[i-1], b[j-1]) {
+			if a[i-1] == b[j-1] {
 				cost = 0
 			}
 			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
-			if i > 1 && j > 1 && same(a[i-1], b[j-2]) && same(a[i-2], b[j-1]) {
+			if i > 1 && j > 1 && a[i-1] == b[j-2] && a[i-2] == b[j-1] {
 				cur[j] = min(cur[j], prev2[j-2]+1)
 			}
 			rowMin = min(rowMin, cur[j])
