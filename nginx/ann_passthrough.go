@@ -10,7 +10,7 @@ func init() {
 		Values:  "a boolean: `true` or `false`",
 		Default: "`false`",
 		Difference: "Read by the passthrough module, and only with `--enable-ssl-passthrough` (as in ingress-nginx); see [ssl-passthrough.md](ssl-passthrough.md). " +
-			"An invalid value leaves the Ingress to NGINX, with a Warning. The backend may get a PROXY protocol header " +
-			"(`ingress-reactor.io/ssl-passthrough-proxy-protocol`), which ingress-nginx could not send.",
+			"An invalid value leaves the Ingress to NGINX, with a Warning. Ours in addition: the backend may get a PROXY protocol header " +
+			"(`ingress-reactor.io/ssl-passthrough-proxy-protocol`).",
 	}}})
 }
