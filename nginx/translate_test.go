@@ -2,7 +2,6 @@ package nginx
 
 import (
 	"encoding/json"
-	"net/netip"
 	"reflect"
 	"slices"
 	"strings"
@@ -332,56 +331,6 @@ func TestTranslateIngressRejects(t *testing.T) {
 			ing:     ingress("default", "a", rule("a.example.com", prefix("/", "web", 80)), withTLS("cert", "a.example.com", "b.example.com;")),
 			wantErr: []string{`spec.tls[0].hosts[1]: host "b.example.com;"`},
 		},
-		"access restriction that is not supported: basic auth": {
-			ing:     ingress("default", "a", rule("a.example.com", prefix("/", "web", 80)), annotate(IngressNginxPrefix+"auth-type", "basic", IngressNginxPrefix+"auth-secret", "users")),
-			wantErr: []string{`metadata.annotations[nginx.ingress.kubernetes.io/auth-secret]: restricts access`, `annotations[nginx.ingress.kubernetes.io/auth-type]: restricts access`},
-		},
-		"access restrictions that are not supported: client certificates, firewall, satisfy, unknown source lists": {
-			ing: ingress("default", "a", rule("a.example.com", prefix("/", "web", 80)), annotate(
-				AnnotationWhitelistSourceRange, "10.0.0.0/8", // supported: not what rejects the Ingress
-				IngressNginxPrefix+"blacklist-source-range", "1.2.3.4/32",
-				IngressNginxPrefix+"auth-tls-verify-client", "on",
-				IngressNginxPrefix+"enable-modsecurity", "true",
-				IngressNginxPrefix+"satisfy", "any",
-			)),
-			wantErr: []string{"blacklist-source-range]: restricts access",
-				"auth-tls-verify-client]: restricts access", "enable-modsecurity]: restricts access", "satisfy]: restricts access"},
-		},
-		"source range that is not an address": {
-			ing:     ingress("default", "a", rule("a.example.com", prefix("/", "web", 80)), annotate(AnnotationWhitelistSourceRange, "10.0.0.0/8, 10.0.0.300")),
-			wantErr: []string{`metadata.annotations[nginx.ingress.kubernetes.io/whitelist-source-range]: entry "10.0.0.300" is not an IP address or a CIDR range`},
-		},
-		"source ranges: prefix too long, host name, zone, space-separated, injection; each is named": {
-			ing: ingress("default", "a", rule("a.example.com", prefix("/", "web", 80)), annotate(
-				AnnotationAllowlistSourceRange, "10.0.0.0/33,example.com",
-				AnnotationDenylistSourceRange, "fe80::1%eth0, 10.0.0.0/8 10.1.0.0/16,1.2.3.4;allow all"),
-			),
-			wantErr: []string{
-				`annotations[nginx.ingress.kubernetes.io/allowlist-source-range]: entry "10.0.0.0/33" is not`,
-				`annotations[nginx.ingress.kubernetes.io/allowlist-source-range]: entry "example.com" is not`,
-				`annotations[nginx.ingress.kubernetes.io/denylist-source-range]: entry "fe80::1%eth0" is not`,
-				`annotations[nginx.ingress.kubernetes.io/denylist-source-range]: entry "10.0.0.0/8 10.1.0.0/16" is not`,
-				`annotations[nginx.ingress.kubernetes.io/denylist-source-range]: entry "1.2.3.4;allow all" is not`,
-			},
-		},
-		"an invalid whitelist-source-range rejects even when allowlist-source-range wins": {
-			ing: ingress("default", "a", rule("a.example.com", prefix("/", "web", 80)), annotate(
-				AnnotationAllowlistSourceRange, "10.0.0.0/8", AnnotationWhitelistSourceRange, "10.0.0.0/8,bad")),
-			wantErr: []string{`whitelist-source-range]: entry "bad" is not an IP address or a CIDR range`},
-		},
-		"snippets": {
-			ing: ingress("default", "a", rule("a.example.com", prefix("/", "web", 80)), annotate(
-				IngressNginxPrefix+"configuration-snippet", "deny all;", IngressNginxPrefix+"server-snippet", "return 200;")),
-			wantErr: []string{"configuration-snippet]: snippets (raw NGINX configuration) are never applied", "server-snippet]: snippets"},
-		},
-		"canary": {
-			ing:     ingress("default", "a", rule("a.example.com", prefix("/", "web", 80)), annotate(AnnotationCanary, "true", IngressNginxPrefix+"canary-weight", "0")),
-			wantErr: []string{"canary]: canary Ingresses are not supported yet"},
-		},
-		"ssl-redirect that is not a boolean": {
-			ing:     ingress("default", "a", rule("a.example.com", prefix("/", "web", 80)), annotate(AnnotationSSLRedirect, "sometimes")),
-			wantErr: []string{`metadata.annotations[nginx.ingress.kubernetes.io/ssl-redirect]: "sometimes" is not a boolean`},
-		},
 		"several errors are all reported, up to a limit": {
 			ing: ingress("default", "a", rule("a.example.com",
 				prefix("a", "web", 80), prefix("b", "web", 80), prefix("c", "web", 80),
@@ -404,134 +353,6 @@ func TestTranslateIngressRejects(t *testing.T) {
 					t.Errorf("error %q\ndoes not contain %q", err, w)
 				}
 			}
-		})
-	}
-}
-
-// TestTranslateAnnotations: ssl-redirect is applied, other ingress-nginx annotations are reported in one
-// Warning (snippets separately), and annotations of other owners are left alone.
-func TestTranslateAnnotations(t *testing.T) {
-	svcs := servicesOf(service("default", "web", port(80, "http")))
-	base := []ingressOption{rule("a.example.com", prefix("/", "web", 80)), withTLS("cert", "a.example.com")}
-	tests := map[string]struct {
-		annotations  []string
-		wantRedirect bool
-		wantWarnings []string
-	}{
-		"none: redirect on": {wantRedirect: true},
-		"ssl-redirect false": {
-			annotations: []string{AnnotationSSLRedirect, "false"},
-		},
-		"ssl-redirect True (ParseBool spelling)": {
-			annotations:  []string{AnnotationSSLRedirect, "True"},
-			wantRedirect: true,
-		},
-		"passthrough and foreign annotations are not this package's to report": {
-			annotations:  []string{AnnotationSSLPassthrough, "true", "kubernetes.io/ingress.class", "nginx", "example.com/team", "a"},
-			wantRedirect: true,
-		},
-		"unsupported ones in one sorted warning": {
-			annotations: []string{
-				IngressNginxPrefix + "rewrite-target", "/",
-				IngressNginxPrefix + "proxy-read-timeout", "60",
-			},
-			wantRedirect: true,
-			wantWarnings: []string{
-				"metadata.annotations: nginx.ingress.kubernetes.io/proxy-read-timeout, nginx.ingress.kubernetes.io/rewrite-target: not supported yet and ignored; the Ingress is served with the defaults",
-			},
-		},
-		"canary false is a plain Ingress": {
-			annotations:  []string{AnnotationCanary, "false", IngressNginxPrefix + "canary-weight", "10"},
-			wantRedirect: true,
-			wantWarnings: []string{
-				"metadata.annotations: nginx.ingress.kubernetes.io/canary-weight: not supported yet and ignored; the Ingress is served with the defaults",
-			},
-		},
-	}
-	for name, tc := range tests {
-		t.Run(name, func(t *testing.T) {
-			ing := ingress("default", "a", append(base, annotate(tc.annotations...))...)
-			got, err := TranslateIngress(ing, svcs, DefaultTranslateOptions())
-			if err != nil {
-				t.Fatal(err)
-			}
-			if got.SSLRedirect != tc.wantRedirect {
-				t.Errorf("SSLRedirect = %v, want %v", got.SSLRedirect, tc.wantRedirect)
-			}
-			same(t, "warnings", got.Warnings, tc.wantWarnings)
-		})
-	}
-	// The annotation wins over the controller-wide default in both directions.
-	opts := DefaultTranslateOptions()
-	opts.SSLRedirect = false
-	got, err := TranslateIngress(ingress("default", "a", append(base, annotate(AnnotationSSLRedirect, "true"))...), svcs, opts)
-	if err != nil || !got.SSLRedirect {
-		t.Errorf("ssl-redirect true with redirects off by default: %v, %v", got, err)
-	}
-}
-
-// TestTranslateSourceRanges: the source address annotations become the translation's Access, parsed,
-// canonical, sorted and without duplicates.
-func TestTranslateSourceRanges(t *testing.T) {
-	svcs := servicesOf(service("default", "web", port(80, "http")))
-	p := netip.MustParsePrefix
-	tests := map[string]struct {
-		annotations  []string
-		want         *SourceRanges
-		wantWarnings []string
-	}{
-		"none": {},
-		// cert-manager's HTTP-01 solver puts exactly this on every challenge Ingress it creates.
-		"cert-manager's challenge Ingress: every IPv4 and IPv6 address": {
-			annotations: []string{AnnotationWhitelistSourceRange, "0.0.0.0/0,::/0"},
-			want:        &SourceRanges{Allow: []netip.Prefix{p("0.0.0.0/0"), p("::/0")}},
-		},
-		"addresses and ranges, whitespace, host bits masked, duplicates dropped, sorted IPv4 first": {
-			annotations: []string{AnnotationAllowlistSourceRange, " 2001:DB8::1 ,10.1.2.3/8,\t192.0.2.7, 10.0.0.0/8,192.0.2.7/32 ,2001:db8:0:0::/32"},
-			want: &SourceRanges{Allow: []netip.Prefix{
-				p("10.0.0.0/8"), p("192.0.2.7/32"), p("2001:db8::/32"), p("2001:db8::1/128"),
-			}},
-		},
-		"IPv4-mapped IPv6 is written as IPv4 (NGINX checks mapped clients against IPv4 rules)": {
-			annotations: []string{AnnotationAllowlistSourceRange, "::ffff:192.0.2.7,::ffff:10.0.0.0/104"},
-			want:        &SourceRanges{Allow: []netip.Prefix{p("10.0.0.0/8"), p("192.0.2.7/32")}},
-		},
-		"denylist alone": {
-			annotations: []string{AnnotationDenylistSourceRange, "18.0.0.0/8, 56.0.0.1"},
-			want:        &SourceRanges{Deny: []netip.Prefix{p("18.0.0.0/8"), p("56.0.0.1/32")}},
-		},
-		"denylist with an allowlist": {
-			annotations: []string{AnnotationDenylistSourceRange, "18.1.0.0/16", AnnotationWhitelistSourceRange, "18.0.0.0/8"},
-			want:        &SourceRanges{Deny: []netip.Prefix{p("18.1.0.0/16")}, Allow: []netip.Prefix{p("18.0.0.0/8")}},
-		},
-		"both names: allowlist-source-range wins, with a warning": {
-			annotations: []string{AnnotationAllowlistSourceRange, "10.0.0.0/8", AnnotationWhitelistSourceRange, "0.0.0.0/0"},
-			want:        &SourceRanges{Allow: []netip.Prefix{p("10.0.0.0/8")}},
-			wantWarnings: []string{"metadata.annotations[nginx.ingress.kubernetes.io/whitelist-source-range]: ignored, because " +
-				"nginx.ingress.kubernetes.io/allowlist-source-range (its newer name) is set too and wins, as in ingress-nginx"},
-		},
-		"an empty allowlist-source-range leaves whitelist-source-range in force": {
-			annotations:  []string{AnnotationAllowlistSourceRange, "", AnnotationWhitelistSourceRange, "10.0.0.0/8"},
-			want:         &SourceRanges{Allow: []netip.Prefix{p("10.0.0.0/8")}},
-			wantWarnings: []string{"metadata.annotations[nginx.ingress.kubernetes.io/allowlist-source-range]: lists no addresses, so it restricts nothing"},
-		},
-		"blank lists restrict nothing, and say so": {
-			annotations: []string{AnnotationWhitelistSourceRange, " , ", AnnotationDenylistSourceRange, ""},
-			wantWarnings: []string{
-				"metadata.annotations[nginx.ingress.kubernetes.io/denylist-source-range]: lists no addresses, so it restricts nothing",
-				"metadata.annotations[nginx.ingress.kubernetes.io/whitelist-source-range]: lists no addresses, so it restricts nothing",
-			},
-		},
-	}
-	for name, tc := range tests {
-		t.Run(name, func(t *testing.T) {
-			ing := ingress("default", "a", rule("a.example.com", prefix("/", "web", 80)), annotate(tc.annotations...))
-			got, err := TranslateIngress(ing, svcs, DefaultTranslateOptions())
-			if err != nil {
-				t.Fatal(err)
-			}
-			same(t, "access", got.Access, tc.want)
-			same(t, "warnings", got.Warnings, tc.wantWarnings)
 		})
 	}
 }

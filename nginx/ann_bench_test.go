@@ -1,0 +1,37 @@
+package nginx
+
+import (
+	"fmt"
+	"strconv"
+	"testing"
+)
+
+// BenchmarkTranslateAnnotated translates 1,000 Ingresses, half of them with annotations a migrated
+// Ingress typically carries: supported ones (ssl-redirect, an allowlist), ignored ones, and a typo.
+func BenchmarkTranslateAnnotated(b *testing.B) {
+	const n = 1000
+	ings, svcs := benchWorld(n)
+	for i, ing := range ings {
+		if i%2 == 0 {
+			annotate(
+				AnnotationSSLRedirect, "false",
+				AnnotationWhitelistSourceRange, "10.0.0.0/8, 192.0.2.0/24, 2001:db8::/32",
+				IngressNginxPrefix+"proxy-body-size", "8m",
+				IngressNginxPrefix+"proxy-read-timeout", strconv.Itoa(60+i%5),
+				IngressNginxPrefix+"rewrite-target", "/",
+				IngressNginxPrefix+"proxy-bodysize", "1m", // a typo: the nearest name is looked up
+				"kubernetes.io/ingress.class", "nginx",
+			)(ing)
+		}
+	}
+	b.Run(fmt.Sprintf("ingresses=%d", n), func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			for _, ing := range ings {
+				if _, err := TranslateIngress(ing, svcs, DefaultTranslateOptions()); err != nil {
+					b.Fatal(err)
+				}
+			}
+		}
+	})
+}

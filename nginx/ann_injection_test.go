@@ -1,0 +1,185 @@
+package nginx
+
+import (
+	"bytes"
+	"encoding/json"
+	"net/netip"
+	"regexp"
+	"strings"
+	"testing"
+)
+
+// injectionValues are hostile annotation values: NGINX syntax, quotes, newlines, variables, NUL, and
+// very long values. The corpus is applied to every supported annotation.
+func injectionValues() []string {
+	return []string{
+		`true; } server { listen 81; return 200; } #`, "false\n}\nhttp {", `"true"`, `'false'`, `true"`, `\`, `$host`,
+		"${uri}", "true\x00", "\x00", ";", "{", "}", "#", "true\r\n", "10.0.0.0/8;allow all",
+		"10.0.0.0/8 } location / { return 200; }", "10.0.0.1\r\n", `10.0.0.0/8\`, `::/0"`, "0.0.0.0/0 ;",
+		"10.0.0.0/8,$remote_addr", "10.0.0.0/8\n,192.0.2.1", "1.2.3.4/32\x00", "\xff\xfe", "é",
+		strings.Repeat("1", 1<<20), strings.Repeat("10.0.0.0/8,", 20000) + "x", strings.Repeat("{", 4096),
+	}
+}
+
+// readingAnnotations returns the supported annotations that translation reads (the registry path that
+// the corpus and the fuzz target exercise).
+func readingAnnotations() []AnnotationSpec {
+	reg := annotationRegistry()
+	var out []AnnotationSpec
+	for _, s := range reg.specs {
+		if s.Status == AnnotationSupported && s.group >= 0 && reg.groups[s.group].apply != nil {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+var wirePrefix = regexp.MustCompile(`^([0-9a-f]{8}|[0-9a-f]{32})/[0-9]{1,3}$`)
+
+// checkAnnotationValue translates the one-path Ingress of translateAnnotated with annotation spec set to
+// value. A rejection must name the annotation on every line, in a bounded, single-line message. An
+// accepted value must leave nginx.conf byte for byte as without the annotation (route data never reaches
+// it) and give route pushes that are valid JSON with the Ingress's one route unchanged.
+func checkAnnotationValue(t *testing.T, spec AnnotationSpec, value string) {
+	t.Helper()
+	key := spec.Key()
+	got, errs := translateAnnotated(t, DefaultTranslateOptions(), key, value)
+	if got == nil {
+		for _, e := range errs {
+			if !strings.HasPrefix(e, "metadata.annotations["+key+"]: ") {
+				t.Fatalf("%s=%.40q: rejection line %.200q does not name the annotation", key, value, e)
+			}
+			if len(e) > 400 || strings.ContainsAny(e, "\x00\r") {
+				t.Fatalf("%s=%.40q: rejection line is %d bytes or has control bytes: %.200q", key, value, len(e), e)
+			}
+		}
+		return
+	}
+	base, _ := translateAnnotated(t, DefaultTranslateOptions())
+	baseModel, _ := Merge([]*IngressTranslation{base}, nil)
+	model, _ := Merge([]*IngressTranslation{got}, nil)
+	if spec.Kind == KindRouteData {
+		want, _, err := Render(baseModel, baseRenderConfig())
+		if err != nil {
+			t.Fatal(err)
+		}
+		conf, _, err := Render(model, baseRenderConfig())
+		if err != nil {
+			t.Fatalf("%s=%.40q: accepted, but the model does not render: %v", key, value, err)
+		}
+		if !bytes.Equal(conf, want) {
+			t.Fatalf("%s=%.40q: route data changed nginx.conf", key, value)
+		}
+	}
+	if len(model.Servers) != len(baseModel.Servers) {
+		t.Fatalf("%s=%.40q: %d servers, want %d", key, value, len(model.Servers), len(baseModel.Servers))
+	}
+	for i := range model.Servers {
+		wire := AppendRouteHostJSON(nil, &model.Servers[i])
+		var host RouteHost
+		if err := json.Unmarshal(wire, &host); err != nil {
+			t.Fatalf("%s=%.40q: route push is not JSON: %v", key, value, err)
+		}
+		var want RouteHost
+		if err := json.Unmarshal(AppendRouteHostJSON(nil, &baseModel.Servers[i]), &want); err != nil {
+			t.Fatal(err)
+		}
+		if len(host.Routes) != len(want.Routes) {
+			t.Fatalf("%s=%.40q: %d routes, want %d", key, value, len(host.Routes), len(want.Routes))
+		}
+		for j, r := range host.Routes {
+			if r.Path != want.Routes[j].Path || r.Exact != want.Routes[j].Exact || r.Upstream != want.Routes[j].Upstream {
+				t.Fatalf("%s=%.40q: route %+v, want %+v", key, value, r, want.Routes[j])
+			}
+			for _, p := range append(r.Deny, r.Allow...) {
+				if !wirePrefix.MatchString(p) {
+					t.Fatalf("%s=%.40q: source range %q on the wire", key, value, p)
+				}
+			}
+		}
+	}
+}
+
+// TestAnnotationInjection runs the injection corpus through every supported annotation that translation
+// reads: each value is rejected with a message naming the annotation, or accepted without reaching
+// nginx.conf or the route push's structure.
+func TestAnnotationInjection(t *testing.T) {
+	specs := readingAnnotations()
+	if len(specs) == 0 {
+		t.Fatal("no supported annotation is read by translation")
+	}
+	for _, s := range specs {
+		for _, v := range injectionValues() {
+			checkAnnotationValue(t, s, v)
+		}
+		// Values that are accepted: the check above covers their output too.
+		for _, v := range []string{"true", "false", "10.0.0.0/8", " 192.0.2.7 , ::/0 ", manyRanges(5000)} {
+			checkAnnotationValue(t, s, v)
+		}
+	}
+	// No annotation read today takes free text, so a value with NGINX syntax in it is refused outright.
+	// (Whitespace around a value is trimmed: YAML block scalars end in a newline.)
+	for _, s := range specs {
+		for _, v := range injectionValues() {
+			if !strings.ContainsAny(v, ";{}\"'$\\#\x00") {
+				continue
+			}
+			if got, _ := translateAnnotated(t, DefaultTranslateOptions(), s.Key(), v); got != nil {
+				t.Errorf("%s=%.40q was accepted", s.Name, v)
+			}
+		}
+	}
+}
+
+// manyRanges lists n distinct /32 addresses.
+func manyRanges(n int) string {
+	entries := make([]string, n)
+	for i := range entries {
+		entries[i] = netip.AddrFrom4([4]byte{10, byte(i >> 16), byte(i >> 8), byte(i)}).String()
+	}
+	return strings.Join(entries, ",")
+}
+
+// FuzzAnnotationValue feeds arbitrary values to every supported annotation that translation reads, with
+// the same checks as TestAnnotationInjection.
+func FuzzAnnotationValue(f *testing.F) {
+	for _, v := range injectionValues() {
+		if len(v) <= 4096 {
+			f.Add(uint8(0), v)
+		}
+	}
+	for i := range readingAnnotations() {
+		for _, v := range []string{"true", "False", "10.0.0.0/8", "2001:db8::1, 192.0.2.0/24", " , ", "::ffff:10.0.0.0/104"} {
+			f.Add(uint8(i), v)
+		}
+	}
+	specs := readingAnnotations()
+	f.Fuzz(func(t *testing.T, which uint8, value string) {
+		checkAnnotationValue(t, specs[int(which)%len(specs)], value)
+	})
+}
+
+// TestAnnotationInjectionNginx runs Ingresses with hostile and with oddly written annotation values
+// through real NGINX and the Lua router: hostile ones are rejected alone (their host is not served, the
+// neighbour is), and a value written as a YAML block scalar (a trailing newline) is applied.
+func TestAnnotationInjectionNginx(t *testing.T) {
+	web := service("default", "web", port(80, ""))
+	hostile := func(name, key, value string) any {
+		return ingress("default", name, rule(name+".example.com", prefix("/", "web", 80)), withTLS("cert", name+".example.com"), annotate(key, value))
+	}
+	runCorpus(t, map[string]routeCase{"hostile annotation values": {
+		objs: []any{web,
+			hostile("redirect", AnnotationSSLRedirect, "false; } server { listen 81; return 200; } #"),
+			hostile("allow", AnnotationAllowlistSourceRange, "127.0.0.1;allow all"),
+			hostile("deny", AnnotationDenylistSourceRange, "10.0.0.0/8\n}\n"+strings.Repeat("{", 1000)),
+			hostile("nul", AnnotationWhitelistSourceRange, "127.0.0.1\x00"),
+			ingress("default", "block", rule("block.example.com", prefix("/", "web", 80)), annotate(AnnotationDenylistSourceRange, "127.0.0.0/8\n")),
+			ingress("default", "neighbour", rule("neighbour.example.com", prefix("/", "web", 80)), annotate(AnnotationSSLRedirect, "false\n")),
+		},
+		requests: map[string]string{
+			"http://redirect.example.com/": "404", "http://allow.example.com/": "404", "http://deny.example.com/": "404",
+			"http://nul.example.com/": "404", "http://block.example.com/": "403",
+			"http://neighbour.example.com/": "web",
+		},
+	}}, "127.0.0.1")
+}

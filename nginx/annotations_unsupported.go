@@ -1,0 +1,138 @@
+package nginx
+
+import (
+	"strconv"
+	"strings"
+)
+
+// AnnotationCanary marks an ingress-nginx canary Ingress: a second Ingress for the same host and path
+// that gets only a share of the traffic. Refused until canaries are supported (#17), except "false".
+const AnnotationCanary = IngressNginxPrefix + "canary"
+
+// unsupportedAnnotations lists the ingress-nginx annotations that are not supported (yet), with the
+// reason and the issue that plans them. Supporting one moves it from here to its group file (ann_*.go).
+//
+// The names are every annotation in ingress-nginx's annotations documentation, the ones its annotation
+// parsers read without documenting them, and retired ones its documentation listed once.
+func unsupportedAnnotations() []AnnotationSpec {
+	var out []AnnotationSpec
+	add := func(template AnnotationSpec, names ...string) {
+		for _, n := range names {
+			s := template
+			s.Name = n
+			if s.Origin == "" {
+				s.Origin = OriginDocumented
+			}
+			out = append(out, s)
+		}
+	}
+	undocumented := func(s AnnotationSpec) AnnotationSpec { s.Origin = OriginUndocumented; return s }
+
+	// Access restrictions: refused until supported, because serving the Ingress without them would open
+	// what its owner closed.
+	const refuseOpen = "On purpose: ingress-nginx applies it; here the Ingress is refused rather than served without the restriction."
+	auth := AnnotationSpec{Status: AnnotationRefused, Reason: refusedAccess, RestrictsAccess: true, Planned: "#16", Difference: refuseOpen}
+	add(auth,
+		"auth-always-set-cookie", "auth-cache-duration", "auth-cache-key", "auth-keepalive", "auth-keepalive-requests",
+		"auth-keepalive-share-vars", "auth-keepalive-timeout", "auth-method", "auth-proxy-set-headers", "auth-realm",
+		"auth-request-redirect", "auth-response-headers", "auth-secret", "auth-secret-type", "auth-signin",
+		"auth-signin-redirect-param", "auth-tls-error-page", "auth-tls-match-cn", "auth-tls-pass-certificate-to-upstream",
+		"auth-tls-secret", "auth-tls-verify-client", "auth-tls-verify-depth", "auth-type", "auth-url", "satisfy")
+	waf := AnnotationSpec{Status: AnnotationRefused, Reason: refusedAccess, RestrictsAccess: true,
+		Difference: refuseOpen + " There is no web application firewall (ModSecurity) here, and none is planned. `\"false\"` is accepted."}
+	wafSwitch := waf
+	wafSwitch.inert = isFalse
+	add(wafSwitch, "enable-modsecurity", "enable-owasp-core-rules")
+	add(waf, "modsecurity-transaction-id")
+
+	// Snippets: never applied.
+	const neverSnippet = "On purpose, for good: raw NGINX configuration from Ingress owners is the injection path this project " +
+		"removes (ingress-nginx refused snippets by default since 1.9). Typed annotations and ConfigMap keys replace the common uses " +
+		"(headers: `custom-headers` and the ConfigMap's `add-headers`/`proxy-set-headers`, planned in issues #15 and #18)."
+	snippetAccess := AnnotationSpec{Status: AnnotationRefused, Reason: refusedAccess, RestrictsAccess: true, Difference: neverSnippet}
+	add(snippetAccess, "auth-snippet", "modsecurity-snippet")
+	add(AnnotationSpec{Status: AnnotationRefused, Reason: refusedSnippet, Difference: neverSnippet},
+		"configuration-snippet", "server-snippet", "stream-snippet")
+
+	// Canary: a canary Ingress served as a plain one would take its paths' traffic.
+	add(AnnotationSpec{
+		Status: AnnotationRefused, Planned: "#17", inert: isFalse,
+		Reason: "canary Ingresses are not supported yet; the Ingress is not served, so that it cannot take its host and " +
+			"paths from the main Ingress (see docs/annotations.md)",
+		Difference: "`\"false\"` is a plain Ingress and is served.",
+	}, "canary")
+
+	// Ignored, planned.
+	planned := func(issue string) AnnotationSpec {
+		return AnnotationSpec{Status: AnnotationIgnored, Planned: issue, Reason: "not supported yet"}
+	}
+	add(planned("#14"),
+		"app-root", "custom-http-errors", "default-backend", "force-ssl-redirect", "from-to-www-redirect",
+		"permanent-redirect", "permanent-redirect-code", "preserve-trailing-slash", "rewrite-target", "server-alias",
+		"temporal-redirect", "temporal-redirect-code", "upstream-vhost", "use-regex", "x-forwarded-prefix")
+	add(undocumented(planned("#14")), "use-port-in-redirects")
+	add(planned("#15"),
+		"backend-protocol", "client-body-buffer-size", "connection-proxy-header", "cors-allow-credentials",
+		"cors-allow-headers", "cors-allow-methods", "cors-allow-origin", "cors-expose-headers", "cors-max-age",
+		"custom-headers", "enable-access-log", "enable-cors", "enable-rewrite-log", "limit-burst-multiplier",
+		"limit-connections", "limit-rate", "limit-rate-after", "limit-rpm", "limit-rps", "limit-whitelist",
+		"proxy-body-size", "proxy-buffer-size", "proxy-buffering", "proxy-buffers-number", "proxy-busy-buffers-size",
+		"proxy-connect-timeout", "proxy-cookie-domain", "proxy-cookie-path", "proxy-http-version",
+		"proxy-max-temp-file-size", "proxy-next-upstream", "proxy-next-upstream-timeout", "proxy-next-upstream-tries",
+		"proxy-read-timeout", "proxy-redirect-from", "proxy-redirect-to", "proxy-request-buffering", "proxy-send-timeout",
+		"proxy-ssl-ciphers", "proxy-ssl-name", "proxy-ssl-protocols", "proxy-ssl-secret", "proxy-ssl-server-name",
+		"proxy-ssl-verify", "proxy-ssl-verify-depth", "service-upstream")
+	add(undocumented(planned("#15")), "limit-allowlist")
+	globalAuth := planned("#16")
+	globalAuth.Reason = "there is no global authentication yet (the ConfigMap's `global-auth-url`, issue #18) for it to turn on or off"
+	add(globalAuth, "enable-global-auth")
+	canaryRule := planned("#17")
+	canaryRule.Reason = "canary rules apply only to an Ingress with `canary: \"true\"`, which is refused until canaries are supported"
+	add(canaryRule, "canary-by-cookie", "canary-by-header", "canary-by-header-pattern", "canary-by-header-value",
+		"canary-weight", "canary-weight-total")
+	add(planned("#17"),
+		"affinity", "affinity-canary-behavior", "affinity-mode", "load-balance", "session-cookie-change-on-failure",
+		"session-cookie-conditional-samesite-none", "session-cookie-domain", "session-cookie-expires",
+		"session-cookie-max-age", "session-cookie-name", "session-cookie-path", "session-cookie-samesite",
+		"session-cookie-secure", "upstream-hash-by", "upstream-hash-by-subset", "upstream-hash-by-subset-size")
+
+	// Ignored, not planned.
+	notPlanned := func(why string) AnnotationSpec { return AnnotationSpec{Status: AnnotationIgnored, Reason: why} }
+	add(notPlanned("per-host TLS ciphers are not planned; the ConfigMap's `ssl-ciphers` (#18) will set them for every host"),
+		"ssl-ciphers", "ssl-prefer-server-ciphers")
+	add(notPlanned("there is no tracing here, and none is planned"), "enable-opentelemetry", "opentelemetry-trust-incoming-span")
+	add(undocumented(notPlanned("there is no tracing here, and none is planned")), "opentelemetry-operation-name")
+	add(notPlanned("request mirroring is not planned"), "mirror-host", "mirror-request-body", "mirror-target")
+	add(notPlanned("HTTP/2 server push is gone from browsers, and ingress-nginx's code no longer reads it either"), "http2-push-preload")
+	add(undocumented(notPlanned("FastCGI backends are not supported (#15 refuses `backend-protocol: FCGI`)")),
+		"fastcgi-index", "fastcgi-params-configmap")
+	add(undocumented(notPlanned("not planned; NGINX's default (absolute redirects) applies")), "relative-redirects")
+	add(undocumented(notPlanned("not planned until `custom-http-errors` (#14) exists")), "disable-proxy-intercept-errors")
+
+	// Retired by ingress-nginx: it ignores them too.
+	retired := func(instead string) AnnotationSpec {
+		s := AnnotationSpec{Status: AnnotationIgnored, Origin: OriginRetired, Reason: "ingress-nginx removed it and ignores it too"}
+		if instead != "" {
+			s.Reason += "; it was replaced by `" + instead + "`"
+		}
+		return s
+	}
+	add(retired(""),
+		"add-base-url", "base-url-scheme", "enable-influxdb", "enable-opentracing", "global-rate-limit",
+		"global-rate-limit-ignored-cidrs", "global-rate-limit-key", "global-rate-limit-window", "influxdb-host",
+		"influxdb-measurement", "influxdb-port", "influxdb-server-name", "lua-resty-waf",
+		"lua-resty-waf-allow-unknown-content", "lua-resty-waf-allow-unknown-content-types", "lua-resty-waf-debug",
+		"lua-resty-waf-disable-multipart-body", "lua-resty-waf-extra-rules",
+		"lua-resty-waf-ignore-rulesets", "lua-resty-waf-process-multipart-body", "lua-resty-waf-score", "lua-resty-waf-score-threshold",
+		"opentracing-trust-incoming-span", "session-cookie-hash", "upstream-fail-timeout", "upstream-max-fails")
+	add(retired("backend-protocol"), "grpc-backend", "secure-backends")
+	add(retired("proxy-ssl-secret"), "secure-verify-ca-secret")
+	add(retired("mirror-target"), "mirror-uri")
+	return out
+}
+
+// isFalse reports values that parse as boolean false: a switch set to off asks for nothing.
+func isFalse(v string) bool {
+	b, err := strconv.ParseBool(strings.TrimSpace(v))
+	return err == nil && !b
+}
