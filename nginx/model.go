@@ -56,6 +56,9 @@ type Location struct {
 	// Access restricts which client addresses may use the location; nil means everyone. Locations of
 	// one Ingress share the value, which must not be modified.
 	Access *SourceRanges
+	// Options are the route data of the location's Ingress (RouteOptions), shared like Access; nil
+	// when none is set.
+	Options *RouteOptions
 }
 
 // SourceRanges restricts clients by address, as ingress-nginx's denylist-source-range and

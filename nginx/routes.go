@@ -74,6 +74,7 @@ func AppendRouteHostJSON(b []byte, s *Server) []byte {
 			b = appendWirePrefixes(b, "deny", l.Access.Deny)
 			b = appendWirePrefixes(b, "allow", l.Access.Allow)
 		}
+		b = appendRouteOptions(b, l.Options)
 		b = append(b, '}')
 	}
 	return append(b, "]}"...)
@@ -132,7 +133,8 @@ func (s *Server) Equal(o *Server) bool {
 		return true // the same locations: a Merger shares an unchanged host's between models
 	}
 	return slices.EqualFunc(s.Locations, o.Locations, func(x, y Location) bool {
-		if x.Path != y.Path || x.PathType != y.PathType || x.Upstream != y.Upstream || x.SSLRedirect != y.SSLRedirect || x.Ingress != y.Ingress {
+		if x.Path != y.Path || x.PathType != y.PathType || x.Upstream != y.Upstream || x.SSLRedirect != y.SSLRedirect || x.Ingress != y.Ingress ||
+			!x.Options.Equal(y.Options) {
 			return false
 		}
 		if x.Access == y.Access {

@@ -56,6 +56,8 @@ type IngressTranslation struct {
 	// Access restricts the client addresses of every location of the Ingress (its source address
 	// annotations); nil means no restriction.
 	Access *SourceRanges
+	// Options are the Ingress's route data from annotations (RouteOptions); nil when none is set.
+	Options *RouteOptions
 	// Services are the Services the Ingress references, with the resourceVersion seen ("" when missing).
 	Services []ServiceVersion
 	// Warnings are problems that do not reject the Ingress (for example a Service that does not exist yet);
