@@ -63,17 +63,6 @@ func (c *TranslationCache) Evict(key types.NamespacedName) {
 	c.mu.Unlock()
 }
 
-// retain forgets every Ingress not in keep.
-func (c *TranslationCache) retain(keep map[types.NamespacedName]struct{}) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	for k := range c.entries {
-		if _, ok := keep[k]; !ok {
-			delete(c.entries, k)
-		}
-	}
-}
-
 // Len returns the number of cached Ingresses.
 func (c *TranslationCache) Len() int {
 	c.mu.Lock()

@@ -18,14 +18,6 @@ func (o *RouteOptions) Equal(p *RouteOptions) bool {
 	return *o == *p
 }
 
-// options returns the translation's route options, allocating them on first use.
-func (t *IngressTranslation) options() *RouteOptions {
-	if t.Options == nil {
-		t.Options = &RouteOptions{}
-	}
-	return t.Options
-}
-
 // appendRouteOptions appends the wire form of o's fields to a route object being written (each as
 // `,"name":value`). Nothing is written for nil.
 func appendRouteOptions(b []byte, o *RouteOptions) []byte {
