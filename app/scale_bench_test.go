@@ -21,6 +21,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/ingress-reactor/ingress-reactor/modules/reloader"
+	"github.com/ingress-reactor/ingress-reactor/nginx"
 )
 
 // BenchmarkSyncAtScale starts the whole controller (every module, the data plane swapped for a recording
@@ -30,7 +31,7 @@ import (
 //
 //	go test -run '^$' -bench SyncAtScale -benchtime 1x ./app/
 func BenchmarkSyncAtScale(b *testing.B) {
-	for _, n := range []int{1000, 3000} {
+	for _, n := range []int{1000, 3000, 10000} {
 		b.Run(fmt.Sprintf("ingresses=%d", n), func(b *testing.B) {
 			for i := 0; i < b.N; i++ {
 				syncAtScale(b, n)
@@ -108,11 +109,11 @@ func syncAtScale(b *testing.B, n int) {
 	if err := a.Start(ctx); err != nil {
 		b.Fatal(err)
 	}
-	last := []byte(fmt.Sprintf("app-%d.bench.example.com", n-1))
+	last := nginx.Hostname(fmt.Sprintf("app-%d.bench.example.com", n-1))
 	deadline := time.Now().Add(5 * time.Minute)
 	for {
 		rec.mu.Lock()
-		ok := len(rec.confs) > 0 && bytes.Contains(rec.confs[len(rec.confs)-1], last) && len(rec.endpoints) >= 2*n
+		ok := len(rec.confs) > 0 && rec.routes[last] != nil && len(rec.endpoints) >= 2*n
 		rec.mu.Unlock()
 		if ok {
 			break
@@ -127,6 +128,7 @@ func syncAtScale(b *testing.B, n int) {
 	// Drop what the recording Applier keeps, so only the controller's own state is measured.
 	rec.mu.Lock()
 	rec.confs = rec.confs[len(rec.confs)-1:]
+	rec.routes, rec.endpoints = nil, nil
 	rec.mu.Unlock()
 	var after runtime.MemStats
 	runtime.GC()
