@@ -95,7 +95,10 @@ func ParseSecret(s *corev1.Secret) (*Certificate, error) {
 // ParsePEM validates a certificate chain, its private key and optional CA
 // certificates, given as the PEM contents of tls.crt, tls.key and ca.crt.
 // key names the source in errors and becomes the certificate's SecretKey.
-// caPEM may be nil or empty.
+// caPEM may be nil or empty. Where an input already is in the canonical form
+// the certificate keeps (the usual case), the certificate shares it instead
+// of holding a second copy beside the informer cache's Secret: the caller
+// must not modify the inputs afterwards.
 func ParsePEM(key types.NamespacedName, certPEM, keyPEM, caPEM []byte) (*Certificate, error) {
 	fail := func(reason string, err error) error { return &Error{Secret: key, Reason: reason, err: err} }
 
@@ -143,7 +146,10 @@ func ParsePEM(key types.NamespacedName, certPEM, keyPEM, caPEM []byte) (*Certifi
 	// The key is re-encoded so the file NGINX reads has one canonical form
 	// whatever the Secret held (PKCS#1, SEC 1, extra blocks, headers).
 	encoded := pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: pkcs8})
-	outKey := bytes.Clone(encoded) // without spare capacity: it is cached
+	outKey := canonical(keyPEM, encoded)
+	if !bytes.Equal(keyPEM, encoded) {
+		outKey = bytes.Clone(encoded) // without spare capacity: it is cached
+	}
 	clear(encoded)
 	// Best effort: do not leave extra copies of the key on the heap.
 	clear(pkcs8)
@@ -156,8 +162,9 @@ func ParsePEM(key types.NamespacedName, certPEM, keyPEM, caPEM []byte) (*Certifi
 		if err != nil {
 			return nil, fail(CAKey, err)
 		}
-		caOut = encodeCertificates(caDER)
+		caOut = canonical(caPEM, encodeCertificates(caDER))
 	}
+	normChain = canonical(certPEM, normChain)
 
 	fp := sha256.Sum256(leaf.Raw)
 	h := sha256.New()
@@ -183,6 +190,15 @@ func ParsePEM(key types.NamespacedName, certPEM, keyPEM, caPEM []byte) (*Certifi
 		c.Warnings = append(c.Warnings, "the certificate has no DNS subjectAltName or host-name common name; it matches no host")
 	}
 	return c, nil
+}
+
+// canonical returns the input itself, without spare capacity, when it is equal to its re-encoded form
+// encoded, and encoded otherwise: a Secret written in canonical form is then held once.
+func canonical(input, encoded []byte) []byte {
+	if bytes.Equal(input, encoded) {
+		return input[:len(input):len(input)]
+	}
+	return encoded
 }
 
 // parseCertificates parses every CERTIFICATE block in data. Other blocks

