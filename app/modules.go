@@ -33,6 +33,7 @@ var topics = []any{
 	newTopic[modules.EndpointsChange]("endpoints-changes"),
 	newTopic[modules.Rendered]("rendered"),
 	newTopic[modules.CertChange]("cert-changes"),
+	newTopic[modules.RoutesRefused]("routes-refused"),
 	modules.NewIngressesAnnounced,
 }
 

@@ -69,3 +69,14 @@ type CertChange struct {
 	// Default marks the --default-ssl-certificate Secret.
 	Default bool
 }
+
+// RoutesRefused says that the data plane refused a route that an Ingress wrote (Location, on Host): a
+// limit or a bug that validation did not catch. The renderer quarantines the Ingress (leaves it out of
+// the model, with a Warning Event) until the Ingress changes, so that the host's other routes go live.
+type RoutesRefused struct {
+	Ingress  types.NamespacedName
+	Host     nginx.Hostname
+	Location nginx.Location
+	// Reason is the data plane's.
+	Reason string
+}

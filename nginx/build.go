@@ -68,6 +68,10 @@ type BuildInput struct {
 	DefaultBackend types.NamespacedName
 	// Ownership is --host-ownership; empty means HostsShared.
 	Ownership HostOwnership
+	// Quarantine, when set, returns an error for an Ingress version that must stay out of the model
+	// (the data plane refused what it wrote): it is rejected with that error, without a last good
+	// version.
+	Quarantine func(*networkingv1.Ingress) error
 }
 
 // Rejection is an Ingress whose current version cannot be served, with the reason for its owner.
@@ -137,13 +141,14 @@ type UpdateInput struct {
 	Options        TranslateOptions
 	DefaultBackend types.NamespacedName
 	Ownership      HostOwnership
+	Quarantine     func(*networkingv1.Ingress) error
 }
 
 // Update is Build after the given Ingresses and Services changed: every other Ingress keeps what the
 // previous build made of it, without being looked at. The result is what Build with every accepted
 // Ingress would return.
 func (b *ModelBuilder) Update(in UpdateInput) Build {
-	bin := BuildInput{Services: in.Lookup, Options: in.Options, DefaultBackend: in.DefaultBackend, Ownership: in.Ownership}
+	bin := BuildInput{Services: in.Lookup, Options: in.Options, DefaultBackend: in.DefaultBackend, Ownership: in.Ownership, Quarantine: in.Quarantine}
 	keys := map[types.NamespacedName]struct{}{}
 	for _, k := range in.Ingresses {
 		keys[k] = struct{}{}
@@ -181,8 +186,15 @@ func (b *ModelBuilder) set(key types.NamespacedName, ing *networkingv1.Ingress, 
 		b.link(key, named, nil)
 		linked = append(slices.Clip(linked), named...)
 		e = &builtIngress{ing: ing}
+		var quarantined error
+		if in.Quarantine != nil {
+			quarantined = in.Quarantine(ing)
+		}
 		tr, err := b.cache.Translate(ing, in.Services, in.Options)
 		switch {
+		case quarantined != nil:
+			// Out of service, with no past: its last good version may be what the data plane refused.
+			e.err = quarantined
 		case err == nil:
 			e.served, e.lastGood = tr, tr
 			for _, s := range tr.Services {
@@ -302,6 +314,14 @@ func (b *ModelBuilder) finish(in *BuildInput, changes map[types.NamespacedName]*
 	merged := b.merger.Apply(changes, MergeOptions{DefaultBackend: defaultBackend, Ownership: in.Ownership})
 	out.Model, out.Conflicts, out.Takeovers = merged.Model, merged.Conflicts, merged.Takeovers
 	return out
+}
+
+// Ingress returns the version of an Ingress that the latest build looked at, or nil.
+func (b *ModelBuilder) Ingress(key types.NamespacedName) *networkingv1.Ingress {
+	if e := b.entries[key]; e != nil {
+		return e.ing
+	}
+	return nil
 }
 
 // DependsOn reports whether a Service matters to the build: an Ingress of the latest build, or one being

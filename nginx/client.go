@@ -6,10 +6,13 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -135,6 +138,49 @@ type DictFullError struct {
 	HostsNotStored []Hostname
 	// Message is the data plane's explanation, which names the flag to raise.
 	Message string
+	// Refused are the hosts of a routes push that the data plane refused as well (see
+	// RoutesRefusedError).
+	Refused map[Hostname]RouteRefusal
+}
+
+// RouteRefusal says why the data plane refused a host's routes.
+type RouteRefusal struct {
+	// Route is the 1-based index of the refused route in the host's entry (Server.Locations), or 0
+	// when the entry itself is at fault.
+	Route int `json:"route"`
+	// Error is the data plane's reason.
+	Error string `json:"error"`
+}
+
+// RoutesRefusedError is the answer to a routes push of which the data plane refused some hosts' entries
+// (HTTP 422). It is a partial success: every other host is live, and a refused host keeps the routes it
+// had. Sending the same entries again is refused again; only other routes help.
+type RoutesRefusedError struct {
+	Refused map[Hostname]RouteRefusal
+}
+
+// Error lists the refused hosts.
+func (e *RoutesRefusedError) Error() string {
+	hosts := slices.Sorted(maps.Keys(e.Refused))
+	parts := make([]string, 0, len(hosts))
+	for _, h := range hosts {
+		parts = append(parts, e.Refused[h].Error)
+	}
+	return "POST /configuration/routes: 422 Unprocessable Entity: refused " + strings.Join(parts, "; ")
+}
+
+// RefusedRoutes returns the hosts that a routes push's answer (its error) says the data plane
+// refused, or nil.
+func RefusedRoutes(err error) map[Hostname]RouteRefusal {
+	var r *RoutesRefusedError
+	if errors.As(err, &r) {
+		return r.Refused
+	}
+	var d *DictFullError
+	if errors.As(err, &d) {
+		return d.Refused
+	}
+	return nil
 }
 
 // Error says which dict is full, with the data plane's explanation.
@@ -145,14 +191,16 @@ func (e *DictFullError) Error() string {
 // dictFullError reads a 507 answer of the status server, or returns nil for an answer it cannot read.
 func dictFullError(path string, body []byte) *DictFullError {
 	var a struct {
-		Error          string     `json:"error"`
-		NotStored      []string   `json:"not_stored"`
-		HostsNotStored []Hostname `json:"hosts_not_stored"`
+		Error          string                    `json:"error"`
+		NotStored      []string                  `json:"not_stored"`
+		HostsNotStored []Hostname                `json:"hosts_not_stored"`
+		Refused        map[Hostname]RouteRefusal `json:"refused"`
 	}
 	if json.Unmarshal(body, &a) != nil || a.Error == "" {
 		return nil
 	}
-	return &DictFullError{Dict: strings.TrimPrefix(path, "/configuration/"), NotStored: a.NotStored, HostsNotStored: a.HostsNotStored, Message: a.Error}
+	return &DictFullError{Dict: strings.TrimPrefix(path, "/configuration/"), NotStored: a.NotStored, HostsNotStored: a.HostsNotStored,
+		Message: a.Error, Refused: a.Refused}
 }
 
 // Filled says, for each shared dict, whether a full push has filled it since NGINX created it. A reload
@@ -437,6 +485,14 @@ func (c *Client) do(req *http.Request) ([]byte, error) {
 	if resp.StatusCode == http.StatusInsufficientStorage && req.Method == http.MethodPost {
 		if e := dictFullError(req.URL.Path, body); e != nil {
 			return nil, e
+		}
+	}
+	if resp.StatusCode == http.StatusUnprocessableEntity && req.Method == http.MethodPost {
+		var a struct {
+			Refused map[Hostname]RouteRefusal `json:"refused"`
+		}
+		if json.Unmarshal(body, &a) == nil && len(a.Refused) > 0 {
+			return nil, &RoutesRefusedError{Refused: a.Refused}
 		}
 	}
 	if resp.StatusCode/100 != 2 {

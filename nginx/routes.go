@@ -132,19 +132,22 @@ func (s *Server) Equal(o *Server) bool {
 	if len(s.Locations) == len(o.Locations) && (len(s.Locations) == 0 || &s.Locations[0] == &o.Locations[0]) {
 		return true // the same locations: a Merger shares an unchanged host's between models
 	}
-	return slices.EqualFunc(s.Locations, o.Locations, func(x, y Location) bool {
-		if x.Path != y.Path || x.PathType != y.PathType || x.Upstream != y.Upstream || x.SSLRedirect != y.SSLRedirect || x.Ingress != y.Ingress ||
-			!x.Options.Equal(y.Options) {
-			return false
-		}
-		if x.Access == y.Access {
-			return true
-		}
-		if x.Access == nil || y.Access == nil {
-			return false
-		}
-		return slices.Equal(x.Access.Deny, y.Access.Deny) && slices.Equal(x.Access.Allow, y.Access.Allow)
-	})
+	return slices.EqualFunc(s.Locations, o.Locations, func(x, y Location) bool { return x.Equal(&y) })
+}
+
+// Equal reports whether l and o route alike: same path, upstream, Ingress and settings.
+func (l *Location) Equal(o *Location) bool {
+	if l.Path != o.Path || l.PathType != o.PathType || l.Upstream != o.Upstream || l.SSLRedirect != o.SSLRedirect || l.Ingress != o.Ingress ||
+		!l.Options.Equal(o.Options) {
+		return false
+	}
+	if l.Access == o.Access {
+		return true
+	}
+	if l.Access == nil || o.Access == nil {
+		return false
+	}
+	return slices.Equal(l.Access.Deny, o.Access.Deny) && slices.Equal(l.Access.Allow, o.Access.Allow)
 }
 
 // SameRoutes reports whether m and o route every request alike: equal servers and default backend.

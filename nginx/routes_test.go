@@ -428,3 +428,46 @@ func FuzzAppendRouteHostJSON(f *testing.F) {
 		}
 	})
 }
+
+// TestRoutesRefusedAlone: a host entry the data plane refuses (here a route over the length limit that
+// a custom template may lower) is refused alone with the route's index, keeps the routes it had, and
+// the rest of the push is live.
+func TestRoutesRefusedAlone(t *testing.T) {
+	requireNginx(t)
+	cfg := testRenderConfig(t, nginxDir(t))
+	cfg.HTTPSPort = 0
+	rt := testRuntime(t, cfg, nil)
+	ctx := context.Background()
+	applyModel(t, rt, Model{}, cfg)
+
+	web := up("default", "web", 80).Name
+	entry := func(host Hostname, paths ...string) []byte {
+		s := &Server{Host: host}
+		for _, p := range paths {
+			s.Locations = append(s.Locations, Location{Path: p, PathType: PathPrefix, Upstream: web})
+		}
+		return AppendRouteHostJSON(nil, s)
+	}
+	if err := rt.Client().PushRoutes(ctx, RouteUpdate{Hosts: map[Hostname][]byte{"a.example.com": entry("a.example.com", "/old")}}); err != nil {
+		t.Fatal(err)
+	}
+	long := "/" + strings.Repeat("x", 5000)
+	err := rt.Client().PushRoutes(ctx, RouteUpdate{Hosts: map[Hostname][]byte{
+		"a.example.com": entry("a.example.com", "/fine", long),
+		"b.example.com": entry("b.example.com", "/b"),
+	}})
+	refused := RefusedRoutes(err)
+	if len(refused) != 1 || refused["a.example.com"].Route != 2 || !strings.Contains(refused["a.example.com"].Error, "longer than 4096 bytes") {
+		t.Fatalf("push answered %v (refused %+v); want a.example.com's route 2 refused for its length", err, refused)
+	}
+	live, _, err := rt.Client().Routes(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := live["a.example.com"].Routes; len(got) != 1 || got[0].Path != "/old" {
+		t.Errorf("the refused host holds %+v, want the routes it had (/old)", got)
+	}
+	if _, ok := live["b.example.com"]; !ok {
+		t.Error("the host pushed beside the refused one is not live")
+	}
+}

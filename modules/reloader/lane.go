@@ -37,6 +37,12 @@ type store[B any] interface {
 	complete() bool
 }
 
+// refusalTaker is a store whose pushes the data plane can refuse in part (routes): it hears which
+// entries were refused. Called with the lane's lock held.
+type refusalTaker interface {
+	refused(map[nginx.Hostname]nginx.RouteRefusal)
+}
+
 // laneOptions configure a push lane.
 type laneOptions struct {
 	// name is the lane's queue name; what names its content in logs ("endpoint", "certificate").
@@ -84,7 +90,7 @@ func newPushLane[B any](opts laneOptions, s store[B], a Applier, metrics *pipeli
 		opts: opts, applier: a, log: log, store: s, room: opts.room,
 		updates: opts.updates, notStored: opts.notStored.WithLabelValues(opts.room.dict),
 	}
-	for _, res := range []string{"success", "failure", "dict_full"} {
+	for _, res := range []string{"success", "failure", "dict_full", "refused"} {
 		opts.updates.WithLabelValues(res)
 	}
 	q := pipeline.NewQueue(pipeline.QueueOptions[laneKey]{
@@ -152,7 +158,8 @@ func (l *pushLane[B]) push(ctx context.Context, _ laneKey) error {
 	l.mu.Unlock()
 	err := l.store.send(ctx, l.applier, batch, full)
 	partial := dictFull(err)
-	if err != nil && partial == nil {
+	refused := nginx.RefusedRoutes(err)
+	if err != nil && partial == nil && refused == nil {
 		l.updates.WithLabelValues("failure").Inc()
 		l.mu.Lock()
 		l.full = l.full || full
@@ -166,6 +173,11 @@ func (l *pushLane[B]) push(ctx context.Context, _ laneKey) error {
 	sent := l.store.names(batch)
 	l.mu.Lock()
 	l.store.stored(batch, partial)
+	if r, ok := l.store.(refusalTaker); ok && refused != nil {
+		// Also a partial success: the refused hosts keep what they had, and the same entries would be
+		// refused again. The store reports them, so that what wrote them changes.
+		r.refused(refused)
+	}
 	if full {
 		l.filledFor = max(l.filledFor, fullFor)
 	}
@@ -176,9 +188,12 @@ func (l *pushLane[B]) push(ctx context.Context, _ laneKey) error {
 		l.room.log(l.log, partial)
 	}
 	l.mu.Unlock()
-	if partial != nil {
+	switch {
+	case partial != nil:
 		l.updates.WithLabelValues("dict_full").Inc()
-	} else {
+	case refused != nil:
+		l.updates.WithLabelValues("refused").Inc()
+	default:
 		l.updates.WithLabelValues("success").Inc()
 	}
 	l.log.Debug(l.opts.what+"s pushed", zap.Int("entries", len(sent)), zap.Bool("full", full))

@@ -56,6 +56,8 @@ type Params struct {
 	Rendered  *pipeline.Topic[modules.Rendered]
 	Endpoints *pipeline.Topic[modules.EndpointsChange]
 	Certs     *pipeline.Topic[modules.CertChange]
+	// Refused hears the routes the data plane refused; without it they are only logged.
+	Refused   *pipeline.Topic[modules.RoutesRefused] `optional:"true"`
 	Recorder  record.EventRecorder
 	Metrics   *pipeline.Metrics
 	Registry  prometheus.Registerer
@@ -135,6 +137,18 @@ func New(p Params) (ReadyResult, error) {
 		room: newDictRoom("certificates", "--certificates-dict-size"), updates: m.certUpdates, notStored: m.notStored,
 	}, store[certBatch](r.certStore), p.Applier, p.Metrics, log)
 
+	r.routeStore.onRefused = func(q modules.RoutesRefused, attributed bool) {
+		if !attributed {
+			log.Error("NGINX refused the routes of a host, and no route of the model is named: the host keeps the routes it had",
+				zap.String("host", string(q.Host)), zap.String("reason", q.Reason))
+			return
+		}
+		log.Warn("NGINX refused a route; its Ingress is quarantined", zap.Stringer("ingress", q.Ingress),
+			zap.String("host", string(q.Host)), zap.String("path", q.Location.Path), zap.String("reason", q.Reason))
+		if p.Refused != nil {
+			p.Refused.Publish(q)
+		}
+	}
 	p.Rendered.Subscribe(r.rendered)
 	p.Certs.Subscribe(func(c modules.CertChange) {
 		r.certs.change(func() { r.certStore.apply(c) }, false)

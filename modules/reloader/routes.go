@@ -4,6 +4,7 @@ import (
 	"context"
 	"maps"
 
+	"github.com/ingress-reactor/ingress-reactor/modules"
 	"github.com/ingress-reactor/ingress-reactor/nginx"
 )
 
@@ -23,6 +24,9 @@ type routeStore struct {
 	fallbackDirty bool
 	// fromModel is set once a model has been taken: until then a full push would empty the router.
 	fromModel bool
+	// onRefused hears the routes that the data plane refused, by the Ingress that wrote each; a
+	// refusal that names no route of the model is logged by the caller (the bool is false).
+	onRefused func(modules.RoutesRefused, bool)
 }
 
 func newRouteStore() *routeStore {
@@ -121,6 +125,24 @@ func (s *routeStore) stored(b routeBatch, partial *nginx.DictFullError) {
 		if _, ok := b.Hosts[nginx.Hostname(name)]; ok {
 			s.dirty[nginx.Hostname(name)] = struct{}{}
 		}
+	}
+}
+
+// refused maps the hosts the data plane refused to the Ingresses whose routes they were.
+func (s *routeStore) refused(hosts map[nginx.Hostname]nginx.RouteRefusal) {
+	if s.onRefused == nil {
+		return
+	}
+	for h, r := range hosts {
+		msg := modules.RoutesRefused{Host: h, Reason: r.Error}
+		srv := s.servers[h]
+		if srv == nil || r.Route < 1 || r.Route > len(srv.Locations) {
+			s.onRefused(msg, false)
+			continue
+		}
+		msg.Location = srv.Locations[r.Route-1]
+		msg.Ingress = msg.Location.Ingress
+		s.onRefused(msg, true)
 	}
 }
 

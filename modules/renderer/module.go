@@ -6,6 +6,7 @@ package renderer
 import (
 	"cmp"
 	"context"
+	"errors"
 	"fmt"
 	"maps"
 	"slices"
@@ -44,6 +45,8 @@ const (
 	// ReasonPathTakeover (Normal) goes to both Ingresses when one namespace's path takes requests that
 	// another namespace's path on the same host served before.
 	ReasonPathTakeover = "PathTakeover"
+	// ReasonQuarantined: NGINX refused a route of the Ingress, which is out of service until it changes.
+	ReasonQuarantined = "Quarantined"
 )
 
 // Options configure the renderer.
@@ -68,11 +71,13 @@ type Params struct {
 	IngressChanges *pipeline.Topic[modules.IngressChange]
 	Announced      *modules.IngressesAnnounced
 	Rendered       *pipeline.Topic[modules.Rendered]
-	Recorder       record.EventRecorder
-	Metrics        *pipeline.Metrics
-	Registry       prometheus.Registerer
-	Log            *zap.Logger
-	Lifecycle      fx.Lifecycle `optional:"true"`
+	// Refused are the routes the data plane refused: their Ingresses are quarantined.
+	Refused   *pipeline.Topic[modules.RoutesRefused] `optional:"true"`
+	Recorder  record.EventRecorder
+	Metrics   *pipeline.Metrics
+	Registry  prometheus.Registerer
+	Log       *zap.Logger
+	Lifecycle fx.Lifecycle `optional:"true"`
 }
 
 // renderKey is the structure lane's single work item: every change coalesces into one render.
@@ -100,6 +105,10 @@ type Renderer struct {
 	changedIngresses map[types.NamespacedName]struct{}
 	changedServices  map[types.NamespacedName]struct{}
 	built            bool
+	// refusals are the data plane's refusals not yet looked at; quarantine the Ingress versions kept
+	// out of the model for one, until they change.
+	refusals   []modules.RoutesRefused
+	quarantine map[types.NamespacedName]quarantined
 
 	// Touched only by sync (one worker).
 	// published says a configuration went out; lastHash and lastModel are the last one's.
@@ -113,14 +122,37 @@ type Renderer struct {
 	takeovers map[nginx.Takeover]struct{}
 }
 
+// quarantined is an Ingress version whose route the data plane refused.
+type quarantined struct {
+	resourceVersion string
+	err             *QuarantineError
+}
+
+// QuarantineError rejects an Ingress version whose route NGINX refused.
+type QuarantineError struct {
+	Host   nginx.Hostname
+	Path   string
+	Reason string
+}
+
+func (e *QuarantineError) Error() string {
+	host := string(e.Host)
+	if host == "" {
+		host = "(any host)"
+	}
+	return fmt.Sprintf("quarantined: NGINX refused its route for host %s, path %q (%s); the Ingress stays out of service until it changes",
+		host, e.Path, e.Reason)
+}
+
 type rendererMetrics struct {
-	renders   *prometheus.CounterVec
-	rejected  prometheus.Gauge
-	stale     prometheus.Gauge
-	rejects   *prometheus.CounterVec
-	conflicts prometheus.Gauge
-	duration  prometheus.Histogram
-	confBytes prometheus.Gauge
+	quarantined prometheus.Gauge
+	renders     *prometheus.CounterVec
+	rejected    prometheus.Gauge
+	stale       prometheus.Gauge
+	rejects     *prometheus.CounterVec
+	conflicts   prometheus.Gauge
+	duration    prometheus.Histogram
+	confBytes   prometheus.Gauge
 }
 
 // New builds the renderer, subscribes it to IngressChange and watches Services that Ingresses use.
@@ -139,11 +171,16 @@ func New(p Params) (*Renderer, error) {
 		changedIngresses: map[types.NamespacedName]struct{}{},
 		changedServices:  map[types.NamespacedName]struct{}{},
 		reported:         map[types.NamespacedName]string{},
+		quarantine:       map[types.NamespacedName]quarantined{},
 		synced: []cache.InformerSynced{
 			p.Factory.Networking().V1().Ingresses().Informer().HasSynced,
 			p.Factory.Core().V1().Services().Informer().HasSynced,
 		},
 		metrics: rendererMetrics{
+			quarantined: prometheus.NewGauge(prometheus.GaugeOpts{
+				Name: "ingress_reactor_ingresses_quarantined",
+				Help: "Ingresses kept out of service because NGINX refused one of their routes; each returns when it changes.",
+			}),
 			renders: prometheus.NewCounterVec(prometheus.CounterOpts{
 				Name: "ingress_reactor_renders_total",
 				Help: "Renders of nginx.conf, by result: changed (published), unchanged (same hash, skipped), error.",
@@ -175,7 +212,7 @@ func New(p Params) (*Renderer, error) {
 			}),
 		},
 	}
-	for _, c := range []prometheus.Collector{r.metrics.renders, r.metrics.rejected, r.metrics.stale, r.metrics.rejects, r.metrics.conflicts, r.metrics.duration, r.metrics.confBytes} {
+	for _, c := range []prometheus.Collector{r.metrics.quarantined, r.metrics.renders, r.metrics.rejected, r.metrics.stale, r.metrics.rejects, r.metrics.conflicts, r.metrics.duration, r.metrics.confBytes} {
 		if err := p.Registry.Register(c); err != nil {
 			return nil, fmt.Errorf("renderer: register metrics: %w", err)
 		}
@@ -194,11 +231,20 @@ func New(p Params) (*Renderer, error) {
 			r.accepted[c.Key] = struct{}{}
 		} else {
 			delete(r.accepted, c.Key)
+			delete(r.quarantine, c.Key)
 		}
 		r.changedIngresses[c.Key] = struct{}{}
 		r.mu.Unlock()
 		q.Add(renderKey{})
 	})
+	if p.Refused != nil {
+		p.Refused.Subscribe(func(q modules.RoutesRefused) {
+			r.mu.Lock()
+			r.refusals = append(r.refusals, q)
+			r.mu.Unlock()
+			r.Trigger()
+		})
+	}
 	svcInf := p.Factory.Core().V1().Services().Informer()
 	if _, err := svcInf.AddEventHandler(pipeline.Handler[renderKey]{
 		Keys:         r.serviceChanged,
@@ -258,6 +304,56 @@ func (r *Renderer) serviceChanged(obj any) []renderKey {
 	return []renderKey{{}}
 }
 
+// takeRefusals quarantines the Ingress versions whose routes the data plane refused. A refusal counts
+// only when the last published model still has the refused route: otherwise a newer version of the
+// Ingress replaced it, and that version's routes are pushed (and judged) anyway.
+func (r *Renderer) takeRefusals() {
+	r.mu.Lock()
+	refusals := r.refusals
+	r.refusals = nil
+	r.mu.Unlock()
+	for _, q := range refusals {
+		if !r.published || !servesLocation(&r.lastModel, q.Host, &q.Location) {
+			continue
+		}
+		ing := r.builder.Ingress(q.Ingress)
+		if ing == nil {
+			continue
+		}
+		r.mu.Lock()
+		r.quarantine[q.Ingress] = quarantined{resourceVersion: ing.ResourceVersion,
+			err: &QuarantineError{Host: q.Host, Path: q.Location.Path, Reason: q.Reason}}
+		r.changedIngresses[q.Ingress] = struct{}{}
+		r.mu.Unlock()
+	}
+}
+
+// servesLocation reports whether m's server for host has location l.
+func servesLocation(m *nginx.Model, host nginx.Hostname, l *nginx.Location) bool {
+	i, ok := slices.BinarySearchFunc(m.Servers, host, func(s nginx.Server, h nginx.Hostname) int { return strings.Compare(string(s.Host), string(h)) })
+	if !ok {
+		return false
+	}
+	return slices.ContainsFunc(m.Servers[i].Locations, func(x nginx.Location) bool { return x.Equal(l) })
+}
+
+// quarantined returns the error that keeps a quarantined Ingress version out of the model; a changed
+// Ingress leaves the quarantine and gets another chance.
+func (r *Renderer) quarantined(ing *networkingv1.Ingress) error {
+	key := types.NamespacedName{Namespace: ing.Namespace, Name: ing.Name}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	q, ok := r.quarantine[key]
+	if !ok {
+		return nil
+	}
+	if q.resourceVersion != ing.ResourceVersion {
+		delete(r.quarantine, key)
+		return nil
+	}
+	return q.err
+}
+
 // acceptedIngress returns an Ingress that the class filter accepted, from the informer's cache.
 func (r *Renderer) acceptedIngress(key types.NamespacedName) (*networkingv1.Ingress, bool) {
 	r.mu.Lock()
@@ -282,6 +378,7 @@ func (r *Renderer) sync(context.Context, renderKey) error {
 		return nil // Start triggers the first render once the class filter has announced every Ingress
 	}
 	timer := prometheus.NewTimer(r.metrics.duration)
+	r.takeRefusals()
 	r.mu.Lock()
 	built := r.built
 	var keys, services []types.NamespacedName
@@ -309,6 +406,7 @@ func (r *Renderer) sync(context.Context, renderKey) error {
 			Options:        r.opts.Translate,
 			DefaultBackend: r.opts.DefaultBackend,
 			Ownership:      r.opts.Ownership,
+			Quarantine:     r.quarantined,
 		})
 	} else {
 		// By namespace, then name, without building "namespace/name" strings.
@@ -327,8 +425,12 @@ func (r *Renderer) sync(context.Context, renderKey) error {
 			Options:        r.opts.Translate,
 			DefaultBackend: r.opts.DefaultBackend,
 			Ownership:      r.opts.Ownership,
+			Quarantine:     r.quarantined,
 		})
 	}
+	r.mu.Lock()
+	r.metrics.quarantined.Set(float64(len(r.quarantine)))
+	r.mu.Unlock()
 	r.report(build)
 	r.metrics.rejected.Set(float64(len(build.Rejected)))
 	r.metrics.stale.Set(float64(build.Stale))
@@ -378,7 +480,11 @@ func (r *Renderer) report(build nginx.Build) {
 		}
 		if r.reported[key] != ing.ResourceVersion+msg {
 			r.metrics.rejects.WithLabelValues(key.Namespace).Inc()
-			r.recorder.Event(ing, corev1.EventTypeWarning, ReasonRejected, msg)
+			reason := ReasonRejected
+			if _, ok := errors.AsType[*QuarantineError](rej.Err); ok {
+				reason = ReasonQuarantined
+			}
+			r.recorder.Event(ing, corev1.EventTypeWarning, reason, msg)
 			r.log.Warn("ingress rejected", zap.Stringer("ingress", key), zap.String("reason", rej.Err.Error()), zap.Bool("previous_version_served", rej.Stale))
 		}
 		problems[key] = ing.ResourceVersion + msg

@@ -14,6 +14,10 @@
 -- is the catch-all server. Each route is {"path": "/...", "exact": bool, "upstream": "<name>" | "",
 -- "redirect": bool, "deny": ["<hex>/<bits>", ...], "allow": [...]}. A changed host whose new routes do
 -- not fit into the dict answers 503 until they do, rather than keep routes that may admit more.
+-- A host entry this side cannot take (a route it refuses) is left as it was, the rest of the push is
+-- stored, and the answer is 422 with "refused": {"<host>": {"route": <1-based index, 0 for the host
+-- itself>, "error": "..."}}: the controller leaves the Ingress that wrote the route out and pushes the
+-- host again. (With a full dict as well, the 507 answer carries "refused" too.)
 --
 -- "full": true replaces everything (entries not in the body are removed); otherwise only the listed
 -- entries change, and an empty endpoint list or a null removes one. A request is validated completely
@@ -49,6 +53,10 @@ local SEQUENCE = "seq"
 local FILLED = require("ingress_reactor.filled").KEY -- the marker of a full push; see above
 
 local _M = {}
+
+-- limits bounds what a routes push may hold. A custom template may lower them (init_by_lua); a route
+-- beyond one is refused alone, and the controller takes its Ingress out of service.
+_M.limits = { path_length = 4096 }
 
 local function respond(status, body)
     ngx.status = status
@@ -601,35 +609,38 @@ local function valid_upstream(u)
     return u == "" or (type(u) == "string" and #u <= 255 and u:match("^[a-z0-9-]+$") ~= nil)
 end
 
--- normalize_host checks one host entry and returns it in the form router.lua reads, or nil and why.
+-- normalize_host checks one host entry and returns it in the form router.lua reads, or nil, why, and
+-- the 1-based index of the route at fault (0: the entry itself).
 local function normalize_host(host, entry)
     if type(entry) ~= "table" or type(entry.routes) ~= "table" then
-        return nil, "host " .. host .. ": want an object with a \"routes\" list"
+        return nil, "host " .. host .. ": want an object with a \"routes\" list", 0
     end
     if entry.redirect ~= nil and type(entry.redirect) ~= "boolean" then
-        return nil, "host " .. host .. ": \"redirect\" must be a boolean"
+        return nil, "host " .. host .. ": \"redirect\" must be a boolean", 0
     end
     for k in pairs(entry.routes) do
         if type(k) ~= "number" then
-            return nil, "host " .. host .. ": \"routes\" must be a list"
+            return nil, "host " .. host .. ": \"routes\" must be a list", 0
         end
     end
     local routes = {}
     for i, r in ipairs(entry.routes) do
         local where = "host " .. host .. ", route " .. i
-        if type(r) ~= "table" or type(r.path) ~= "string" or r.path:sub(1, 1) ~= "/" or #r.path > 4096
-            or r.path:find("[%c\"\\]") then
-            return nil, where .. ": \"path\" must be a path starting with '/'"
+        if type(r) ~= "table" or type(r.path) ~= "string" or r.path:sub(1, 1) ~= "/" or r.path:find("[%c\"\\]") then
+            return nil, where .. ": \"path\" must be a path starting with '/'", i
+        end
+        if #r.path > _M.limits.path_length then
+            return nil, where .. ": the path is longer than " .. _M.limits.path_length .. " bytes", i
         end
         if r.upstream == nil then
             r.upstream = ""
         end
         if not valid_upstream(r.upstream) then
-            return nil, where .. ": invalid upstream " .. tostring(r.upstream)
+            return nil, where .. ": invalid upstream " .. tostring(r.upstream), i
         end
         for _, flag in ipairs({ "exact", "redirect" }) do
             if r[flag] ~= nil and type(r[flag]) ~= "boolean" then
-                return nil, where .. ": \"" .. flag .. "\" must be a boolean"
+                return nil, where .. ": \"" .. flag .. "\" must be a boolean", i
             end
         end
         local out = { path = r.path, exact = r.exact or nil, upstream = r.upstream, redirect = r.redirect or nil }
@@ -637,11 +648,11 @@ local function normalize_host(host, entry)
             local ranges = r[list]
             if ranges ~= nil then
                 if type(ranges) ~= "table" then
-                    return nil, where .. ": \"" .. list .. "\" must be a list"
+                    return nil, where .. ": \"" .. list .. "\" must be a list", i
                 end
                 for _, p in ipairs(ranges) do
                     if not router.parse_prefix(p) then
-                        return nil, where .. ": source range " .. tostring(p) .. " is not <hex address>/<bits>"
+                        return nil, where .. ": source range " .. tostring(p) .. " is not <hex address>/<bits>", i
                     end
                 end
                 if #ranges > 0 then
@@ -671,7 +682,7 @@ function _M.routes()
         return fail(400, "invalid default_upstream " .. tostring(req.default_upstream))
     end
 
-    local updates, removals = {}, {}
+    local updates, removals, refused = {}, {}, nil
     for host, entry in pairs(req.hosts) do
         if type(host) ~= "string" or (host ~= "" and not host:match("^[a-z0-9*][a-z0-9.-]*$")) or #host > 253 then
             return fail(400, "invalid host " .. tostring(host))
@@ -679,12 +690,16 @@ function _M.routes()
         if entry == null then
             removals[#removals + 1] = host
         else
-            local value
-            value, err = normalize_host(host, entry)
-            if not value then
-                return fail(400, err)
+            local value, route
+            value, err, route = normalize_host(host, entry)
+            if value then
+                updates[host] = value
+            else
+                -- Refused alone: the host keeps what it had, and the controller learns which route.
+                ngx.log(ngx.ERR, "routes push: refused ", err)
+                refused = refused or {}
+                refused[host] = { route = route, error = err }
             end
-            updates[host] = value
         end
     end
     if req.full then
@@ -715,10 +730,14 @@ function _M.routes()
     if req.full then
         mark_filled(routes_dict)
     end
-    local body = { changed = changed, unchanged = unchanged, removed = #removals }
+    local body = { changed = changed, unchanged = unchanged, removed = #removals, refused = refused }
     if #not_stored > 0 then
         body.not_stored = not_stored
         return dict_full(routes_dict, "routes", "--routes-dict-size", { { "hosts", not_stored, total } }, body)
+    end
+    if refused then
+        body.error = "some hosts' routes were refused and keep what they had; the rest is live"
+        return respond(422, body)
     end
     return respond(200, body)
 end
