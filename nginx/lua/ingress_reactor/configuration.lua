@@ -650,7 +650,7 @@ local function normalize_host(host, entry)
     for i, r in ipairs(entry.routes) do
         local where = "host " .. host .. ", route " .. i
         if type(r) ~= "table" or type(r.path) ~= "string" or r.path:sub(1, 1) ~= "/" or #r.path > 4096
-            or r.path:find("[%c\"\\]") then
+            or r.path:find(entry.regex and "[%c\"]" or "[%c\"\\]") then
             return nil, where .. ": \"path\" must be a path starting with '/'"
         end
         if r.upstream == nil then
