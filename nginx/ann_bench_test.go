@@ -7,7 +7,8 @@ import (
 )
 
 // BenchmarkTranslateAnnotated translates 1,000 Ingresses, half of them with annotations a migrated
-// Ingress typically carries: supported ones (ssl-redirect, an allowlist), ignored ones, and a typo.
+// Ingress typically carries: supported ones (ssl-redirect, an allowlist, rewrite-target, which makes the
+// paths regexes, x-forwarded-prefix, upstream-vhost), ignored ones, and a typo.
 func BenchmarkTranslateAnnotated(b *testing.B) {
 	const n = 1000
 	ings, svcs := benchWorld(n)
@@ -18,7 +19,9 @@ func BenchmarkTranslateAnnotated(b *testing.B) {
 				AnnotationWhitelistSourceRange, "10.0.0.0/8, 192.0.2.0/24, 2001:db8::/32",
 				IngressNginxPrefix+"proxy-body-size", "8m",
 				IngressNginxPrefix+"proxy-read-timeout", strconv.Itoa(60+i%5),
-				IngressNginxPrefix+"rewrite-target", "/",
+				AnnotationRewriteTarget, "/$2",
+				AnnotationXForwardedPrefix, "/svc",
+				AnnotationUpstreamVhost, "backend.internal",
 				IngressNginxPrefix+"proxy-bodysize", "1m", // a typo: the nearest name is looked up
 				"kubernetes.io/ingress.class", "nginx",
 			)(ing)

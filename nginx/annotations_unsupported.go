@@ -68,8 +68,8 @@ func unsupportedAnnotations() []AnnotationSpec {
 	}
 	add(planned("#14"),
 		"app-root", "custom-http-errors", "default-backend", "force-ssl-redirect", "from-to-www-redirect",
-		"permanent-redirect", "permanent-redirect-code", "preserve-trailing-slash", "rewrite-target", "server-alias",
-		"temporal-redirect", "temporal-redirect-code", "upstream-vhost", "use-regex", "x-forwarded-prefix")
+		"permanent-redirect", "permanent-redirect-code", "preserve-trailing-slash", "server-alias",
+		"temporal-redirect", "temporal-redirect-code")
 	add(undocumented(planned("#14")), "use-port-in-redirects")
 	add(planned("#15"),
 		"backend-protocol", "client-body-buffer-size", "connection-proxy-header", "cors-allow-credentials",

@@ -541,7 +541,8 @@ func (m *Merger) mergeHost(host Hostname) *hostMerge {
 		if oldest == nil || olderFirst(w.t, oldest) < 0 {
 			oldest = w.t
 		}
-		s.Locations = append(s.Locations, Location{Path: w.r.Path, PathType: w.r.PathType, Upstream: w.r.Upstream, Ingress: w.t.Ingress, SSLRedirect: w.t.SSLRedirect, Access: w.t.Access, Options: w.t.Options})
+		s.Locations = append(s.Locations, Location{Path: w.r.Path, PathType: w.r.PathType, Upstream: w.r.Upstream, Ingress: w.t.Ingress, SSLRedirect: w.t.SSLRedirect, Access: w.t.Access, Options: w.t.Options,
+			Regex: w.r.Regex})
 		if !slices.ContainsFunc(out.upstreams, func(u Upstream) bool { return u.Name == w.r.Upstream }) {
 			out.upstreams = append(out.upstreams, w.t.upstream(w.r.Upstream))
 		}

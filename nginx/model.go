@@ -59,6 +59,9 @@ type Location struct {
 	// Options are the route data of the location's Ingress (RouteOptions), shared like Access; nil
 	// when none is set.
 	Options *RouteOptions
+	// Regex is set when the path is matched as a regular expression (its Ingress's use-regex or
+	// rewrite-target); such a location puts its whole server in regex mode (Server.RegexMode).
+	Regex *PathRegex
 }
 
 // SourceRanges restricts clients by address, as ingress-nginx's denylist-source-range and

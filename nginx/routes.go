@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 )
 
 // Routing happens in NGINX's Lua router (lua/ingress_reactor/router.lua), not in server and location
@@ -27,8 +28,11 @@ import (
 // Field order and slice order are fixed, so equal servers encode to equal bytes.
 type RouteHost struct {
 	// Redirect sends plain-HTTP requests that no path matches (the fallback) to HTTPS.
-	Redirect bool        `json:"redirect,omitempty"`
-	Routes   []RoutePath `json:"routes"`
+	Redirect bool `json:"redirect,omitempty"`
+	// Regex says that Routes are a match list in order (Server.RegexMode): the first route whose Pattern
+	// matches wins.
+	Regex  bool        `json:"regex,omitempty"`
+	Routes []RoutePath `json:"routes"`
 }
 
 // RoutePath is one path of a host.
@@ -43,6 +47,15 @@ type RoutePath struct {
 	// digits for IPv4, 32 for IPv6. Allow, when not empty, lists the only addresses admitted.
 	Deny  []string `json:"deny,omitempty"`
 	Allow []string `json:"allow,omitempty"`
+	// Pattern is the PCRE pattern of a route of a regex host; Literal its lower-case prefix when the
+	// pattern is one (compared without a regex).
+	Pattern string `json:"pattern,omitempty"`
+	Literal string `json:"literal,omitempty"`
+	// Rewrite is the rewrite target; XForwardedPrefix goes with rewritten requests; UpstreamVhost is
+	// the Host header the backend sees.
+	Rewrite          string `json:"rewrite,omitempty"`
+	XForwardedPrefix string `json:"x_forwarded_prefix,omitempty"`
+	UpstreamVhost    string `json:"upstream_vhost,omitempty"`
 }
 
 // AppendRouteHostJSON appends the wire form (RouteHost) of s to b, without reflection: a full push at
@@ -52,6 +65,9 @@ func AppendRouteHostJSON(b []byte, s *Server) []byte {
 	b = append(b, '{')
 	if s.TLS != nil && s.TLS.SSLRedirect {
 		b = append(b, `"redirect":true,`...)
+	}
+	if s.RegexMode() {
+		return appendRegexRoutes(b, s)
 	}
 	b = append(b, `"routes":[`...)
 	for i := range s.Locations {
@@ -64,20 +80,26 @@ func AppendRouteHostJSON(b []byte, s *Server) []byte {
 		if l.PathType == PathExact {
 			b = append(b, `,"exact":true`...)
 		}
-		b = append(b, `,"upstream":"`...)
-		b = append(b, l.Upstream...)
-		b = append(b, '"')
-		if l.SSLRedirect {
-			b = append(b, `,"redirect":true`...)
-		}
-		if l.Access != nil {
-			b = appendWirePrefixes(b, "deny", l.Access.Deny)
-			b = appendWirePrefixes(b, "allow", l.Access.Allow)
-		}
-		b = appendRouteOptions(b, l.Options)
-		b = append(b, '}')
+		b = appendRouteFields(b, l)
 	}
 	return append(b, "]}"...)
+}
+
+// appendRouteFields writes what a route says besides its path and how it matches, and closes it.
+func appendRouteFields(b []byte, l *Location) []byte {
+	b = append(b, `,"upstream":"`...)
+	b = append(b, l.Upstream...)
+	b = append(b, '"')
+	if l.SSLRedirect {
+		b = append(b, `,"redirect":true`...)
+	}
+	if l.Access != nil {
+		b = appendWirePrefixes(b, "deny", l.Access.Deny)
+		b = appendWirePrefixes(b, "allow", l.Access.Allow)
+	}
+	b = appendRouteOptions(b, l.Options)
+	b = appendRewriteOptions(b, l)
+	return append(b, '}')
 }
 
 func appendWirePrefixes(b []byte, name string, ps []netip.Prefix) []byte {
@@ -156,6 +178,103 @@ func (m *Model) SameRoutes(o *Model) bool {
 		slices.EqualFunc(m.Servers, o.Servers, func(a, b Server) bool { return a.Equal(&b) })
 }
 
+// RegexMode reports whether the server's paths are matched as regexes: once one location is a regex
+// path, every path of the host is, as in ingress-nginx (see regexOrder).
+func (s *Server) RegexMode() bool {
+	for i := range s.Locations {
+		if s.Locations[i].Regex != nil {
+			return true
+		}
+	}
+	return false
+}
+
+// regexRoute is one entry of a regex-mode server's match list.
+type regexRoute struct {
+	// text is the path ingress-nginx writes into the location ("^" + text is the regex); it orders the list.
+	text string
+	loc  *Location
+	re   *PathRegex
+}
+
+// regexOrder lists the match entries of a server in regex mode, in ingress-nginx's order: descending
+// length of the path text, then descending text; the first entry that matches wins. A regex location is
+// its own path. Other paths are read as regexes too, as ingress-nginx does (as text when they are no
+// regex both engines read alike): an Exact path as "^/p", a Prefix path "/p" as "^/p/" and, unless an
+// Exact path "/p" is on the host, "^/p" (ingress-nginx adds that Exact location to every Prefix one).
+func (s *Server) regexOrder() []regexRoute {
+	out := make([]regexRoute, 0, len(s.Locations)+len(s.Locations)/2)
+	for i := range s.Locations {
+		l := &s.Locations[i]
+		switch {
+		case l.Regex != nil:
+			out = append(out, regexRoute{l.Path, l, l.Regex})
+		case l.PathType == PathExact || l.Path == "/":
+			out = append(out, regexRoute{l.Path, l, cachedHostPathRegex(l.Path)})
+		default:
+			out = append(out, regexRoute{l.Path + "/", l, cachedHostPathRegex(l.Path + "/")})
+			if !slices.ContainsFunc(s.Locations, func(o Location) bool { return o.PathType == PathExact && o.Path == l.Path }) {
+				out = append(out, regexRoute{l.Path, l, cachedHostPathRegex(l.Path)})
+			}
+		}
+	}
+	slices.SortStableFunc(out, func(a, b regexRoute) int {
+		if len(a.text) != len(b.text) {
+			return len(b.text) - len(a.text)
+		}
+		return strings.Compare(b.text, a.text)
+	})
+	return out
+}
+
+// appendRegexRoutes writes the routes of a server in regex mode: its match list in order, each entry
+// with its PCRE pattern (and its literal prefix, when it is one).
+func appendRegexRoutes(b []byte, s *Server) []byte {
+	b = append(b, `"regex":true,"routes":[`...)
+	for i, e := range s.regexOrder() {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = append(b, `{"path":`...)
+		b = appendJSONString(b, e.text)
+		b = append(b, `,"pattern":`...)
+		b = appendJSONString(b, e.re.PCRE)
+		if e.re.Literal != "" {
+			b = append(b, `,"literal":`...)
+			b = appendJSONString(b, e.re.Literal)
+		}
+		b = appendRouteFields(b, e.loc)
+	}
+	return append(b, "]}"...)
+}
+
+// hostPathRegexCache keeps the patterns of non-regex paths on regex hosts, which every encoding of such a
+// host needs again. It is dropped whole when it grows past hostPathRegexCacheMax entries.
+var hostPathRegexCache struct {
+	sync.Mutex
+	m map[string]*PathRegex
+}
+
+const hostPathRegexCacheMax = 50000
+
+func cachedHostPathRegex(path string) *PathRegex {
+	c := &hostPathRegexCache
+	c.Lock()
+	r, ok := c.m[path]
+	c.Unlock()
+	if ok {
+		return r
+	}
+	r = hostPathRegex(path)
+	c.Lock()
+	if c.m == nil || len(c.m) >= hostPathRegexCacheMax {
+		c.m = map[string]*PathRegex{}
+	}
+	c.m[path] = r
+	c.Unlock()
+	return r
+}
+
 // RouteResult is where Model.Route sends a request.
 type RouteResult struct {
 	// Server is the host of the server chosen ("" for the catch-all).
@@ -166,6 +285,8 @@ type RouteResult struct {
 	Upstream UpstreamName
 	// Redirect: a plain-HTTP request is answered with a 308 to HTTPS (when HTTPS is on).
 	Redirect bool
+	// Rewritten is the path the backend sees when the location's rewrite-target applies; else "".
+	Rewritten string
 }
 
 // Route says where the data plane sends a request for host and path (see the matching rules above).
@@ -184,6 +305,9 @@ func (m *Model) Route(host, path string) RouteResult {
 		return RouteResult{Upstream: m.DefaultBackend}
 	}
 	r := RouteResult{Server: s.Host}
+	if s.RegexMode() {
+		return m.routeRegex(s, r, path)
+	}
 	var best *Location
 	for i := range s.Locations {
 		l := &s.Locations[i]
@@ -207,6 +331,45 @@ func (m *Model) Route(host, path string) RouteResult {
 	}
 	r.Location, r.Upstream, r.Redirect = best, best.Upstream, best.SSLRedirect
 	return r
+}
+
+// routeRegex is Route's path matching on a server in regex mode: the first entry of its match list that
+// matches, then the rewrite of the path with the captures of that match.
+func (m *Model) routeRegex(s *Server, r RouteResult, path string) RouteResult {
+	for _, e := range s.regexOrder() {
+		caps := e.re.Match(path)
+		if caps == nil {
+			continue
+		}
+		l := e.loc
+		r.Location, r.Upstream, r.Redirect = l, l.Upstream, l.SSLRedirect
+		if l.Options.rewrites(l.Path) {
+			r.Rewritten = expandRewrite(l.Options.RewriteTarget, path, caps)
+		}
+		return r
+	}
+	r.Upstream = m.DefaultBackend
+	r.Redirect = s.TLS != nil && s.TLS.SSLRedirect
+	return r
+}
+
+// expandRewrite replaces $0-$9 in target with the captures of a match of uri (caps as regexp returns
+// them), as NGINX does: one digit, and a group that did not take part or does not exist is empty.
+func expandRewrite(target, uri string, caps []int) string {
+	var b strings.Builder
+	for i := 0; i < len(target); i++ {
+		c := target[i]
+		if c != '$' || i+1 == len(target) || target[i+1] < '0' || target[i+1] > '9' {
+			b.WriteByte(c)
+			continue
+		}
+		i++
+		n := int(target[i] - '0')
+		if 2*n+1 < len(caps) && caps[2*n] >= 0 {
+			b.WriteString(uri[caps[2*n]:caps[2*n+1]])
+		}
+	}
+	return b.String()
 }
 
 // server returns the server for host h exactly, or nil.

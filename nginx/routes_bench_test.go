@@ -20,84 +20,110 @@ import (
 // besides ns/op: the p99 of those iterations, the full push of all n hosts, and the memory of NGINX
 // (RSS of the master and its workers, summed) after every host was requested once.
 //
+// With regex=true every host is a regex host (a rewrite-target path "/api/(.*)" besides its two paths)
+// and the new path of an iteration is a regex path.
+//
 //	go test -run '^$' -bench RouteChange -benchtime 200x ./nginx/
 func BenchmarkRouteChange(b *testing.B) {
 	requireNginx(b)
-	for _, n := range []int{1000, 10000} {
-		b.Run(fmt.Sprintf("hosts=%d", n), func(b *testing.B) {
-			paths := nginxDir(b)
-			cfg := testRenderConfig(b, paths)
-			cfg.HTTPSPort = 0
-			rt := benchRuntime(b, cfg)
-			m, _ := Merge(benchTranslations(n), nil)
-			conf, hash, err := Render(m, cfg)
+	for _, regex := range []bool{false, true} {
+		for _, n := range []int{1000, 10000} {
+			b.Run(fmt.Sprintf("hosts=%d/regex=%v", n, regex), func(b *testing.B) { benchRouteChange(b, n, regex) })
+		}
+	}
+}
+
+func benchRouteChange(b *testing.B, n int, regex bool) {
+	paths := nginxDir(b)
+	cfg := testRenderConfig(b, paths)
+	cfg.HTTPSPort = 0
+	rt := benchRuntime(b, cfg)
+	m, _ := Merge(benchTranslations(n), nil)
+	rewrite := &RouteOptions{RewriteTarget: "/$1"}
+	if regex {
+		for i := range m.Servers[1:] {
+			s := &m.Servers[1+i]
+			re, err := CompilePathRegex("/api/(.*)")
 			if err != nil {
 				b.Fatal(err)
 			}
-			ctx := context.Background()
-			if err := rt.Apply(ctx, conf, hash); err != nil {
-				b.Fatal(err)
-			}
-			backend := httpServer(b, func(w http.ResponseWriter, _ *http.Request) { _, _ = io.WriteString(w, "ok") })
-			eps := make(map[UpstreamName][]Endpoint, len(m.Upstreams))
-			for _, u := range m.Upstreams {
-				eps[u.Name] = []Endpoint{backend}
-			}
-			if err := rt.Client().ReplaceEndpoints(ctx, eps); err != nil {
-				b.Fatal(err)
-			}
-			began := time.Now()
-			if err := rt.Client().ReplaceRoutes(ctx, routeTable(&m)); err != nil {
-				b.Fatal(err)
-			}
-			fullPush := time.Since(began)
+			s.Locations = append(slices.Clone(s.Locations), Location{Path: "/api/(.*)", PathType: PathPrefix,
+				Upstream: s.Locations[0].Upstream, Options: rewrite, Regex: re})
+		}
+	}
+	conf, hash, err := Render(m, cfg)
+	if err != nil {
+		b.Fatal(err)
+	}
+	ctx := context.Background()
+	if err := rt.Apply(ctx, conf, hash); err != nil {
+		b.Fatal(err)
+	}
+	backend := httpServer(b, func(w http.ResponseWriter, _ *http.Request) { _, _ = io.WriteString(w, "ok") })
+	eps := make(map[UpstreamName][]Endpoint, len(m.Upstreams))
+	for _, u := range m.Upstreams {
+		eps[u.Name] = []Endpoint{backend}
+	}
+	if err := rt.Client().ReplaceEndpoints(ctx, eps); err != nil {
+		b.Fatal(err)
+	}
+	began := time.Now()
+	if err := rt.Client().ReplaceRoutes(ctx, routeTable(&m)); err != nil {
+		b.Fatal(err)
+	}
+	fullPush := time.Since(began)
 
-			c := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 4}, Timeout: 5 * time.Second}
-			get := func(host, path string) int {
-				req, _ := http.NewRequest(http.MethodGet, fmt.Sprintf("http://127.0.0.1:%d%s", cfg.HTTPPort, path), nil)
-				req.Host = host
-				resp, err := c.Do(req)
-				if err != nil {
-					b.Fatal(err)
-				}
-				_, _ = io.Copy(io.Discard, resp.Body)
-				resp.Body.Close()
-				return resp.StatusCode
-			}
-			for i := range m.Servers[1:] {
-				if code := get(string(m.Servers[1+i].Host), "/api"); code != http.StatusOK {
-					b.Fatalf("host %s: status %d", m.Servers[1+i].Host, code)
-				}
-			}
-			rss := nginxRSS(b, rt.Process().PID())
+	c := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 4}, Timeout: 5 * time.Second}
+	get := func(host, path string) int {
+		req, _ := http.NewRequest(http.MethodGet, fmt.Sprintf("http://127.0.0.1:%d%s", cfg.HTTPPort, path), nil)
+		req.Host = host
+		resp, err := c.Do(req)
+		if err != nil {
+			b.Fatal(err)
+		}
+		_, _ = io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	for i := range m.Servers[1:] {
+		if code := get(string(m.Servers[1+i].Host), "/api"); code != http.StatusOK {
+			b.Fatalf("host %s: status %d", m.Servers[1+i].Host, code)
+		}
+	}
+	rss := nginxRSS(b, rt.Process().PID())
 
-			var took []time.Duration
-			i := 0
-			for b.Loop() {
-				i++
-				s := m.Servers[1+i%(len(m.Servers)-1)]
-				path := "/changed-" + strconv.Itoa(i)
-				s.Locations = append(slices.Clone(s.Locations), Location{Path: path, PathType: PathExact, Upstream: s.Locations[0].Upstream})
-				began := time.Now()
-				if err := rt.Client().PushRoutes(ctx, RouteUpdate{Hosts: map[Hostname][]byte{s.Host: AppendRouteHostJSON(nil, &s)}}); err != nil {
-					b.Fatal(err)
-				}
-				deadline := began.Add(5 * time.Second)
-				for get(string(s.Host), path) != http.StatusOK {
-					if time.Now().After(deadline) {
-						b.Fatalf("host %s path %s not served after 5 s", s.Host, path)
-					}
-				}
-				took = append(took, time.Since(began))
+	var took []time.Duration
+	i := 0
+	for b.Loop() {
+		i++
+		s := m.Servers[1+i%(len(m.Servers)-1)]
+		path := "/changed-" + strconv.Itoa(i)
+		l := Location{Path: path, PathType: PathExact, Upstream: s.Locations[0].Upstream}
+		if regex {
+			l.Path, l.Options = path+"(/.*)?", rewrite
+			if l.Regex, err = CompilePathRegex(l.Path); err != nil {
+				b.Fatal(err)
 			}
-			slices.Sort(took)
-			b.ReportMetric(float64(took[len(took)*99/100].Microseconds())/1000, "p99-ms")
-			b.ReportMetric(float64(fullPush.Milliseconds()), "full-push-ms")
-			b.ReportMetric(float64(rss)/(1<<20), "nginx-MB")
-			if strings.Contains(rt.Process().RecentOutput(), "reconfiguring") {
-				b.Error("NGINX reloaded")
+		}
+		s.Locations = append(slices.Clone(s.Locations), l)
+		began := time.Now()
+		if err := rt.Client().PushRoutes(ctx, RouteUpdate{Hosts: map[Hostname][]byte{s.Host: AppendRouteHostJSON(nil, &s)}}); err != nil {
+			b.Fatal(err)
+		}
+		deadline := began.Add(5 * time.Second)
+		for get(string(s.Host), path) != http.StatusOK {
+			if time.Now().After(deadline) {
+				b.Fatalf("host %s path %s not served after 5 s", s.Host, path)
 			}
-		})
+		}
+		took = append(took, time.Since(began))
+	}
+	slices.Sort(took)
+	b.ReportMetric(float64(took[len(took)*99/100].Microseconds())/1000, "p99-ms")
+	b.ReportMetric(float64(fullPush.Milliseconds()), "full-push-ms")
+	b.ReportMetric(float64(rss)/(1<<20), "nginx-MB")
+	if strings.Contains(rt.Process().RecentOutput(), "reconfiguring") {
+		b.Error("NGINX reloaded")
 	}
 }
 

@@ -15,6 +15,8 @@ import (
 	"testing"
 	"time"
 	"unicode/utf8"
+
+	networkingv1 "k8s.io/api/networking/v1"
 )
 
 // routeCase is one entry of the routing corpus: Ingresses, and requests with the outcome each must get.
@@ -126,7 +128,64 @@ func routeCorpus() map[string]routeCase {
 				"http://g.example.com/": "308 https://g.example.com:8443/", "http://h.example.com/": "web",
 			},
 		},
+		"use-regex: every path of the host is a case-insensitive regex, in ingress-nginx's order": {
+			objs: []any{web, api, other,
+				ingress("default", "plain", rule("r.example.com", prefix("/foo", "web", 80), exact("/exact", "api", 80))),
+				ingress("default", "rx", rule("r.example.com",
+					specific("/foo/bar/[A-Z0-9]{3}", "api", 80), specific("/v[0-9]+/items", "web", 80), specific("/end$", "api", 80),
+					specific("/k$", "api", 80)), annotate(AnnotationUseRegex, "true")),
+				ingress("other", "o", rule("r.example.com", prefix("/other", "web", 80)))},
+			requests: map[string]string{
+				"http://r.example.com/foo/bar/abc": "api", "http://r.example.com/foo/bar/bar": "api", "http://r.example.com/FOO/BAR/x1Z": "api",
+				"http://r.example.com/foo/bar/ab": "web", "http://r.example.com/Foo/x": "web",
+				// ingress-nginx's regex host: a Prefix path /foo is ^/foo, an Exact path a prefix too.
+				"http://r.example.com/foobar": "web", "http://r.example.com/exact/more": "api", "http://r.example.com/otherwise": "web",
+				"http://r.example.com/V12/items/x": "web", "http://r.example.com/v/items": "404", "http://r.example.com/nothing": "404",
+				// Bytes above 0x7f are one character each, as for PCRE; $ is the very end; no Unicode case folding.
+				"http://r.example.com/foo/bar/%C3%A9": "web", "http://r.example.com/foo/bar/a%C3%A9": "web",
+				"http://r.example.com/end": "api", "http://r.example.com/end%0A": "404", "http://r.example.com/end/": "404",
+				"http://r.example.com/k": "api", "http://r.example.com/%E2%84%AA": "404",
+			},
+		},
+		"rewrite-target with captures; the query string is kept; other paths are not rewritten": {
+			objs: []any{web, api,
+				ingress("default", "rw", rule("rw.example.com", specific("/something(/|$)(.*)", "web", 80)), annotate(AnnotationRewriteTarget, "/$2")),
+				ingress("default", "rw2", rule("rw.example.com", specific("/any/(.)(.)", "web", 80)), annotate(AnnotationRewriteTarget, "/x/$1/$2$3$0")),
+				ingress("default", "same", rule("rw.example.com", prefix("/", "api", 80)), annotate(AnnotationRewriteTarget, "/")),
+				ingress("default", "plain", rule("rw.example.com", prefix("/other", "api", 80)))},
+			requests: map[string]string{
+				"http://rw.example.com/something": "web /", "http://rw.example.com/something/": "web /",
+				"http://rw.example.com/something/new": "web /new", "http://rw.example.com/SOMETHING/a/b?x=1&y": "web /a/b?x=1&y",
+				"http://rw.example.com/somethingelse": "api /somethingelse", "http://rw.example.com/other/x?q": "api /other/x?q",
+				"http://rw.example.com/any/ab": "web /x/a/b/any/ab", "http://rw.example.com/any/%C3%A9": "web /x/%C3/%A9/any/%C3%A9",
+				"http://rw.example.com/": "api /",
+			},
+		},
 	}
+}
+
+// specific is an ImplementationSpecific path.
+func specific(p, svc string, port any) networkingv1.HTTPIngressPath {
+	return path(networkingv1.PathTypeImplementationSpecific, p, svc, port)
+}
+
+// withURI says whether an outcome names the URI the backend saw ("web /new?x=1") besides the Service.
+func withURI(outcome string) bool {
+	return !strings.HasPrefix(outcome, "308 ") && strings.Contains(outcome, " ")
+}
+
+// escapeAsNginx escapes a rewritten path as NGINX does before proxying it (ngx_escape_uri).
+func escapeAsNginx(p string) string {
+	var b strings.Builder
+	for i := 0; i < len(p); i++ {
+		c := p[i]
+		if c <= ' ' || c >= 0x7f || c == '#' || c == '%' || c == '?' {
+			fmt.Fprintf(&b, "%%%02X", c)
+			continue
+		}
+		b.WriteByte(c)
+	}
+	return b.String()
 }
 
 // normalizeHost does to a Host header what NGINX does before $host: lower case, no port, no trailing dot.
@@ -148,7 +207,7 @@ func normalizePath(p string) string {
 }
 
 // modelOutcome is the outcome the Go model gives a request.
-func modelOutcome(t *testing.T, m *Model, raw string, client netip.Addr) string {
+func modelOutcome(t *testing.T, m *Model, raw string, client netip.Addr, uri bool) string {
 	t.Helper()
 	req, err := http.NewRequest(http.MethodGet, raw, nil)
 	if err != nil {
@@ -168,7 +227,17 @@ func modelOutcome(t *testing.T, m *Model, raw string, client netip.Addr) string 
 	if !ok {
 		t.Fatalf("%s: upstream %s is not in the model", raw, r.Upstream)
 	}
-	return u.Service.Name
+	if !uri {
+		return u.Service.Name
+	}
+	seen := req.URL.RequestURI()
+	if r.Rewritten != "" {
+		seen = escapeAsNginx(r.Rewritten)
+		if req.URL.RawQuery != "" {
+			seen += "?" + req.URL.RawQuery
+		}
+	}
+	return u.Service.Name + " " + seen
 }
 
 func TestRouteCorpusModel(t *testing.T) {
@@ -176,7 +245,7 @@ func TestRouteCorpusModel(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			m, _ := buildModel(t, tc.objs, tc.defaultBackend)
 			for req, want := range tc.requests {
-				if got := modelOutcome(t, &m, req, netip.MustParseAddr("127.0.0.1")); got != want {
+				if got := modelOutcome(t, &m, req, netip.MustParseAddr("127.0.0.1"), withURI(want)); got != want {
 					t.Errorf("%s: model gives %q, want %q", req, got, want)
 				}
 			}
@@ -227,7 +296,12 @@ func runCorpus(t *testing.T, cases map[string]routeCase, listen string) {
 		if ep, ok := backends[name]; ok {
 			return ep
 		}
-		ep := httpServer(t, func(w http.ResponseWriter, _ *http.Request) { _, _ = io.WriteString(w, name) })
+		ep := httpServer(t, func(w http.ResponseWriter, r *http.Request) {
+			if len(r.RequestURI) < 1000 {
+				w.Header().Set("X-Seen-URI", r.RequestURI)
+			}
+			_, _ = io.WriteString(w, name)
+		})
 		backends[name] = ep
 		return ep
 	}
@@ -267,13 +341,16 @@ func runCorpus(t *testing.T, cases map[string]routeCase, listen string) {
 				switch resp.StatusCode {
 				case http.StatusOK:
 					got = string(body)
+					if withURI(want) {
+						got += " " + resp.Header.Get("X-Seen-URI")
+					}
 				case http.StatusPermanentRedirect:
 					got += " " + resp.Header.Get("Location")
 				}
 				if got != want {
 					t.Errorf("%s: NGINX gives %q, want %q", raw, got, want)
 				}
-				if model := modelOutcome(t, &m, raw, client); model != got {
+				if model := modelOutcome(t, &m, raw, client, withURI(want)); model != got {
 					t.Errorf("%s: NGINX gives %q, the model %q", raw, got, model)
 				}
 			}
@@ -291,9 +368,34 @@ func TestRouteHostJSON(t *testing.T) {
 			if err := json.Unmarshal(AppendRouteHostJSON(nil, s), &want); err != nil {
 				t.Fatalf("%s: host %q: %v", name, s.Host, err)
 			}
-			got := RouteHost{Redirect: s.TLS != nil && s.TLS.SSLRedirect, Routes: []RoutePath{}}
-			for _, l := range s.Locations {
-				p := RoutePath{Path: l.Path, Exact: l.PathType == PathExact, Upstream: l.Upstream, Redirect: l.SSLRedirect}
+			got := RouteHost{Redirect: s.TLS != nil && s.TLS.SSLRedirect, Regex: s.RegexMode(), Routes: []RoutePath{}}
+			type entry struct {
+				path string
+				l    *Location
+				re   *PathRegex
+			}
+			var entries []entry
+			if s.RegexMode() {
+				for _, e := range s.regexOrder() {
+					entries = append(entries, entry{e.text, e.loc, e.re})
+				}
+			} else {
+				for i := range s.Locations {
+					entries = append(entries, entry{s.Locations[i].Path, &s.Locations[i], nil})
+				}
+			}
+			for _, e := range entries {
+				l := e.l
+				p := RoutePath{Path: e.path, Exact: l.PathType == PathExact && e.re == nil, Upstream: l.Upstream, Redirect: l.SSLRedirect}
+				if e.re != nil {
+					p.Pattern, p.Literal = e.re.PCRE, e.re.Literal
+				}
+				if o := l.Options; o.rewrites(l.Path) {
+					p.Rewrite, p.XForwardedPrefix = o.RewriteTarget, o.XForwardedPrefix
+				}
+				if l.Options != nil {
+					p.UpstreamVhost = l.Options.UpstreamVhost
+				}
 				if l.Access != nil {
 					for _, d := range l.Access.Deny {
 						p.Deny = append(p.Deny, string(appendWirePrefix(nil, d)))

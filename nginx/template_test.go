@@ -43,6 +43,8 @@ func TestRenderPublicServer(t *testing.T) {
 		server_name _;
 		location / {
 			set $proxy_upstream_name "";
+			set $ingress_reactor_upstream_vhost "";
+			set $ingress_reactor_forwarded_prefix "";
 			set $ingress_reactor_https 1;
 			set $ingress_reactor_https_port_suffix "";
 			rewrite_by_lua_block {
@@ -58,6 +60,8 @@ func TestRenderPublicServer(t *testing.T) {
 		server_name _;
 		location / {
 			set $proxy_upstream_name "";
+			set $ingress_reactor_upstream_vhost "";
+			set $ingress_reactor_forwarded_prefix "";
 			set $ingress_reactor_https 1;
 			set $ingress_reactor_https_port_suffix ":8443";
 			rewrite_by_lua_block {
@@ -73,6 +77,8 @@ func TestRenderPublicServer(t *testing.T) {
 		server_name _;
 		location / {
 			set $proxy_upstream_name "";
+			set $ingress_reactor_upstream_vhost "";
+			set $ingress_reactor_forwarded_prefix "";
 			rewrite_by_lua_block {
 				require("ingress_reactor.router").route()
 			}

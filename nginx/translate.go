@@ -75,6 +75,8 @@ type Route struct {
 	// FromDefaultBackend marks the "/" route that spec.defaultBackend adds to each of the Ingress's hosts.
 	// It yields, without a conflict, to any path an Ingress states explicitly.
 	FromDefaultBackend bool
+	// Regex is set when the path is matched as a regular expression (use-regex or rewrite-target).
+	Regex *PathRegex
 }
 
 // TLSHost is one host of spec.tls.
@@ -195,11 +197,26 @@ func (t *translator) path(field fieldRef, host Hostname, p *networkingv1.HTTPIng
 		// The API server allows an empty path only for ImplementationSpecific; it means "everything".
 		path = "/"
 	}
-	if err := ValidatePath(path); err != nil {
+	var regex *PathRegex
+	if t.out.Options.regexPath(path) {
+		// As in ingress-nginx (with its strict path validation), only ImplementationSpecific paths may
+		// use regex syntax; Exact and Prefix paths are plain paths, matched as regexes all the same.
+		var err error
+		if p.PathType == nil || *p.PathType != networkingv1.PathTypeImplementationSpecific {
+			err = ValidatePath(path)
+		}
+		if err == nil {
+			regex, err = CompilePathRegex(path)
+		}
+		if err != nil {
+			t.fail("%s.path: %w", field, err)
+			return
+		}
+	} else if err := ValidatePath(path); err != nil {
 		t.fail("%s.path: %w", field, err)
 		return
 	}
-	if pathType == PathPrefix && len(path) > 1 {
+	if pathType == PathPrefix && len(path) > 1 && regex == nil {
 		// The Ingress API ignores a trailing slash on Prefix paths: "/foo/" matches "/foo" too.
 		path = strings.TrimRight(path, "/")
 	}
@@ -207,7 +224,7 @@ func (t *translator) path(field fieldRef, host Hostname, p *networkingv1.HTTPIng
 	if !ok {
 		return
 	}
-	t.addRoute(field, Route{Host: host, Path: path, PathType: pathType, Upstream: up.Name})
+	t.addRoute(field, Route{Host: host, Path: path, PathType: pathType, Upstream: up.Name, Regex: regex})
 }
 
 func (t *translator) addRoute(field fieldRef, r Route) {
@@ -366,7 +383,11 @@ func (t *translator) defaultBackend() {
 		if _, explicit := t.find(routeKey{h, "/", PathPrefix}); explicit {
 			continue
 		}
-		t.addRoute(fieldRef{rule: -1}, Route{Host: h, Path: "/", PathType: PathPrefix, Upstream: up.Name, FromDefaultBackend: true})
+		r := Route{Host: h, Path: "/", PathType: PathPrefix, Upstream: up.Name, FromDefaultBackend: true}
+		if t.out.Options.regexPath(r.Path) {
+			r.Regex, _ = CompilePathRegex(r.Path) // "/" compiles
+		}
+		t.addRoute(fieldRef{rule: -1}, r)
 	}
 }
 

@@ -282,7 +282,7 @@ func TestTranslateIngressRejects(t *testing.T) {
 		},
 		"regular expression path": {
 			ing:     ingress("default", "a", rule("a.example.com", path(networkingv1.PathTypeImplementationSpecific, "/api/(.*)?", "web", 80))),
-			wantErr: []string{`character "?" is not allowed`, "regular expressions are not supported"},
+			wantErr: []string{`character "?" is not allowed`, "regular expressions need the use-regex annotation and pathType ImplementationSpecific"},
 		},
 		"percent-encoded path": {
 			ing:     ingress("default", "a", rule("a.example.com", prefix("/a%20b", "web", 80))),

@@ -35,7 +35,7 @@ func ValidatePath(p string) error {
 			continue
 		}
 		if strings.IndexByte(pathPunctuation, c) < 0 {
-			return fmt.Errorf("path %q: character %s is not allowed (allowed: letters, digits and %s; regular expressions are not supported)",
+			return fmt.Errorf("path %q: character %s is not allowed (allowed: letters, digits and %s; regular expressions need the use-regex annotation and pathType ImplementationSpecific)",
 				p, describeByte(c), pathPunctuation)
 		}
 	}

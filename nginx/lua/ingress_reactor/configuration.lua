@@ -12,7 +12,10 @@
 --
 -- A routes entry is one server of the model (router.lua says how requests are matched); the host ""
 -- is the catch-all server. Each route is {"path": "/...", "exact": bool, "upstream": "<name>" | "",
--- "redirect": bool, "deny": ["<hex>/<bits>", ...], "allow": [...]}. A changed host whose new routes do
+-- "redirect": bool, "deny": ["<hex>/<bits>", ...], "allow": [...], "rewrite": "<target>",
+-- "x_forwarded_prefix": "<prefix>", "upstream_vhost": "<host>"}; a host with "regex": true lists its
+-- routes in match order, each with a PCRE "pattern" (and a lower-case "literal" prefix when the pattern
+-- is one). A changed host whose new routes do
 -- not fit into the dict answers 503 until they do, rather than keep routes that may admit more.
 -- A host entry this side cannot take (a route it refuses) is left as it was, the rest of the push is
 -- stored, and the answer is 422 with "refused": {"<host>": {"route": <1-based index, 0 for the host
@@ -609,6 +612,32 @@ local function valid_upstream(u)
     return u == "" or (type(u) == "string" and #u <= 255 and u:match("^[a-z0-9-]+$") ~= nil)
 end
 
+-- rewrite_fields checks the regex and rewrite fields of route r and copies them into out, or returns why
+-- not. The patterns are PCRE written by the controller from a parsed regex; they are not compiled here:
+-- the router compiles each once per worker ("jo").
+local function rewrite_fields(r, out, regex_host)
+    for _, f in ipairs({ "pattern", "literal", "rewrite", "x_forwarded_prefix", "upstream_vhost" }) do
+        local v = r[f]
+        if v ~= nil and (type(v) ~= "string" or v == "" or #v > 8192 or v:find("[%c\"]")) then
+            return "\"" .. f .. "\" must be a non-empty string"
+        end
+    end
+    if regex_host and not r.pattern then
+        return "a route of a regex host needs a \"pattern\""
+    end
+    if r.rewrite and not r.rewrite:match("^[%w%-%._~/:%$]+$") then
+        return "invalid \"rewrite\" " .. r.rewrite
+    end
+    if r.x_forwarded_prefix and not r.x_forwarded_prefix:match("^[%w%-%._~/:]+$") then
+        return "invalid \"x_forwarded_prefix\" " .. r.x_forwarded_prefix
+    end
+    if r.upstream_vhost and not (r.upstream_vhost:match("^[%w%.%-]+$") or r.upstream_vhost:match("^[%w%.%-]+:%d+$")) then
+        return "invalid \"upstream_vhost\" " .. r.upstream_vhost
+    end
+    out.pattern, out.literal, out.rewrite = r.pattern, r.literal, r.rewrite
+    out.x_forwarded_prefix, out.upstream_vhost = r.x_forwarded_prefix, r.upstream_vhost
+end
+
 -- normalize_host checks one host entry and returns it in the form router.lua reads, or nil, why, and
 -- the 1-based index of the route at fault (0: the entry itself).
 local function normalize_host(host, entry)
@@ -618,6 +647,9 @@ local function normalize_host(host, entry)
     if entry.redirect ~= nil and type(entry.redirect) ~= "boolean" then
         return nil, "host " .. host .. ": \"redirect\" must be a boolean", 0
     end
+    if entry.regex ~= nil and type(entry.regex) ~= "boolean" then
+        return nil, "host " .. host .. ": \"regex\" must be a boolean", 0
+    end
     for k in pairs(entry.routes) do
         if type(k) ~= "number" then
             return nil, "host " .. host .. ": \"routes\" must be a list", 0
@@ -626,7 +658,8 @@ local function normalize_host(host, entry)
     local routes = {}
     for i, r in ipairs(entry.routes) do
         local where = "host " .. host .. ", route " .. i
-        if type(r) ~= "table" or type(r.path) ~= "string" or r.path:sub(1, 1) ~= "/" or r.path:find("[%c\"\\]") then
+        if type(r) ~= "table" or type(r.path) ~= "string" or r.path:sub(1, 1) ~= "/"
+            or r.path:find(entry.regex and "[%c\"]" or "[%c\"\\]") then
             return nil, where .. ": \"path\" must be a path starting with '/'", i
         end
         if #r.path > _M.limits.path_length then
@@ -660,13 +693,17 @@ local function normalize_host(host, entry)
                 end
             end
         end
+        local ferr = rewrite_fields(r, out, entry.regex)
+        if ferr then
+            return nil, where .. ": " .. ferr, i
+        end
         routes[i] = out
     end
     if #routes == 0 then
         -- cjson would encode the empty list as an object.
         return entry.redirect and '{"redirect":true,"routes":[]}' or '{"routes":[]}'
     end
-    return cjson.encode({ redirect = entry.redirect or nil, routes = routes })
+    return cjson.encode({ redirect = entry.redirect or nil, regex = entry.regex or nil, routes = routes })
 end
 
 function _M.routes()

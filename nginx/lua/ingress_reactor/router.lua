@@ -8,8 +8,12 @@
 --           catch-all entry "";
 --   path:   an Exact path equal to $uri, else the longest Prefix path that matches element-wise, else the
 --           server's fallback (the default backend, or 404).
+--   regex:  a host entry with "regex": true (a host with regex paths, as in ingress-nginx) lists its routes
+--           in match order, each with a PCRE "pattern" written by the controller: the first that matches
+--           $uri wins, else the fallback.
 -- Then, in order: a route with "redirect" answers plain HTTP with 308 to HTTPS (when HTTPS is on); source
--- ranges answer 403 to clients they do not admit; a route without upstream answers 404.
+-- ranges answer 403 to clients they do not admit; a route without upstream answers 404; a route with
+-- "rewrite" changes the path the backend sees, and "upstream_vhost" its Host header.
 --
 -- Each worker keeps the compiled entry of a host with the version it was compiled at: a request costs a
 -- few shared-dict reads, and an entry is decoded again only after it changed.
@@ -24,6 +28,8 @@ local ERR = ngx.ERR
 local byte = string.byte
 local sub = string.sub
 local find = string.find
+local gsub = string.gsub
+local re_match = ngx.re.match
 local band = bit.band
 local lshift = bit.lshift
 
@@ -100,14 +106,24 @@ local function compile_ranges(list)
     return out
 end
 
--- compile builds the lookup tables of a host entry (validated by configuration.lua when stored).
+-- rewrite_fields copies the rewrite group's fields of a route entry into its compiled route.
+local function rewrite_fields(route, r)
+    route.rewrite = r.rewrite
+    route.x_forwarded_prefix = r.x_forwarded_prefix
+    route.upstream_vhost = r.upstream_vhost
+    route.pattern = r.pattern
+    route.literal = r.literal
+end
+
+-- compile builds the lookup tables of a host entry (validated by configuration.lua when stored). A
+-- regex host ("regex": true) keeps its routes as a list in match order instead.
 local function compile(raw, version)
     local h, err = cjson.decode(raw)
     if type(h) ~= "table" or type(h.routes) ~= "table" then
         return nil, err or "not an object with routes"
     end
     local e = { version = version, exact = {}, prefix = {}, lens = {}, maxlen = 0, redirect = h.redirect == true,
-        unavailable = h.unavailable == true }
+        unavailable = h.unavailable == true, list = h.regex == true and {} or nil }
     for _, r in ipairs(h.routes) do
         local route = { upstream = r.upstream or "", redirect = r.redirect == true }
         route.deny, err = compile_ranges(r.deny)
@@ -119,8 +135,11 @@ local function compile(raw, version)
             return nil, err
         end
         route.ranges = route.deny ~= nil or route.allow ~= nil
+        rewrite_fields(route, r)
         local into = r.exact and e.exact or e.prefix
-        if into[r.path] == nil then
+        if e.list then
+            e.list[#e.list + 1] = route
+        elseif into[r.path] == nil then
             into[r.path] = route
             if not r.exact and r.path ~= "/" then
                 e.lens[#r.path] = true
@@ -202,6 +221,68 @@ local function match(e, uri)
     return prefix["/"]
 end
 
+-- match_regex returns the first route of a regex host's list that matches uri, with the captures of
+-- the match when the route rewrites; nil when none matches. Patterns are case-insensitive regexes
+-- anchored at the start that the controller wrote for PCRE (see pathregex.go); "jo" keeps each compiled
+-- once per worker. A route whose pattern is a fixed prefix is compared without a regex. The work is one
+-- match per route of the host at most, each bounded by lua_regex_match_limit; a match that exceeds
+-- the bound is an error, answered 500.
+local function match_regex(e, uri)
+    local lower
+    for _, r in ipairs(e.list) do
+        local lit = r.literal
+        if lit then
+            lower = lower or string.lower(uri)
+            if sub(lower, 1, #lit) == lit then
+                return r, r.rewrite and { [0] = sub(uri, 1, #lit) } or nil
+            end
+        else
+            local m, err = re_match(uri, r.pattern, "jo")
+            if m then
+                return r, m
+            end
+            if err then
+                return nil, nil, err
+            end
+        end
+    end
+    return nil
+end
+
+-- rewrite applies a route's rewrite target with the captures m of its match: the path changes (the
+-- backend sees it, with the original query string, like NGINX's "rewrite ... break") and the route's
+-- X-Forwarded-Prefix goes with it. $0-$9 are one digit, as in NGINX; a missing capture is empty.
+local function rewrite(r, m)
+    local uri = gsub(r.rewrite, "%$(%d)", function(d)
+        return m[tonumber(d)] or ""
+    end)
+    if uri == "" then
+        ngx_log(ERR, "rewrite-target ", r.rewrite, " gives an empty path for ", ngx_var.uri)
+        return false
+    end
+    ngx.req.set_uri(uri, false, true)
+    if r.x_forwarded_prefix then
+        ngx_var.ingress_reactor_forwarded_prefix = r.x_forwarded_prefix
+    end
+    return true
+end
+
+-- apply_rewrite_fields rewrites the path and sets the upstream Host of route r; false when it cannot
+-- (an empty rewritten path, or a template without the variables of nginx.tmpl's catch-all location).
+local function apply_rewrite_fields(r, captures)
+    local ok, res = pcall(function()
+        if r.upstream_vhost then
+            ngx_var.ingress_reactor_upstream_vhost = r.upstream_vhost
+        end
+        return not r.rewrite or rewrite(r, captures)
+    end)
+    if not ok then
+        ngx_log(ERR, "applying rewrite-target or upstream-vhost: ", res, " (a custom template must keep the catch-all location's \"set $ingress_reactor_...\" lines)")
+        return false
+    end
+    return res
+end
+
 -- client returns the client's address as 4 or 16 bytes; IPv4-mapped IPv6 addresses as IPv4.
 local MAPPED = "\0\0\0\0\0\0\0\0\0\0\255\255"
 local function client()
@@ -267,7 +348,16 @@ function _M.route()
         ngx_log(ERR, "routes of host ", host, " changed but did not fit into the routes dict; answering 503 (raise --routes-dict-size)")
         return ngx.exit(ngx.HTTP_SERVICE_UNAVAILABLE)
     end
-    local r = match(e, ngx_var.uri)
+    local r, captures, err
+    if e.list then
+        r, captures, err = match_regex(e, ngx_var.uri)
+        if err then
+            ngx_log(ERR, "matching the regex paths of host ", host, ": ", err)
+            return ngx.exit(ngx.HTTP_INTERNAL_SERVER_ERROR)
+        end
+    else
+        r = match(e, ngx_var.uri)
+    end
     local upstream, redirect
     if r then
         upstream, redirect = r.upstream, r.redirect
@@ -282,6 +372,9 @@ function _M.route()
     end
     if upstream == "" then
         return ngx.exit(ngx.HTTP_NOT_FOUND)
+    end
+    if r and (r.rewrite or r.upstream_vhost) and not apply_rewrite_fields(r, captures) then
+        return ngx.exit(ngx.HTTP_INTERNAL_SERVER_ERROR)
     end
     ngx_var.proxy_upstream_name = upstream
 end
