@@ -18,6 +18,9 @@ func injectionValues() []string {
 		"10.0.0.0/8 } location / { return 200; }", "10.0.0.1\r\n", `10.0.0.0/8\`, `::/0"`, "0.0.0.0/0 ;",
 		"10.0.0.0/8,$remote_addr", "10.0.0.0/8\n,192.0.2.1", "1.2.3.4/32\x00", "\xff\xfe", "é",
 		strings.Repeat("1", 1<<20), strings.Repeat("10.0.0.0/8,", 20000) + "x", strings.Repeat("{", 4096),
+		// URL-shaped: redirect targets and app roots.
+		"https://a.example/\r\nSet-Cookie: x=1", "https://a.example/x\"}", "https://a.example/;}location/{return 200;}#",
+		"https://a.example/$request_uri", "http://a.example/\x00", "/app;}", "/app\r\n", "/$uri\"", "https://" + strings.Repeat("a", 3000),
 	}
 }
 
@@ -117,9 +120,15 @@ func TestAnnotationInjection(t *testing.T) {
 			checkAnnotationValue(t, s, v)
 		}
 	}
-	// No annotation read today takes free text, so a value with NGINX syntax in it is refused outright.
-	// (Whitespace around a value is trimmed: YAML block scalars end in a newline.)
+	// Apart from URLs and paths (in which ';', '{', '}', '$' and '#' are legal, and which are route data
+	// that checkAnnotationValue keeps out of nginx.conf), no annotation read today takes free text, so a
+	// value with NGINX syntax in it is refused outright. (Whitespace around a value is trimmed: YAML block
+	// scalars end in a newline.)
+	takesURL := map[string]bool{"permanent-redirect": true, "temporal-redirect": true, "app-root": true}
 	for _, s := range specs {
+		if takesURL[s.Name] {
+			continue
+		}
 		for _, v := range injectionValues() {
 			if !strings.ContainsAny(v, ";{}\"'$\\#\x00") {
 				continue

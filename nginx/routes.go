@@ -43,6 +43,14 @@ type RoutePath struct {
 	// digits for IPv4, 32 for IPv6. Allow, when not empty, lists the only addresses admitted.
 	Deny  []string `json:"deny,omitempty"`
 	Allow []string `json:"allow,omitempty"`
+	// The redirect options of the route's Ingress (RouteOptions).
+	RedirectURL           string       `json:"redirect_url,omitempty"`
+	RedirectCode          int          `json:"redirect_code,omitempty"`
+	AppRoot               string       `json:"app_root,omitempty"`
+	ForceSSLRedirect      bool         `json:"force_ssl_redirect,omitempty"`
+	PreserveTrailingSlash bool         `json:"preserve_trailing_slash,omitempty"`
+	UsePortInRedirects    bool         `json:"use_port_in_redirects,omitempty"`
+	DefaultBackend        UpstreamName `json:"default_backend,omitempty"`
 }
 
 // AppendRouteHostJSON appends the wire form (RouteHost) of s to b, without reflection: a full push at

@@ -108,6 +108,43 @@ func routeCorpus() map[string]routeCase {
 				annotate(AnnotationSSLRedirect, "false"))},
 			requests: map[string]string{"http://a.example.com/x": "web", "http://a.example.com/y": "404"},
 		},
+		"redirects: permanent, temporal (which wins over permanent), app-root; before source ranges": {
+			objs: []any{web, api,
+				ingress("default", "perm", rule("perm.example.com", prefix("/", "web", 80)), annotate(AnnotationPermanentRedirect, "https://new.example.org/landing?from=perm")),
+				ingress("default", "perm308", rule("perm308.example.com", prefix("/old", "web", 80)),
+					annotate(AnnotationPermanentRedirect, "http://new.example.org", AnnotationPermanentRedirectCode, "308")),
+				ingress("default", "temp", rule("temp.example.com", prefix("/", "web", 80)),
+					annotate(AnnotationTemporalRedirect, "https://maint.example.org/", AnnotationTemporalRedirectCode, "307",
+						AnnotationPermanentRedirect, "https://ignored.example.org/", AnnotationDenylistSourceRange, "0.0.0.0/0")),
+				ingress("default", "literal", rule("literal.example.com", exact("/x", "web", 80)), annotate(AnnotationPermanentRedirect, "https://a.example.org/$request_uri")),
+				ingress("default", "root", rule("root.example.com", prefix("/", "web", 80), prefix("/api", "api", 80)), annotate(AnnotationAppRoot, "/app1?x=1")),
+				ingress("default", "root-no-slash", rule("rootless.example.com", prefix("/app", "web", 80)), annotate(AnnotationAppRoot, "/app"))},
+			requests: map[string]string{
+				"http://perm.example.com/": "301 https://new.example.org/landing?from=perm", "http://perm.example.com/a/b?c=d": "301 https://new.example.org/landing?from=perm",
+				"http://perm308.example.com/old/x": "308 http://new.example.org", "http://perm308.example.com/other": "404",
+				"http://temp.example.com/x":    "307 https://maint.example.org/",
+				"http://literal.example.com/x": "301 https://a.example.org/$request_uri", "http://literal.example.com/y": "404",
+				"http://root.example.com/": "302 http://root.example.com/app1?x=1", "http://Root.Example.com:8080/": "302 http://Root.Example.com:8080/app1?x=1",
+				"http://root.example.com/app1": "web", "http://root.example.com/api/": "api", "http://root.example.com/?q": "302 http://root.example.com/app1?x=1",
+				"http://rootless.example.com/": "404", "http://rootless.example.com/app": "web",
+			},
+		},
+		"HTTPS redirects: a trailing slash is dropped unless preserved; force-ssl-redirect without TLS, and over ssl-redirect false": {
+			objs: []any{web,
+				ingress("default", "tls", rule("tls.example.com", prefix("/", "web", 80)), withTLS("cert", "tls.example.com")),
+				ingress("default", "keep", rule("keep.example.com", prefix("/", "web", 80)), withTLS("cert", "keep.example.com"),
+					annotate(AnnotationPreserveTrailingSlash, "true")),
+				ingress("default", "force", rule("force.example.com", prefix("/f", "web", 80)), annotate(AnnotationForceSSLRedirect, "true")),
+				ingress("default", "force-off", rule("force-off.example.com", prefix("/", "web", 80)), withTLS("cert", "force-off.example.com"),
+					annotate(AnnotationForceSSLRedirect, "true", AnnotationSSLRedirect, "false", AnnotationPreserveTrailingSlash, "1"))},
+			requests: map[string]string{
+				"http://tls.example.com/": "308 https://tls.example.com:8443", "http://tls.example.com/a/": "308 https://tls.example.com:8443/a",
+				"http://tls.example.com/a/?b": "308 https://tls.example.com:8443/a/?b", "http://tls.example.com/a//": "308 https://tls.example.com:8443/a/",
+				"http://keep.example.com/": "308 https://keep.example.com:8443/", "http://keep.example.com/a/": "308 https://keep.example.com:8443/a/",
+				"http://force.example.com/f/": "308 https://force.example.com:8443/f", "http://force.example.com/g": "404",
+				"http://force-off.example.com/x/": "308 https://force-off.example.com:8443/x/",
+			},
+		},
 		"source ranges: deny first, then allow; the redirect comes before them": {
 			objs: []any{web, other,
 				ingress("default", "allow-other", rule("a.example.com", prefix("/", "web", 80)), annotate(AnnotationAllowlistSourceRange, "10.0.0.0/8, 2001:db8::/32")),
@@ -123,7 +160,7 @@ func routeCorpus() map[string]routeCase {
 			requests: map[string]string{
 				"http://a.example.com/": "403", "http://b.example.com/": "web", "http://c.example.com/": "403",
 				"http://d.example.com/": "403", "http://e.example.com/": "web", "http://f.example.com/": "web",
-				"http://g.example.com/": "308 https://g.example.com:8443/", "http://h.example.com/": "web",
+				"http://g.example.com/": "308 https://g.example.com:8443", "http://h.example.com/": "web",
 			},
 		},
 	}
@@ -155,10 +192,23 @@ func modelOutcome(t *testing.T, m *Model, raw string, client netip.Addr) string 
 		t.Fatal(err)
 	}
 	host := normalizeHost(req.URL.Host)
-	r := m.Route(host, normalizePath(req.URL.Path))
+	uri := normalizePath(req.URL.Path)
+	r := m.Route(host, uri)
+	var o *RouteOptions
+	if r.Location != nil {
+		o = r.Location.Options
+	}
 	switch {
-	case r.Redirect && req.URL.Scheme == "http":
-		return "308 https://" + host + ":" + strconv.Itoa(redirectPort) + req.URL.RequestURI()
+	case o != nil && o.AppRoot != "" && uri == "/":
+		return "302 " + req.URL.Scheme + "://" + req.URL.Host + o.AppRoot
+	case o != nil && o.RedirectURL != "":
+		return strconv.Itoa(o.RedirectCode) + " " + o.RedirectURL
+	case req.URL.Scheme == "http" && (r.Redirect || o != nil && o.ForceSSLRedirect):
+		requestURI := req.URL.RequestURI()
+		if o == nil || !o.PreserveTrailingSlash {
+			requestURI = strings.TrimSuffix(requestURI, "/")
+		}
+		return "308 https://" + host + ":" + strconv.Itoa(redirectPort) + requestURI
 	case r.Location != nil && !r.Location.Admits(client):
 		return "403"
 	case r.Upstream == "":
@@ -267,7 +317,7 @@ func runCorpus(t *testing.T, cases map[string]routeCase, listen string) {
 				switch resp.StatusCode {
 				case http.StatusOK:
 					got = string(body)
-				case http.StatusPermanentRedirect:
+				case http.StatusMovedPermanently, http.StatusFound, http.StatusSeeOther, http.StatusTemporaryRedirect, http.StatusPermanentRedirect:
 					got += " " + resp.Header.Get("Location")
 				}
 				if got != want {
@@ -301,6 +351,10 @@ func TestRouteHostJSON(t *testing.T) {
 					for _, a := range l.Access.Allow {
 						p.Allow = append(p.Allow, string(appendWirePrefix(nil, a)))
 					}
+				}
+				if o := l.Options; o != nil {
+					p.RedirectURL, p.RedirectCode, p.AppRoot, p.DefaultBackend = o.RedirectURL, o.RedirectCode, o.AppRoot, o.DefaultBackend
+					p.ForceSSLRedirect, p.PreserveTrailingSlash, p.UsePortInRedirects = o.ForceSSLRedirect, o.PreserveTrailingSlash, o.UsePortInRedirects
 				}
 				got.Routes = append(got.Routes, p)
 			}

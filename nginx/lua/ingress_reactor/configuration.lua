@@ -601,6 +601,46 @@ local function valid_upstream(u)
     return u == "" or (type(u) == "string" and #u <= 255 and u:match("^[a-z0-9-]+$") ~= nil)
 end
 
+-- Redirect options of a route (nginx/ann_redirect.go): targets are printable ASCII without spaces, so
+-- that they cannot split or extend the Location header.
+local REDIRECT_CODES = { [301] = true, [302] = true, [303] = true, [307] = true, [308] = true }
+local REDIRECT_FLAGS = { "force_ssl_redirect", "preserve_trailing_slash", "use_port_in_redirects" }
+
+local function redirect_target(s)
+    return type(s) == "string" and #s <= 2048 and not s:find("[%z\1-\32\127-\255]")
+end
+
+-- normalize_redirects checks the redirect options of route r and copies them to out, or returns why not.
+local function normalize_redirects(r, out)
+    if r.redirect_url ~= nil then
+        if not redirect_target(r.redirect_url) or not r.redirect_url:match("^https?://[^/?#]") then
+            return "\"redirect_url\" must be an http or https URL of printable ASCII"
+        end
+        if not REDIRECT_CODES[r.redirect_code] then
+            return "\"redirect_code\" must be 301, 302, 303, 307 or 308"
+        end
+        out.redirect_url, out.redirect_code = r.redirect_url, r.redirect_code
+    end
+    if r.app_root ~= nil then
+        if not redirect_target(r.app_root) or r.app_root:sub(1, 1) ~= "/" then
+            return "\"app_root\" must be a path of printable ASCII"
+        end
+        out.app_root = r.app_root
+    end
+    for _, flag in ipairs(REDIRECT_FLAGS) do
+        if r[flag] ~= nil and type(r[flag]) ~= "boolean" then
+            return "\"" .. flag .. "\" must be a boolean"
+        end
+        out[flag] = r[flag] or nil
+    end
+    if r.default_backend ~= nil then
+        if r.default_backend == "" or not valid_upstream(r.default_backend) then
+            return "invalid default_backend " .. tostring(r.default_backend)
+        end
+        out.default_backend = r.default_backend
+    end
+end
+
 -- normalize_host checks one host entry and returns it in the form router.lua reads, or nil and why.
 local function normalize_host(host, entry)
     if type(entry) ~= "table" or type(entry.routes) ~= "table" then
@@ -648,6 +688,10 @@ local function normalize_host(host, entry)
                     out[list] = ranges
                 end
             end
+        end
+        local rerr = normalize_redirects(r, out)
+        if rerr then
+            return nil, where .. ": " .. rerr
         end
         routes[i] = out
     end

@@ -100,6 +100,16 @@ local function compile_ranges(list)
     return out
 end
 
+-- compile_redirects copies the redirect options of wire route r (validated when stored) into route.
+local function compile_redirects(r, route)
+    route.redirect_url, route.redirect_code, route.app_root = r.redirect_url, r.redirect_code, r.app_root
+    route.force_ssl_redirect = r.force_ssl_redirect == true
+    route.preserve_trailing_slash = r.preserve_trailing_slash == true
+    route.use_port_in_redirects = r.use_port_in_redirects == true
+    route.default_backend = r.default_backend
+    route.redirects = route.redirect_url ~= nil or route.app_root ~= nil
+end
+
 -- compile builds the lookup tables of a host entry (validated by configuration.lua when stored).
 local function compile(raw, version)
     local h, err = cjson.decode(raw)
@@ -110,6 +120,7 @@ local function compile(raw, version)
         unavailable = h.unavailable == true }
     for _, r in ipairs(h.routes) do
         local route = { upstream = r.upstream or "", redirect = r.redirect == true }
+        compile_redirects(r, route)
         route.deny, err = compile_ranges(r.deny)
         if err then
             return nil, err
@@ -252,6 +263,36 @@ function _M.init_worker()
     end
 end
 
+-- https_location is where a plain-HTTP request goes on HTTPS. As ingress-nginx does, one trailing slash
+-- of the request URI is dropped unless the route preserves it; the port is written when it is not 443,
+-- or always when the route asks for it.
+local function https_location(host, r)
+    local uri = ngx_var.request_uri
+    if not (r and r.preserve_trailing_slash) and byte(uri, -1) == SLASH then
+        uri = sub(uri, 1, -2)
+    end
+    local suffix = ngx_var.ingress_reactor_https_port_suffix or ""
+    if suffix == "" and r and r.use_port_in_redirects then
+        suffix = ":443"
+    end
+    return "https://" .. host .. suffix .. uri
+end
+
+-- route_redirect answers the request when route r redirects it (app-root for "/", then
+-- permanent-redirect or temporal-redirect) and returns true; it runs before source ranges and the
+-- redirect to HTTPS, as the same annotations did in ingress-nginx.
+local function route_redirect(r, host)
+    if r.app_root and ngx_var.uri == "/" then
+        ngx.redirect(ngx_var.scheme .. "://" .. (ngx_var.http_host or host) .. r.app_root, 302)
+        return true
+    end
+    if r.redirect_url then
+        ngx.redirect(r.redirect_url, r.redirect_code)
+        return true
+    end
+    return false
+end
+
 -- route runs in the rewrite phase of the catch-all location.
 function _M.route()
     local host = ngx_var.host or ""
@@ -268,14 +309,17 @@ function _M.route()
         return ngx.exit(ngx.HTTP_SERVICE_UNAVAILABLE)
     end
     local r = match(e, ngx_var.uri)
+    if r and r.redirects and route_redirect(r, host) then
+        return
+    end
     local upstream, redirect
     if r then
         upstream, redirect = r.upstream, r.redirect
     else
         upstream, redirect = dict:get(_M.DEFAULT_KEY) or "", e.redirect
     end
-    if redirect and ngx_var.scheme == "http" and ngx_var.ingress_reactor_https == "1" then
-        return ngx.redirect("https://" .. host .. (ngx_var.ingress_reactor_https_port_suffix or "") .. ngx_var.request_uri, 308)
+    if ngx_var.scheme == "http" and (redirect and ngx_var.ingress_reactor_https == "1" or r and r.force_ssl_redirect) then
+        return ngx.redirect(https_location(host, r), 308)
     end
     if r and r.ranges and not admits(r) then
         return ngx.exit(ngx.HTTP_FORBIDDEN)
