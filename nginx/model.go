@@ -59,6 +59,9 @@ type Location struct {
 	// Options are the route data of the location's Ingress (RouteOptions), shared like Access; nil
 	// when none is set.
 	Options *RouteOptions
+	// RedirectHost, when set, answers requests with a 308 to the same URL on this host
+	// (from-to-www-redirect); Upstream is then empty.
+	RedirectHost Hostname
 }
 
 // SourceRanges restricts clients by address, as ingress-nginx's denylist-source-range and

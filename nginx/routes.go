@@ -43,6 +43,8 @@ type RoutePath struct {
 	// digits for IPv4, 32 for IPv6. Allow, when not empty, lists the only addresses admitted.
 	Deny  []string `json:"deny,omitempty"`
 	Allow []string `json:"allow,omitempty"`
+	// HostRedirect answers with a 308 to the same URL on this host (from-to-www-redirect).
+	HostRedirect Hostname `json:"host_redirect,omitempty"`
 	// The redirect options of the route's Ingress (RouteOptions).
 	RedirectURL           string       `json:"redirect_url,omitempty"`
 	RedirectCode          int          `json:"redirect_code,omitempty"`
@@ -77,6 +79,10 @@ func AppendRouteHostJSON(b []byte, s *Server) []byte {
 		b = append(b, '"')
 		if l.SSLRedirect {
 			b = append(b, `,"redirect":true`...)
+		}
+		if l.RedirectHost != "" {
+			b = append(b, `,"host_redirect":`...)
+			b = appendJSONString(b, string(l.RedirectHost))
 		}
 		if l.Access != nil {
 			b = appendWirePrefixes(b, "deny", l.Access.Deny)
@@ -142,7 +148,7 @@ func (s *Server) Equal(o *Server) bool {
 	}
 	return slices.EqualFunc(s.Locations, o.Locations, func(x, y Location) bool {
 		if x.Path != y.Path || x.PathType != y.PathType || x.Upstream != y.Upstream || x.SSLRedirect != y.SSLRedirect || x.Ingress != y.Ingress ||
-			!x.Options.Equal(y.Options) {
+			!x.Options.Equal(y.Options) || x.RedirectHost != y.RedirectHost {
 			return false
 		}
 		if x.Access == y.Access {

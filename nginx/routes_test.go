@@ -145,6 +145,35 @@ func routeCorpus() map[string]routeCase {
 				"http://force-off.example.com/x/": "308 https://force-off.example.com:8443/x/",
 			},
 		},
+		"server-alias serves the Ingress's first host's paths; a rule for the host wins over an alias; one namespace per alias host": {
+			objs: []any{web, api, other,
+				ingress("default", "a", rule("a.example.com", prefix("/", "web", 80), exact("/x", "api", 80)), rule("a2.example.com", prefix("/two", "api", 80)),
+					annotate(AnnotationServerAlias, "alias.example.com, Taken.example.com,*.wild.example.com,shared.example.com")),
+				ingress("default", "taker", rule("taken.example.com", prefix("/t", "api", 80)), age(time.Hour)),
+				ingress("other", "b", rule("b.example.com", prefix("/", "web", 80)), annotate(AnnotationServerAlias, "shared.example.com"), age(-time.Hour)),
+				ingress("default", "c", rule("c.example.com", prefix("/c", "api", 80)), annotate(AnnotationServerAlias, "shared.example.com"), age(time.Hour))},
+			requests: map[string]string{
+				"http://alias.example.com/": "web", "http://alias.example.com/x": "api", "http://alias.example.com/two": "web",
+				"http://taken.example.com/t": "api", "http://taken.example.com/": "404",
+				"http://x.wild.example.com/x": "api", "http://x.y.wild.example.com/x": "404",
+				"http://shared.example.com/": "web", "http://shared.example.com/c": "web",
+			},
+		},
+		"from-to-www-redirect: both ways, yields to a rule for the twin; an alias of the twin wins over the redirect": {
+			objs: []any{web, api,
+				ingress("default", "apex", rule("example.com", prefix("/", "web", 80)), annotate(AnnotationFromToWWWRedirect, "true")),
+				ingress("default", "www", rule("www.example.org", prefix("/", "web", 80)), annotate(AnnotationFromToWWWRedirect, "true")),
+				ingress("default", "ruled", rule("example.net", prefix("/", "web", 80)), annotate(AnnotationFromToWWWRedirect, "true")),
+				ingress("default", "twin", rule("www.example.net", prefix("/", "api", 80))),
+				ingress("default", "aliased", rule("example.info", prefix("/", "web", 80)),
+					annotate(AnnotationFromToWWWRedirect, "true", AnnotationServerAlias, "www.example.info"))},
+			requests: map[string]string{
+				"http://www.example.com/a/b/?c=d": "308 http://example.com/a/b/?c=d", "http://www.example.com/a/": "308 http://example.com/a",
+				"http://www.example.com:8080/": "308 http://example.com:8080", "http://example.com/a": "web",
+				"http://example.org/x": "308 http://www.example.org/x", "http://www.example.org/x": "web",
+				"http://www.example.net/": "api", "http://www.example.info/": "web",
+			},
+		},
 		"source ranges: deny first, then allow; the redirect comes before them": {
 			objs: []any{web, other,
 				ingress("default", "allow-other", rule("a.example.com", prefix("/", "web", 80)), annotate(AnnotationAllowlistSourceRange, "10.0.0.0/8, 2001:db8::/32")),
@@ -199,6 +228,12 @@ func modelOutcome(t *testing.T, m *Model, raw string, client netip.Addr) string 
 		o = r.Location.Options
 	}
 	switch {
+	case r.Location != nil && r.Location.RedirectHost != "":
+		target := req.URL.Scheme + "://" + string(r.Location.RedirectHost)
+		if p := req.URL.Port(); p != "" {
+			target += ":" + p
+		}
+		return "308 " + target + strings.TrimSuffix(req.URL.RequestURI(), "/")
 	case o != nil && o.AppRoot != "" && uri == "/":
 		return "302 " + req.URL.Scheme + "://" + req.URL.Host + o.AppRoot
 	case o != nil && o.RedirectURL != "":
@@ -343,7 +378,7 @@ func TestRouteHostJSON(t *testing.T) {
 			}
 			got := RouteHost{Redirect: s.TLS != nil && s.TLS.SSLRedirect, Routes: []RoutePath{}}
 			for _, l := range s.Locations {
-				p := RoutePath{Path: l.Path, Exact: l.PathType == PathExact, Upstream: l.Upstream, Redirect: l.SSLRedirect}
+				p := RoutePath{Path: l.Path, Exact: l.PathType == PathExact, Upstream: l.Upstream, Redirect: l.SSLRedirect, HostRedirect: l.RedirectHost}
 				if l.Access != nil {
 					for _, d := range l.Access.Deny {
 						p.Deny = append(p.Deny, string(appendWirePrefix(nil, d)))

@@ -633,6 +633,12 @@ local function normalize_redirects(r, out)
         end
         out[flag] = r[flag] or nil
     end
+    if r.host_redirect ~= nil then
+        if type(r.host_redirect) ~= "string" or #r.host_redirect > 253 or not r.host_redirect:match("^[a-z0-9][a-z0-9.-]*$") then
+            return "\"host_redirect\" must be a host name"
+        end
+        out.host_redirect = r.host_redirect
+    end
     if r.default_backend ~= nil then
         if r.default_backend == "" or not valid_upstream(r.default_backend) then
             return "invalid default_backend " .. tostring(r.default_backend)

@@ -107,6 +107,7 @@ local function compile_redirects(r, route)
     route.preserve_trailing_slash = r.preserve_trailing_slash == true
     route.use_port_in_redirects = r.use_port_in_redirects == true
     route.default_backend = r.default_backend
+    route.host_redirect = r.host_redirect
     route.redirects = route.redirect_url ~= nil or route.app_root ~= nil
 end
 
@@ -293,6 +294,18 @@ local function route_redirect(r, host)
     return false
 end
 
+-- host_redirect answers a request for a www twin (from-to-www-redirect) with a 308 to the same URL on
+-- the route's host: same scheme, the port the client wrote in its Host header, the request URI without
+-- one trailing slash (as ingress-nginx does).
+local function host_redirect(r)
+    local uri = ngx_var.request_uri
+    if byte(uri, -1) == SLASH then
+        uri = sub(uri, 1, -2)
+    end
+    local port = (ngx_var.http_host or ""):match(":(%d+)$")
+    return ngx.redirect(ngx_var.scheme .. "://" .. r.host_redirect .. (port and (":" .. port) or "") .. uri, 308)
+end
+
 -- route runs in the rewrite phase of the catch-all location.
 function _M.route()
     local host = ngx_var.host or ""
@@ -309,6 +322,9 @@ function _M.route()
         return ngx.exit(ngx.HTTP_SERVICE_UNAVAILABLE)
     end
     local r = match(e, ngx_var.uri)
+    if r and r.host_redirect then
+        return host_redirect(r)
+    end
     if r and r.redirects and route_redirect(r, host) then
         return
     end
