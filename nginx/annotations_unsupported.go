@@ -69,7 +69,6 @@ func unsupportedAnnotations() []AnnotationSpec {
 	// One name a line: the routing group's helpers remove them one by one.
 	add(planned("#14"),
 		"custom-http-errors",
-		"default-backend",
 		"rewrite-target",
 		"upstream-vhost",
 		"use-regex",

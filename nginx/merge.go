@@ -564,6 +564,7 @@ func (m *Merger) mergeHost(host Hostname) *hostMerge {
 	slices.SortFunc(s.Locations, func(a, b Location) int {
 		return cmp.Or(strings.Compare(a.Path, b.Path), strings.Compare(string(a.PathType), string(b.PathType)))
 	})
+	m.hostDefaultBackend(out, winnerTranslations(winners, func(w winner) *IngressTranslation { return w.t }), oldest)
 	if host == "" { // the catch-all server has no TLS of its own
 		for i := range s.Locations {
 			s.Locations[i].SSLRedirect = false
@@ -579,6 +580,40 @@ func (m *Merger) mergeHost(host Hostname) *hostMerge {
 	}
 	m.hostTLS(out, namespaces, oldest)
 	return out
+}
+
+// winnerTranslations lists the distinct translations of a host's winning routes.
+func winnerTranslations[W any](winners []W, of func(W) *IngressTranslation) []*IngressTranslation {
+	var ts []*IngressTranslation
+	for _, w := range winners {
+		if t := of(w); !slices.Contains(ts, t) {
+			ts = append(ts, t)
+		}
+	}
+	return ts
+}
+
+// hostDefaultBackend adds the default-backend annotations of the translations serving a host: each one's
+// upstream to the host's upstreams (its paths fall back to it), and, as the server's fallback, the one of
+// the oldest translation of the namespace of the host's oldest rule (oldest), so that a namespace never
+// chooses the fallback of a host another namespace came to first.
+func (m *Merger) hostDefaultBackend(out *hostMerge, ts []*IngressTranslation, oldest *IngressTranslation) {
+	var chosen *IngressTranslation
+	for _, t := range ts {
+		if t.Options == nil || t.Options.DefaultBackend == "" {
+			continue
+		}
+		name := t.Options.DefaultBackend
+		if !slices.ContainsFunc(out.upstreams, func(u Upstream) bool { return u.Name == name }) {
+			out.upstreams = append(out.upstreams, t.upstream(name))
+		}
+		if t.Ingress.Namespace == oldest.Ingress.Namespace && (chosen == nil || olderFirst(t, chosen) < 0) {
+			chosen = t
+		}
+	}
+	if chosen != nil && out.server.Host != "" {
+		out.server.DefaultBackend = chosen.Options.DefaultBackend
+	}
 }
 
 // hostCandidates returns the translations whose routes a host's server may serve, oldest first: those

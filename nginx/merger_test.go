@@ -70,8 +70,11 @@ func TestMergerMatchesFullMerge(t *testing.T) {
 				}
 			}
 		}
+		if r.IntN(4) == 0 { // default-backend
+			tr.Options = &RouteOptions{DefaultBackend: upstreams[r.IntN(len(upstreams))].Name}
+		}
 		for _, u := range upstreams {
-			if slices.ContainsFunc(tr.Routes, func(x Route) bool { return x.Upstream == u.Name }) {
+			if slices.ContainsFunc(tr.Routes, func(x Route) bool { return x.Upstream == u.Name }) || tr.Options != nil && tr.Options.DefaultBackend == u.Name {
 				tr.Upstreams = append(tr.Upstreams, u)
 			}
 		}

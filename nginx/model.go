@@ -32,6 +32,9 @@ type Server struct {
 	Locations []Location
 	// TLS is set when an Ingress lists this host (or a wildcard covering it) in spec.tls.
 	TLS *ServerTLS
+	// DefaultBackend answers requests that no location matches instead of the model's (an Ingress's
+	// default-backend annotation); empty means the model's.
+	DefaultBackend UpstreamName
 }
 
 // ServerTLS says how a host is served over HTTPS.

@@ -27,8 +27,10 @@ import (
 // Field order and slice order are fixed, so equal servers encode to equal bytes.
 type RouteHost struct {
 	// Redirect sends plain-HTTP requests that no path matches (the fallback) to HTTPS.
-	Redirect bool        `json:"redirect,omitempty"`
-	Routes   []RoutePath `json:"routes"`
+	Redirect bool `json:"redirect,omitempty"`
+	// DefaultBackend answers what no path matches instead of the default upstream (default-backend).
+	DefaultBackend UpstreamName `json:"default_backend,omitempty"`
+	Routes         []RoutePath  `json:"routes"`
 }
 
 // RoutePath is one path of a host.
@@ -62,6 +64,11 @@ func AppendRouteHostJSON(b []byte, s *Server) []byte {
 	b = append(b, '{')
 	if s.TLS != nil && s.TLS.SSLRedirect {
 		b = append(b, `"redirect":true,`...)
+	}
+	if s.DefaultBackend != "" {
+		b = append(b, `"default_backend":"`...)
+		b = append(b, s.DefaultBackend...)
+		b = append(b, `",`...)
 	}
 	b = append(b, `"routes":[`...)
 	for i := range s.Locations {
@@ -140,7 +147,7 @@ func appendJSONString(b []byte, s string) []byte {
 
 // Equal reports whether s and o are the same server: same host, TLS settings and locations.
 func (s *Server) Equal(o *Server) bool {
-	if s.Host != o.Host || (s.TLS == nil) != (o.TLS == nil) || (s.TLS != nil && *s.TLS != *o.TLS) {
+	if s.Host != o.Host || (s.TLS == nil) != (o.TLS == nil) || (s.TLS != nil && *s.TLS != *o.TLS) || s.DefaultBackend != o.DefaultBackend {
 		return false
 	}
 	if len(s.Locations) == len(o.Locations) && (len(s.Locations) == 0 || &s.Locations[0] == &o.Locations[0]) {
@@ -213,6 +220,9 @@ func (m *Model) Route(host, path string) RouteResult {
 	}
 	if best == nil {
 		r.Upstream = m.DefaultBackend
+		if s.DefaultBackend != "" {
+			r.Upstream = s.DefaultBackend
+		}
 		r.Redirect = s.TLS != nil && s.TLS.SSLRedirect
 		return r
 	}

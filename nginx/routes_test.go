@@ -174,6 +174,19 @@ func routeCorpus() map[string]routeCase {
 				"http://www.example.net/": "api", "http://www.example.info/": "web",
 			},
 		},
+		"default-backend: serves paths whose Service has no endpoints, and the host's unmatched paths": {
+			objs: []any{web, api, service("default", "empty", port(80, "")), service("default", "custom", port(8080, ""), port(80, "")),
+				service("other", "empty", port(80, "")), service("other", "sorry", port(80, "")),
+				ingress("default", "a", rule("a.example.com", prefix("/down", "empty", 80), prefix("/up", "web", 80)),
+					annotate(AnnotationDefaultBackend, "custom")),
+				ingress("default", "plain", rule("plain.example.com", prefix("/down", "empty", 80))),
+				ingress("other", "late", rule("a.example.com", prefix("/late", "empty", 80)), annotate(AnnotationDefaultBackend, "sorry"), age(time.Hour))},
+			defaultBackend: dflt,
+			requests: map[string]string{
+				"http://a.example.com/down": "custom", "http://a.example.com/up": "web", "http://a.example.com/nowhere": "custom",
+				"http://a.example.com/late": "sorry", "http://plain.example.com/down": "503", "http://plain.example.com/x": "fallback",
+			},
+		},
 		"source ranges: deny first, then allow; the redirect comes before them": {
 			objs: []any{web, other,
 				ingress("default", "allow-other", rule("a.example.com", prefix("/", "web", 80)), annotate(AnnotationAllowlistSourceRange, "10.0.0.0/8, 2001:db8::/32")),
@@ -253,6 +266,14 @@ func modelOutcome(t *testing.T, m *Model, raw string, client netip.Addr) string 
 	if !ok {
 		t.Fatalf("%s: upstream %s is not in the model", raw, r.Upstream)
 	}
+	if strings.HasPrefix(u.Service.Name, "empty") { // runCorpus gives these Services no endpoints
+		if o == nil || o.DefaultBackend == "" {
+			return "503"
+		}
+		if u, ok = m.Upstream(o.DefaultBackend); !ok {
+			t.Fatalf("%s: default backend %s is not in the model", raw, o.DefaultBackend)
+		}
+	}
 	return u.Service.Name
 }
 
@@ -325,7 +346,9 @@ func runCorpus(t *testing.T, cases map[string]routeCase, listen string) {
 			m, _ := buildModel(t, tc.objs, tc.defaultBackend)
 			eps := map[UpstreamName][]Endpoint{}
 			for _, u := range m.Upstreams {
-				eps[u.Name] = []Endpoint{backend(u.Service.Name)}
+				if !strings.HasPrefix(u.Service.Name, "empty") {
+					eps[u.Name] = []Endpoint{backend(u.Service.Name)}
+				}
 			}
 			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 			defer cancel()
@@ -376,7 +399,7 @@ func TestRouteHostJSON(t *testing.T) {
 			if err := json.Unmarshal(AppendRouteHostJSON(nil, s), &want); err != nil {
 				t.Fatalf("%s: host %q: %v", name, s.Host, err)
 			}
-			got := RouteHost{Redirect: s.TLS != nil && s.TLS.SSLRedirect, Routes: []RoutePath{}}
+			got := RouteHost{Redirect: s.TLS != nil && s.TLS.SSLRedirect, DefaultBackend: s.DefaultBackend, Routes: []RoutePath{}}
 			for _, l := range s.Locations {
 				p := RoutePath{Path: l.Path, Exact: l.PathType == PathExact, Upstream: l.Upstream, Redirect: l.SSLRedirect, HostRedirect: l.RedirectHost}
 				if l.Access != nil {

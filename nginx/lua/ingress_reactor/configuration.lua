@@ -701,11 +701,19 @@ local function normalize_host(host, entry)
         end
         routes[i] = out
     end
+    local default_backend = entry.default_backend
+    if default_backend ~= nil and (default_backend == "" or not valid_upstream(default_backend)) then
+        return nil, "host " .. host .. ": invalid default_backend " .. tostring(default_backend)
+    end
     if #routes == 0 then
         -- cjson would encode the empty list as an object.
-        return entry.redirect and '{"redirect":true,"routes":[]}' or '{"routes":[]}'
+        local head = entry.redirect and '{"redirect":true,' or "{"
+        if default_backend then
+            head = head .. '"default_backend":' .. cjson.encode(default_backend) .. ","
+        end
+        return head .. '"routes":[]}'
     end
-    return cjson.encode({ redirect = entry.redirect or nil, routes = routes })
+    return cjson.encode({ redirect = entry.redirect or nil, default_backend = default_backend, routes = routes })
 end
 
 function _M.routes()

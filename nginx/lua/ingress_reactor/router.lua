@@ -28,6 +28,10 @@ local band = bit.band
 local lshift = bit.lshift
 
 local dict = ngx.shared.ingress_reactor_routes
+-- The endpoint lists that balancer.lua reads (its VERSION_PREFIX): a route with a default backend
+-- falls back to it when its upstream has none.
+local endpoints = ngx.shared.ingress_reactor_endpoints
+local ENDPOINTS_VERSION_PREFIX = "v:"
 
 local _M = {}
 
@@ -119,6 +123,7 @@ local function compile(raw, version)
     end
     local e = { version = version, exact = {}, prefix = {}, lens = {}, maxlen = 0, redirect = h.redirect == true,
         unavailable = h.unavailable == true }
+    e.default_backend = h.default_backend
     for _, r in ipairs(h.routes) do
         local route = { upstream = r.upstream or "", redirect = r.redirect == true }
         compile_redirects(r, route)
@@ -332,7 +337,7 @@ function _M.route()
     if r then
         upstream, redirect = r.upstream, r.redirect
     else
-        upstream, redirect = dict:get(_M.DEFAULT_KEY) or "", e.redirect
+        upstream, redirect = e.default_backend or dict:get(_M.DEFAULT_KEY) or "", e.redirect
     end
     if ngx_var.scheme == "http" and (redirect and ngx_var.ingress_reactor_https == "1" or r and r.force_ssl_redirect) then
         return ngx.redirect(https_location(host, r), 308)
@@ -342,6 +347,9 @@ function _M.route()
     end
     if upstream == "" then
         return ngx.exit(ngx.HTTP_NOT_FOUND)
+    end
+    if r and r.default_backend and not endpoints:get(ENDPOINTS_VERSION_PREFIX .. upstream) then
+        upstream = r.default_backend -- default-backend: the route's Service has no endpoints
     end
     ngx_var.proxy_upstream_name = upstream
 end
