@@ -12,7 +12,10 @@
 --
 -- A routes entry is one server of the model (router.lua says how requests are matched); the host ""
 -- is the catch-all server. Each route is {"path": "/...", "exact": bool, "upstream": "<name>" | "",
--- "redirect": bool, "deny": ["<hex>/<bits>", ...], "allow": [...]}. A changed host whose new routes do
+-- "redirect": bool, "deny": ["<hex>/<bits>", ...], "allow": [...]} plus the redirect options of
+-- nginx/routeoptions.go ("redirect_url", "redirect_code", "app_root", "force_ssl_redirect",
+-- "preserve_trailing_slash", "use_port_in_redirects", "default_backend") and "host_redirect"; a host
+-- entry may name its fallback "default_backend". A changed host whose new routes do
 -- not fit into the dict answers 503 until they do, rather than keep routes that may admit more.
 --
 -- "full": true replaces everything (entries not in the body are removed); otherwise only the listed

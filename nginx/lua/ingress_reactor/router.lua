@@ -8,8 +8,12 @@
 --           catch-all entry "";
 --   path:   an Exact path equal to $uri, else the longest Prefix path that matches element-wise, else the
 --           server's fallback (the default backend, or 404).
--- Then, in order: a route with "redirect" answers plain HTTP with 308 to HTTPS (when HTTPS is on); source
--- ranges answer 403 to clients they do not admit; a route without upstream answers 404.
+-- Then, in order: a route with "host_redirect" (from-to-www-redirect) answers 308 to its host; "app_root"
+-- answers "/" with 302, "redirect_url" answers everything with "redirect_code"; a route with "redirect"
+-- (when HTTPS is on) or "force_ssl_redirect" answers plain HTTP with 308 to HTTPS (one trailing slash
+-- dropped unless "preserve_trailing_slash"); source ranges answer 403 to clients they do not admit; a
+-- route without upstream answers 404; a route whose upstream has no endpoints goes to its
+-- "default_backend" when it has one. The fallback is the host's "default_backend", else the default.
 --
 -- Each worker keeps the compiled entry of a host with the version it was compiled at: a request costs a
 -- few shared-dict reads, and an entry is decoded again only after it changed.
