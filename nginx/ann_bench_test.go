@@ -8,7 +8,8 @@ import (
 
 // BenchmarkTranslateAnnotated translates 1,000 Ingresses, half of them with annotations a migrated
 // Ingress typically carries: supported ones (ssl-redirect, an allowlist, rewrite-target, which makes the
-// paths regexes, x-forwarded-prefix, upstream-vhost), ignored ones, and a typo.
+// paths regexes, x-forwarded-prefix, upstream-vhost, redirects, aliases, a default backend), ignored
+// ones, and a typo.
 func BenchmarkTranslateAnnotated(b *testing.B) {
 	const n = 1000
 	ings, svcs := benchWorld(n)
@@ -24,6 +25,17 @@ func BenchmarkTranslateAnnotated(b *testing.B) {
 				AnnotationUpstreamVhost, "backend.internal",
 				IngressNginxPrefix+"proxy-bodysize", "1m", // a typo: the nearest name is looked up
 				"kubernetes.io/ingress.class", "nginx",
+				// The routing group's redirects, aliases and default backend (ann_redirect.go, ann_hosts.go,
+				// ann_defaultbackend.go).
+				AnnotationPermanentRedirect, "https://new.example.org/landing?from="+strconv.Itoa(i),
+				AnnotationPermanentRedirectCode, "308",
+				AnnotationAppRoot, "/app",
+				AnnotationForceSSLRedirect, "true",
+				AnnotationPreserveTrailingSlash, "true",
+				AnnotationUsePortInRedirects, "false",
+				AnnotationServerAlias, fmt.Sprintf("alias-%d.bench.example.com, alias-%d.bench.example.org", i, i),
+				AnnotationFromToWWWRedirect, "true",
+				AnnotationDefaultBackend, ing.Name,
 			)(ing)
 		}
 	}

@@ -92,12 +92,18 @@ func UpstreamsOf(ing *networkingv1.Ingress) []Upstream {
 	return sortUpstreams(ups)
 }
 
-// ServicesOf lists the Services an Ingress's backends name, in the Ingress's namespace, sorted and unique.
+// ServicesOf lists the Services an Ingress's backends (and its default-backend annotation) name, in the
+// Ingress's namespace, sorted and unique.
 func ServicesOf(ing *networkingv1.Ingress) []types.NamespacedName {
 	var out []types.NamespacedName
 	for b := range Backends(ing) {
 		if b.Service != nil && b.Service.Name != "" {
 			out = append(out, types.NamespacedName{Namespace: ing.Namespace, Name: b.Service.Name})
+		}
+	}
+	if name, ok := ing.Annotations[AnnotationDefaultBackend]; ok {
+		if name = strings.TrimSpace(name); validateLabel(name) == nil {
+			out = append(out, types.NamespacedName{Namespace: ing.Namespace, Name: name})
 		}
 	}
 	slices.SortFunc(out, compareKeys)

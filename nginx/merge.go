@@ -31,6 +31,12 @@ const (
 	// ConflictHostOwner: with HostsByNamespace, an Ingress routes a host that another namespace owns; its
 	// rules for that host are left out. Winner is the owner's oldest Ingress on the host.
 	ConflictHostOwner ConflictKind = "host-owner"
+	// ConflictAliasRule: an Ingress has a host as an alias (server-alias, from-to-www-redirect) that
+	// another Ingress's rules name; the alias is not served. Winner is the oldest such Ingress.
+	ConflictAliasRule ConflictKind = "alias-rule"
+	// ConflictAliasNamespace: Ingresses of several namespaces have a host as an alias and none names it
+	// in its rules; only the namespace of the oldest (Winner) serves it.
+	ConflictAliasNamespace ConflictKind = "alias-namespace"
 )
 
 // Conflict records a part of an Ingress that lost to an older Ingress. The caller emits a Warning Event
@@ -50,6 +56,14 @@ func (c Conflict) Message() string {
 	if c.Kind == ConflictTLSNamespace {
 		return fmt.Sprintf("TLS for host %s is ignored: only Ingresses in other namespaces route this host, and a TLS entry applies only to hosts its own namespace routes",
 			hostForMessage(c.Host))
+	}
+	if c.Kind == ConflictAliasRule {
+		return fmt.Sprintf("alias host %s (server-alias or from-to-www-redirect) is not served by this Ingress: Ingress %s names the host in its rules, and rules win over aliases",
+			hostForMessage(c.Host), c.Winner)
+	}
+	if c.Kind == ConflictAliasNamespace {
+		return fmt.Sprintf("alias host %s (server-alias or from-to-www-redirect) is not served by this Ingress: Ingress %s of namespace %s, which is older, has it as an alias, and an alias host is served for one namespace",
+			hostForMessage(c.Host), c.Winner, c.Winner.Namespace)
 	}
 	if c.Kind == ConflictHostOwner {
 		return fmt.Sprintf("rules for host %s are not served: namespace %s owns the host (its Ingress %s is the oldest routing it) and hosts are owned by one namespace (--host-ownership=namespace)",
@@ -475,7 +489,7 @@ func sortConflicts(cs []Conflict) {
 // cover it, with the conflicts and takeovers that arise there.
 func (m *Merger) mergeHost(host Hostname) *hostMerge {
 	out := &hostMerge{server: Server{Host: host}}
-	cands := m.routing[host] // oldest first
+	cands := m.hostCandidates(host, out) // oldest first
 	// With HostsByNamespace, the namespace of the oldest Ingress routing the host owns it; other
 	// namespaces' rules for it are left out, each Ingress told once.
 	if m.opts.Ownership == HostsByNamespace && host != "" && len(cands) > 0 {
@@ -542,14 +556,15 @@ func (m *Merger) mergeHost(host Hostname) *hostMerge {
 			oldest = w.t
 		}
 		s.Locations = append(s.Locations, Location{Path: w.r.Path, PathType: w.r.PathType, Upstream: w.r.Upstream, Ingress: w.t.Ingress, SSLRedirect: w.t.SSLRedirect, Access: w.t.Access, Options: w.t.Options,
-			Regex: w.r.Regex})
-		if !slices.ContainsFunc(out.upstreams, func(u Upstream) bool { return u.Name == w.r.Upstream }) {
+			Regex: w.r.Regex, RedirectHost: w.r.RedirectHost})
+		if w.r.Upstream != "" && !slices.ContainsFunc(out.upstreams, func(u Upstream) bool { return u.Name == w.r.Upstream }) {
 			out.upstreams = append(out.upstreams, w.t.upstream(w.r.Upstream))
 		}
 	}
 	slices.SortFunc(s.Locations, func(a, b Location) int {
 		return cmp.Or(strings.Compare(a.Path, b.Path), strings.Compare(string(a.PathType), string(b.PathType)))
 	})
+	m.hostDefaultBackend(out, winnerTranslations(winners, func(w winner) *IngressTranslation { return w.t }), oldest)
 	if host == "" { // the catch-all server has no TLS of its own
 		for i := range s.Locations {
 			s.Locations[i].SSLRedirect = false
@@ -565,6 +580,85 @@ func (m *Merger) mergeHost(host Hostname) *hostMerge {
 	}
 	m.hostTLS(out, namespaces, oldest)
 	return out
+}
+
+// winnerTranslations lists the distinct translations of a host's winning routes.
+func winnerTranslations[W any](winners []W, of func(W) *IngressTranslation) []*IngressTranslation {
+	var ts []*IngressTranslation
+	for _, w := range winners {
+		if t := of(w); !slices.Contains(ts, t) {
+			ts = append(ts, t)
+		}
+	}
+	return ts
+}
+
+// hostDefaultBackend adds the default-backend annotations of the translations serving a host: each one's
+// upstream to the host's upstreams (its paths fall back to it), and, as the server's fallback, the one of
+// the oldest translation of the namespace of the host's oldest rule (oldest), so that a namespace never
+// chooses the fallback of a host another namespace came to first.
+func (m *Merger) hostDefaultBackend(out *hostMerge, ts []*IngressTranslation, oldest *IngressTranslation) {
+	var chosen *IngressTranslation
+	for _, t := range ts {
+		if t.Options == nil || t.Options.DefaultBackend == "" {
+			continue
+		}
+		name := t.Options.DefaultBackend
+		if !slices.ContainsFunc(out.upstreams, func(u Upstream) bool { return u.Name == name }) {
+			out.upstreams = append(out.upstreams, t.upstream(name))
+		}
+		if t.Ingress.Namespace == oldest.Ingress.Namespace && (chosen == nil || olderFirst(t, chosen) < 0) {
+			chosen = t
+		}
+	}
+	if chosen != nil && out.server.Host != "" {
+		out.server.DefaultBackend = chosen.Options.DefaultBackend
+	}
+}
+
+// hostCandidates returns the translations whose routes a host's server may serve, oldest first: those
+// whose rules name the host; when there are none, those that have the host as an alias (server-alias,
+// from-to-www-redirect), of the oldest one's namespace only. The aliases left out are reported in out.
+func (m *Merger) hostCandidates(host Hostname, out *hostMerge) []*IngressTranslation {
+	all := m.routing[host]
+	var rules, aliases []*IngressTranslation
+	for _, t := range all {
+		if t.aliases(host) {
+			aliases = append(aliases, t)
+		} else {
+			rules = append(rules, t)
+		}
+	}
+	if len(aliases) == 0 {
+		return all
+	}
+	if len(rules) > 0 {
+		for _, a := range aliases {
+			out.conflicts = append(out.conflicts, Conflict{Kind: ConflictAliasRule, Loser: a.Ingress, Winner: rules[0].Ingress, Host: host})
+		}
+		return rules
+	}
+	owner := aliases[0]
+	kept := aliases[:0:0]
+	for _, a := range aliases {
+		if a.Ingress.Namespace == owner.Ingress.Namespace {
+			kept = append(kept, a)
+		} else {
+			out.conflicts = append(out.conflicts, Conflict{Kind: ConflictAliasNamespace, Loser: a.Ingress, Winner: owner.Ingress, Host: host})
+		}
+	}
+	return kept
+}
+
+// aliases reports whether t's routes on host come from an alias annotation; a translation has either
+// alias routes or rule routes on a host, never both.
+func (t *IngressTranslation) aliases(host Hostname) bool {
+	for i := range t.Routes {
+		if r := &t.Routes[i]; r.Host == host {
+			return r.Alias
+		}
+	}
+	return false
 }
 
 // hostTLS sets the TLS of a host's server (out.server, with its locations) from the TLS entries that can
@@ -644,10 +738,10 @@ func (m *Merger) hostTLS(out *hostMerge, namespaces []string, oldest *IngressTra
 	}
 }
 
-// routesHost reports whether the translation has a route on host.
+// routesHost reports whether the translation's rules route host (alias routes do not count).
 func (t *IngressTranslation) routesHost(host Hostname) bool {
 	for i := range t.Routes {
-		if t.Routes[i].Host == host {
+		if t.Routes[i].Host == host && !t.Routes[i].Alias {
 			return true
 		}
 	}

@@ -15,7 +15,7 @@ import (
 
 // TestMergerMatchesFullMerge drives a Merger through random sequences of added, replaced, recreated,
 // touched (same content, new pointer) and deleted translations, over hosts that share exact and wildcard
-// TLS entries, several namespaces, default-backend routes and both ownership modes, and checks after
+// TLS entries, several namespaces, default-backend routes, alias hosts and both ownership modes, and checks after
 // every step that it returns exactly what a merge from scratch returns.
 func TestMergerMatchesFullMerge(t *testing.T) {
 	hosts := []Hostname{"", "a.example.com", "b.example.com", "*.example.com", "x.a.example.com", "c.other.org", "*.other.org", "solo"}
@@ -46,8 +46,35 @@ func TestMergerMatchesFullMerge(t *testing.T) {
 				tr.Routes = append(tr.Routes, rt)
 			}
 		}
+		// Aliases (server-alias, from-to-www-redirect): hosts the translation's rules do not name, with a
+		// copy of its first host's routes or a redirect to it.
+		if len(tr.Routes) > 0 && r.IntN(3) == 0 {
+			first := tr.Routes[0].Host
+			ruled := func(h Hostname) bool {
+				return slices.ContainsFunc(tr.Routes, func(x Route) bool { return x.Host == h })
+			}
+			for range 1 + r.IntN(2) {
+				a := hosts[r.IntN(len(hosts))]
+				if a == "" || ruled(a) {
+					continue
+				}
+				if r.IntN(3) == 0 {
+					tr.Routes = append(tr.Routes, Route{Host: a, Path: "/", PathType: PathPrefix, Alias: true, RedirectHost: first})
+					continue
+				}
+				for _, x := range tr.Routes {
+					if x.Host == first && !x.Alias {
+						x.Host, x.Alias = a, true
+						tr.Routes = append(tr.Routes, x)
+					}
+				}
+			}
+		}
+		if r.IntN(4) == 0 { // default-backend
+			tr.Options = &RouteOptions{DefaultBackend: upstreams[r.IntN(len(upstreams))].Name}
+		}
 		for _, u := range upstreams {
-			if slices.ContainsFunc(tr.Routes, func(x Route) bool { return x.Upstream == u.Name }) {
+			if slices.ContainsFunc(tr.Routes, func(x Route) bool { return x.Upstream == u.Name }) || tr.Options != nil && tr.Options.DefaultBackend == u.Name {
 				tr.Upstreams = append(tr.Upstreams, u)
 			}
 		}

@@ -32,6 +32,9 @@ type Server struct {
 	Locations []Location
 	// TLS is set when an Ingress lists this host (or a wildcard covering it) in spec.tls.
 	TLS *ServerTLS
+	// DefaultBackend answers requests that no location matches instead of the model's (an Ingress's
+	// default-backend annotation); empty means the model's.
+	DefaultBackend UpstreamName
 }
 
 // ServerTLS says how a host is served over HTTPS.
@@ -62,6 +65,9 @@ type Location struct {
 	// Regex is set when the path is matched as a regular expression (its Ingress's use-regex or
 	// rewrite-target); such a location puts its whole server in regex mode (Server.RegexMode).
 	Regex *PathRegex
+	// RedirectHost, when set, answers requests with a 308 to the same URL on this host
+	// (from-to-www-redirect); Upstream is then empty.
+	RedirectHost Hostname
 }
 
 // SourceRanges restricts clients by address, as ingress-nginx's denylist-source-range and

@@ -1,5 +1,7 @@
 package nginx
 
+import "strconv"
+
 // RouteOptions are an Ingress's settings that the Lua router applies per request: route data in the
 // annotation registry's terms (KindRouteData). They travel with each route in the routes push, so a
 // change of one is a push, never a reload. The translation sets them from the Ingress's annotations
@@ -18,6 +20,32 @@ type RouteOptions struct {
 	XForwardedPrefix string
 	// UpstreamVhost (upstream-vhost) is the Host header the backend sees instead of the request's.
 	UpstreamVhost string
+	// RedirectURL, when set, answers every request of the Ingress's paths with RedirectCode and this
+	// Location (permanent-redirect, temporal-redirect): a validated absolute http or https URL, sent as
+	// written.
+	RedirectURL  string
+	RedirectCode int
+	// AppRoot, when set, answers requests for "/" with a 302 to this path on the requested host
+	// (app-root).
+	AppRoot string
+	// ForceSSLRedirect answers plain HTTP with a 308 to HTTPS even where the host has no TLS
+	// (force-ssl-redirect).
+	ForceSSLRedirect bool
+	// PreserveTrailingSlash keeps a trailing slash of the request URI in redirects to HTTPS, which
+	// otherwise drop it, as ingress-nginx does (preserve-trailing-slash).
+	PreserveTrailingSlash bool
+	// UsePortInRedirects writes the HTTPS port into redirects to HTTPS, 443 too (use-port-in-redirects).
+	UsePortInRedirects bool
+	// DefaultBackend serves the Ingress's paths whose upstream has no endpoints (default-backend).
+	DefaultBackend UpstreamName
+}
+
+// options returns the translation's route options, allocating them on first use.
+func (t *translator) options() *RouteOptions {
+	if t.out.Options == nil {
+		t.out.Options = &RouteOptions{}
+	}
+	return t.out.Options
 }
 
 // Equal reports whether o and p set the same options; nil equals nil only.
@@ -33,6 +61,36 @@ func (o *RouteOptions) Equal(p *RouteOptions) bool {
 func appendRouteOptions(b []byte, o *RouteOptions) []byte {
 	if o == nil {
 		return b
+	}
+	b = appendRedirectOptions(b, o)
+	return b
+}
+
+// appendRedirectOptions writes the redirect group's options (ann_redirect.go).
+func appendRedirectOptions(b []byte, o *RouteOptions) []byte {
+	if o.RedirectURL != "" {
+		b = append(b, `,"redirect_url":`...)
+		b = appendJSONString(b, o.RedirectURL)
+		b = append(b, `,"redirect_code":`...)
+		b = strconv.AppendInt(b, int64(o.RedirectCode), 10)
+	}
+	if o.AppRoot != "" {
+		b = append(b, `,"app_root":`...)
+		b = appendJSONString(b, o.AppRoot)
+	}
+	if o.ForceSSLRedirect {
+		b = append(b, `,"force_ssl_redirect":true`...)
+	}
+	if o.PreserveTrailingSlash {
+		b = append(b, `,"preserve_trailing_slash":true`...)
+	}
+	if o.UsePortInRedirects {
+		b = append(b, `,"use_port_in_redirects":true`...)
+	}
+	if o.DefaultBackend != "" {
+		b = append(b, `,"default_backend":"`...)
+		b = append(b, o.DefaultBackend...)
+		b = append(b, '"')
 	}
 	return b
 }

@@ -32,7 +32,9 @@ type RouteHost struct {
 	// Regex says that Routes are a match list in order (Server.RegexMode): the first route whose Pattern
 	// matches wins.
 	Regex  bool        `json:"regex,omitempty"`
-	Routes []RoutePath `json:"routes"`
+	// DefaultBackend answers what no path matches instead of the default upstream (default-backend).
+	DefaultBackend UpstreamName `json:"default_backend,omitempty"`
+	Routes         []RoutePath  `json:"routes"`
 }
 
 // RoutePath is one path of a host.
@@ -56,6 +58,16 @@ type RoutePath struct {
 	Rewrite          string `json:"rewrite,omitempty"`
 	XForwardedPrefix string `json:"x_forwarded_prefix,omitempty"`
 	UpstreamVhost    string `json:"upstream_vhost,omitempty"`
+	// HostRedirect answers with a 308 to the same URL on this host (from-to-www-redirect).
+	HostRedirect Hostname `json:"host_redirect,omitempty"`
+	// The redirect options of the route's Ingress (RouteOptions).
+	RedirectURL           string       `json:"redirect_url,omitempty"`
+	RedirectCode          int          `json:"redirect_code,omitempty"`
+	AppRoot               string       `json:"app_root,omitempty"`
+	ForceSSLRedirect      bool         `json:"force_ssl_redirect,omitempty"`
+	PreserveTrailingSlash bool         `json:"preserve_trailing_slash,omitempty"`
+	UsePortInRedirects    bool         `json:"use_port_in_redirects,omitempty"`
+	DefaultBackend        UpstreamName `json:"default_backend,omitempty"`
 }
 
 // AppendRouteHostJSON appends the wire form (RouteHost) of s to b, without reflection: a full push at
@@ -65,6 +77,11 @@ func AppendRouteHostJSON(b []byte, s *Server) []byte {
 	b = append(b, '{')
 	if s.TLS != nil && s.TLS.SSLRedirect {
 		b = append(b, `"redirect":true,`...)
+	}
+	if s.DefaultBackend != "" {
+		b = append(b, `"default_backend":"`...)
+		b = append(b, s.DefaultBackend...)
+		b = append(b, `",`...)
 	}
 	if s.RegexMode() {
 		return appendRegexRoutes(b, s)
@@ -92,6 +109,10 @@ func appendRouteFields(b []byte, l *Location) []byte {
 	b = append(b, '"')
 	if l.SSLRedirect {
 		b = append(b, `,"redirect":true`...)
+	}
+	if l.RedirectHost != "" {
+		b = append(b, `,"host_redirect":`...)
+		b = appendJSONString(b, string(l.RedirectHost))
 	}
 	if l.Access != nil {
 		b = appendWirePrefixes(b, "deny", l.Access.Deny)
@@ -148,7 +169,7 @@ func appendJSONString(b []byte, s string) []byte {
 
 // Equal reports whether s and o are the same server: same host, TLS settings and locations.
 func (s *Server) Equal(o *Server) bool {
-	if s.Host != o.Host || (s.TLS == nil) != (o.TLS == nil) || (s.TLS != nil && *s.TLS != *o.TLS) {
+	if s.Host != o.Host || (s.TLS == nil) != (o.TLS == nil) || (s.TLS != nil && *s.TLS != *o.TLS) || s.DefaultBackend != o.DefaultBackend {
 		return false
 	}
 	if len(s.Locations) == len(o.Locations) && (len(s.Locations) == 0 || &s.Locations[0] == &o.Locations[0]) {
@@ -160,7 +181,7 @@ func (s *Server) Equal(o *Server) bool {
 // Equal reports whether l and o route alike: same path, upstream, Ingress and settings.
 func (l *Location) Equal(o *Location) bool {
 	if l.Path != o.Path || l.PathType != o.PathType || l.Upstream != o.Upstream || l.SSLRedirect != o.SSLRedirect || l.Ingress != o.Ingress ||
-		!l.Options.Equal(o.Options) {
+		!l.Options.Equal(o.Options) || l.RedirectHost != o.RedirectHost {
 		return false
 	}
 	if l.Access == o.Access {
@@ -326,6 +347,9 @@ func (m *Model) Route(host, path string) RouteResult {
 	}
 	if best == nil {
 		r.Upstream = m.DefaultBackend
+		if s.DefaultBackend != "" {
+			r.Upstream = s.DefaultBackend
+		}
 		r.Redirect = s.TLS != nil && s.TLS.SSLRedirect
 		return r
 	}

@@ -110,6 +110,85 @@ func routeCorpus() map[string]routeCase {
 				annotate(AnnotationSSLRedirect, "false"))},
 			requests: map[string]string{"http://a.example.com/x": "web", "http://a.example.com/y": "404"},
 		},
+		"redirects: permanent, temporal (which wins over permanent), app-root; before source ranges": {
+			objs: []any{web, api,
+				ingress("default", "perm", rule("perm.example.com", prefix("/", "web", 80)), annotate(AnnotationPermanentRedirect, "https://new.example.org/landing?from=perm")),
+				ingress("default", "perm308", rule("perm308.example.com", prefix("/old", "web", 80)),
+					annotate(AnnotationPermanentRedirect, "http://new.example.org", AnnotationPermanentRedirectCode, "308")),
+				ingress("default", "temp", rule("temp.example.com", prefix("/", "web", 80)),
+					annotate(AnnotationTemporalRedirect, "https://maint.example.org/", AnnotationTemporalRedirectCode, "307",
+						AnnotationPermanentRedirect, "https://ignored.example.org/", AnnotationDenylistSourceRange, "0.0.0.0/0")),
+				ingress("default", "literal", rule("literal.example.com", exact("/x", "web", 80)), annotate(AnnotationPermanentRedirect, "https://a.example.org/$request_uri")),
+				ingress("default", "root", rule("root.example.com", prefix("/", "web", 80), prefix("/api", "api", 80)), annotate(AnnotationAppRoot, "/app1?x=1")),
+				ingress("default", "root-no-slash", rule("rootless.example.com", prefix("/app", "web", 80)), annotate(AnnotationAppRoot, "/app"))},
+			requests: map[string]string{
+				"http://perm.example.com/": "301 https://new.example.org/landing?from=perm", "http://perm.example.com/a/b?c=d": "301 https://new.example.org/landing?from=perm",
+				"http://perm308.example.com/old/x": "308 http://new.example.org", "http://perm308.example.com/other": "404",
+				"http://temp.example.com/x":    "307 https://maint.example.org/",
+				"http://literal.example.com/x": "301 https://a.example.org/$request_uri", "http://literal.example.com/y": "404",
+				"http://root.example.com/": "302 http://root.example.com/app1?x=1", "http://Root.Example.com:8080/": "302 http://Root.Example.com:8080/app1?x=1",
+				"http://root.example.com/app1": "web", "http://root.example.com/api/": "api", "http://root.example.com/?q": "302 http://root.example.com/app1?x=1",
+				"http://rootless.example.com/": "404", "http://rootless.example.com/app": "web",
+			},
+		},
+		"HTTPS redirects: a trailing slash is dropped unless preserved; force-ssl-redirect without TLS, and over ssl-redirect false": {
+			objs: []any{web,
+				ingress("default", "tls", rule("tls.example.com", prefix("/", "web", 80)), withTLS("cert", "tls.example.com")),
+				ingress("default", "keep", rule("keep.example.com", prefix("/", "web", 80)), withTLS("cert", "keep.example.com"),
+					annotate(AnnotationPreserveTrailingSlash, "true")),
+				ingress("default", "force", rule("force.example.com", prefix("/f", "web", 80)), annotate(AnnotationForceSSLRedirect, "true")),
+				ingress("default", "force-off", rule("force-off.example.com", prefix("/", "web", 80)), withTLS("cert", "force-off.example.com"),
+					annotate(AnnotationForceSSLRedirect, "true", AnnotationSSLRedirect, "false", AnnotationPreserveTrailingSlash, "1"))},
+			requests: map[string]string{
+				"http://tls.example.com/": "308 https://tls.example.com:8443", "http://tls.example.com/a/": "308 https://tls.example.com:8443/a",
+				"http://tls.example.com/a/?b": "308 https://tls.example.com:8443/a/?b", "http://tls.example.com/a//": "308 https://tls.example.com:8443/a/",
+				"http://keep.example.com/": "308 https://keep.example.com:8443/", "http://keep.example.com/a/": "308 https://keep.example.com:8443/a/",
+				"http://force.example.com/f/": "308 https://force.example.com:8443/f", "http://force.example.com/g": "404",
+				"http://force-off.example.com/x/": "308 https://force-off.example.com:8443/x/",
+			},
+		},
+		"server-alias serves the Ingress's first host's paths; a rule for the host wins over an alias; one namespace per alias host": {
+			objs: []any{web, api, other,
+				ingress("default", "a", rule("a.example.com", prefix("/", "web", 80), exact("/x", "api", 80)), rule("a2.example.com", prefix("/two", "api", 80)),
+					annotate(AnnotationServerAlias, "alias.example.com, Taken.example.com,*.wild.example.com,shared.example.com")),
+				ingress("default", "taker", rule("taken.example.com", prefix("/t", "api", 80)), age(time.Hour)),
+				ingress("other", "b", rule("b.example.com", prefix("/", "web", 80)), annotate(AnnotationServerAlias, "shared.example.com"), age(-time.Hour)),
+				ingress("default", "c", rule("c.example.com", prefix("/c", "api", 80)), annotate(AnnotationServerAlias, "shared.example.com"), age(time.Hour))},
+			requests: map[string]string{
+				"http://alias.example.com/": "web", "http://alias.example.com/x": "api", "http://alias.example.com/two": "web",
+				"http://taken.example.com/t": "api", "http://taken.example.com/": "404",
+				"http://x.wild.example.com/x": "api", "http://x.y.wild.example.com/x": "404",
+				"http://shared.example.com/": "web", "http://shared.example.com/c": "web",
+			},
+		},
+		"from-to-www-redirect: both ways, yields to a rule for the twin; an alias of the twin wins over the redirect": {
+			objs: []any{web, api,
+				ingress("default", "apex", rule("example.com", prefix("/", "web", 80)), annotate(AnnotationFromToWWWRedirect, "true")),
+				ingress("default", "www", rule("www.example.org", prefix("/", "web", 80)), annotate(AnnotationFromToWWWRedirect, "true")),
+				ingress("default", "ruled", rule("example.net", prefix("/", "web", 80)), annotate(AnnotationFromToWWWRedirect, "true")),
+				ingress("default", "twin", rule("www.example.net", prefix("/", "api", 80))),
+				ingress("default", "aliased", rule("example.info", prefix("/", "web", 80)),
+					annotate(AnnotationFromToWWWRedirect, "true", AnnotationServerAlias, "www.example.info"))},
+			requests: map[string]string{
+				"http://www.example.com/a/b/?c=d": "308 http://example.com/a/b/?c=d", "http://www.example.com/a/": "308 http://example.com/a",
+				"http://www.example.com:8080/": "308 http://example.com:8080", "http://example.com/a": "web",
+				"http://example.org/x": "308 http://www.example.org/x", "http://www.example.org/x": "web",
+				"http://www.example.net/": "api", "http://www.example.info/": "web",
+			},
+		},
+		"default-backend: serves paths whose Service has no endpoints, and the host's unmatched paths": {
+			objs: []any{web, api, service("default", "empty", port(80, "")), service("default", "custom", port(8080, ""), port(80, "")),
+				service("other", "empty", port(80, "")), service("other", "sorry", port(80, "")),
+				ingress("default", "a", rule("a.example.com", prefix("/down", "empty", 80), prefix("/up", "web", 80)),
+					annotate(AnnotationDefaultBackend, "custom")),
+				ingress("default", "plain", rule("plain.example.com", prefix("/down", "empty", 80))),
+				ingress("other", "late", rule("a.example.com", prefix("/late", "empty", 80)), annotate(AnnotationDefaultBackend, "sorry"), age(time.Hour))},
+			defaultBackend: dflt,
+			requests: map[string]string{
+				"http://a.example.com/down": "custom", "http://a.example.com/up": "web", "http://a.example.com/nowhere": "custom",
+				"http://a.example.com/late": "sorry", "http://plain.example.com/down": "503", "http://plain.example.com/x": "fallback",
+			},
+		},
 		"source ranges: deny first, then allow; the redirect comes before them": {
 			objs: []any{web, other,
 				ingress("default", "allow-other", rule("a.example.com", prefix("/", "web", 80)), annotate(AnnotationAllowlistSourceRange, "10.0.0.0/8, 2001:db8::/32")),
@@ -125,7 +204,7 @@ func routeCorpus() map[string]routeCase {
 			requests: map[string]string{
 				"http://a.example.com/": "403", "http://b.example.com/": "web", "http://c.example.com/": "403",
 				"http://d.example.com/": "403", "http://e.example.com/": "web", "http://f.example.com/": "web",
-				"http://g.example.com/": "308 https://g.example.com:8443/", "http://h.example.com/": "web",
+				"http://g.example.com/": "308 https://g.example.com:8443", "http://h.example.com/": "web",
 			},
 		},
 		"use-regex: every path of the host is a case-insensitive regex, in ingress-nginx's order": {
@@ -207,17 +286,36 @@ func normalizePath(p string) string {
 }
 
 // modelOutcome is the outcome the Go model gives a request.
-func modelOutcome(t *testing.T, m *Model, raw string, client netip.Addr, uri bool) string {
+func modelOutcome(t *testing.T, m *Model, raw string, client netip.Addr, withSeenURI bool) string {
 	t.Helper()
 	req, err := http.NewRequest(http.MethodGet, raw, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	host := normalizeHost(req.URL.Host)
-	r := m.Route(host, normalizePath(req.URL.Path))
+	uri := normalizePath(req.URL.Path)
+	r := m.Route(host, uri)
+	var o *RouteOptions
+	if r.Location != nil {
+		o = r.Location.Options
+	}
 	switch {
-	case r.Redirect && req.URL.Scheme == "http":
-		return "308 https://" + host + ":" + strconv.Itoa(redirectPort) + req.URL.RequestURI()
+	case r.Location != nil && r.Location.RedirectHost != "":
+		target := req.URL.Scheme + "://" + string(r.Location.RedirectHost)
+		if p := req.URL.Port(); p != "" {
+			target += ":" + p
+		}
+		return "308 " + target + strings.TrimSuffix(req.URL.RequestURI(), "/")
+	case o != nil && o.AppRoot != "" && uri == "/":
+		return "302 " + req.URL.Scheme + "://" + req.URL.Host + o.AppRoot
+	case o != nil && o.RedirectURL != "":
+		return strconv.Itoa(o.RedirectCode) + " " + o.RedirectURL
+	case req.URL.Scheme == "http" && (r.Redirect || o != nil && o.ForceSSLRedirect):
+		requestURI := req.URL.RequestURI()
+		if o == nil || !o.PreserveTrailingSlash {
+			requestURI = strings.TrimSuffix(requestURI, "/")
+		}
+		return "308 https://" + host + ":" + strconv.Itoa(redirectPort) + requestURI
 	case r.Location != nil && !r.Location.Admits(client):
 		return "403"
 	case r.Upstream == "":
@@ -227,7 +325,15 @@ func modelOutcome(t *testing.T, m *Model, raw string, client netip.Addr, uri boo
 	if !ok {
 		t.Fatalf("%s: upstream %s is not in the model", raw, r.Upstream)
 	}
-	if !uri {
+	if strings.HasPrefix(u.Service.Name, "empty") { // runCorpus gives these Services no endpoints
+		if o == nil || o.DefaultBackend == "" {
+			return "503"
+		}
+		if u, ok = m.Upstream(o.DefaultBackend); !ok {
+			t.Fatalf("%s: default backend %s is not in the model", raw, o.DefaultBackend)
+		}
+	}
+	if !withSeenURI {
 		return u.Service.Name
 	}
 	seen := req.URL.RequestURI()
@@ -314,7 +420,9 @@ func runCorpus(t *testing.T, cases map[string]routeCase, listen string) {
 			m, _ := buildModel(t, tc.objs, tc.defaultBackend)
 			eps := map[UpstreamName][]Endpoint{}
 			for _, u := range m.Upstreams {
-				eps[u.Name] = []Endpoint{backend(u.Service.Name)}
+				if !strings.HasPrefix(u.Service.Name, "empty") {
+					eps[u.Name] = []Endpoint{backend(u.Service.Name)}
+				}
 			}
 			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 			defer cancel()
@@ -344,7 +452,7 @@ func runCorpus(t *testing.T, cases map[string]routeCase, listen string) {
 					if withURI(want) {
 						got += " " + resp.Header.Get("X-Seen-URI")
 					}
-				case http.StatusPermanentRedirect:
+				case http.StatusMovedPermanently, http.StatusFound, http.StatusSeeOther, http.StatusTemporaryRedirect, http.StatusPermanentRedirect:
 					got += " " + resp.Header.Get("Location")
 				}
 				if got != want {
@@ -368,7 +476,7 @@ func TestRouteHostJSON(t *testing.T) {
 			if err := json.Unmarshal(AppendRouteHostJSON(nil, s), &want); err != nil {
 				t.Fatalf("%s: host %q: %v", name, s.Host, err)
 			}
-			got := RouteHost{Redirect: s.TLS != nil && s.TLS.SSLRedirect, Regex: s.RegexMode(), Routes: []RoutePath{}}
+			got := RouteHost{Redirect: s.TLS != nil && s.TLS.SSLRedirect, Regex: s.RegexMode(), DefaultBackend: s.DefaultBackend, Routes: []RoutePath{}}
 			type entry struct {
 				path string
 				l    *Location
@@ -386,7 +494,7 @@ func TestRouteHostJSON(t *testing.T) {
 			}
 			for _, e := range entries {
 				l := e.l
-				p := RoutePath{Path: e.path, Exact: l.PathType == PathExact && e.re == nil, Upstream: l.Upstream, Redirect: l.SSLRedirect}
+				p := RoutePath{Path: e.path, Exact: l.PathType == PathExact && e.re == nil, Upstream: l.Upstream, Redirect: l.SSLRedirect, HostRedirect: l.RedirectHost}
 				if e.re != nil {
 					p.Pattern, p.Literal = e.re.PCRE, e.re.Literal
 				}
@@ -403,6 +511,10 @@ func TestRouteHostJSON(t *testing.T) {
 					for _, a := range l.Access.Allow {
 						p.Allow = append(p.Allow, string(appendWirePrefix(nil, a)))
 					}
+				}
+				if o := l.Options; o != nil {
+					p.RedirectURL, p.RedirectCode, p.AppRoot, p.DefaultBackend = o.RedirectURL, o.RedirectCode, o.AppRoot, o.DefaultBackend
+					p.ForceSSLRedirect, p.PreserveTrailingSlash, p.UsePortInRedirects = o.ForceSSLRedirect, o.PreserveTrailingSlash, o.UsePortInRedirects
 				}
 				got.Routes = append(got.Routes, p)
 			}

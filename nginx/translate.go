@@ -77,6 +77,12 @@ type Route struct {
 	FromDefaultBackend bool
 	// Regex is set when the path is matched as a regular expression (use-regex or rewrite-target).
 	Regex *PathRegex
+	// Alias marks a route on a host of server-alias or from-to-www-redirect (ann_hosts.go): it yields to
+	// every Ingress whose rules name the host.
+	Alias bool
+	// RedirectHost, when set, answers the route's requests with a 308 to the same URL on this host
+	// (from-to-www-redirect); Upstream is then empty.
+	RedirectHost Hostname
 }
 
 // TLSHost is one host of spec.tls.
@@ -121,6 +127,7 @@ func translate(ing *networkingv1.Ingress, svc ServiceLookup, opts TranslateOptio
 	tr.rules()
 	tr.defaultBackend()
 	tr.tls()
+	tr.hostAliases()
 	if len(tr.errs) > 0 {
 		errs := tr.errs
 		if len(errs) > maxReportedErrors {
@@ -148,6 +155,10 @@ type translator struct {
 	seen map[routeKey]int
 	// hosts in rule order, without duplicates; "" for host-less rules.
 	hosts []Hostname
+	// aliases (server-alias) and wwwRedirect (from-to-www-redirect) are read by applyHostAliases and
+	// applied by hostAliases once the rules are known.
+	aliases     []Hostname
+	wwwRedirect bool
 }
 
 func (t *translator) fail(format string, args ...any) {

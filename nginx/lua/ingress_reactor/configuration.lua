@@ -13,9 +13,12 @@
 -- A routes entry is one server of the model (router.lua says how requests are matched); the host ""
 -- is the catch-all server. Each route is {"path": "/...", "exact": bool, "upstream": "<name>" | "",
 -- "redirect": bool, "deny": ["<hex>/<bits>", ...], "allow": [...], "rewrite": "<target>",
--- "x_forwarded_prefix": "<prefix>", "upstream_vhost": "<host>"}; a host with "regex": true lists its
--- routes in match order, each with a PCRE "pattern" (and a lower-case "literal" prefix when the pattern
--- is one). A changed host whose new routes do
+-- "x_forwarded_prefix": "<prefix>", "upstream_vhost": "<host>"} plus the redirect options of
+-- nginx/routeoptions.go ("redirect_url", "redirect_code", "app_root", "force_ssl_redirect",
+-- "preserve_trailing_slash", "use_port_in_redirects", "default_backend") and "host_redirect"; a host
+-- entry may name its fallback "default_backend". A host with "regex": true lists its routes in match
+-- order, each with a PCRE "pattern" (and a lower-case "literal" prefix when the pattern is one).
+-- A changed host whose new routes do
 -- not fit into the dict answers 503 until they do, rather than keep routes that may admit more.
 -- A host entry this side cannot take (a route it refuses) is left as it was, the rest of the push is
 -- stored, and the answer is 422 with "refused": {"<host>": {"route": <1-based index, 0 for the host
@@ -638,6 +641,52 @@ local function rewrite_fields(r, out, regex_host)
     out.x_forwarded_prefix, out.upstream_vhost = r.x_forwarded_prefix, r.upstream_vhost
 end
 
+-- Redirect options of a route (nginx/ann_redirect.go): targets are printable ASCII without spaces, so
+-- that they cannot split or extend the Location header.
+local REDIRECT_CODES = { [301] = true, [302] = true, [303] = true, [307] = true, [308] = true }
+local REDIRECT_FLAGS = { "force_ssl_redirect", "preserve_trailing_slash", "use_port_in_redirects" }
+
+local function redirect_target(s)
+    return type(s) == "string" and #s <= 2048 and not s:find("[%z\1-\32\127-\255]")
+end
+
+-- normalize_redirects checks the redirect options of route r and copies them to out, or returns why not.
+local function normalize_redirects(r, out)
+    if r.redirect_url ~= nil then
+        if not redirect_target(r.redirect_url) or not r.redirect_url:match("^https?://[^/?#]") then
+            return "\"redirect_url\" must be an http or https URL of printable ASCII"
+        end
+        if not REDIRECT_CODES[r.redirect_code] then
+            return "\"redirect_code\" must be 301, 302, 303, 307 or 308"
+        end
+        out.redirect_url, out.redirect_code = r.redirect_url, r.redirect_code
+    end
+    if r.app_root ~= nil then
+        if not redirect_target(r.app_root) or r.app_root:sub(1, 1) ~= "/" then
+            return "\"app_root\" must be a path of printable ASCII"
+        end
+        out.app_root = r.app_root
+    end
+    for _, flag in ipairs(REDIRECT_FLAGS) do
+        if r[flag] ~= nil and type(r[flag]) ~= "boolean" then
+            return "\"" .. flag .. "\" must be a boolean"
+        end
+        out[flag] = r[flag] or nil
+    end
+    if r.host_redirect ~= nil then
+        if type(r.host_redirect) ~= "string" or #r.host_redirect > 253 or not r.host_redirect:match("^[a-z0-9][a-z0-9.-]*$") then
+            return "\"host_redirect\" must be a host name"
+        end
+        out.host_redirect = r.host_redirect
+    end
+    if r.default_backend ~= nil then
+        if r.default_backend == "" or not valid_upstream(r.default_backend) then
+            return "invalid default_backend " .. tostring(r.default_backend)
+        end
+        out.default_backend = r.default_backend
+    end
+end
+
 -- normalize_host checks one host entry and returns it in the form router.lua reads, or nil, why, and
 -- the 1-based index of the route at fault (0: the entry itself).
 local function normalize_host(host, entry)
@@ -693,17 +742,25 @@ local function normalize_host(host, entry)
                 end
             end
         end
-        local ferr = rewrite_fields(r, out, entry.regex)
+        local ferr = rewrite_fields(r, out, entry.regex) or normalize_redirects(r, out)
         if ferr then
             return nil, where .. ": " .. ferr, i
         end
         routes[i] = out
     end
+    local default_backend = entry.default_backend
+    if default_backend ~= nil and (default_backend == "" or not valid_upstream(default_backend)) then
+        return nil, "host " .. host .. ": invalid default_backend " .. tostring(default_backend), 0
+    end
     if #routes == 0 then
         -- cjson would encode the empty list as an object.
-        return entry.redirect and '{"redirect":true,"routes":[]}' or '{"routes":[]}'
+        local head = entry.redirect and '{"redirect":true,' or "{"
+        if default_backend then
+            head = head .. '"default_backend":' .. cjson.encode(default_backend) .. ","
+        end
+        return head .. '"routes":[]}'
     end
-    return cjson.encode({ redirect = entry.redirect or nil, regex = entry.regex or nil, routes = routes })
+    return cjson.encode({ redirect = entry.redirect or nil, regex = entry.regex or nil, default_backend = default_backend, routes = routes })
 end
 
 function _M.routes()

@@ -11,9 +11,13 @@
 --   regex:  a host entry with "regex": true (a host with regex paths, as in ingress-nginx) lists its routes
 --           in match order, each with a PCRE "pattern" written by the controller: the first that matches
 --           $uri wins, else the fallback.
--- Then, in order: a route with "redirect" answers plain HTTP with 308 to HTTPS (when HTTPS is on); source
--- ranges answer 403 to clients they do not admit; a route without upstream answers 404; a route with
--- "rewrite" changes the path the backend sees, and "upstream_vhost" its Host header.
+-- Then, in order: a route with "host_redirect" (from-to-www-redirect) answers 308 to its host; "app_root"
+-- answers "/" with 302, "redirect_url" answers everything with "redirect_code"; a route with "redirect"
+-- (when HTTPS is on) or "force_ssl_redirect" answers plain HTTP with 308 to HTTPS (one trailing slash
+-- dropped unless "preserve_trailing_slash"); source ranges answer 403 to clients they do not admit; a
+-- route without upstream answers 404; a route whose upstream has no endpoints goes to its
+-- "default_backend" when it has one; a route with "rewrite" changes the path the backend sees, and
+-- "upstream_vhost" its Host header. The fallback is the host's "default_backend", else the default.
 --
 -- Each worker keeps the compiled entry of a host with the version it was compiled at: a request costs a
 -- few shared-dict reads, and an entry is decoded again only after it changed.
@@ -34,6 +38,10 @@ local band = bit.band
 local lshift = bit.lshift
 
 local dict = ngx.shared.ingress_reactor_routes
+-- The endpoint lists that balancer.lua reads (its VERSION_PREFIX): a route with a default backend
+-- falls back to it when its upstream has none.
+local endpoints = ngx.shared.ingress_reactor_endpoints
+local ENDPOINTS_VERSION_PREFIX = "v:"
 
 local _M = {}
 
@@ -115,6 +123,17 @@ local function rewrite_fields(route, r)
     route.literal = r.literal
 end
 
+-- compile_redirects copies the redirect options of wire route r (validated when stored) into route.
+local function compile_redirects(r, route)
+    route.redirect_url, route.redirect_code, route.app_root = r.redirect_url, r.redirect_code, r.app_root
+    route.force_ssl_redirect = r.force_ssl_redirect == true
+    route.preserve_trailing_slash = r.preserve_trailing_slash == true
+    route.use_port_in_redirects = r.use_port_in_redirects == true
+    route.default_backend = r.default_backend
+    route.host_redirect = r.host_redirect
+    route.redirects = route.redirect_url ~= nil or route.app_root ~= nil
+end
+
 -- compile builds the lookup tables of a host entry (validated by configuration.lua when stored). A
 -- regex host ("regex": true) keeps its routes as a list in match order instead.
 local function compile(raw, version)
@@ -124,8 +143,10 @@ local function compile(raw, version)
     end
     local e = { version = version, exact = {}, prefix = {}, lens = {}, maxlen = 0, redirect = h.redirect == true,
         unavailable = h.unavailable == true, list = h.regex == true and {} or nil }
+    e.default_backend = h.default_backend
     for _, r in ipairs(h.routes) do
         local route = { upstream = r.upstream or "", redirect = r.redirect == true }
+        compile_redirects(r, route)
         route.deny, err = compile_ranges(r.deny)
         if err then
             return nil, err
@@ -333,6 +354,48 @@ function _M.init_worker()
     end
 end
 
+-- https_location is where a plain-HTTP request goes on HTTPS. As ingress-nginx does, one trailing slash
+-- of the request URI is dropped unless the route preserves it; the port is written when it is not 443,
+-- or always when the route asks for it.
+local function https_location(host, r)
+    local uri = ngx_var.request_uri
+    if not (r and r.preserve_trailing_slash) and byte(uri, -1) == SLASH then
+        uri = sub(uri, 1, -2)
+    end
+    local suffix = ngx_var.ingress_reactor_https_port_suffix or ""
+    if suffix == "" and r and r.use_port_in_redirects then
+        suffix = ":443"
+    end
+    return "https://" .. host .. suffix .. uri
+end
+
+-- route_redirect answers the request when route r redirects it (app-root for "/", then
+-- permanent-redirect or temporal-redirect) and returns true; it runs before source ranges and the
+-- redirect to HTTPS, as the same annotations did in ingress-nginx.
+local function route_redirect(r, host)
+    if r.app_root and ngx_var.uri == "/" then
+        ngx.redirect(ngx_var.scheme .. "://" .. (ngx_var.http_host or host) .. r.app_root, 302)
+        return true
+    end
+    if r.redirect_url then
+        ngx.redirect(r.redirect_url, r.redirect_code)
+        return true
+    end
+    return false
+end
+
+-- host_redirect answers a request for a www twin (from-to-www-redirect) with a 308 to the same URL on
+-- the route's host: same scheme, the port the client wrote in its Host header, the request URI without
+-- one trailing slash (as ingress-nginx does).
+local function host_redirect(r)
+    local uri = ngx_var.request_uri
+    if byte(uri, -1) == SLASH then
+        uri = sub(uri, 1, -2)
+    end
+    local port = (ngx_var.http_host or ""):match(":(%d+)$")
+    return ngx.redirect(ngx_var.scheme .. "://" .. r.host_redirect .. (port and (":" .. port) or "") .. uri, 308)
+end
+
 -- route runs in the rewrite phase of the catch-all location.
 function _M.route()
     local host = ngx_var.host or ""
@@ -358,20 +421,29 @@ function _M.route()
     else
         r = match(e, ngx_var.uri)
     end
+    if r and r.host_redirect then
+        return host_redirect(r)
+    end
+    if r and r.redirects and route_redirect(r, host) then
+        return
+    end
     local upstream, redirect
     if r then
         upstream, redirect = r.upstream, r.redirect
     else
-        upstream, redirect = dict:get(_M.DEFAULT_KEY) or "", e.redirect
+        upstream, redirect = e.default_backend or dict:get(_M.DEFAULT_KEY) or "", e.redirect
     end
-    if redirect and ngx_var.scheme == "http" and ngx_var.ingress_reactor_https == "1" then
-        return ngx.redirect("https://" .. host .. (ngx_var.ingress_reactor_https_port_suffix or "") .. ngx_var.request_uri, 308)
+    if ngx_var.scheme == "http" and (redirect and ngx_var.ingress_reactor_https == "1" or r and r.force_ssl_redirect) then
+        return ngx.redirect(https_location(host, r), 308)
     end
     if r and r.ranges and not admits(r) then
         return ngx.exit(ngx.HTTP_FORBIDDEN)
     end
     if upstream == "" then
         return ngx.exit(ngx.HTTP_NOT_FOUND)
+    end
+    if r and r.default_backend and not endpoints:get(ENDPOINTS_VERSION_PREFIX .. upstream) then
+        upstream = r.default_backend -- default-backend: the route's Service has no endpoints
     end
     if r and (r.rewrite or r.upstream_vhost) and not apply_rewrite_fields(r, captures) then
         return ngx.exit(ngx.HTTP_INTERNAL_SERVER_ERROR)
