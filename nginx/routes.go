@@ -31,7 +31,7 @@ type RouteHost struct {
 	Redirect bool `json:"redirect,omitempty"`
 	// Regex says that Routes are a match list in order (Server.RegexMode): the first route whose Pattern
 	// matches wins.
-	Regex  bool        `json:"regex,omitempty"`
+	Regex bool `json:"regex,omitempty"`
 	// DefaultBackend answers what no path matches instead of the default upstream (default-backend).
 	DefaultBackend UpstreamName `json:"default_backend,omitempty"`
 	Routes         []RoutePath  `json:"routes"`
