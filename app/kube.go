@@ -9,6 +9,7 @@ import (
 	"go.uber.org/fx"
 	"go.uber.org/zap"
 	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
@@ -206,7 +207,9 @@ func (s *KubeSource) shutdown(context.Context) error {
 // last-applied annotation of every object (pipeline.StripTransform), and every data key of a Secret other
 // than the certificate, key and CA that TLS uses. Most Secrets in a cluster are not TLS Secrets (Helm
 // releases, tokens, application credentials); keeping only these keys bounds the memory they take and
-// keeps credentials the controller has no use for out of its memory.
+// keeps credentials the controller has no use for out of its memory. An EndpointSlice's endpoints keep
+// only their addresses and conditions, the slice no owner references: the endpoint lane reads nothing
+// else, and in a cluster each endpoint's pod reference, node and zone take more than its address.
 func cacheTransform(obj any) (any, error) {
 	obj, err := pipeline.StripTransform(obj)
 	if err != nil {
@@ -219,6 +222,13 @@ func cacheTransform(obj any) (any, error) {
 			}
 		}
 		s.StringData = nil
+	}
+	if s, ok := obj.(*discoveryv1.EndpointSlice); ok {
+		s.OwnerReferences = nil
+		for i := range s.Endpoints {
+			e := &s.Endpoints[i]
+			e.Hostname, e.TargetRef, e.NodeName, e.Zone, e.Hints, e.DeprecatedTopology = nil, nil, nil, nil, nil, nil
+		}
 	}
 	return obj, nil
 }

@@ -9,6 +9,8 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/ingress-reactor/ingress-reactor/internal/localapi"
@@ -48,6 +50,39 @@ func TestCacheTransformKeepsOnlyTLSKeysOfSecrets(t *testing.T) {
 	}
 	if a := out.(*corev1.Service).Annotations; len(a) != 1 || a["keep"] != "me" {
 		t.Errorf("Service annotations after the transform: %v", a)
+	}
+}
+
+// TestCacheTransformKeepsWhatTheEndpointLaneReads: an EndpointSlice in the cache keeps its service-name
+// label, ports and each endpoint's addresses and conditions, and loses the pod references, nodes, zones
+// and owner references nothing reads.
+func TestCacheTransformKeepsWhatTheEndpointLaneReads(t *testing.T) {
+	ready, tcp, port, name := true, corev1.ProtocolTCP, int32(8080), "http"
+	pod := "web-7d9f"
+	s := &discoveryv1.EndpointSlice{
+		ObjectMeta: metav1.ObjectMeta{Name: "web-abc", Namespace: "ns", Labels: map[string]string{discoveryv1.LabelServiceName: "web"},
+			OwnerReferences: []metav1.OwnerReference{{Kind: "Service", Name: "web"}}},
+		AddressType: discoveryv1.AddressTypeIPv4,
+		Ports:       []discoveryv1.EndpointPort{{Name: &name, Protocol: &tcp, Port: &port}},
+		Endpoints: []discoveryv1.Endpoint{{
+			Addresses:  []string{"10.0.0.1"},
+			Conditions: discoveryv1.EndpointConditions{Ready: &ready},
+			Hostname:   &pod,
+			TargetRef:  &corev1.ObjectReference{Kind: "Pod", Namespace: "ns", Name: pod, UID: "0c5e"},
+			NodeName:   &pod,
+			Zone:       &pod,
+			Hints:      &discoveryv1.EndpointHints{ForZones: []discoveryv1.ForZone{{Name: "a"}}},
+		}},
+	}
+	want := s.DeepCopy()
+	want.OwnerReferences = nil
+	want.Endpoints[0] = discoveryv1.Endpoint{Addresses: []string{"10.0.0.1"}, Conditions: discoveryv1.EndpointConditions{Ready: &ready}}
+	out, err := cacheTransform(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := out.(*discoveryv1.EndpointSlice); !equality.Semantic.DeepEqual(got, want) {
+		t.Errorf("EndpointSlice after the transform:\n%+v\nwant\n%+v", got, want)
 	}
 }
 

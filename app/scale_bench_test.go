@@ -3,10 +3,12 @@ package app
 import (
 	"bytes"
 	"context"
+	"flag"
 	"fmt"
 	"os"
 	"path/filepath"
 	"runtime"
+	"runtime/pprof"
 	"testing"
 	"time"
 
@@ -24,12 +26,18 @@ import (
 	"github.com/ingress-reactor/ingress-reactor/nginx"
 )
 
+// syncHeapProfiles, when set, is a directory where BenchmarkSyncAtScale writes the controller's heap
+// profile (after a collection, what the recording Applier kept dropped) for each size, as
+// heap-<n>.pb.gz.
+var syncHeapProfiles = flag.String("sync-heap-profiles", "", "directory for BenchmarkSyncAtScale's heap profiles")
+
 // BenchmarkSyncAtScale starts the whole controller (every module, the data plane swapped for a recording
 // Applier so NGINX's own reload time is left out) on a cluster of n Ingresses, each with its Service and
 // EndpointSlice, and measures the time from start to the routes of all of them pushed, and the
 // heap the controller holds afterwards (informer caches, translation cache, module state) per Ingress.
 //
 //	go test -run '^$' -bench SyncAtScale -benchtime 1x ./app/
+//	go test -run '^$' -bench SyncAtScale/ingresses=10000 -benchtime 1x ./app/ -args -sync-heap-profiles=/tmp/heap
 func BenchmarkSyncAtScale(b *testing.B) {
 	for _, n := range []int{1000, 3000, 10000} {
 		b.Run(fmt.Sprintf("ingresses=%d", n), func(b *testing.B) {
@@ -141,6 +149,9 @@ func syncAtScale(b *testing.B, n int) {
 	var after runtime.MemStats
 	runtime.GC()
 	runtime.ReadMemStats(&after)
+	if *syncHeapProfiles != "" {
+		writeHeapProfile(b, filepath.Join(*syncHeapProfiles, fmt.Sprintf("heap-%d.pb.gz", n)))
+	}
 	b.ReportMetric(took.Seconds(), "sync-s")
 	b.ReportMetric(float64(int64(after.HeapAlloc)-int64(before.HeapAlloc))/float64(n), "heap-bytes/ingress")
 	if err := a.Stop(ctx); err != nil {
@@ -212,5 +223,17 @@ func waitRoutes(b *testing.B, rec *recordingApplier, ok func(map[nginx.Hostname]
 		case <-deadline:
 			b.Fatal("the routes did not change within a minute")
 		}
+	}
+}
+
+// writeHeapProfile writes the heap profile of the live heap (as of the last collection) to path.
+func writeHeapProfile(b *testing.B, path string) {
+	f, err := os.Create(path)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer f.Close()
+	if err := pprof.Lookup("heap").WriteTo(f, 0); err != nil {
+		b.Fatal(err)
 	}
 }

@@ -27,7 +27,7 @@ type ModelBuilder struct {
 	// users indexes, per Service, the Ingresses whose translation depends on it. mu guards it alone:
 	// DependsOn may be asked while a build runs.
 	mu    sync.RWMutex
-	users map[types.NamespacedName]map[types.NamespacedName]struct{}
+	users map[types.NamespacedName]userSet
 	// problems are the Ingresses with a rejection or warnings.
 	problems map[types.NamespacedName]struct{}
 	served   int
@@ -51,7 +51,7 @@ func NewModelBuilder() *ModelBuilder {
 	return &ModelBuilder{
 		cache:    NewTranslationCache(),
 		entries:  map[types.NamespacedName]*builtIngress{},
-		users:    map[types.NamespacedName]map[types.NamespacedName]struct{}{},
+		users:    map[types.NamespacedName]userSet{},
 		problems: map[types.NamespacedName]struct{}{},
 	}
 }
@@ -156,9 +156,7 @@ func (b *ModelBuilder) Update(in UpdateInput) Build {
 	changes := map[types.NamespacedName]*IngressTranslation{}
 	b.mu.RLock()
 	for _, s := range in.Services {
-		for k := range b.users[s] {
-			keys[k] = struct{}{}
-		}
+		b.users[s].each(func(k types.NamespacedName) { keys[k] = struct{}{} })
 	}
 	b.mu.RUnlock()
 	for key := range keys {
@@ -250,19 +248,70 @@ func (b *ModelBuilder) link(key types.NamespacedName, add, drop []types.Namespac
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	for _, s := range add {
-		if b.users[s] == nil {
-			b.users[s] = map[types.NamespacedName]struct{}{}
-		}
-		b.users[s][key] = struct{}{}
+		users := b.users[s]
+		users.add(key)
+		b.users[s] = users
 	}
 	for _, s := range drop {
 		if slices.Contains(add, s) {
 			continue
 		}
-		delete(b.users[s], key)
-		if len(b.users[s]) == 0 {
+		users, ok := b.users[s]
+		switch {
+		case !ok:
+		case users.remove(key):
 			delete(b.users, s)
+		default:
+			b.users[s] = users
 		}
+	}
+}
+
+// userSet is the set of Ingresses that use one Service. Most Services have one user or a few, which a
+// short slice holds in a fraction of a map's memory (at 10,000 Services, a map each took 4.5 MB); a
+// Service that many Ingresses share moves to a map, so that adding a user stays cheap.
+type userSet struct {
+	few  []types.NamespacedName
+	many map[types.NamespacedName]struct{}
+}
+
+// maxFewUsers is how many users a userSet keeps in its slice before it moves them to a map.
+const maxFewUsers = 16
+
+func (u *userSet) add(k types.NamespacedName) {
+	switch {
+	case u.many != nil:
+		u.many[k] = struct{}{}
+	case slices.Contains(u.few, k):
+	case len(u.few) < maxFewUsers:
+		u.few = append(u.few, k)
+	default:
+		u.many = make(map[types.NamespacedName]struct{}, 2*maxFewUsers)
+		for _, f := range u.few {
+			u.many[f] = struct{}{}
+		}
+		u.many[k] = struct{}{}
+		u.few = nil
+	}
+}
+
+// remove drops k and reports whether the set is empty.
+func (u *userSet) remove(k types.NamespacedName) (empty bool) {
+	if u.many != nil {
+		delete(u.many, k)
+		return len(u.many) == 0
+	}
+	u.few = slices.DeleteFunc(u.few, func(f types.NamespacedName) bool { return f == k })
+	return len(u.few) == 0
+}
+
+// each calls f with every user.
+func (u userSet) each(f func(types.NamespacedName)) {
+	for _, k := range u.few {
+		f(k)
+	}
+	for k := range u.many {
+		f(k)
 	}
 }
 

@@ -208,3 +208,46 @@ func describeBuild(b Build) string {
 	fmt.Fprintf(&s, "conflicts %+v\ntakeovers %+v", b.Conflicts, b.Takeovers)
 	return s.String()
 }
+
+// TestModelBuilderManyUsersOfOneService: when many Ingresses share a Service, a change to it translates
+// every one of them again, and the build depends on the Service until the last of them leaves.
+func TestModelBuilderManyUsersOfOneService(t *testing.T) {
+	const n = 3 * maxFewUsers
+	ings := map[types.NamespacedName]*networkingv1.Ingress{}
+	var list []*networkingv1.Ingress
+	for i := range n {
+		ing := ingress("ns", fmt.Sprintf("app-%d", i), rule(fmt.Sprintf("h%d.example", i), prefix("/", "web", "http")))
+		ings[nn(ing.Namespace, ing.Name)] = ing
+		list = append(list, ing)
+	}
+	svcs := servicesOf(service("ns", "web", port(80, "other")))
+	b := NewModelBuilder()
+	build := b.Build(BuildInput{Ingresses: list, Services: svcs, Options: DefaultTranslateOptions()})
+	if len(build.Warnings)+len(build.Rejected) != n {
+		t.Fatalf("%d warnings and %d rejections with a Service that lacks the named port, want %d in all", len(build.Warnings), len(build.Rejected), n)
+	}
+
+	fixed := service("ns", "web", port(80, "http"))
+	fixed.ResourceVersion = "2"
+	svcs = servicesOf(fixed)
+	get := func(k types.NamespacedName) (*networkingv1.Ingress, bool) { ing, ok := ings[k]; return ing, ok }
+	update := func(ingresses ...types.NamespacedName) Build {
+		return b.Update(UpdateInput{Ingresses: ingresses, Services: []types.NamespacedName{nn("ns", "web")}, Get: get, Lookup: svcs, Options: DefaultTranslateOptions()})
+	}
+	build = update()
+	if len(build.Warnings) != 0 || len(build.Rejected) != 0 || len(build.Model.Servers) != n+1 {
+		t.Fatalf("after the Service gained the port: %d warnings, %d rejections, %d servers; want none, none and %d", len(build.Warnings), len(build.Rejected), len(build.Model.Servers), n+1)
+	}
+
+	for i := range n {
+		key := nn("ns", fmt.Sprintf("app-%d", i))
+		if !b.DependsOn(nn("ns", "web")) {
+			t.Fatalf("with %d of %d Ingresses left, the build does not depend on their Service", n-i, n)
+		}
+		delete(ings, key)
+		update(key)
+	}
+	if b.DependsOn(nn("ns", "web")) {
+		t.Error("the build depends on a Service that no Ingress uses any more")
+	}
+}

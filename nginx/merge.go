@@ -123,8 +123,10 @@ func MergeAll(translations []*IngressTranslation, opts MergeOptions) MergeResult
 // names the host or the wildcard one label above it; the Merger indexes both, and marks a host dirty
 // when one of them is added, removed or replaced. Translations are compared by pointer: a
 // TranslationCache returns the same pointer for an unchanged Ingress, and translations are never
-// modified once merged. The models it returns share unchanged servers' locations (which nobody
-// modifies) and are otherwise independent of each other. A Merger is not safe for concurrent use.
+// modified once merged. The models it returns share unchanged servers and their locations with each
+// other and with the Merger, which keeps the latest model's server and upstream lists as its own state
+// instead of a copy: a model's Servers and Upstreams must not be modified. A Merger is not safe for
+// concurrent use.
 type Merger struct {
 	opts    MergeOptions
 	started bool
@@ -135,30 +137,31 @@ type Merger struct {
 	tlsFor map[Hostname][]*IngressTranslation
 	// below lists, per wildcard "*.d", the routed hosts one label under d, which its TLS entries can cover.
 	below map[Hostname]map[Hostname]struct{}
-	hosts map[Hostname]*hostMerge
-	// order is the hosts of hosts, sorted ("" first).
-	order []Hostname
-	// upstreams counts, per upstream, the hosts whose locations use it (and the default backend).
-	upstreams    map[UpstreamName]*upstreamUse
+	// servers are the merged hosts, sorted by host ("" first): the Servers of the latest model.
+	servers []Server
+	// upstreams counts, per upstream, the hosts whose locations use it (and the default backend);
+	// upstreamList is the latest model's Upstreams.
+	upstreams    map[UpstreamName]int
 	upstreamList []Upstream
-	// withProblems are the hosts that have conflicts or takeovers; conflicts and takeovers are theirs, sorted.
-	withProblems map[Hostname]struct{}
-	conflicts    []Conflict
-	takeovers    []Takeover
-}
-
-// hostMerge is the merged state of one host.
-type hostMerge struct {
-	server    Server
+	// problems are the conflicts and takeovers of the hosts that have any; conflicts and takeovers are
+	// all of them, sorted.
+	problems  map[Hostname]hostProblems
 	conflicts []Conflict
 	takeovers []Takeover
-	// upstreams are the distinct upstreams the server's locations use.
-	upstreams []Upstream
 }
 
-type upstreamUse struct {
-	up    Upstream
-	count int
+// hostProblems are the conflicts and takeovers that arise on one host.
+type hostProblems struct {
+	conflicts []Conflict
+	takeovers []Takeover
+}
+
+// hostMerge is the result of merging one host.
+type hostMerge struct {
+	server Server
+	hostProblems
+	// upstreams are the distinct upstreams the server's locations use.
+	upstreams []Upstream
 }
 
 // reset forgets every earlier merge: the next one starts from nothing, with opts.
@@ -170,13 +173,12 @@ func (m *Merger) reset(opts MergeOptions) {
 		routing:      map[Hostname][]*IngressTranslation{},
 		tlsFor:       map[Hostname][]*IngressTranslation{},
 		below:        map[Hostname]map[Hostname]struct{}{},
-		hosts:        map[Hostname]*hostMerge{},
-		upstreams:    map[UpstreamName]*upstreamUse{},
-		withProblems: map[Hostname]struct{}{},
+		upstreams:    map[UpstreamName]int{},
+		problems:     map[Hostname]hostProblems{},
 		upstreamList: []Upstream{},
 	}
 	if db := opts.DefaultBackend; db != nil {
-		m.upstreams[db.Name] = &upstreamUse{up: *db, count: 1}
+		m.upstreams[db.Name] = 1
 		m.upstreamList = []Upstream{*db}
 	}
 }
@@ -228,7 +230,7 @@ func (m *Merger) Apply(changes map[types.NamespacedName]*IngressTranslation, opt
 		}
 	}
 	dirty := map[Hostname]struct{}{"": {}}
-	if len(m.hosts) > 0 {
+	if len(m.servers) > 0 {
 		delete(dirty, "") // the catch-all server exists from the first merge on
 	}
 	// TLS hosts whose entries changed: a translation replaced without a change to what its TLS entries
@@ -265,72 +267,78 @@ func (m *Merger) Apply(changes map[types.NamespacedName]*IngressTranslation, opt
 		}
 	}
 
-	var addedHosts []Hostname
-	var addedUpstreams []Upstream
-	var removedHosts map[Hostname]bool
-	var removedUpstreams map[UpstreamName]bool
-	problemsChanged := false
+	// Each dirty host is merged again; the new server list is the old one with the dirty hosts replaced,
+	// added or removed.
+	dirtyHosts := make([]Hostname, 0, len(dirty))
 	for h := range dirty {
-		old := m.hosts[h]
+		dirtyHosts = append(dirtyHosts, h)
+	}
+	slices.Sort(dirtyHosts)
+	merged := make([]*Server, len(dirtyHosts)) // nil: the host is gone
+	var addedUpstreams []Upstream
+	var removedUpstreams map[UpstreamName]bool
+	added, removed := 0, 0
+	problemsChanged := false
+	for i, h := range dirtyHosts {
+		var old *Server
+		if j, ok := slices.BinarySearchFunc(m.servers, h, func(s Server, h Hostname) int { return cmp.Compare(s.Host, h) }); ok {
+			old = &m.servers[j]
+		}
 		var next *hostMerge
 		if len(m.routing[h]) > 0 || h == "" {
 			next = m.mergeHost(h)
 		}
-		if old != nil && (len(old.conflicts) > 0 || len(old.takeovers) > 0) || next != nil && (len(next.conflicts) > 0 || len(next.takeovers) > 0) {
+		_, hadProblems := m.problems[h]
+		hasProblems := next != nil && (len(next.conflicts) > 0 || len(next.takeovers) > 0)
+		if hadProblems || hasProblems {
 			problemsChanged = true
 		}
 		if old != nil {
-			for _, u := range old.upstreams {
-				use := m.upstreams[u.Name]
-				if use.count--; use.count == 0 {
-					delete(m.upstreams, u.Name)
+			for _, name := range upstreamNamesOf(old) {
+				if m.upstreams[name]--; m.upstreams[name] == 0 {
+					delete(m.upstreams, name)
 					if removedUpstreams == nil {
 						removedUpstreams = map[UpstreamName]bool{}
 					}
-					removedUpstreams[u.Name] = true
+					removedUpstreams[name] = true
 				}
 			}
 		}
 		if next != nil {
 			for _, u := range next.upstreams {
-				if use := m.upstreams[u.Name]; use != nil {
-					use.count++
-				} else {
-					m.upstreams[u.Name] = &upstreamUse{up: u, count: 1}
+				if m.upstreams[u.Name]++; m.upstreams[u.Name] == 1 {
 					addedUpstreams = append(addedUpstreams, u)
 				}
 			}
+			merged[i] = &next.server
 		}
 		switch {
 		case next == nil && old != nil:
-			delete(m.hosts, h)
-			if removedHosts == nil {
-				removedHosts = map[Hostname]bool{}
-			}
-			removedHosts[h] = true
-		case next != nil:
-			if old == nil {
-				addedHosts = append(addedHosts, h)
-			}
-			m.hosts[h] = next
+			removed++
+		case next != nil && old == nil:
+			added++
 		}
-		if next != nil && (len(next.conflicts) > 0 || len(next.takeovers) > 0) {
-			m.withProblems[h] = struct{}{}
+		if hasProblems {
+			m.problems[h] = next.hostProblems
 		} else {
-			delete(m.withProblems, h)
+			delete(m.problems, h)
 		}
 	}
+	servers := make([]Server, 0, len(m.servers)+added-removed)
+	rest := m.servers
+	for i, h := range dirtyHosts {
+		for len(rest) > 0 && rest[0].Host < h {
+			servers, rest = append(servers, rest[0]), rest[1:]
+		}
+		if len(rest) > 0 && rest[0].Host == h {
+			rest = rest[1:]
+		}
+		if merged[i] != nil {
+			servers = append(servers, *merged[i])
+		}
+	}
+	m.servers = append(servers, rest...)
 
-	if len(addedHosts) > 0 || len(removedHosts) > 0 {
-		kept := make([]Hostname, 0, len(m.order)+len(addedHosts))
-		for _, h := range m.order {
-			if !removedHosts[h] {
-				kept = append(kept, h)
-			}
-		}
-		slices.Sort(addedHosts)
-		m.order = mergeSorted(kept, addedHosts, cmp.Compare[Hostname])
-	}
 	if len(addedUpstreams) > 0 || len(removedUpstreams) > 0 {
 		// An upstream can drop to no user on one host and come back on another within one merge, or
 		// the other way round: what counts is whether it is used now.
@@ -340,7 +348,7 @@ func (m *Merger) Apply(changes map[types.NamespacedName]*IngressTranslation, opt
 				kept = append(kept, u)
 			}
 		}
-		added := slices.DeleteFunc(addedUpstreams, func(u Upstream) bool { return m.upstreams[u.Name] == nil })
+		added := slices.DeleteFunc(addedUpstreams, func(u Upstream) bool { return m.upstreams[u.Name] == 0 })
 		byName := func(a, b Upstream) int { return strings.Compare(string(a.Name), string(b.Name)) }
 		slices.SortFunc(added, byName)
 		added = slices.CompactFunc(added, func(a, b Upstream) bool { return a.Name == b.Name })
@@ -348,9 +356,9 @@ func (m *Merger) Apply(changes map[types.NamespacedName]*IngressTranslation, opt
 	}
 	if problemsChanged {
 		m.conflicts, m.takeovers = nil, nil
-		for h := range m.withProblems {
-			m.conflicts = append(m.conflicts, m.hosts[h].conflicts...)
-			m.takeovers = append(m.takeovers, m.hosts[h].takeovers...)
+		for _, p := range m.problems {
+			m.conflicts = append(m.conflicts, p.conflicts...)
+			m.takeovers = append(m.takeovers, p.takeovers...)
 		}
 		sortConflicts(m.conflicts)
 		slices.SortFunc(m.takeovers, func(a, b Takeover) int {
@@ -358,10 +366,7 @@ func (m *Merger) Apply(changes map[types.NamespacedName]*IngressTranslation, opt
 		})
 	}
 
-	model := Model{Servers: make([]Server, len(m.order)), Upstreams: m.upstreamList}
-	for i, h := range m.order {
-		model.Servers[i] = m.hosts[h].server
-	}
+	model := Model{Servers: m.servers, Upstreams: m.upstreamList}
 	if db := m.opts.DefaultBackend; db != nil {
 		model.DefaultBackend = db.Name
 	}
@@ -417,6 +422,17 @@ func (m *Merger) unindex(t *IngressTranslation, dirty map[Hostname]struct{}) {
 	for _, h := range tlsHostsOf(t) {
 		drop(m.tlsFor, h)
 	}
+}
+
+// upstreamNamesOf returns the distinct upstreams of a server's locations.
+func upstreamNamesOf(s *Server) []UpstreamName {
+	var names []UpstreamName
+	for i := range s.Locations {
+		if n := s.Locations[i].Upstream; !slices.Contains(names, n) {
+			names = append(names, n)
+		}
+	}
+	return names
 }
 
 // routedHostsOf returns the distinct hosts t routes, "" for rules without a host.

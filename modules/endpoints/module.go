@@ -36,9 +36,6 @@ var Module = fx.Module("endpoints",
 // laneWorkers is how many Services the endpoint lane syncs at once.
 const laneWorkers = 4
 
-// byService indexes EndpointSlices by the Service they belong to ("namespace/name").
-const byService = "service"
-
 // Options configure the endpoint watcher.
 type Options struct {
 	// DefaultBackend is --default-backend-service; its ports are always watched.
@@ -78,12 +75,17 @@ type Watcher struct {
 	ingresses listersnetv1.IngressLister
 	services  listerscorev1.ServiceLister
 	slices    cache.Indexer
-	out       *pipeline.Topic[modules.EndpointsChange]
-	ctrl      *pipeline.Controller[types.NamespacedName]
-	synced    []cache.InformerSynced
-	log       *zap.Logger
-	published *prometheus.CounterVec
-	names     *nameCache
+	// sliceNames lists, per Service, the names of its EndpointSlices (in the Service's namespace), kept by
+	// the slice handler before it queues the Service. A client-go index would keep a set (a map) per
+	// Service: three times the memory at 10,000 Services with a slice or two each.
+	sliceNamesMu sync.Mutex
+	sliceNames   map[types.NamespacedName][]string
+	out          *pipeline.Topic[modules.EndpointsChange]
+	ctrl         *pipeline.Controller[types.NamespacedName]
+	synced       []cache.InformerSynced
+	log          *zap.Logger
+	published    *prometheus.CounterVec
+	names        *nameCache
 
 	mu sync.Mutex
 	// byIngress holds the upstreams each accepted Ingress uses, and those of the rendered model
@@ -131,9 +133,6 @@ func New(p Params) (*Watcher, error) {
 	sliceInf := p.Factory.Discovery().V1().EndpointSlices().Informer()
 	svcInf := p.Factory.Core().V1().Services().Informer()
 	ingInf := p.Factory.Networking().V1().Ingresses().Informer()
-	if err := sliceInf.AddIndexers(cache.Indexers{byService: serviceOfSlice}); err != nil {
-		return nil, fmt.Errorf("endpoints: add slice index: %w", err)
-	}
 	log := p.Log.Named("endpoints")
 	w := &Watcher{
 		opts:      p.Options,
@@ -147,9 +146,10 @@ func New(p Params) (*Watcher, error) {
 			Name: "ingress_reactor_endpoints_changes_total",
 			Help: "Endpoint lists published to the endpoint lane, by kind (update, remove).",
 		}, []string{"kind"}),
-		byIngress: map[types.NamespacedName][]nginx.Upstream{},
-		refs:      map[types.NamespacedName][]ref{},
-		last:      map[types.NamespacedName][]published{},
+		byIngress:  map[types.NamespacedName][]nginx.Upstream{},
+		sliceNames: map[types.NamespacedName][]string{},
+		refs:       map[types.NamespacedName][]ref{},
+		last:       map[types.NamespacedName][]published{},
 	}
 	if err := p.Registry.Register(w.published); err != nil {
 		return nil, fmt.Errorf("endpoints: register metrics: %w", err)
@@ -173,12 +173,22 @@ func New(p Params) (*Watcher, error) {
 		w.refs[p.Options.DefaultBackend] = []ref{}
 	}
 
-	if _, err := sliceInf.AddEventHandler(pipeline.Handler[types.NamespacedName]{
-		Keys:         w.serviceKeyOfSlice,
-		UpdateFilter: pipeline.ResourceVersionChanged,
-	}.For(q)); err != nil {
+	// One handler both indexes a slice and queues its Service, so a sync never runs on an index that
+	// lacks the slice whose event queued it.
+	sliceReg, err := sliceInf.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc: func(obj any) { w.sliceChanged(nil, obj, q) },
+		UpdateFunc: func(oldObj, newObj any) {
+			if pipeline.ResourceVersionChanged(oldObj, newObj) {
+				w.sliceChanged(oldObj, newObj, q)
+			}
+		},
+		DeleteFunc: func(obj any) { w.sliceChanged(obj, nil, q) },
+	})
+	if err != nil {
 		return nil, fmt.Errorf("endpoints: slice handler: %w", err)
 	}
+	// Synced once the handler has indexed every slice of the initial list, not only once the cache has.
+	w.synced = append(w.synced, sliceReg.HasSynced)
 	if _, err := svcInf.AddEventHandler(pipeline.Handler[types.NamespacedName]{
 		Keys:         w.referencedService,
 		UpdateFilter: pipeline.ResourceVersionChanged,
@@ -357,9 +367,12 @@ func (w *Watcher) sync(ctx context.Context, key types.NamespacedName) error {
 	}
 	var slicesOfSvc []*discoveryv1.EndpointSlice
 	if svc != nil && svc.Spec.Type != corev1.ServiceTypeExternalName {
-		objs, _ := w.slices.ByIndex(byService, key.String())
-		for _, o := range objs {
-			if s, ok := o.(*discoveryv1.EndpointSlice); ok {
+		w.sliceNamesMu.Lock()
+		names := slices.Clone(w.sliceNames[key])
+		w.sliceNamesMu.Unlock()
+		for _, name := range names {
+			o, exists, _ := w.slices.GetByKey(key.Namespace + "/" + name)
+			if s, ok := o.(*discoveryv1.EndpointSlice); exists && ok {
 				slicesOfSvc = append(slicesOfSvc, s)
 			}
 		}
@@ -465,30 +478,49 @@ func (w *Watcher) usedService(k types.NamespacedName) []types.NamespacedName {
 	return []types.NamespacedName{k}
 }
 
-// serviceKeyOfSlice maps an EndpointSlice to its Service, if that Service is used.
-func (w *Watcher) serviceKeyOfSlice(obj any) []types.NamespacedName {
-	if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
-		obj = d.Obj
+// sliceChanged indexes a slice that was added (oldObj nil), updated, or deleted (newObj nil, possibly
+// a tombstone), and queues the Services it belonged to and belongs to, if they are used.
+func (w *Watcher) sliceChanged(oldObj, newObj any, q *pipeline.Queue[types.NamespacedName]) {
+	oldSvc, oldName, hadSvc := serviceOfSlice(oldObj)
+	newSvc, newName, hasSvc := serviceOfSlice(newObj)
+	w.sliceNamesMu.Lock()
+	if hadSvc && (!hasSvc || oldSvc != newSvc) {
+		names := slices.DeleteFunc(w.sliceNames[oldSvc], func(n string) bool { return n == oldName })
+		if len(names) == 0 {
+			delete(w.sliceNames, oldSvc)
+		} else {
+			w.sliceNames[oldSvc] = names
+		}
 	}
-	s, ok := obj.(*discoveryv1.EndpointSlice)
-	if !ok {
-		return nil
+	if hasSvc && !slices.Contains(w.sliceNames[newSvc], newName) {
+		w.sliceNames[newSvc] = append(w.sliceNames[newSvc], newName)
 	}
-	name := s.Labels[discoveryv1.LabelServiceName]
-	if name == "" {
-		return nil
+	w.sliceNamesMu.Unlock()
+	if hadSvc {
+		for _, k := range w.usedService(oldSvc) {
+			q.Add(k)
+		}
 	}
-	return w.usedService(types.NamespacedName{Namespace: s.Namespace, Name: name})
+	if hasSvc && (!hadSvc || newSvc != oldSvc) {
+		for _, k := range w.usedService(newSvc) {
+			q.Add(k)
+		}
+	}
 }
 
-func serviceOfSlice(obj any) ([]string, error) {
-	s, ok := obj.(*discoveryv1.EndpointSlice)
-	if !ok {
-		return nil, nil
+// serviceOfSlice returns the Service an EndpointSlice (or its tombstone) belongs to, by its
+// kubernetes.io/service-name label, and the slice's name.
+func serviceOfSlice(obj any) (svc types.NamespacedName, name string, ok bool) {
+	if d, isTomb := obj.(cache.DeletedFinalStateUnknown); isTomb {
+		obj = d.Obj
 	}
-	name := s.Labels[discoveryv1.LabelServiceName]
-	if name == "" {
-		return nil, nil
+	s, isSlice := obj.(*discoveryv1.EndpointSlice)
+	if !isSlice {
+		return types.NamespacedName{}, "", false
 	}
-	return []string{s.Namespace + "/" + name}, nil
+	svcName := s.Labels[discoveryv1.LabelServiceName]
+	if svcName == "" {
+		return types.NamespacedName{}, "", false
+	}
+	return types.NamespacedName{Namespace: s.Namespace, Name: svcName}, s.Name, true
 }

@@ -259,3 +259,52 @@ func TestUpstreamsDiff(t *testing.T) {
 		})
 	}
 }
+
+// A Service's endpoints follow its EndpointSlices as they come, move to another Service (their
+// service-name label changes) and go.
+func TestSlicesFollowTheirService(t *testing.T) {
+	in, _, got, client, _ := runWatcherWithClient(t, Options{},
+		gen.Service("ns", "web", gen.Port("http", 80)), gen.Service("ns", "api", gen.Port("http", 80)),
+		ingressTo("to-web", "web"), ingressTo("to-api", "api"),
+		gen.EndpointSlice("ns", "web-1", "web", gen.SlicePort("http", 8080), gen.Endpoint("192.0.2.1")))
+	ctx := context.Background()
+	slicesAPI := client.DiscoveryV1().EndpointSlices("ns")
+	// endpointsOf waits until each Service in want has published its endpoints (addresses), in any order.
+	endpointsOf := func(want map[string][]string) {
+		t.Helper()
+		seen := map[string]bool{}
+		got.WaitFor(t, fmt.Sprintf("endpoints %v", want), func(c modules.EndpointsChange) bool {
+			var addrs []string
+			for _, e := range c.Endpoints {
+				addrs = append(addrs, e.Address)
+			}
+			if w, ok := want[c.Upstream.Service.Name]; ok && !c.Removed && slices.Equal(addrs, w) {
+				seen[c.Upstream.Service.Name] = true
+			}
+			return len(seen) == len(want)
+		})
+	}
+	for _, name := range []string{"to-web", "to-api"} {
+		in.Publish(modules.IngressChange{Key: types.NamespacedName{Namespace: "ns", Name: name}, Accepted: true})
+	}
+	endpointsOf(map[string][]string{"web": {"192.0.2.1"}})
+
+	second := gen.EndpointSlice("ns", "web-2", "web", gen.SlicePort("http", 8080), gen.Endpoint("192.0.2.2"))
+	if _, err := slicesAPI.Create(ctx, second, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	endpointsOf(map[string][]string{"web": {"192.0.2.1", "192.0.2.2"}})
+
+	moved := second.DeepCopy()
+	moved.Labels = map[string]string{"kubernetes.io/service-name": "api"}
+	moved.ResourceVersion = "2"
+	if _, err := slicesAPI.Update(ctx, moved, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	endpointsOf(map[string][]string{"api": {"192.0.2.2"}, "web": {"192.0.2.1"}})
+
+	if err := slicesAPI.Delete(ctx, "web-1", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	endpointsOf(map[string][]string{"web": nil})
+}

@@ -388,8 +388,10 @@ func (r *Renderer) sync(context.Context, renderKey) error {
 	} else {
 		keys = slices.Collect(maps.Keys(r.accepted))
 	}
-	clear(r.changedIngresses)
-	clear(r.changedServices)
+	// New maps rather than clear: a cleared map keeps its size, and the start's burst (every Ingress
+	// announced at once) would keep 10,000 entries' worth of it for the life of the process.
+	r.changedIngresses = map[types.NamespacedName]struct{}{}
+	r.changedServices = map[types.NamespacedName]struct{}{}
 	r.built = true
 	tmpl := r.opts.Template
 	r.mu.Unlock()
