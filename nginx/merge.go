@@ -424,14 +424,24 @@ func (m *Merger) unindex(t *IngressTranslation, dirty map[Hostname]struct{}) {
 	}
 }
 
-// upstreamNamesOf returns the distinct upstreams of a server's locations.
+// upstreamNamesOf returns the distinct upstreams a server uses: its locations' (a redirect has none),
+// the default-backend annotations of their Ingresses, and the server's fallback. It must name what
+// mergeHost put into the host's upstreams.
 func upstreamNamesOf(s *Server) []UpstreamName {
 	var names []UpstreamName
-	for i := range s.Locations {
-		if n := s.Locations[i].Upstream; !slices.Contains(names, n) {
+	add := func(n UpstreamName) {
+		if n != "" && !slices.Contains(names, n) {
 			names = append(names, n)
 		}
 	}
+	for i := range s.Locations {
+		l := &s.Locations[i]
+		add(l.Upstream)
+		if l.Options != nil {
+			add(l.Options.DefaultBackend)
+		}
+	}
+	add(s.DefaultBackend)
 	return names
 }
 
