@@ -394,7 +394,7 @@ func TestOnlyChangedConfigurationsArePublished(t *testing.T) {
 		t.Fatalf("a service change without effect published %d configurations", len(got))
 	}
 
-	// A Service nobody uses changes: no render. Then the used Service loses the port: the Ingress's
+	// A Service nobody uses changes. Then the used Service loses the port: the Ingress's
 	// current version is rejected, and its last good version stays served (a Warning says so), so the
 	// configuration is the same and nothing is published. The renderer hears of both changes in this
 	// order, so by the time the second is rendered, a render of the first would have been counted.
@@ -405,9 +405,8 @@ func TestOnlyChangedConfigurationsArePublished(t *testing.T) {
 	if got := e.published(); len(got) != 0 {
 		t.Fatalf("the rejected Ingress's last good version is served, yet %d configurations were published", len(got))
 	}
-	if got := e.renders("unchanged") - base; got != 3 {
-		t.Errorf("%g unchanged renders, want 3: a Service no Ingress uses caused a render", got)
-	}
+	// (Whether a Service no Ingress uses causes a render is TestServiceChangesThatMatter's: counting
+	// renders here also counts the informer's late start-up deliveries of the used Service.)
 	if got := e.metric("ingress_reactor_ingresses_stale"); got != 1 {
 		t.Errorf("ingresses_stale = %g, want 1", got)
 	}
