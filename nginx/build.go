@@ -12,8 +12,8 @@ import (
 // TranslationCache, so unchanged Ingresses cost a lookup), the translations are merged (by a Merger, so
 // only the hosts of changed Ingresses are merged again), and the Ingresses rejected, warned about or
 // losing a conflict are listed for the caller to report. Build looks at every Ingress; Update, for a
-// caller that knows which Ingresses and Services changed, looks only at those, so that a change at
-// 10,000 Ingresses costs about as much as at 10. Builds run one at a time; the builder is not safe for
+// caller that knows which Ingresses and Services changed, looks only at those, so that a change
+// translates and merges only what it touches. Builds run one at a time; the builder is not safe for
 // concurrent use, except DependsOn.
 //
 // An Ingress whose update is rejected keeps being served as its last good translation (Rejection.Stale),
@@ -41,7 +41,10 @@ type builtIngress struct {
 	// version is rejected; nil when the Ingress is not served.
 	served   *IngressTranslation
 	lastGood *IngressTranslation
-	err      error
+	// previousGood is the good translation that lastGood replaced, kept for a quarantine: when the data
+	// plane refuses what lastGood wrote, previousGood is what it last took.
+	previousGood *IngressTranslation
+	err          error
 	// services are the Services the build depended on for this Ingress, sorted and unique.
 	services []types.NamespacedName
 }
@@ -68,10 +71,29 @@ type BuildInput struct {
 	DefaultBackend types.NamespacedName
 	// Ownership is --host-ownership; empty means HostsShared.
 	Ownership HostOwnership
-	// Quarantine, when set, returns an error for an Ingress version that must stay out of the model
-	// (the data plane refused what it wrote): it is rejected with that error, without a last good
-	// version.
-	Quarantine func(*networkingv1.Ingress) error
+	// Quarantine, when set, returns the refusal of an Ingress version whose route the data plane refused,
+	// or nil. That version is rejected with the refusal's error; its newest earlier good version that
+	// does not write the refused route is served instead (stale), else nothing of it.
+	Quarantine func(*networkingv1.Ingress) *Refusal
+}
+
+// Refusal is a route of an Ingress that the data plane refused, with the error to report.
+type Refusal struct {
+	Err      error
+	Host     Hostname
+	Location Location
+}
+
+// writes reports whether t has the refused route: the same host, path and path type, with the same
+// upstream and settings, so that serving t would write it again.
+func (q *Refusal) writes(t *IngressTranslation) bool {
+	l := &q.Location
+	if !t.Options.Equal(l.Options) || !sameRanges(t.Access, l.Access) {
+		return false
+	}
+	return slices.ContainsFunc(t.Routes, func(r Route) bool {
+		return r.Host == q.Host && r.Path == l.Path && r.PathType == l.PathType && r.Upstream == l.Upstream && r.RedirectHost == l.RedirectHost
+	})
 }
 
 // Rejection is an Ingress whose current version cannot be served, with the reason for its owner.
@@ -122,6 +144,18 @@ func (b *ModelBuilder) Build(in BuildInput) Build {
 			b.set(key, nil, &in, changes)
 		}
 	}
+	// The Merger gets every served translation, not only the changes: a full build also brings it back
+	// in step should an earlier build have stopped half way (the Merger compares by pointer, so this
+	// costs a map of the Ingresses).
+	clear(changes)
+	for key, e := range b.entries {
+		changes[key] = e.served
+	}
+	for key := range b.merger.byKey {
+		if _, ok := changes[key]; !ok {
+			changes[key] = nil
+		}
+	}
 	return b.finish(&in, changes)
 }
 
@@ -141,7 +175,7 @@ type UpdateInput struct {
 	Options        TranslateOptions
 	DefaultBackend types.NamespacedName
 	Ownership      HostOwnership
-	Quarantine     func(*networkingv1.Ingress) error
+	Quarantine     func(*networkingv1.Ingress) *Refusal
 }
 
 // Update is Build after the given Ingresses and Services changed: every other Ingress keeps what the
@@ -184,24 +218,41 @@ func (b *ModelBuilder) set(key types.NamespacedName, ing *networkingv1.Ingress, 
 		b.link(key, named, nil)
 		linked = append(slices.Clip(linked), named...)
 		e = &builtIngress{ing: ing}
-		var quarantined error
+		var refused *Refusal
 		if in.Quarantine != nil {
-			quarantined = in.Quarantine(ing)
+			refused = in.Quarantine(ing)
 		}
 		tr, err := b.cache.Translate(ing, in.Services, in.Options)
 		switch {
-		case quarantined != nil:
-			// Out of service, with no past: its last good version may be what the data plane refused.
-			e.err = quarantined
+		case refused != nil:
+			// Quarantined: the newest good version of this object that the data plane did not refuse
+			// stays served, so that the Ingress's host and paths go to nobody else.
+			e.err = refused.Err
+			if old != nil {
+				for _, good := range []*IngressTranslation{old.lastGood, old.previousGood} {
+					if good != nil && good.UID == ing.UID && !refused.writes(good) {
+						e.served, e.lastGood = good, good
+						for _, s := range good.Services {
+							e.services = append(e.services, s.Key)
+						}
+						break
+					}
+				}
+			}
 		case err == nil:
 			e.served, e.lastGood = tr, tr
+			if old != nil && old.lastGood != tr {
+				e.previousGood = old.lastGood
+			} else if old != nil {
+				e.previousGood = old.previousGood
+			}
 			for _, s := range tr.Services {
 				e.services = append(e.services, s.Key)
 			}
 		case old != nil && old.lastGood != nil && old.lastGood.UID == ing.UID:
 			// The update is rejected: the last good version stays served (a new object of the same name
 			// starts without a past).
-			e.err, e.served, e.lastGood = err, old.lastGood, old.lastGood
+			e.err, e.served, e.lastGood, e.previousGood = err, old.lastGood, old.lastGood, old.previousGood
 			for _, s := range old.lastGood.Services {
 				e.services = append(e.services, s.Key)
 			}
@@ -211,7 +262,8 @@ func (b *ModelBuilder) set(key types.NamespacedName, ing *networkingv1.Ingress, 
 		e.services = append(e.services, named...)
 		slices.SortFunc(e.services, compareKeys)
 		e.services = slices.Compact(e.services)
-		if old != nil && old.served == e.served && old.lastGood == e.lastGood && old.err == e.err && slices.Equal(old.services, e.services) {
+		if old != nil && old.served == e.served && old.lastGood == e.lastGood && old.previousGood == e.previousGood && old.err == e.err &&
+			slices.Equal(old.services, e.services) {
 			old.ing = ing // nothing changed but the object reported in Events
 			return
 		}

@@ -2,6 +2,7 @@ package nginx
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"slices"
@@ -249,5 +250,57 @@ func TestModelBuilderManyUsersOfOneService(t *testing.T) {
 	}
 	if b.DependsOn(nn("ns", "web")) {
 		t.Error("the build depends on a Service that no Ingress uses any more")
+	}
+}
+
+// TestQuarantineServesTheLastVersionNGINXTook: when NGINX refuses a route of an update, the Ingress's
+// earlier version, which NGINX took, stays served (its host goes to nobody else); when every version
+// the builder knows writes the refused route, nothing of the Ingress is served.
+func TestQuarantineServesTheLastVersionNGINXTook(t *testing.T) {
+	svcs := servicesOf(service("a", "web", port(80, "http")), service("b", "web", port(80, "http")))
+	v1 := ingress("a", "site", rule("shop.example", prefix("/", "web", 80)))
+	v2 := ingress("a", "site", rule("shop.example", prefix("/", "web", 80), prefix("/very/long/path", "web", 80)))
+	v2.ResourceVersion = "2"
+	rival := ingress("b", "rival", age(time.Minute), rule("shop.example", prefix("/", "web", 80)))
+	b := NewModelBuilder()
+	in := BuildInput{Services: svcs, Options: DefaultTranslateOptions(), Ownership: HostsByNamespace}
+	in.Ingresses = []*networkingv1.Ingress{v1, rival}
+	b.Build(in)
+	in.Ingresses = []*networkingv1.Ingress{v2, rival}
+	before := b.Build(in)
+	s, _ := server(before.Model, "shop.example")
+	var refusedLoc Location
+	for _, l := range s.Locations {
+		if l.Path == "/very/long/path" {
+			refusedLoc = l
+		}
+	}
+	if refusedLoc.Path == "" {
+		t.Fatalf("v2's route is not in the model: %+v", s.Locations)
+	}
+	refusal := &Refusal{Err: errors.New("quarantined"), Host: "shop.example", Location: refusedLoc}
+	in.Quarantine = func(ing *networkingv1.Ingress) *Refusal {
+		if ing.Name == "site" && ing.ResourceVersion == "2" {
+			return refusal
+		}
+		return nil
+	}
+	got := b.Build(in)
+	s, _ = server(got.Model, "shop.example")
+	if len(s.Locations) != 1 || s.Locations[0].Ingress != nn("a", "site") || s.Locations[0].Path != "/" {
+		t.Errorf("after the quarantine shop.example serves %+v, want a/site's v1 (/ only)", s.Locations)
+	}
+	if got.Stale != 1 || len(got.Rejected) != 1 || !got.Rejected[0].Stale || got.Rejected[0].Err != refusal.Err {
+		t.Errorf("stale %d, rejected %+v; want a/site rejected with the refusal and served stale", got.Stale, got.Rejected)
+	}
+
+	// A new object of the same name that writes the refused route has no version to fall back on.
+	reborn := v2.DeepCopy()
+	reborn.UID, reborn.ResourceVersion = "a/site-2", "2"
+	in.Ingresses = []*networkingv1.Ingress{reborn, rival}
+	got = b.Build(in)
+	s, _ = server(got.Model, "shop.example")
+	if len(s.Locations) != 1 || s.Locations[0].Ingress != nn("b", "rival") {
+		t.Errorf("a quarantined new object: shop.example serves %+v, want b/rival", s.Locations)
 	}
 }

@@ -17,8 +17,9 @@
 //     A Merger keeps per-host indexes so that a change merges again only the hosts it touches.
 //     TranslationCache skips Ingresses whose objects did not change. ModelBuilder runs the build for
 //     the renderer: Build looks at every Ingress, Update only at the Ingresses and Services that
-//     changed (and the Ingresses that depend on those Services), so a change at 10,000 Ingresses costs
-//     about what it costs at 10.
+//     changed (and the Ingresses that depend on those Services), so a change translates and merges
+//     only what it touches (what stays linear, copying the server list and comparing it, costs a few
+//     milliseconds at 10,000 Ingresses).
 //   - Configuration (escape.go, template.go, nginx.tmpl): Render turns a Model and a RenderConfig into
 //     nginx.conf and its hash; hosts and paths are not in it (the Lua router serves them). Every string reaching the file passes through Quote; the template only
 //     sees pre-quoted strings, integers, booleans and typed address ranges (netip.Prefix, for the

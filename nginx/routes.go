@@ -184,13 +184,18 @@ func (l *Location) Equal(o *Location) bool {
 		!l.Options.Equal(o.Options) || l.RedirectHost != o.RedirectHost {
 		return false
 	}
-	if l.Access == o.Access {
+	return sameRanges(l.Access, o.Access)
+}
+
+// sameRanges reports whether two source-range restrictions admit the same clients (nil: everyone).
+func sameRanges(a, b *SourceRanges) bool {
+	if a == b {
 		return true
 	}
-	if l.Access == nil || o.Access == nil {
+	if a == nil || b == nil {
 		return false
 	}
-	return slices.Equal(l.Access.Deny, o.Access.Deny) && slices.Equal(l.Access.Allow, o.Access.Allow)
+	return slices.Equal(a.Deny, b.Deny) && slices.Equal(a.Allow, b.Allow)
 }
 
 // SameRoutes reports whether m and o route every request alike: equal servers and default backend.
@@ -250,6 +255,25 @@ func (s *Server) regexOrder() []regexRoute {
 
 // appendRegexRoutes writes the routes of a server in regex mode: its match list in order, each entry
 // with its PCRE pattern (and its literal prefix, when it is one).
+// RouteLocations returns, for each route of s's wire form (AppendRouteHostJSON) in order, the location
+// it comes from: a regex host lists its routes in match order, and a Prefix path there can be two routes.
+// A data plane's answer that names a route by its index (RouteRefusal) is read with it.
+func RouteLocations(s *Server) []*Location {
+	if s.RegexMode() {
+		order := s.regexOrder()
+		out := make([]*Location, len(order))
+		for i, e := range order {
+			out[i] = e.loc
+		}
+		return out
+	}
+	out := make([]*Location, len(s.Locations))
+	for i := range s.Locations {
+		out[i] = &s.Locations[i]
+	}
+	return out
+}
+
 func appendRegexRoutes(b []byte, s *Server) []byte {
 	b = append(b, `"regex":true,"routes":[`...)
 	for i, e := range s.regexOrder() {

@@ -685,3 +685,36 @@ func TestRoutesRefusedAlone(t *testing.T) {
 		t.Error("the host pushed beside the refused one is not live")
 	}
 }
+
+// TestRouteLocationsFollowTheWireOrder: RouteLocations names, for each route of a host's wire form, the
+// location it was written from (a regex host writes its routes in match order, some locations twice),
+// so that a refusal's route index finds the Ingress at fault.
+func TestRouteLocationsFollowTheWireOrder(t *testing.T) {
+	regexHosts := 0
+	for name, tc := range routeCorpus() {
+		m, _ := buildModel(t, tc.objs, tc.defaultBackend)
+		for i := range m.Servers {
+			s := &m.Servers[i]
+			var wire RouteHost
+			if err := json.Unmarshal(AppendRouteHostJSON(nil, s), &wire); err != nil {
+				t.Fatalf("%s: %v", name, err)
+			}
+			if wire.Regex {
+				regexHosts++
+			}
+			locs := RouteLocations(s)
+			if len(locs) != len(wire.Routes) {
+				t.Fatalf("%s: host %q: %d locations for %d wire routes", name, s.Host, len(locs), len(wire.Routes))
+			}
+			for j, r := range wire.Routes {
+				l := locs[j]
+				if strings.TrimSuffix(r.Path, "/") != strings.TrimSuffix(l.Path, "/") || r.Upstream != l.Upstream {
+					t.Errorf("%s: host %q: wire route %d is %s -> %s, RouteLocations names %s -> %s", name, s.Host, j+1, r.Path, r.Upstream, l.Path, l.Upstream)
+				}
+			}
+		}
+	}
+	if regexHosts == 0 {
+		t.Fatal("the corpus has no regex host; the order RouteLocations follows there is untested")
+	}
+}

@@ -188,12 +188,13 @@ func (l *pushLane[B]) push(ctx context.Context, _ laneKey) error {
 		l.room.log(l.log, partial)
 	}
 	l.mu.Unlock()
-	switch {
-	case partial != nil:
+	if partial != nil {
 		l.updates.WithLabelValues("dict_full").Inc()
-	case refused != nil:
+	}
+	if refused != nil {
 		l.updates.WithLabelValues("refused").Inc()
-	default:
+	}
+	if partial == nil && refused == nil {
 		l.updates.WithLabelValues("success").Inc()
 	}
 	l.log.Debug(l.opts.what+"s pushed", zap.Int("entries", len(sent)), zap.Bool("full", full))

@@ -24,6 +24,9 @@ type routeStore struct {
 	fallbackDirty bool
 	// fromModel is set once a model has been taken: until then a full push would empty the router.
 	fromModel bool
+	// inFlight are the servers of the batch being pushed (the lane pushes one at a time): a refusal
+	// names a route of what was pushed, which a newer model may have changed meanwhile.
+	inFlight map[nginx.Hostname]*nginx.Server
 	// onRefused hears the routes that the data plane refused, by the Ingress that wrote each; a
 	// refusal that names no route of the model is logged by the caller (the bool is false).
 	onRefused func(modules.RoutesRefused, bool)
@@ -87,6 +90,12 @@ func (s *routeStore) take(full bool) (routeBatch, bool) {
 		d := s.fallback
 		b.DefaultUpstream = &d
 	}
+	s.inFlight = make(map[nginx.Hostname]*nginx.Server, len(b.Hosts))
+	for h, e := range b.Hosts {
+		if e != nil {
+			s.inFlight[h] = s.servers[h]
+		}
+	}
 	s.dirty = map[nginx.Hostname]struct{}{}
 	s.fallbackDirty = false
 	return b, full || len(b.Hosts) > 0 || b.DefaultUpstream != nil
@@ -135,12 +144,15 @@ func (s *routeStore) refused(hosts map[nginx.Hostname]nginx.RouteRefusal) {
 	}
 	for h, r := range hosts {
 		msg := modules.RoutesRefused{Host: h, Reason: r.Error}
-		srv := s.servers[h]
-		if srv == nil || r.Route < 1 || r.Route > len(srv.Locations) {
+		var locs []*nginx.Location
+		if srv := s.inFlight[h]; srv != nil {
+			locs = nginx.RouteLocations(srv)
+		}
+		if r.Route < 1 || r.Route > len(locs) {
 			s.onRefused(msg, false)
 			continue
 		}
-		msg.Location = srv.Locations[r.Route-1]
+		msg.Location = *locs[r.Route-1]
 		msg.Ingress = msg.Location.Ingress
 		s.onRefused(msg, true)
 	}

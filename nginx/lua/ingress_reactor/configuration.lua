@@ -706,7 +706,7 @@ local function normalize_host(host, entry)
     end
     local routes = {}
     for i, r in ipairs(entry.routes) do
-        local where = "host " .. host .. ", route " .. i
+        local where = "host " .. (host == "" and "(catch-all)" or host) .. ", route " .. i
         if type(r) ~= "table" or type(r.path) ~= "string" or r.path:sub(1, 1) ~= "/"
             or r.path:find(entry.regex and "[%c\"]" or "[%c\"\\]") then
             return nil, where .. ": \"path\" must be a path starting with '/'", i

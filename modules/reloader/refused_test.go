@@ -1,0 +1,49 @@
+package reloader
+
+import (
+	"testing"
+
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/ingress-reactor/ingress-reactor/modules"
+	"github.com/ingress-reactor/ingress-reactor/nginx"
+)
+
+// TestRefusalNamesTheRouteThatWasPushed: the lane sends a batch without its lock, so a newer model can
+// replace the store's servers before NGINX answers; the refused route's index is read against the
+// servers of the batch, so the Ingress that wrote it is named, not one whose route moved into its place.
+func TestRefusalNamesTheRouteThatWasPushed(t *testing.T) {
+	guilty := types.NamespacedName{Namespace: "a", Name: "guilty"}
+	innocent := types.NamespacedName{Namespace: "b", Name: "innocent"}
+	m1 := nginx.Model{Servers: []nginx.Server{{Host: ""}, {Host: "h.example", Locations: []nginx.Location{
+		{Path: "/looooong", PathType: nginx.PathPrefix, Ingress: guilty},
+	}}}}
+	m2 := nginx.Model{Servers: []nginx.Server{{Host: ""}, {Host: "h.example", Locations: []nginx.Location{
+		{Path: "/", PathType: nginx.PathPrefix, Ingress: innocent},
+		{Path: "/looooong", PathType: nginx.PathPrefix, Ingress: guilty},
+	}}}}
+	s := newRouteStore()
+	var got []modules.RoutesRefused
+	var unattributed int
+	s.onRefused = func(q modules.RoutesRefused, ok bool) {
+		if ok {
+			got = append(got, q)
+		} else {
+			unattributed++
+		}
+	}
+	s.useModel(&m1)
+	s.take(false)
+	s.useModel(&m2) // while the push of m1 is in flight
+	s.refused(map[nginx.Hostname]nginx.RouteRefusal{
+		"h.example":     {Route: 1, Error: "path too long"},
+		"gone.example":  {Route: 1, Error: "not pushed"},
+		"h.example.org": {Route: 0, Error: "the entry"},
+	})
+	if len(got) != 1 || got[0].Ingress != guilty || got[0].Location.Path != "/looooong" || got[0].Host != "h.example" {
+		t.Errorf("refusal of the pushed route 1 attributed to %+v, want %s's /looooong", got, guilty)
+	}
+	if unattributed != 2 {
+		t.Errorf("%d refusals reported as naming no route, want 2 (a host not in the batch, the entry itself)", unattributed)
+	}
+}
