@@ -117,7 +117,8 @@ func TestAnnotationsRoutingRewritesAndRedirects(t *testing.T) {
 	}
 	// Created before the reactor starts: once it is ready, all of them are served.
 	for _, ing := range []*networkingv1.Ingress{
-		annotate(f.Ingress("regex", "regex.example", specificPath("/v[0-9]+/items", "api"), prefixPath("/", "web")),
+		annotate(f.Ingress("regex", "regex.example", specificPath("/v[0-9]+/items", "api"), prefixPath("/", "web"),
+			specificPath("/a.*", "web"), specificPath("/a/b/c.*", "api")),
 			"use-regex", "true"),
 		annotate(f.Ingress("rewrite", "rewrite.example", specificPath("/something(/|$)(.*)", "web")),
 			"rewrite-target", "/$2", "x-forwarded-prefix", "/something"),
@@ -172,6 +173,8 @@ func TestAnnotationsRoutingRewritesAndRedirects(t *testing.T) {
 	checkServed(t, r, get("regex.example", "/V12/items/x"), "api")
 	checkServed(t, r, get("regex.example", "/v/items"), "web")
 	checkServed(t, r, get("regex.example", "/anything"), "web")
+	checkServed(t, r, get("regex.example", "/a/b/c/d"), "api") // the longer regex first, whatever the rule order
+	checkServed(t, r, get("regex.example", "/a/b/x"), "web")
 
 	// rewrite-target: the backend sees the captured rest, with the query; x-forwarded-prefix goes along.
 	for path, want := range map[string]string{"/something/new?x=1&y": "/new?x=1&y", "/SOMETHING": "/", "/something/a/b": "/a/b"} {
