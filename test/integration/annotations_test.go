@@ -98,7 +98,8 @@ func waitFor(r *harness.Reactor, req harness.Request, what string, check func(*h
 // permanent- and temporal-redirect with their codes, app-root, force-ssl-redirect without a tls section,
 // ssl-redirect false, preserve-trailing-slash, use-port-in-redirects, from-to-www-redirect, server-alias
 // (and an alias that yields to another Ingress's rule, with a Conflict Event), and default-backend. Then
-// changes of these annotations on served Ingresses take effect without reloading NGINX.
+// changes of these annotations on served Ingresses, and the default backend giving way once the
+// Service gets endpoints, take effect without reloading NGINX.
 //
 // NGINX serves HTTPS on 443 here (the test runs in its own network namespace), because redirects to
 // HTTPS write the port only when it is not 443 unless use-port-in-redirects says so.
@@ -107,7 +108,8 @@ func TestAnnotationsRoutingRewritesAndRedirects(t *testing.T) {
 	routingService(f, "web", f.StartBackend("web", false))
 	routingService(f, "api", f.StartBackend("api", false))
 	routingService(f, "sorry", f.StartBackend("sorry", false))
-	f.CreateService("empty", 80, 8080) // no EndpointSlice: no endpoints
+	revived := f.StartBackend("revived", false)
+	f.CreateService("empty", 80, revived.Port) // no EndpointSlice yet: no endpoints
 	cert := newTestCert(t, "tls.example", "ssl-on.example", "ssl-off.example")
 	applyTLSSecret(f, "tls", cert.CertPEM, cert.KeyPEM)
 
@@ -288,6 +290,10 @@ func TestAnnotationsRoutingRewritesAndRedirects(t *testing.T) {
 		return resp.Status == http.StatusOK && resp.Echo != nil && resp.Echo.Name == "web"
 	})
 	r.WaitNotRouted("alias.example", "/")
+	// Once the Service has endpoints, its path goes to them instead of the default backend.
+	f.ServeBackends("empty", revived)
+	r.WaitServedBy("fallback.example", "/down", "revived")
+	checkServed(t, r, get("fallback.example", "/nowhere"), "sorry")
 	if after := r.WaitConfigSettled(); after != reloads {
 		t.Errorf("%s went from %g to %g: changes of routing annotations must not reload NGINX", harness.ReloadsMetric, reloads, after)
 	}
