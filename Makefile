@@ -19,6 +19,7 @@ RUN_HTTPS_PORT ?= 8443
 # make scale: how many Ingresses, and whether each has its own TLS Secret (docs/benchmarks.md).
 SCALE_INGRESSES ?= 1000
 SCALE_TLS       ?= false
+SCALE_ANNOTATED ?= false
 
 .PHONY: deps deps-test build run test test-unit test-integration soak scale fuzz bench fmt lint clean
 
@@ -53,9 +54,9 @@ test-unit:
 soak: deps-test
 	hack/in-netns.sh $(GO) test -tags integration -count=1 -timeout 20m -run TestFaultSoak -v ./test/integration/ -args -soak
 
-## scale: the data plane at SCALE_INGRESSES Ingresses (1000; SCALE_TLS=true for a Secret each) through a real API server: start, change latency, reloads, memory, throughput (not part of test; docs/benchmarks.md).
+## scale: the data plane at SCALE_INGRESSES Ingresses (1000; SCALE_TLS=true for a Secret each; SCALE_ANNOTATED=true for routing annotations on every other one) through a real API server: start, change latency, reloads, memory, throughput (not part of test; docs/benchmarks.md).
 scale: deps-test
-	hack/in-netns.sh $(GO) test -tags integration -count=1 -timeout 3h -run TestDataPlaneAtScale -v ./test/integration/ -args -scale-ingresses=$(SCALE_INGRESSES) -scale-tls=$(SCALE_TLS)
+	hack/in-netns.sh $(GO) test -tags integration -count=1 -timeout 3h -run TestDataPlaneAtScale -v ./test/integration/ -args -scale-ingresses=$(SCALE_INGRESSES) -scale-tls=$(SCALE_TLS) -scale-annotated=$(SCALE_ANNOTATED)
 
 ## fuzz: a short run of every fuzz target (seed corpora always run as part of test-unit).
 fuzz:

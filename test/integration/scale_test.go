@@ -33,6 +33,7 @@ var (
 	scaleTLS       = flag.Bool("scale-tls", false, "TestDataPlaneAtScale: every Ingress has its own TLS Secret and spec.tls entry, and requests go over HTTPS")
 	scaleChanges   = flag.Int("scale-changes", 30, "TestDataPlaneAtScale: Ingress changes timed one at a time (new, changed and deleted in turn)")
 	scaleBurst     = flag.Int("scale-burst", 1000, "TestDataPlaneAtScale: Ingresses created at once at the end")
+	scaleAnnotated = flag.Bool("scale-annotated", false, "TestDataPlaneAtScale: every other Ingress carries issue #14's routing annotations (regex, rewrite, headers, redirect settings, an alias, a default backend) that leave its paths served by its backend")
 	scaleProfiles  = flag.String("scale-heap-profiles", "", "TestDataPlaneAtScale: start the controller with --profiling and save its heap profile into this directory each time memory is read")
 )
 
@@ -78,9 +79,9 @@ func TestDataPlaneAtScale(t *testing.T) {
 		t.Fatalf("-scale-ingresses=%d is too few for %d timed changes and %d churned ones: need at least %d", n, k, scaleChurn, 2*(k+scaleChurn))
 	}
 	f := harness.New(t)
-	b := &scaleBench{f: f, tls: *scaleTLS, blue: f.StartBackend("blue", false), green: f.StartBackend("green", false)}
+	b := &scaleBench{f: f, tls: *scaleTLS, annotated: *scaleAnnotated, blue: f.StartBackend("blue", false), green: f.StartBackend("green", false)}
 	routingService(f, "green", b.green)
-	t.Logf("%d Ingresses, TLS %v, %d timed changes; %s", n, b.tls, k, loadAverage())
+	t.Logf("%d Ingresses, TLS %v, routing annotations on every other one %v, %d timed changes; %s", n, b.tls, b.annotated, k, loadAverage())
 
 	names := scaleNames("ing", n)
 	began := time.Now()
@@ -181,7 +182,10 @@ type scaleBench struct {
 	f           *harness.Fixture
 	r           *harness.Reactor
 	tls         bool
+	annotated   bool
 	blue, green *harness.Backend
+	// made counts the Ingresses objects made, for -scale-annotated's every other one.
+	made int
 }
 
 // reloadCount is the reload counter: every configuration apply, and those that failed.
@@ -231,6 +235,21 @@ func (b *scaleBench) objects(t *testing.T, name string) (needs []metav1.Object, 
 		c := newTestCert(t, host, host)
 		needs = append(needs, gen.Secret(ns, name, gen.TLSData(c.CertPEM, c.KeyPEM)))
 		opts = append(opts, gen.TLS(name, host))
+	}
+	if b.made++; b.annotated && b.made%2 == 0 {
+		// Route data that leaves / and /api served by the Service: the host becomes a regex host (a
+		// rewrite of every path to /), the backend gets other headers, and an alias host is added.
+		const p = "nginx.ingress.kubernetes.io/"
+		opts = append(opts, gen.Annotations(
+			p+"rewrite-target", "/",
+			p+"x-forwarded-prefix", "/"+name,
+			p+"upstream-vhost", name+".internal",
+			p+"preserve-trailing-slash", "true",
+			p+"use-port-in-redirects", "true",
+			p+"force-ssl-redirect", "false",
+			p+"server-alias", name+".alias.scale.example",
+			p+"default-backend", name,
+		))
 	}
 	return needs, gen.Ingress(ns, name, opts...)
 }
