@@ -183,6 +183,9 @@ func BenchmarkChangeAtScale(b *testing.B) {
 			host := nginx.Hostname(name + ".bench.example.com")
 			backends := [2]string{"app-0", name}
 			var inAPI, inController time.Duration
+			var before, after runtime.MemStats
+			runtime.GC()
+			runtime.ReadMemStats(&before)
 			b.ResetTimer()
 			for i := range b.N {
 				began := time.Now()
@@ -200,6 +203,11 @@ func BenchmarkChangeAtScale(b *testing.B) {
 				inAPI += updated.Sub(began)
 				inController += time.Since(updated)
 			}
+			b.StopTimer()
+			runtime.GC()
+			runtime.ReadMemStats(&after)
+			// What the changes left behind, after a collection: a leak shows as a steady amount per change.
+			b.ReportMetric(float64(int64(after.HeapAlloc)-int64(before.HeapAlloc))/float64(b.N), "retained-B/op")
 			// The local API's Get and Update (managed fields included) are not the controller's.
 			b.ReportMetric(float64(inAPI.Microseconds())/1000/float64(b.N), "api-ms/op")
 			b.ReportMetric(float64(inController.Microseconds())/1000/float64(b.N), "controller-ms/op")
