@@ -24,7 +24,7 @@ func init() {
 				"default backend\"). On a host that several Ingresses route, the unmatched requests go to the default backend of the oldest " +
 				"Ingress of the host's oldest namespace that sets one, so one namespace never takes another's host's fallback. " +
 				"A Service that does not exist yet, or has no TCP port, is ignored with a Warning until it does. " +
-				"A value that is not a Service name **rejects the Ingress**. With `custom-http-errors` (not supported yet) it would also serve errors.",
+				"A value that is not a Service name **rejects the Ingress**. With `custom-http-errors` it also serves the error pages.",
 		}},
 		apply: applyDefaultBackend,
 	})

@@ -66,10 +66,6 @@ func unsupportedAnnotations() []AnnotationSpec {
 	planned := func(issue string) AnnotationSpec {
 		return AnnotationSpec{Status: AnnotationIgnored, Planned: issue, Reason: "not supported yet"}
 	}
-	// One name a line: the routing group's helpers remove them one by one.
-	add(planned("#14"),
-		"custom-http-errors",
-	)
 	add(planned("#15"),
 		"backend-protocol", "client-body-buffer-size", "connection-proxy-header", "cors-allow-credentials",
 		"cors-allow-headers", "cors-allow-methods", "cors-allow-origin", "cors-expose-headers", "cors-max-age",
@@ -106,7 +102,7 @@ func unsupportedAnnotations() []AnnotationSpec {
 	add(undocumented(notPlanned("FastCGI backends are not supported (#15 refuses `backend-protocol: FCGI`)")),
 		"fastcgi-index", "fastcgi-params-configmap")
 	add(undocumented(notPlanned("not planned; NGINX's default (absolute redirects) applies")), "relative-redirects")
-	add(undocumented(notPlanned("not planned until `custom-http-errors` (#14) exists")), "disable-proxy-intercept-errors")
+	add(undocumented(notPlanned("custom-http-errors always intercepts the codes it lists")), "disable-proxy-intercept-errors")
 
 	// Retired by ingress-nginx: it ignores them too.
 	retired := func(instead string) AnnotationSpec {

@@ -143,6 +143,10 @@ type Merger struct {
 	// upstreamList is the latest model's Upstreams.
 	upstreams    map[UpstreamName]int
 	upstreamList []Upstream
+	// profiles counts, per profile, the hosts whose locations use it; profileList is the latest
+	// model's Profiles.
+	profiles    map[ProfileSettings]int
+	profileList []ProfileSettings
 	// problems are the conflicts and takeovers of the hosts that have any; conflicts and takeovers are
 	// all of them, sorted.
 	problems  map[Hostname]hostProblems
@@ -174,6 +178,7 @@ func (m *Merger) reset(opts MergeOptions) {
 		tlsFor:       map[Hostname][]*IngressTranslation{},
 		below:        map[Hostname]map[Hostname]struct{}{},
 		upstreams:    map[UpstreamName]int{},
+		profiles:     map[ProfileSettings]int{},
 		problems:     map[Hostname]hostProblems{},
 		upstreamList: []Upstream{},
 	}
@@ -278,7 +283,7 @@ func (m *Merger) Apply(changes map[types.NamespacedName]*IngressTranslation, opt
 	var addedUpstreams []Upstream
 	var removedUpstreams map[UpstreamName]bool
 	added, removed := 0, 0
-	problemsChanged := false
+	problemsChanged, profilesChanged := false, false
 	for i, h := range dirtyHosts {
 		var old *Server
 		if j, ok := slices.BinarySearchFunc(m.servers, h, func(s Server, h Hostname) int { return cmp.Compare(s.Host, h) }); ok {
@@ -301,6 +306,21 @@ func (m *Merger) Apply(changes map[types.NamespacedName]*IngressTranslation, opt
 						removedUpstreams = map[UpstreamName]bool{}
 					}
 					removedUpstreams[name] = true
+				}
+			}
+		}
+		if old != nil {
+			for _, p := range profilesOf(old) {
+				if m.profiles[p]--; m.profiles[p] == 0 {
+					delete(m.profiles, p)
+					profilesChanged = true
+				}
+			}
+		}
+		if next != nil {
+			for _, p := range profilesOf(&next.server) {
+				if m.profiles[p]++; m.profiles[p] == 1 {
+					profilesChanged = true
 				}
 			}
 		}
@@ -354,6 +374,13 @@ func (m *Merger) Apply(changes map[types.NamespacedName]*IngressTranslation, opt
 		added = slices.CompactFunc(added, func(a, b Upstream) bool { return a.Name == b.Name })
 		m.upstreamList = mergeSorted(kept, added, byName)
 	}
+	if profilesChanged {
+		m.profileList = make([]ProfileSettings, 0, len(m.profiles))
+		for p := range m.profiles {
+			m.profileList = append(m.profileList, p)
+		}
+		slices.SortFunc(m.profileList, func(a, b ProfileSettings) int { return strings.Compare(a.Name(), b.Name()) })
+	}
 	if problemsChanged {
 		m.conflicts, m.takeovers = nil, nil
 		for _, p := range m.problems {
@@ -366,7 +393,7 @@ func (m *Merger) Apply(changes map[types.NamespacedName]*IngressTranslation, opt
 		})
 	}
 
-	model := Model{Servers: m.servers, Upstreams: m.upstreamList}
+	model := Model{Servers: m.servers, Upstreams: m.upstreamList, Profiles: m.profileList}
 	if db := m.opts.DefaultBackend; db != nil {
 		model.DefaultBackend = db.Name
 	}
@@ -582,7 +609,11 @@ func (m *Merger) mergeHost(host Hostname) *hostMerge {
 			oldest = w.t
 		}
 		s.Locations = append(s.Locations, Location{Path: w.r.Path, PathType: w.r.PathType, Upstream: w.r.Upstream, Ingress: w.t.Ingress, SSLRedirect: w.t.SSLRedirect, Access: w.t.Access, Options: w.t.Options,
-			Regex: w.r.Regex, RedirectHost: w.r.RedirectHost})
+			Regex: w.r.Regex, RedirectHost: w.r.RedirectHost, Profile: w.t.Profile})
+		if w.t.Profile.CustomHTTPErrors != "" && w.r.Upstream != "" {
+			up := w.t.upstream(w.r.Upstream)
+			s.Locations[len(s.Locations)-1].Backend = &up
+		}
 		if w.r.Upstream != "" && !slices.ContainsFunc(out.upstreams, func(u Upstream) bool { return u.Name == w.r.Upstream }) {
 			out.upstreams = append(out.upstreams, w.t.upstream(w.r.Upstream))
 		}

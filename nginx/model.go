@@ -22,6 +22,9 @@ type Model struct {
 	Upstreams []Upstream
 	// DefaultBackend answers requests that no rule matches. Empty means a built-in 404.
 	DefaultBackend UpstreamName
+	// Profiles are the distinct profiles the locations use, sorted by name; nginx.conf renders one named
+	// location for each.
+	Profiles []ProfileSettings
 }
 
 // Server is one virtual host.
@@ -68,6 +71,11 @@ type Location struct {
 	// RedirectHost, when set, answers requests with a 308 to the same URL on this host
 	// (from-to-www-redirect); Upstream is then empty.
 	RedirectHost Hostname
+	// Profile are the location's directive-only settings (see ProfileSettings); zero for none.
+	Profile ProfileSettings
+	// Backend is the Service and port of Upstream, for the headers of a custom error page
+	// (custom-http-errors); set only when Profile has custom errors.
+	Backend *Upstream
 }
 
 // SourceRanges restricts clients by address, as ingress-nginx's denylist-source-range and

@@ -60,6 +60,13 @@ type RoutePath struct {
 	UpstreamVhost    string `json:"upstream_vhost,omitempty"`
 	// HostRedirect answers with a 308 to the same URL on this host (from-to-www-redirect).
 	HostRedirect Hostname `json:"host_redirect,omitempty"`
+	// Profile names the named location of the route's directive-only settings (ProfileSettings.Name);
+	// with custom errors, the error page's headers name the route's Ingress and Service.
+	Profile          string `json:"profile,omitempty"`
+	IngressNamespace string `json:"ingress_namespace,omitempty"`
+	IngressName      string `json:"ingress_name,omitempty"`
+	ServiceName      string `json:"service_name,omitempty"`
+	ServicePort      string `json:"service_port,omitempty"`
 	// The redirect options of the route's Ingress (RouteOptions).
 	RedirectURL           string       `json:"redirect_url,omitempty"`
 	RedirectCode          int          `json:"redirect_code,omitempty"`
@@ -120,6 +127,7 @@ func appendRouteFields(b []byte, l *Location) []byte {
 	}
 	b = appendRouteOptions(b, l.Options)
 	b = appendRewriteOptions(b, l)
+	b = appendProfile(b, l)
 	return append(b, '}')
 }
 
@@ -181,7 +189,7 @@ func (s *Server) Equal(o *Server) bool {
 // Equal reports whether l and o route alike: same path, upstream, Ingress and settings.
 func (l *Location) Equal(o *Location) bool {
 	if l.Path != o.Path || l.PathType != o.PathType || l.Upstream != o.Upstream || l.SSLRedirect != o.SSLRedirect || l.Ingress != o.Ingress ||
-		!l.Options.Equal(o.Options) || l.RedirectHost != o.RedirectHost {
+		!l.Options.Equal(o.Options) || l.RedirectHost != o.RedirectHost || l.Profile != o.Profile {
 		return false
 	}
 	return sameRanges(l.Access, o.Access)

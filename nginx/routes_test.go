@@ -495,6 +495,15 @@ func TestRouteHostJSON(t *testing.T) {
 			for _, e := range entries {
 				l := e.l
 				p := RoutePath{Path: e.path, Exact: l.PathType == PathExact && e.re == nil, Upstream: l.Upstream, Redirect: l.SSLRedirect, HostRedirect: l.RedirectHost}
+				if !l.Profile.IsZero() {
+					p.Profile = l.Profile.Name()
+					if l.Profile.CustomHTTPErrors != "" {
+						p.IngressNamespace, p.IngressName = l.Ingress.Namespace, l.Ingress.Name
+						if l.Backend != nil {
+							p.ServiceName, p.ServicePort = l.Backend.Service.Name, l.Backend.Port.String()
+						}
+					}
+				}
 				if e.re != nil {
 					p.Pattern, p.Literal = e.re.PCRE, e.re.Literal
 				}

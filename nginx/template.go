@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"net/netip"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"text/template"
@@ -279,6 +280,8 @@ func ParseTemplate(text string) (*Template, error) {
 	m := Model{Servers: []Server{{Host: ""}, {Host: "example.com", TLS: &ServerTLS{SSLRedirect: true},
 		Locations: []Location{{Path: "/", PathType: PathPrefix, Upstream: "probe-upstream-80-00000000", SSLRedirect: true,
 			Access: &SourceRanges{Deny: []netip.Prefix{netip.MustParsePrefix("192.0.2.0/24")}, Allow: []netip.Prefix{netip.MustParsePrefix("0.0.0.0/0")}}}}}}}
+	probeProfile := ProfileSettings{CustomHTTPErrors: "404"}
+	m.Profiles = []ProfileSettings{probeProfile}
 	conf, _, err := t.Render(m, probe)
 	if err != nil && strings.Contains(err.Error(), "can't evaluate field Servers") {
 		return nil, fmt.Errorf("%w (hosts and paths are no longer in nginx.conf: the Lua router serves them; start again from the embedded template, nginx/nginx.tmpl)", err)
@@ -297,6 +300,8 @@ func ParseTemplate(text string) (*Template, error) {
 		{"location = /configuration/routes", "the status server's location = /configuration/routes: the controller pushes routes through it"},
 		{"lua_shared_dict ingress_reactor_routes", "lua_shared_dict ingress_reactor_routes {{.RoutesDictMB}}m: the router reads routes from it"},
 		{"set $ingress_reactor_https 1;", "\"set $ingress_reactor_https 1;\" in the public location when HTTPS is on ({{if .HTTPS}}): without it no request is redirected to HTTPS"},
+		{"location @" + probeProfile.Name() + " {", "a named location per profile ({{range .Profiles}} location @{{.Name}} ...): the router sends the routes that use one there"},
+		{"location @ingress_reactor_error_404 {", "a named location per custom error code ({{range .ErrorCodes}} location @ingress_reactor_error_{{.}} ...): custom-http-errors sends the errors there"},
 		{`require("ingress_reactor.configuration").authorize()`, "the status server's access_by_lua_block that calls require(\"ingress_reactor.configuration\").authorize(): without it any local process could read and change the dynamic configuration"},
 	} {
 		if !bytes.Contains(conf, []byte(need.text)) {
@@ -337,6 +342,16 @@ func (t *Template) Render(m Model, cfg RenderConfig) (conf []byte, hash string, 
 	if err != nil {
 		return nil, "", err
 	}
+	for _, p := range m.Profiles {
+		codes := p.ErrorCodes()
+		data.Profiles = append(data.Profiles, profileView{Name: p.Name(), ErrorCodes: codes})
+		for _, c := range codes {
+			if c >= 300 && c <= 599 && !slices.Contains(data.ErrorCodes, c) {
+				data.ErrorCodes = append(data.ErrorCodes, c)
+			}
+		}
+	}
+	slices.Sort(data.ErrorCodes)
 	var buf bytes.Buffer
 	buf.Grow(16 << 10)
 	if err := t.tmpl.Execute(&buf, data); err != nil {
@@ -392,6 +407,17 @@ type view struct {
 	RedirectPortSuffix string
 	StatusListen       string
 	StatusToken        string
+	// Profiles are the named locations of the model's profiles; ErrorCodes the distinct codes their
+	// custom error pages take, each with a named location of its own. Names and codes are generated
+	// (hex digits, numbers 300-599), never user text.
+	Profiles   []profileView
+	ErrorCodes []int
+}
+
+// profileView is one profile's named location.
+type profileView struct {
+	Name       string
+	ErrorCodes []int
 }
 
 type tempDirs struct {

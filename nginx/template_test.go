@@ -47,6 +47,11 @@ func TestRenderPublicServer(t *testing.T) {
 			set $ingress_reactor_forwarded_prefix "";
 			set $ingress_reactor_https 1;
 			set $ingress_reactor_https_port_suffix "";
+			set $ingress_reactor_error_upstream "";
+			set $ingress_reactor_error_namespace "";
+			set $ingress_reactor_error_ingress "";
+			set $ingress_reactor_error_service "";
+			set $ingress_reactor_error_port "";
 			rewrite_by_lua_block {
 				require("ingress_reactor.router").route()
 			}
@@ -64,6 +69,11 @@ func TestRenderPublicServer(t *testing.T) {
 			set $ingress_reactor_forwarded_prefix "";
 			set $ingress_reactor_https 1;
 			set $ingress_reactor_https_port_suffix ":8443";
+			set $ingress_reactor_error_upstream "";
+			set $ingress_reactor_error_namespace "";
+			set $ingress_reactor_error_ingress "";
+			set $ingress_reactor_error_service "";
+			set $ingress_reactor_error_port "";
 			rewrite_by_lua_block {
 				require("ingress_reactor.router").route()
 			}
@@ -79,6 +89,11 @@ func TestRenderPublicServer(t *testing.T) {
 			set $proxy_upstream_name "";
 			set $ingress_reactor_upstream_vhost "";
 			set $ingress_reactor_forwarded_prefix "";
+			set $ingress_reactor_error_upstream "";
+			set $ingress_reactor_error_namespace "";
+			set $ingress_reactor_error_ingress "";
+			set $ingress_reactor_error_service "";
+			set $ingress_reactor_error_port "";
 			rewrite_by_lua_block {
 				require("ingress_reactor.router").route()
 			}
@@ -183,20 +198,23 @@ const statusAuthorize = `access_by_lua_block { require("ingress_reactor.configur
 
 // routerCall is the public server's call of the router that every template must keep.
 const routerCall = ` rewrite_by_lua_block { require("ingress_reactor.router").route() } location = /configuration/routes
-	lua_shared_dict ingress_reactor_routes {{.RoutesDictMB}}m; {{if .HTTPS}}set $ingress_reactor_https 1;{{end}}`
+	lua_shared_dict ingress_reactor_routes {{.RoutesDictMB}}m; {{if .HTTPS}}set $ingress_reactor_https 1;{{end}}
+	{{range .Profiles}}location @{{.Name}} { }{{end}} {{range .ErrorCodes}}location @ingress_reactor_error_{{.}} { }{{end}}`
 
 func TestParseTemplate(t *testing.T) {
 	tests := map[string]struct {
 		text    string
 		wantErr string
 	}{
-		"the default template":       {text: DefaultTemplateText()},
-		"syntax error":               {text: "{{range .Servers}", wantErr: "parse nginx template"},
-		"unknown field":              {text: "{{.Nope}} /configuration/hash", wantErr: "can't evaluate field Nope"},
-		"no config hash location":    {text: "events {}", wantErr: "must serve /configuration/hash"},
-		"no status token":            {text: "/configuration/hash {{.ConfigHash}}", wantErr: "must keep \"set $ingress_reactor_token {{.StatusToken}};\""},
-		"no router":                  {text: "/configuration/hash {{.ConfigHash}} set $ingress_reactor_token {{.StatusToken}}; " + statusAuthorize, wantErr: "must keep the public server's rewrite_by_lua_block"},
-		"no routes location":         {text: "/configuration/hash {{.ConfigHash}} set $ingress_reactor_token {{.StatusToken}}; " + statusAuthorize + strings.Replace(routerCall, "location = /configuration/routes", "", 1), wantErr: "location = /configuration/routes"},
+		"the default template":    {text: DefaultTemplateText()},
+		"syntax error":            {text: "{{range .Servers}", wantErr: "parse nginx template"},
+		"unknown field":           {text: "{{.Nope}} /configuration/hash", wantErr: "can't evaluate field Nope"},
+		"no config hash location": {text: "events {}", wantErr: "must serve /configuration/hash"},
+		"no status token":         {text: "/configuration/hash {{.ConfigHash}}", wantErr: "must keep \"set $ingress_reactor_token {{.StatusToken}};\""},
+		"no router":               {text: "/configuration/hash {{.ConfigHash}} set $ingress_reactor_token {{.StatusToken}}; " + statusAuthorize, wantErr: "must keep the public server's rewrite_by_lua_block"},
+		"no routes location":      {text: "/configuration/hash {{.ConfigHash}} set $ingress_reactor_token {{.StatusToken}}; " + statusAuthorize + strings.Replace(routerCall, "location = /configuration/routes", "", 1), wantErr: "location = /configuration/routes"},
+		"no profile locations": {text: "/configuration/hash {{.ConfigHash}} set $ingress_reactor_token {{.StatusToken}}; " + statusAuthorize +
+			strings.Replace(routerCall, "{{range .Profiles}}location @{{.Name}} { }{{end}}", "", 1), wantErr: "a named location per profile"},
 		"no HTTPS flag":              {text: "/configuration/hash {{.ConfigHash}} set $ingress_reactor_token {{.StatusToken}}; " + statusAuthorize + strings.Replace(routerCall, "set $ingress_reactor_https 1;", "", 1), wantErr: "set $ingress_reactor_https 1;"},
 		"no token check on reads":    {text: "/configuration/hash {{.ConfigHash}} set $ingress_reactor_token {{.StatusToken}}; " + routerCall, wantErr: "must keep the status server's access_by_lua_block"},
 		"routes are not in the view": {text: "{{range .Servers}}{{end}} /configuration/hash {{.ConfigHash}} set $ingress_reactor_token {{.StatusToken}}; " + statusAuthorize + routerCall, wantErr: "can't evaluate field Servers"},

@@ -58,6 +58,8 @@ type IngressTranslation struct {
 	Access *SourceRanges
 	// Options are the Ingress's route data from annotations (RouteOptions); nil when none is set.
 	Options *RouteOptions
+	// Profile are the Ingress's directive-only settings from annotations (ProfileSettings).
+	Profile ProfileSettings
 	// Services are the Services the Ingress references, with the resourceVersion seen ("" when missing).
 	Services []ServiceVersion
 	// Warnings are problems that do not reject the Ingress (for example a Service that does not exist yet);

@@ -176,8 +176,10 @@ func (r *Reloader) rendered(v modules.Rendered) {
 }
 
 // wentLive is called by the structure lane once a configuration runs, with the stores its reload kept
-// filled: the others get a full push.
-func (r *Reloader) wentLive(kept nginx.Filled) {
+// filled (the others get a full push) and the profiles it has.
+func (r *Reloader) wentLive(kept nginx.Filled, profiles []string) {
+	// Routes that name a profile wait for a configuration that has it.
+	r.routes.change(func() { r.routeStore.profilesLive(profiles) }, false)
 	if !kept.Routes {
 		r.routes.change(nil, true)
 	}

@@ -1,6 +1,9 @@
 package reloader
 
 import (
+	"maps"
+	"slices"
+	"strings"
 	"testing"
 
 	"k8s.io/apimachinery/pkg/types"
@@ -45,5 +48,40 @@ func TestRefusalNamesTheRouteThatWasPushed(t *testing.T) {
 	}
 	if unattributed != 2 {
 		t.Errorf("%d refusals reported as naming no route, want 2 (a host not in the batch, the entry itself)", unattributed)
+	}
+}
+
+// TestRoutesWaitForTheirProfile: a host whose routes name a profile (a named location in nginx.conf)
+// is held until a configuration with the profile is live; a full push meanwhile carries what NGINX had.
+func TestRoutesWaitForTheirProfile(t *testing.T) {
+	p := nginx.ProfileSettings{CustomHTTPErrors: "404"}
+	plain := nginx.Model{Servers: []nginx.Server{{Host: ""}, {Host: "h.example", Locations: []nginx.Location{
+		{Path: "/", PathType: nginx.PathPrefix, Upstream: "web"},
+	}}}}
+	profiled := nginx.Model{Servers: []nginx.Server{{Host: ""}, {Host: "h.example", Locations: []nginx.Location{
+		{Path: "/", PathType: nginx.PathPrefix, Upstream: "web", Profile: p},
+	}}, {Host: "new.example", Locations: []nginx.Location{
+		{Path: "/", PathType: nginx.PathPrefix, Upstream: "web", Profile: p},
+	}}}, Profiles: []nginx.ProfileSettings{p}}
+	s := newRouteStore()
+	s.useModel(&plain)
+	if b, _ := s.take(false); len(b.Hosts) != 2 {
+		t.Fatalf("first push carries %d hosts, want 2", len(b.Hosts))
+	}
+	s.useModel(&profiled)
+	if b, send := s.take(false); send && len(b.Hosts) > 0 {
+		t.Fatalf("hosts naming a profile that is not live were pushed: %v", slices.Collect(maps.Keys(b.Hosts)))
+	}
+	full, _ := s.take(true)
+	if got := string(full.Hosts["h.example"]); strings.Contains(got, "profile") {
+		t.Errorf("a full push while the profile is not live carries %s, want the routes NGINX had", got)
+	}
+	if _, ok := full.Hosts["new.example"]; ok {
+		t.Error("a full push while the profile is not live carries a host that had no routes before")
+	}
+	s.profilesLive(profiled.ProfileNames())
+	b, _ := s.take(false)
+	if got := string(b.Hosts["h.example"]); !strings.Contains(got, p.Name()) || b.Hosts["new.example"] == nil {
+		t.Errorf("once the profile is live the push carries %v, want both hosts with the profile", slices.Collect(maps.Keys(b.Hosts)))
 	}
 }

@@ -24,6 +24,11 @@ type routeStore struct {
 	fallbackDirty bool
 	// fromModel is set once a model has been taken: until then a full push would empty the router.
 	fromModel bool
+	// live are the profiles (named locations) of the configuration NGINX runs. held are the hosts whose
+	// routes name a profile that is not live yet, with the routes NGINX should keep until it is (nil:
+	// none, the host is new): they are pushed once a configuration with the profile is live.
+	live map[string]bool
+	held map[nginx.Hostname][]byte
 	// inFlight are the servers of the batch being pushed (the lane pushes one at a time): a refusal
 	// names a route of what was pushed, which a newer model may have changed meanwhile.
 	inFlight map[nginx.Hostname]*nginx.Server
@@ -37,6 +42,8 @@ func newRouteStore() *routeStore {
 		servers: map[nginx.Hostname]*nginx.Server{},
 		encoded: map[nginx.Hostname][]byte{},
 		dirty:   map[nginx.Hostname]struct{}{},
+		live:    map[string]bool{},
+		held:    map[nginx.Hostname][]byte{},
 	}
 }
 
@@ -53,8 +60,18 @@ func (s *routeStore) useModel(m *nginx.Model) {
 			s.servers[srv.Host] = srv
 			return
 		}
+		before, wasHeld := s.held[srv.Host]
+		if !wasHeld {
+			before = s.encoded[srv.Host]
+		}
 		s.servers[srv.Host] = srv
 		s.encoded[srv.Host] = nginx.AppendRouteHostJSON(nil, srv)
+		if s.needsProfile(srv) {
+			s.held[srv.Host] = before
+			delete(s.dirty, srv.Host)
+			return
+		}
+		delete(s.held, srv.Host)
 		s.dirty[srv.Host] = struct{}{}
 	}
 	if len(m.Servers) == 0 || m.Servers[0].Host != "" {
@@ -67,6 +84,7 @@ func (s *routeStore) useModel(m *nginx.Model) {
 		if _, ok := seen[h]; !ok {
 			delete(s.servers, h)
 			delete(s.encoded, h)
+			delete(s.held, h)
 			s.dirty[h] = struct{}{}
 		}
 	}
@@ -80,6 +98,13 @@ func (s *routeStore) take(full bool) (routeBatch, bool) {
 	var b routeBatch
 	if full {
 		b.Hosts = maps.Clone(s.encoded)
+		for h, before := range s.held { // what NGINX held before, until the profile is live
+			if before == nil {
+				delete(b.Hosts, h)
+			} else {
+				b.Hosts[h] = before
+			}
+		}
 	} else {
 		b.Hosts = make(map[nginx.Hostname][]byte, len(s.dirty))
 		for h := range s.dirty {
@@ -133,6 +158,31 @@ func (s *routeStore) stored(b routeBatch, partial *nginx.DictFullError) {
 	for _, name := range partial.NotStored {
 		if _, ok := b.Hosts[nginx.Hostname(name)]; ok {
 			s.dirty[nginx.Hostname(name)] = struct{}{}
+		}
+	}
+}
+
+// needsProfile reports whether a server's routes name a profile that the running configuration lacks.
+func (s *routeStore) needsProfile(srv *nginx.Server) bool {
+	for i := range srv.Locations {
+		if p := srv.Locations[i].Profile; !p.IsZero() && !s.live[p.Name()] {
+			return true
+		}
+	}
+	return false
+}
+
+// profilesLive records the profiles of the configuration that went live and lets the held hosts whose
+// profiles it has go out.
+func (s *routeStore) profilesLive(names []string) {
+	s.live = make(map[string]bool, len(names))
+	for _, n := range names {
+		s.live[n] = true
+	}
+	for h := range s.held {
+		if srv := s.servers[h]; srv == nil || !s.needsProfile(srv) {
+			delete(s.held, h)
+			s.dirty[h] = struct{}{}
 		}
 	}
 }

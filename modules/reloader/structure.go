@@ -36,7 +36,7 @@ type structureLane struct {
 	pacer *pacer
 	// wentLive is called after a configuration went live, with the stores it kept filled (a store not
 	// reported filled needs a full push).
-	wentLive func(kept nginx.Filled)
+	wentLive func(kept nginx.Filled, profiles []string)
 	// live is the hash of the last configuration applied successfully.
 	live atomic.Pointer[string]
 	// attempted is the hash of the configuration last tried; a different one starts with a fresh retry
@@ -127,7 +127,7 @@ func (s *structureLane) apply(ctx context.Context, _ applyKey) error {
 	s.m.hash.Set(hashNumber(v.Hash))
 	// A reload keeps the shared dicts, except one whose size or definition changed: NGINX gives that one
 	// a new, empty zone, which needs a full push.
-	s.wentLive(s.keptStores(ctx))
+	s.wentLive(s.keptStores(ctx), v.Model.ProfileNames())
 	return nil
 }
 

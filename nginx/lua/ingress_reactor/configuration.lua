@@ -637,6 +637,17 @@ local function rewrite_fields(r, out, regex_host)
     if r.upstream_vhost and not (r.upstream_vhost:match("^[%w%.%-]+$") or r.upstream_vhost:match("^[%w%.%-]+:%d+$")) then
         return "invalid \"upstream_vhost\" " .. r.upstream_vhost
     end
+    if r.profile ~= nil and (type(r.profile) ~= "string" or not r.profile:match("^ingress_reactor_p%x+$") or #r.profile > 64) then
+        return "invalid \"profile\" " .. tostring(r.profile)
+    end
+    for _, f in ipairs({ "ingress_namespace", "ingress_name", "service_name", "service_port" }) do
+        local v = r[f]
+        if v ~= nil and (type(v) ~= "string" or #v > 253 or not v:match("^[%w%.%-]*$")) then
+            return "invalid \"" .. f .. "\""
+        end
+    end
+    out.profile, out.ingress_namespace, out.ingress_name = r.profile, r.ingress_namespace, r.ingress_name
+    out.service_name, out.service_port = r.service_name, r.service_port
     out.pattern, out.literal, out.rewrite = r.pattern, r.literal, r.rewrite
     out.x_forwarded_prefix, out.upstream_vhost = r.x_forwarded_prefix, r.upstream_vhost
 end

@@ -116,6 +116,9 @@ end
 
 -- rewrite_fields copies the rewrite group's fields of a route entry into its compiled route.
 local function rewrite_fields(route, r)
+    route.profile = r.profile
+    route.ingress_namespace, route.ingress_name = r.ingress_namespace, r.ingress_name
+    route.service_name, route.service_port = r.service_name, r.service_port
     route.rewrite = r.rewrite
     route.x_forwarded_prefix = r.x_forwarded_prefix
     route.upstream_vhost = r.upstream_vhost
@@ -447,6 +450,27 @@ function _M.route()
     end
     if r and (r.rewrite or r.upstream_vhost) and not apply_rewrite_fields(r, captures) then
         return ngx.exit(ngx.HTTP_INTERNAL_SERVER_ERROR)
+    end
+    ngx_var.proxy_upstream_name = upstream
+    if r and r.profile then
+        if r.ingress_name then -- custom error pages: who the route belongs to, and who answers them
+            ngx_var.ingress_reactor_error_upstream = r.default_backend or dict:get(_M.DEFAULT_KEY) or ""
+            ngx_var.ingress_reactor_error_namespace = r.ingress_namespace
+            ngx_var.ingress_reactor_error_ingress = r.ingress_name
+            ngx_var.ingress_reactor_error_service = r.service_name or ""
+            ngx_var.ingress_reactor_error_port = r.service_port or ""
+        end
+        -- The profile's named location (rendered into nginx.conf) proxies with its directives.
+        return ngx.exec("@" .. r.profile)
+    end
+end
+
+-- custom_error runs in the rewrite phase of a custom error page's location (custom-http-errors): the
+-- route's default backend answers it, or NGINX's own page for the code when there is none.
+function _M.custom_error()
+    local upstream = ngx_var.ingress_reactor_error_upstream
+    if not upstream or upstream == "" then
+        return ngx.exit(tonumber(ngx_var.ingress_reactor_error_code) or ngx.HTTP_INTERNAL_SERVER_ERROR)
     end
     ngx_var.proxy_upstream_name = upstream
 end

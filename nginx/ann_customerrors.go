@@ -1,0 +1,61 @@
+package nginx
+
+import (
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+)
+
+// AnnotationCustomHTTPErrors lists upstream status codes that the Ingress's default backend (its
+// default-backend annotation, else --default-backend-service) answers instead of the upstream.
+const AnnotationCustomHTTPErrors = IngressNginxPrefix + "custom-http-errors"
+
+func init() {
+	registerAnnotationGroup(annotationGroup{
+		specs: []AnnotationSpec{{
+			Name: "custom-http-errors", Origin: OriginDocumented, Status: AnnotationSupported, Kind: KindProfile,
+			Values: "a comma-separated list of HTTP status codes from 300 to 599 (what NGINX's `error_page` takes), for example " +
+				"`404,503`; spaces and repeats are ignored",
+			Default: "none: the upstream's own responses pass through",
+			Difference: "A **profile setting**: each distinct list of codes is one named location in nginx.conf, so the first Ingress " +
+				"with a new list reloads NGINX once (its routes wait until that configuration is live); Ingresses with a list that " +
+				"exists already, and changes back to it, do not reload. The error page comes from the Ingress's `default-backend` " +
+				"Service, else `--default-backend-service`, with the headers ingress-nginx sends (`X-Code`, `X-Format`, " +
+				"`X-Original-URI`, `X-Namespace`, `X-Ingress-Name`, `X-Service-Name`, `X-Service-Port`, `X-Request-ID`); without a " +
+				"default backend NGINX answers the code with its own page. An invalid value is ignored with a Warning (an error " +
+				"page does not change who gets what).",
+		}},
+		apply: applyCustomHTTPErrors,
+	})
+}
+
+// applyCustomHTTPErrors parses the list of codes into the Ingress's profile.
+func applyCustomHTTPErrors(t *translator) {
+	raw := t.ing.Annotations[AnnotationCustomHTTPErrors]
+	var codes []int
+	for f := range strings.SplitSeq(raw, ",") {
+		f = strings.TrimSpace(f)
+		if f == "" {
+			continue
+		}
+		n, err := strconv.Atoi(f)
+		if err != nil || n < 300 || n > 599 || len(f) != 3 {
+			t.out.Warnings = append(t.out.Warnings, fmt.Sprintf("metadata.annotations[%s]: %s is not a list of HTTP status codes from 300 to 599; ignored",
+				AnnotationCustomHTTPErrors, quoteValue(raw)))
+			return
+		}
+		codes = append(codes, n)
+	}
+	if len(codes) == 0 {
+		t.out.Warnings = append(t.out.Warnings, fmt.Sprintf("metadata.annotations[%s]: lists no status code, so it intercepts nothing", AnnotationCustomHTTPErrors))
+		return
+	}
+	slices.Sort(codes)
+	codes = slices.Compact(codes)
+	parts := make([]string, len(codes))
+	for i, c := range codes {
+		parts[i] = strconv.Itoa(c)
+	}
+	t.out.Profile.CustomHTTPErrors = strings.Join(parts, ",")
+}

@@ -1,0 +1,93 @@
+package nginx
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"slices"
+	"strconv"
+	"strings"
+)
+
+// Profiles are what NGINX can only do with directives. A route data setting (RouteOptions) travels in
+// the routes push and changes without a reload; a profile setting is rendered into nginx.conf as a
+// named location per distinct combination (ProfileSettings), which the Lua router enters for the routes
+// that use it (ngx.exec). nginx.conf therefore grows with the number of distinct combinations, not with
+// the Ingresses: a change that needs a new combination reloads NGINX once, a change to one that exists
+// does not. The reloader holds back the routes that name a combination until a configuration with it
+// is live.
+
+// ProfileSettings is one combination of profile settings. It is comparable; the zero value is the
+// default location's, which needs no profile.
+type ProfileSettings struct {
+	// CustomHTTPErrors are the upstream status codes that the default backend answers instead
+	// (custom-http-errors), ascending and comma-separated ("404,503"); empty for none.
+	CustomHTTPErrors string
+}
+
+// IsZero reports whether p is the default (no profile).
+func (p ProfileSettings) IsZero() bool { return p == ProfileSettings{} }
+
+// Name is the named location of p: "ingress_reactor_p" and 16 hex digits of a hash of the settings, so
+// equal settings always get the same name and nginx.conf does not change when Ingresses come and go.
+func (p ProfileSettings) Name() string {
+	sum := sha256.Sum256([]byte("custom-http-errors=" + p.CustomHTTPErrors))
+	return "ingress_reactor_p" + hex.EncodeToString(sum[:8])
+}
+
+// ErrorCodes returns CustomHTTPErrors as numbers.
+func (p ProfileSettings) ErrorCodes() []int {
+	if p.CustomHTTPErrors == "" {
+		return nil
+	}
+	var out []int
+	for f := range strings.SplitSeq(p.CustomHTTPErrors, ",") {
+		if n, err := strconv.Atoi(f); err == nil {
+			out = append(out, n)
+		}
+	}
+	return out
+}
+
+// profileNamesOf returns the distinct profiles a server's locations use.
+func profilesOf(s *Server) []ProfileSettings {
+	var out []ProfileSettings
+	for i := range s.Locations {
+		if p := s.Locations[i].Profile; !p.IsZero() && !slices.Contains(out, p) {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// ProfileNames returns the names of the model's profiles.
+func (m *Model) ProfileNames() []string {
+	out := make([]string, len(m.Profiles))
+	for i, p := range m.Profiles {
+		out[i] = p.Name()
+	}
+	return out
+}
+
+// appendProfile writes the route's profile and, for a custom error page, who the route belongs to.
+func appendProfile(b []byte, l *Location) []byte {
+	if l.Profile.IsZero() {
+		return b
+	}
+	b = append(b, `,"profile":"`...)
+	b = append(b, l.Profile.Name()...)
+	b = append(b, '"')
+	if l.Profile.CustomHTTPErrors == "" {
+		return b
+	}
+	b = append(b, `,"ingress_namespace":`...)
+	b = appendJSONString(b, l.Ingress.Namespace)
+	b = append(b, `,"ingress_name":`...)
+	b = appendJSONString(b, l.Ingress.Name)
+	if l.Backend != nil {
+		b = append(b, `,"service_name":`...)
+		b = appendJSONString(b, l.Backend.Service.Name)
+		b = append(b, `,"service_port":`...)
+		b = appendJSONString(b, l.Backend.Port.String())
+	}
+	return b
+}

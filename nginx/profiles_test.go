@@ -1,0 +1,99 @@
+package nginx
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"testing"
+
+	"k8s.io/apimachinery/pkg/util/intstr"
+)
+
+// TestCustomHTTPErrorsProfile runs custom-http-errors through real NGINX: the codes an Ingress lists are
+// answered by its default backend, with ingress-nginx's headers, through the profile's named location;
+// another Ingress's errors, and the listed Ingress's other answers, pass through.
+func TestCustomHTTPErrorsProfile(t *testing.T) {
+	requireNginx(t)
+	cfg := testRenderConfig(t, nginxDir(t))
+	cfg.HTTPSPort = 0
+	rt := testRuntime(t, cfg, nil)
+	ctx := context.Background()
+
+	app := httpServer(t, func(w http.ResponseWriter, r *http.Request) {
+		if strings.HasPrefix(r.URL.Path, "/missing") {
+			w.WriteHeader(http.StatusNotFound)
+			_, _ = io.WriteString(w, "app 404")
+			return
+		}
+		if r.URL.Path == "/teapot" {
+			w.WriteHeader(http.StatusTeapot)
+			_, _ = io.WriteString(w, "app 418")
+			return
+		}
+		_, _ = io.WriteString(w, "app "+r.URL.Path)
+	})
+	fallback := httpServer(t, func(w http.ResponseWriter, r *http.Request) {
+		for _, h := range []string{"X-Code", "X-Format", "X-Original-URI", "X-Namespace", "X-Ingress-Name", "X-Service-Name", "X-Service-Port", "X-Request-ID"} {
+			w.Header().Set("Seen-"+h, r.Header.Get(h))
+		}
+		code := 500
+		_, _ = fmt.Sscan(r.Header.Get("X-Code"), &code)
+		w.WriteHeader(code)
+		_, _ = io.WriteString(w, "fallback page")
+	})
+	m, _ := buildModel(t, []any{
+		service("default", "app", port(80, "http")), service("default", "fallback", port(8080, "http")),
+		ingress("default", "a", annotate(AnnotationCustomHTTPErrors, "503, 404", AnnotationDefaultBackend, "fallback"),
+			rule("a.example.com", prefix("/", "app", 80))),
+		ingress("default", "b", rule("b.example.com", prefix("/", "app", 80))),
+	}, nil)
+	if len(m.Profiles) != 1 || m.Profiles[0].CustomHTTPErrors != "404,503" {
+		t.Fatalf("profiles %+v, want one with 404,503", m.Profiles)
+	}
+	applyModel(t, rt, m, cfg)
+	if err := rt.Client().PushEndpoints(ctx, map[UpstreamName][]Endpoint{
+		up("default", "app", 80).Name:                                       {app},
+		NewUpstream(nn("default", "fallback"), intstr.FromInt32(8080)).Name: {fallback},
+	}); err != nil {
+		t.Fatal(err)
+	}
+
+	get := func(host, path string) (*http.Response, string) {
+		t.Helper()
+		req, err := http.NewRequest(http.MethodGet, fmt.Sprintf("http://127.0.0.1:%d%s", cfg.HTTPPort, path), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Host = host
+		req.Header.Set("Accept", "text/html")
+		req.Header.Set("X-Request-ID", "req-7")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		body, _ := io.ReadAll(resp.Body)
+		return resp, string(body)
+	}
+	resp, body := get("a.example.com", "/missing?q=1")
+	if resp.StatusCode != http.StatusNotFound || body != "fallback page" {
+		t.Fatalf("a listed code: %d %q, want 404 from the default backend", resp.StatusCode, body)
+	}
+	for h, want := range map[string]string{"X-Code": "404", "X-Format": "text/html", "X-Original-URI": "/missing?q=1",
+		"X-Namespace": "default", "X-Ingress-Name": "a", "X-Service-Name": "app", "X-Service-Port": "80", "X-Request-ID": "req-7"} {
+		if got := resp.Header.Get("Seen-" + h); got != want {
+			t.Errorf("the default backend got %s %q, want %q", h, got, want)
+		}
+	}
+	if resp, body := get("a.example.com", "/teapot"); resp.StatusCode != http.StatusTeapot || body != "app 418" {
+		t.Errorf("a code the Ingress does not list: %d %q, want the app's 418", resp.StatusCode, body)
+	}
+	if resp, body := get("a.example.com", "/ok"); resp.StatusCode != http.StatusOK || body != "app /ok" {
+		t.Errorf("a 200 of a profile route: %d %q, want the app's answer", resp.StatusCode, body)
+	}
+	if resp, body := get("b.example.com", "/missing"); resp.StatusCode != http.StatusNotFound || body != "app 404" {
+		t.Errorf("another Ingress's 404: %d %q, want the app's own page", resp.StatusCode, body)
+	}
+}
