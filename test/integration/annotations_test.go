@@ -370,3 +370,58 @@ func TestAnnotationsInvalidValuesRejectTheIngressAlone(t *testing.T) {
 		t.Errorf("the good Ingress got Warning Events: %s: %s", evs[0].Reason, evs[0].Message)
 	}
 }
+
+// TestAnnotationsCustomHTTPErrorsProfile: custom-http-errors, a profile setting, through the real binary.
+// The listed codes of the Ingress's route (here NGINX's 502 for a backend that refuses connections) are
+// answered by its default-backend Service with ingress-nginx's headers; the first Ingress with a new list
+// of codes reloads NGINX once and is served once that configuration is live; another Ingress with the
+// same list does not reload; an Ingress without the annotation keeps NGINX's own answer.
+func TestAnnotationsCustomHTTPErrorsProfile(t *testing.T) {
+	f := harness.New(t)
+	fallback := f.StartBackend("fallback", false)
+	web := f.StartBackend("web", false)
+	f.CreateService("fallback", 80, fallback.Port)
+	f.ServeBackends("fallback", fallback)
+	f.CreateService("web", 80, web.Port)
+	f.ServeBackends("web", web)
+	// A ready endpoint on a port nothing listens on: NGINX answers 502.
+	f.CreateService("broken", 80, 1)
+	f.ApplyEndpointSlice(f.EndpointSlice("broken-1", "broken", "http", 1, harness.Endpoint{IP: web.IP, Port: 1, Ready: true, Serving: true}))
+	f.CreateIngress(f.Ingress("plain", "plain.example", harness.IngressBackend{Path: "/", Service: "web", Port: 80}))
+	r := f.StartReactor()
+	r.WaitReady()
+	r.WaitServedBy("plain.example", "/", "web")
+	reloads := r.WaitConfigSettled()
+
+	f.CreateIngress(annotate(f.Ingress("errors", "errors.example", harness.IngressBackend{Path: "/", Service: "broken", Port: 80}),
+		"custom-http-errors", "502", "default-backend", "fallback"))
+	resp := r.WaitServedBy("errors.example", "/page?x=1", "fallback")
+	for h, want := range map[string]string{"X-Code": "502", "X-Namespace": f.Namespace, "X-Ingress-Name": "errors",
+		"X-Service-Name": "broken", "X-Service-Port": "80", "X-Original-Uri": "/page?x=1"} {
+		if got := resp.Echo.Headers[h]; len(got) != 1 || got[0] != want {
+			t.Errorf("the default backend got %s %q, want %q", h, got, want)
+		}
+	}
+	after := r.WaitConfigSettled()
+	if after != reloads+1 {
+		t.Errorf("%s went from %g to %g for a new list of codes; want one reload (the profile's named location)", harness.ReloadsMetric, reloads, after)
+	}
+
+	// The same list on another Ingress reloads nothing.
+	f.CreateIngress(annotate(f.Ingress("errors-too", "errors-too.example", harness.IngressBackend{Path: "/", Service: "broken", Port: 80}),
+		"custom-http-errors", "502", "default-backend", "fallback"))
+	r.WaitServedBy("errors-too.example", "/", "fallback")
+	if got := r.WaitConfigSettled(); got != after {
+		t.Errorf("%s went from %g to %g for a list of codes that has its profile already; want no reload", harness.ReloadsMetric, after, got)
+	}
+
+	// Without the annotation NGINX answers the 502 itself.
+	f.CreateIngress(f.Ingress("no-errors", "no-errors.example", harness.IngressBackend{Path: "/", Service: "broken", Port: 80}))
+	r.Eventually(harness.DefaultTimeout, "no-errors.example to answer 502 from NGINX", func() (bool, string) {
+		resp, err := r.Get("no-errors.example", "/")
+		if err != nil {
+			return false, err.Error()
+		}
+		return resp.Status == 502 && resp.Echo == nil, resp.String()
+	})
+}
