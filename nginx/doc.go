@@ -20,6 +20,8 @@
 //     changed (and the Ingresses that depend on those Services), so a change translates and merges
 //     only what it touches (what stays linear, copying the server list and comparing it, costs a few
 //     milliseconds at 10,000 Ingresses).
+//   - Profiles (profiles.go): directive-only settings (custom-http-errors today) as one named location per
+//     distinct combination, which the Lua router enters for the routes that use it.
 //   - Configuration (escape.go, template.go, nginx.tmpl): Render turns a Model and a RenderConfig into
 //     nginx.conf and its hash; hosts and paths are not in it (the Lua router serves them). Every string reaching the file passes through Quote; the template only
 //     sees pre-quoted strings, integers, booleans and typed address ranges (netip.Prefix, for the
