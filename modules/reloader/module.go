@@ -121,6 +121,9 @@ func New(p Params) (ReadyResult, error) {
 	r.structure = newStructureLane(&structureLane{
 		opts: p.Options, applier: p.Applier, log: log, m: &r.m,
 		events: r.reloadFailed, wentLive: r.wentLive,
+		firstStart: func(profiles []string) {
+			r.routes.change(func() { r.routeStore.profilesLive(profiles) }, false)
+		},
 		pacer: newPacer(p.Options.MinReloadGap, maxGap, nil),
 	}, p.Metrics)
 	// The flags of app's Config that size the dicts.

@@ -37,6 +37,9 @@ type structureLane struct {
 	// wentLive is called after a configuration went live, with the stores it kept filled (a store not
 	// reported filled needs a full push).
 	wentLive func(kept nginx.Filled, profiles []string)
+	// firstStart is called before the first configuration is applied, with its profiles: NGINX starts
+	// with them, and the route lane's full push after that start must not hold their routes back.
+	firstStart func(profiles []string)
 	// live is the hash of the last configuration applied successfully.
 	live atomic.Pointer[string]
 	// attempted is the hash of the configuration last tried; a different one starts with a fresh retry
@@ -102,6 +105,9 @@ func (s *structureLane) apply(ctx context.Context, _ applyKey) error {
 		// it replaces (the queue counts them per key, and the lane has a single key).
 		s.ctrl.Queue().Forget(applyKey{})
 		s.attempted = v.Hash
+	}
+	if s.live.Load() == nil && s.firstStart != nil {
+		s.firstStart(v.Model.ProfileNames())
 	}
 	began := time.Now()
 	err := s.applier.Apply(ctx, v.Config, v.Hash)
