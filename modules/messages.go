@@ -79,4 +79,7 @@ type RoutesRefused struct {
 	Location nginx.Location
 	// Reason is the data plane's.
 	Reason string
+	// Profile, when set, is what NGINX refused: the configuration holding the profile's location failed
+	// "nginx -t" there (Location is then one of the Ingress's locations that use it).
+	Profile nginx.ProfileSettings
 }

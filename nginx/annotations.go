@@ -320,10 +320,17 @@ const maxShownValue = 64
 // quoteValue quotes an annotation value (or an entry of it) for a message: Go-quoted, so control bytes,
 // NUL and newlines show as escapes, and cut after maxShownValue bytes.
 func quoteValue(v string) string {
-	if len(v) <= maxShownValue {
-		return strconv.Quote(v)
+	// The quoted form, not the value, is what is bounded: escapes make a byte up to four characters.
+	q := strconv.Quote(v)
+	if len(v) <= maxShownValue && len(q) <= 2*maxShownValue {
+		return q
 	}
-	return fmt.Sprintf("%s... (%d bytes)", strconv.Quote(v[:maxShownValue]), len(v))
+	for n := min(len(v), maxShownValue); n > 0; n-- {
+		if q = strconv.Quote(v[:n]); len(q) <= 2*maxShownValue {
+			break
+		}
+	}
+	return fmt.Sprintf("%s... (%d bytes)", q, len(v))
 }
 
 // annotationKeyForMessage returns key as it is when it is a well-formed annotation key, and quoted and

@@ -82,11 +82,17 @@ type Refusal struct {
 	Err      error
 	Host     Hostname
 	Location Location
+	// Profile, when set, is what NGINX refused: the configuration with the profile's location (nginx
+	// -t); every version of the Ingress that uses it would be refused again.
+	Profile ProfileSettings
 }
 
 // writes reports whether t has the refused route: the same host, path and path type, with the same
 // upstream and settings, so that serving t would write it again.
 func (q *Refusal) writes(t *IngressTranslation) bool {
+	if !q.Profile.IsZero() {
+		return t.Profile == q.Profile
+	}
 	l := &q.Location
 	if !t.Options.Equal(l.Options) || !sameRanges(t.Access, l.Access) {
 		return false

@@ -3,6 +3,7 @@ package nginx
 import (
 	"crypto/sha256"
 	"encoding/hex"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -90,4 +91,61 @@ func appendProfile(b []byte, l *Location) []byte {
 		b = appendJSONString(b, l.Backend.Port.String())
 	}
 	return b
+}
+
+// nginxErrorLine finds the line numbers of nginx.conf that an "nginx -t" message points at.
+var nginxErrorLine = regexp.MustCompile(`\.conf[^ :]*:(\d+)`)
+
+// FailingProfiles returns the profiles whose locations in conf hold the lines that an "nginx -t" error
+// message (msg) points at: a profile's own named location, or a custom error location of a code the
+// profile lists. The caller takes the Ingresses that use them out (quarantine), since nothing else in
+// nginx.conf comes from an Ingress. profiles are the model's.
+func FailingProfiles(conf []byte, msg string, profiles []ProfileSettings) []ProfileSettings {
+	lines := strings.Split(string(conf), "\n")
+	var out []ProfileSettings
+	add := func(p ProfileSettings) {
+		if !slices.Contains(out, p) {
+			out = append(out, p)
+		}
+	}
+	for _, m := range nginxErrorLine.FindAllStringSubmatch(msg, -1) {
+		n, err := strconv.Atoi(m[1])
+		if err != nil || n < 1 || n > len(lines) {
+			continue
+		}
+		block := enclosingNamedLocation(lines, n-1)
+		for _, p := range profiles {
+			if block == "@"+p.Name() {
+				add(p)
+			}
+			for _, c := range p.ErrorCodes() {
+				if block == "@ingress_reactor_error_"+strconv.Itoa(c) {
+					add(p)
+				}
+			}
+		}
+	}
+	return out
+}
+
+// enclosingNamedLocation returns the name ("@...") of the named location whose block holds line i, or "".
+func enclosingNamedLocation(lines []string, i int) string {
+	depth := 0
+	for ; i >= 0; i-- {
+		line := lines[i]
+		depth += strings.Count(line, "}") - strings.Count(line, "{")
+		if depth >= 0 {
+			continue
+		}
+		// The block opened on this line holds the line: a location ends the search, an inner block (a
+		// Lua block) hands it on to the block around it.
+		if f := strings.Fields(line); len(f) >= 2 && f[0] == "location" {
+			if strings.HasPrefix(f[1], "@") {
+				return f[1]
+			}
+			return ""
+		}
+		depth = 0
+	}
+	return ""
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"slices"
 	"strings"
 	"testing"
 
@@ -96,4 +97,63 @@ func TestCustomHTTPErrorsProfile(t *testing.T) {
 	if resp, body := get("b.example.com", "/missing"); resp.StatusCode != http.StatusNotFound || body != "app 404" {
 		t.Errorf("another Ingress's 404: %d %q, want the app's own page", resp.StatusCode, body)
 	}
+}
+
+// TestFailingProfiles maps the lines an "nginx -t" message names to the profiles whose locations hold
+// them: a profile's named location, or a custom error location of a code it lists; other lines map to
+// none.
+func TestFailingProfiles(t *testing.T) {
+	a := ProfileSettings{CustomHTTPErrors: "404,418"}
+	b := ProfileSettings{CustomHTTPErrors: "502"}
+	m := Model{Servers: []Server{{Host: ""}}, Profiles: []ProfileSettings{a, b}}
+	slicesSortProfiles(m.Profiles)
+	conf, _, err := Render(m, baseRenderConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(string(conf), "\n")
+	lineOf := func(contains string, after string) int {
+		t.Helper()
+		start := 0
+		if after != "" {
+			for i, l := range lines {
+				if strings.Contains(l, after) {
+					start = i
+					break
+				}
+			}
+		}
+		for i := start; i < len(lines); i++ {
+			if strings.Contains(lines[i], contains) {
+				return i + 1
+			}
+		}
+		t.Fatalf("no line with %q after %q", contains, after)
+		return 0
+	}
+	msg := func(line int) string {
+		return fmt.Sprintf(`[emerg] invalid parameter "bogus" in /tmp/ir/nginx.conf.tmp-123:%d`, line)
+	}
+	tests := map[string]struct {
+		line int
+		want []ProfileSettings
+	}{
+		"a's named location":                    {lineOf("error_page 418", "location @"+a.Name()), []ProfileSettings{a}},
+		"b's named location, its proxy_pass":    {lineOf("proxy_pass", "location @"+b.Name()), []ProfileSettings{b}},
+		"the error location of 418 (a's code)":  {lineOf("proxy_set_header X-Code 418", ""), []ProfileSettings{a}},
+		"inside the error location's Lua block": {lineOf("custom_error()", "location @ingress_reactor_error_502"), []ProfileSettings{b}},
+		"the public location":                   {lineOf(`require("ingress_reactor.router").route()`, "") + 2, nil},
+		"the http block":                        {lineOf("server_tokens", ""), nil},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			if got := FailingProfiles(conf, msg(tc.line), m.Profiles); !slices.Equal(got, tc.want) {
+				t.Errorf("line %d (%q): %v, want %v", tc.line, lines[tc.line-1], got, tc.want)
+			}
+		})
+	}
+}
+
+func slicesSortProfiles(ps []ProfileSettings) {
+	slices.SortFunc(ps, func(x, y ProfileSettings) int { return strings.Compare(x.Name(), y.Name()) })
 }

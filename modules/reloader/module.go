@@ -12,6 +12,7 @@ package reloader
 import (
 	"context"
 	"errors"
+	"slices"
 	"sync"
 	"time"
 
@@ -87,8 +88,10 @@ type Reloader struct {
 	certs     *pushLane[certBatch]
 	// routeStore, epStore and certStore are the lanes' stores, guarded by their lane's lock.
 	routeStore *routeStore
-	epStore    *endpointStore
-	certStore  *certState
+	// refused hears what the data plane refused (routes, profiles); nil: only logged.
+	refused   *pipeline.Topic[modules.RoutesRefused]
+	epStore   *endpointStore
+	certStore *certState
 
 	done     chan struct{}
 	wg       sync.WaitGroup
@@ -111,6 +114,7 @@ func New(p Params) (ReadyResult, error) {
 		m:          m,
 		done:       make(chan struct{}),
 		routeStore: newRouteStore(),
+		refused:    p.Refused,
 		epStore:    newEndpointStore(),
 		certStore:  newCertState(),
 	}
@@ -121,6 +125,7 @@ func New(p Params) (ReadyResult, error) {
 	r.structure = newStructureLane(&structureLane{
 		opts: p.Options, applier: p.Applier, log: log, m: &r.m,
 		events: r.reloadFailed, wentLive: r.wentLive,
+		refusedProfiles: r.refusedProfiles,
 		firstStart: func(profiles []string) {
 			r.routes.change(func() { r.routeStore.profilesLive(profiles) }, false)
 		},
@@ -148,8 +153,8 @@ func New(p Params) (ReadyResult, error) {
 		}
 		log.Warn("NGINX refused a route; its Ingress is quarantined", zap.Stringer("ingress", q.Ingress),
 			zap.String("host", string(q.Host)), zap.String("path", q.Location.Path), zap.String("reason", q.Reason))
-		if p.Refused != nil {
-			p.Refused.Publish(q)
+		if r.refused != nil {
+			r.refused.Publish(q)
 		}
 	}
 	p.Rendered.Subscribe(r.rendered)
@@ -176,6 +181,26 @@ func (r *Reloader) rendered(v modules.Rendered) {
 	hosts := v.Model.TLSHosts()
 	r.certs.change(func() { r.certStore.useHosts(hosts) }, false)
 	r.structure.offer(v)
+}
+
+// refusedProfiles takes out, through the quarantine, the Ingresses whose profiles' locations made "nginx
+// -t" fail: one RoutesRefused for each, naming one of its locations that use a failing profile.
+func (r *Reloader) refusedProfiles(v modules.Rendered, failing []nginx.ProfileSettings, reason string) {
+	seen := map[types.NamespacedName]bool{}
+	for i := range v.Model.Servers {
+		srv := &v.Model.Servers[i]
+		for _, l := range srv.Locations {
+			if seen[l.Ingress] || !slices.Contains(failing, l.Profile) {
+				continue
+			}
+			seen[l.Ingress] = true
+			r.log.Warn("nginx -t failed in a profile's location; its Ingress is quarantined", zap.Stringer("ingress", l.Ingress),
+				zap.String("profile", l.Profile.Name()), zap.String("reason", reason))
+			if r.refused != nil {
+				r.refused.Publish(modules.RoutesRefused{Ingress: l.Ingress, Host: srv.Host, Location: l, Reason: reason, Profile: l.Profile})
+			}
+		}
+	}
 }
 
 // wentLive is called by the structure lane once a configuration runs, with the stores its reload kept

@@ -2,6 +2,7 @@ package reloader
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync/atomic"
 	"time"
@@ -37,6 +38,9 @@ type structureLane struct {
 	// wentLive is called after a configuration went live, with the stores it kept filled (a store not
 	// reported filled needs a full push).
 	wentLive func(kept nginx.Filled, profiles []string)
+	// refusedProfiles is called when "nginx -t" failed in the locations of profiles (nginx.FailingProfiles):
+	// the Ingresses that use them are taken out, so that the rest of the configuration goes live.
+	refusedProfiles func(v modules.Rendered, profiles []nginx.ProfileSettings, reason string)
 	// firstStart is called before the first configuration is applied, with its profiles: NGINX starts
 	// with them, and the route lane's full push after that start must not hold their routes back.
 	firstStart func(profiles []string)
@@ -115,6 +119,11 @@ func (s *structureLane) apply(ctx context.Context, _ applyKey) error {
 	if err != nil && ctx.Err() != nil {
 		s.log.Info("configuration not applied: shutting down", zap.String("hash", v.Hash))
 		return nil
+	}
+	if ae, ok := errors.AsType[*nginx.ApplyError](err); ok && ae.Stage == "test" && s.refusedProfiles != nil {
+		if failing := nginx.FailingProfiles(v.Config, ae.Err.Error(), v.Model.Profiles); len(failing) > 0 {
+			s.refusedProfiles(v, failing, ae.Err.Error())
+		}
 	}
 	if err != nil {
 		s.m.reloads.WithLabelValues("failure").Inc()

@@ -139,12 +139,20 @@ type QuarantineError struct {
 	Host   nginx.Hostname
 	Path   string
 	Reason string
+	// Profile says NGINX refused the configuration of the route's profile settings (nginx -t), not the
+	// route itself.
+	Profile bool
 }
 
 func (e *QuarantineError) Error() string {
 	host := string(e.Host)
 	if host == "" {
 		host = "(any host)"
+	}
+	if e.Profile {
+		return fmt.Sprintf("quarantined: NGINX refused the configuration that its profile settings (such as custom-http-errors) need, "+
+			"used by host %s, path %q (%s); this version stays out of service until the Ingress changes, or is tried again in %s "+
+			"(its last version NGINX took, if any, is served meanwhile)", host, e.Path, e.Reason, quarantineRetry)
 	}
 	return fmt.Sprintf("quarantined: NGINX refused its route for host %s, path %q (%s); this version stays out of service until the Ingress "+
 		"changes, or is tried again in %s (its last version NGINX took, if any, is served meanwhile)", host, e.Path, e.Reason, quarantineRetry)
@@ -334,7 +342,8 @@ func (r *Renderer) takeRefusals() {
 		}
 		r.mu.Lock()
 		r.quarantine[q.Ingress] = quarantined{resourceVersion: ing.ResourceVersion, since: time.Now(), refusal: &nginx.Refusal{
-			Err: &QuarantineError{Host: q.Host, Path: q.Location.Path, Reason: q.Reason}, Host: q.Host, Location: q.Location}}
+			Err: &QuarantineError{Host: q.Host, Path: q.Location.Path, Reason: q.Reason, Profile: !q.Profile.IsZero()}, Host: q.Host,
+			Location: q.Location, Profile: q.Profile}}
 		r.changedIngresses[q.Ingress] = struct{}{}
 		r.mu.Unlock()
 		r.ctrl.Queue().AddAfter(renderKey{}, quarantineRetry)

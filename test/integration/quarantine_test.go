@@ -64,3 +64,60 @@ func TestQuarantineOfARefusedRoute(t *testing.T) {
 	r.WaitServedBy("q.example", "/short", "api")
 	r.WaitMetric("ingress_reactor_ingresses_quarantined", nil, "0", func(v float64) bool { return v == 0 })
 }
+
+// TestQuarantineOfAProfileNginxRefuses: when "nginx -t" fails in the location of a profile (here a custom
+// --template miswrites the error_page line of code 418, standing in for a bug), the Ingresses that use the
+// profile are quarantined with a Warning Event, the configuration is rendered without it and goes live,
+// and another Ingress's new profile is served meanwhile; once the Ingress changes, it returns.
+func TestQuarantineOfAProfileNginxRefuses(t *testing.T) {
+	f := harness.New(t)
+	fallback := f.StartBackend("fallback", false)
+	web := f.StartBackend("web", false)
+	f.CreateService("fallback", 80, fallback.Port)
+	f.ServeBackends("fallback", fallback)
+	f.CreateService("web", 80, web.Port)
+	f.ServeBackends("web", web)
+	f.CreateService("broken", 80, 1) // a ready endpoint nothing listens on: NGINX answers 502
+	f.ApplyEndpointSlice(f.EndpointSlice("broken-1", "broken", "http", 1, harness.Endpoint{IP: web.IP, Port: 1, Ready: true, Serving: true}))
+
+	const line = "error_page {{.}} = @ingress_reactor_error_{{.}};"
+	text := strings.Replace(nginx.DefaultTemplateText(), line, "error_page {{.}} = @ingress_reactor_error_{{.}}{{if eq . 418}} bogus{{end}};", 1)
+	if text == nginx.DefaultTemplateText() {
+		t.Fatal("the default template no longer writes the profiles' error_page lines this way; adjust the test")
+	}
+	path := filepath.Join(t.TempDir(), "nginx.tmpl")
+	if err := os.WriteFile(path, []byte(text), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	f.CreateIngress(f.Ingress("plain", "plain.example", harness.IngressBackend{Path: "/", Service: "web", Port: 80}))
+	r := f.StartReactor("--template=" + path)
+	r.WaitReady()
+	r.WaitServedBy("plain.example", "/", "web")
+
+	errorsIngress := func(name, host, codes string) *networkingv1.Ingress {
+		ing := f.Ingress(name, host, harness.IngressBackend{Path: "/", Service: "broken", Port: 80})
+		ing.Annotations = map[string]string{
+			"nginx.ingress.kubernetes.io/custom-http-errors": codes,
+			"nginx.ingress.kubernetes.io/default-backend":    "fallback",
+		}
+		return ing
+	}
+	f.CreateIngress(errorsIngress("teapot", "teapot.example", "418,502"))
+	f.WaitEvent(r, "Ingress", "teapot", corev1.EventTypeWarning, "Quarantined", "NGINX refused the configuration that its profile settings")
+	r.WaitMetric("ingress_reactor_ingresses_quarantined", nil, "1", func(v float64) bool { return v == 1 })
+
+	// The configuration without the refused profile goes live: another Ingress's profile is served.
+	f.CreateIngress(errorsIngress("errors", "errors.example", "502"))
+	resp := r.WaitServedBy("errors.example", "/", "fallback")
+	if got := resp.Echo.Headers["X-Code"]; len(got) != 1 || got[0] != "502" {
+		t.Errorf("the default backend got X-Code %q, want 502", got)
+	}
+	r.WaitServedBy("plain.example", "/", "web")
+
+	// Changed to a list NGINX takes, the Ingress leaves the quarantine.
+	f.UpdateIngress("teapot", func(ing *networkingv1.Ingress) {
+		ing.Annotations["nginx.ingress.kubernetes.io/custom-http-errors"] = "502"
+	})
+	r.WaitServedBy("teapot.example", "/", "fallback")
+	r.WaitMetric("ingress_reactor_ingresses_quarantined", nil, "0", func(v float64) bool { return v == 0 })
+}
