@@ -19,12 +19,15 @@ func init() {
 				"`404,503`; spaces and repeats are ignored",
 			Default: "none: the upstream's own responses pass through",
 			Difference: "A **profile setting**: each distinct list of codes is one named location in nginx.conf, so the first Ingress " +
-				"with a new list reloads NGINX once (its routes wait until that configuration is live); Ingresses with a list that " +
-				"exists already, and changes back to it, do not reload. The error page comes from the Ingress's `default-backend` " +
-				"Service, else `--default-backend-service`, with the headers ingress-nginx sends (`X-Code`, `X-Format`, " +
-				"`X-Original-URI`, `X-Namespace`, `X-Ingress-Name`, `X-Service-Name`, `X-Service-Port`, `X-Request-ID`); without a " +
-				"default backend NGINX answers the code with its own page. An invalid value is ignored with a Warning (an error " +
-				"page does not change who gets what).",
+				"with a list no Ingress uses reloads NGINX once (its routes wait until that configuration is live); Ingresses with a " +
+				"list in use already do not reload. The error page comes from the Ingress's `default-backend` Service, else " +
+				"`--default-backend-service`, as a request for `/` (the query kept) with the request's Host and the headers " +
+				"ingress-nginx sends (`X-Code`, `X-Format`, `X-Original-URI`, `X-Namespace`, `X-Ingress-Name`, `X-Service-Name`, " +
+				"`X-Service-Port`, `X-Request-ID`); without a default backend NGINX answers the code with its own page. Intercepted " +
+				"are the upstream's answers and NGINX's own while it proxies (502, 503 and 504, and 413 for a chunked body over the " +
+				"limit); not intercepted, unlike ingress-nginx, are the answers given before the route's location is entered: 403 of " +
+				"a source range, 404 of an unmatched path and 413 of a `Content-Length` over the limit. An invalid value is ignored " +
+				"with a Warning (an error page does not change who gets what).",
 		}},
 		apply: applyCustomHTTPErrors,
 	})

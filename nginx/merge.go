@@ -375,7 +375,7 @@ func (m *Merger) Apply(changes map[types.NamespacedName]*IngressTranslation, opt
 		m.upstreamList = mergeSorted(kept, added, byName)
 	}
 	if profilesChanged {
-		m.profileList = make([]ProfileSettings, 0, len(m.profiles))
+		m.profileList = nil // as a merge from scratch without profiles
 		for p := range m.profiles {
 			m.profileList = append(m.profileList, p)
 		}

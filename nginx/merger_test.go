@@ -34,6 +34,9 @@ func TestMergerMatchesFullMerge(t *testing.T) {
 
 	random := func(r *rand.Rand, key types.NamespacedName, created time.Time) *IngressTranslation {
 		tr := &IngressTranslation{Ingress: key, CreationTimestamp: created, SSLRedirect: r.IntN(3) > 0, Access: accesses[r.IntN(len(accesses))]}
+		if r.IntN(4) == 0 { // profiles come and go with the Ingresses that use them
+			tr.Profile = ProfileSettings{CustomHTTPErrors: []string{"404", "502", "404,502"}[r.IntN(3)]}
+		}
 		for range r.IntN(5) {
 			rt := Route{Host: hosts[r.IntN(len(hosts))], Path: paths[r.IntN(len(paths))], PathType: PathPrefix, Upstream: upstreams[r.IntN(len(upstreams))].Name}
 			if r.IntN(3) == 0 {

@@ -42,7 +42,7 @@ func (p ProfileSettings) ErrorCodes() []int {
 	}
 	var out []int
 	for f := range strings.SplitSeq(p.CustomHTTPErrors, ",") {
-		if n, err := strconv.Atoi(f); err == nil {
+		if n, err := strconv.Atoi(f); err == nil && n >= 300 && n <= 599 { // what error_page takes
 			out = append(out, n)
 		}
 	}

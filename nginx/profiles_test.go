@@ -97,6 +97,18 @@ func TestCustomHTTPErrorsProfile(t *testing.T) {
 	if resp, body := get("b.example.com", "/missing"); resp.StatusCode != http.StatusNotFound || body != "app 404" {
 		t.Errorf("another Ingress's 404: %d %q, want the app's own page", resp.StatusCode, body)
 	}
+
+	// A route that names a profile this configuration lacks (pushed ahead of its configuration) is served
+	// without the profile, not sent to a location NGINX does not have (which would answer 500).
+	other := ProfileSettings{CustomHTTPErrors: "404,418"}
+	srv := Server{Host: "c.example.com", Locations: []Location{{Path: "/", PathType: PathPrefix, Upstream: up("default", "app", 80).Name,
+		Ingress: nn("default", "c"), Profile: other}}}
+	if err := rt.Client().PushRoutes(ctx, RouteUpdate{Hosts: map[Hostname][]byte{"c.example.com": AppendRouteHostJSON(nil, &srv)}}); err != nil {
+		t.Fatal(err)
+	}
+	if resp, body := get("c.example.com", "/missing"); resp.StatusCode != http.StatusNotFound || body != "app 404" {
+		t.Errorf("a route naming a profile the configuration lacks: %d %q, want the app's own 404", resp.StatusCode, body)
+	}
 }
 
 // TestFailingProfiles maps the lines an "nginx -t" message names to the profiles whose locations hold

@@ -300,6 +300,8 @@ func ParseTemplate(text string) (*Template, error) {
 		{"location = /configuration/routes", "the status server's location = /configuration/routes: the controller pushes routes through it"},
 		{"lua_shared_dict ingress_reactor_routes", "lua_shared_dict ingress_reactor_routes {{.RoutesDictMB}}m: the router reads routes from it"},
 		{"set $ingress_reactor_https 1;", "\"set $ingress_reactor_https 1;\" in the public location when HTTPS is on ({{if .HTTPS}}): without it no request is redirected to HTTPS"},
+		{`set_profiles({"` + probeProfile.Name() + `", })`, "the init_by_lua_block's require(\"ingress_reactor.router\").set_profiles({ {{range .Profiles}}\"{{.Name}}\", {{end}} }): the router enters only the profiles nginx.conf has"},
+		{`set $ingress_reactor_error_upstream "";`, "the public location's \"set $ingress_reactor_error_upstream \"\";\" and the other $ingress_reactor_error_* variables: custom error pages read them"},
 		{"location @" + probeProfile.Name() + " {", "a named location per profile ({{range .Profiles}} location @{{.Name}} ...): the router sends the routes that use one there"},
 		{"location @ingress_reactor_error_404 {", "a named location per custom error code ({{range .ErrorCodes}} location @ingress_reactor_error_{{.}} ...): custom-http-errors sends the errors there"},
 		{`require("ingress_reactor.configuration").authorize()`, "the status server's access_by_lua_block that calls require(\"ingress_reactor.configuration\").authorize(): without it any local process could read and change the dynamic configuration"},

@@ -199,7 +199,8 @@ const statusAuthorize = `access_by_lua_block { require("ingress_reactor.configur
 // routerCall is the public server's call of the router that every template must keep.
 const routerCall = ` rewrite_by_lua_block { require("ingress_reactor.router").route() } location = /configuration/routes
 	lua_shared_dict ingress_reactor_routes {{.RoutesDictMB}}m; {{if .HTTPS}}set $ingress_reactor_https 1;{{end}}
-	{{range .Profiles}}location @{{.Name}} { }{{end}} {{range .ErrorCodes}}location @ingress_reactor_error_{{.}} { }{{end}}`
+	{{range .Profiles}}location @{{.Name}} { }{{end}} {{range .ErrorCodes}}location @ingress_reactor_error_{{.}} { }{{end}}
+	set_profiles({ {{- range .Profiles}}"{{.Name}}", {{end -}} }) set $ingress_reactor_error_upstream "";`
 
 func TestParseTemplate(t *testing.T) {
 	tests := map[string]struct {

@@ -85,3 +85,25 @@ func TestRoutesWaitForTheirProfile(t *testing.T) {
 		t.Errorf("once the profile is live the push carries %v, want both hosts with the profile", slices.Collect(maps.Keys(b.Hosts)))
 	}
 }
+
+// TestHeldHostStaysHeldAfterAFailedPush: a push that fails marks its hosts changed again; a host held
+// meanwhile (its routes now name a profile that is not live) gets the routes that did not arrive, not
+// the ones that wait.
+func TestHeldHostStaysHeldAfterAFailedPush(t *testing.T) {
+	p := nginx.ProfileSettings{CustomHTTPErrors: "404"}
+	plain := nginx.Model{Servers: []nginx.Server{{Host: ""}, {Host: "h.example", Locations: []nginx.Location{
+		{Path: "/", PathType: nginx.PathPrefix, Upstream: "web"},
+	}}}}
+	profiled := nginx.Model{Servers: []nginx.Server{{Host: ""}, {Host: "h.example", Locations: []nginx.Location{
+		{Path: "/", PathType: nginx.PathPrefix, Upstream: "web", Profile: p},
+	}}}, Profiles: []nginx.ProfileSettings{p}}
+	s := newRouteStore()
+	s.useModel(&plain)
+	b, _ := s.take(false)
+	s.useModel(&profiled) // while the push is in flight
+	s.failed(b)
+	next, _ := s.take(false)
+	if got := string(next.Hosts["h.example"]); strings.Contains(got, p.Name()) || !strings.Contains(got, `"upstream":"web"`) {
+		t.Errorf("the retry after a failed push carries %s for the held host, want the routes that did not arrive (without the profile)", got)
+	}
+}

@@ -28,7 +28,7 @@ type routeStore struct {
 	// routes name a profile that is not live yet, with the routes NGINX should keep until it is (nil:
 	// none, the host is new): they are pushed once a configuration with the profile is live.
 	live map[string]bool
-	held map[nginx.Hostname][]byte
+	held map[nginx.Hostname]heldHost
 	// inFlight are the servers of the batch being pushed (the lane pushes one at a time): a refusal
 	// names a route of what was pushed, which a newer model may have changed meanwhile.
 	inFlight map[nginx.Hostname]*nginx.Server
@@ -43,7 +43,7 @@ func newRouteStore() *routeStore {
 		encoded: map[nginx.Hostname][]byte{},
 		dirty:   map[nginx.Hostname]struct{}{},
 		live:    map[string]bool{},
-		held:    map[nginx.Hostname][]byte{},
+		held:    map[nginx.Hostname]heldHost{},
 	}
 }
 
@@ -62,7 +62,7 @@ func (s *routeStore) useModel(m *nginx.Model) {
 		}
 		before, wasHeld := s.held[srv.Host]
 		if !wasHeld {
-			before = s.encoded[srv.Host]
+			before = heldHost{encoded: s.encoded[srv.Host], server: s.servers[srv.Host]}
 		}
 		s.servers[srv.Host] = srv
 		s.encoded[srv.Host] = nginx.AppendRouteHostJSON(nil, srv)
@@ -99,15 +99,23 @@ func (s *routeStore) take(full bool) (routeBatch, bool) {
 	if full {
 		b.Hosts = maps.Clone(s.encoded)
 		for h, before := range s.held { // what NGINX held before, until the profile is live
-			if before == nil {
+			if before.encoded == nil {
 				delete(b.Hosts, h)
 			} else {
-				b.Hosts[h] = before
+				b.Hosts[h] = before.encoded
 			}
 		}
 	} else {
 		b.Hosts = make(map[nginx.Hostname][]byte, len(s.dirty))
 		for h := range s.dirty {
+			if before, held := s.held[h]; held {
+				// Marked again by a failed or partial push while it was held: what NGINX should keep
+				// goes out (the routes that did not arrive), never the routes that wait for a profile.
+				if before.encoded != nil {
+					b.Hosts[h] = before.encoded
+				}
+				continue
+			}
 			b.Hosts[h] = s.encoded[h] // nil for a host that is gone
 		}
 	}
@@ -117,8 +125,12 @@ func (s *routeStore) take(full bool) (routeBatch, bool) {
 	}
 	s.inFlight = make(map[nginx.Hostname]*nginx.Server, len(b.Hosts))
 	for h, e := range b.Hosts {
-		if e != nil {
-			s.inFlight[h] = s.servers[h]
+		if e == nil {
+			continue
+		}
+		s.inFlight[h] = s.servers[h]
+		if before, held := s.held[h]; held {
+			s.inFlight[h] = before.server // a full push carries what NGINX had
 		}
 	}
 	s.dirty = map[nginx.Hostname]struct{}{}
@@ -162,6 +174,12 @@ func (s *routeStore) stored(b routeBatch, partial *nginx.DictFullError) {
 	}
 }
 
+// heldHost is what NGINX keeps for a held host: its routes as last pushed, and the server they encode.
+type heldHost struct {
+	encoded []byte
+	server  *nginx.Server
+}
+
 // needsProfile reports whether a server's routes name a profile that the running configuration lacks.
 func (s *routeStore) needsProfile(srv *nginx.Server) bool {
 	for i := range srv.Locations {
@@ -183,6 +201,15 @@ func (s *routeStore) profilesLive(names []string) {
 		if srv := s.servers[h]; srv == nil || !s.needsProfile(srv) {
 			delete(s.held, h)
 			s.dirty[h] = struct{}{}
+		}
+	}
+	// A configuration older than the model may go live without a profile that pushed routes name
+	// (the model dropped it and took it back meanwhile): those routes fall back to the public location
+	// in the router (it knows the live profiles) until the configuration with it goes live and they are
+	// pushed again.
+	for h, srv := range s.servers {
+		if _, held := s.held[h]; !held && s.needsProfile(srv) {
+			s.held[h] = heldHost{encoded: s.encoded[h], server: srv}
 		}
 	}
 }

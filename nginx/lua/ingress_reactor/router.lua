@@ -29,6 +29,7 @@ local ngx = ngx
 local ngx_var = ngx.var
 local ngx_log = ngx.log
 local ERR = ngx.ERR
+local WARN = ngx.WARN
 local byte = string.byte
 local sub = string.sub
 local find = string.find
@@ -54,6 +55,9 @@ _M.UNAVAILABLE = '{"unavailable":true,"routes":[]}'
 
 -- How often each worker drops the compiled entries of hosts that changed or are gone, in seconds.
 local SWEEP_EVERY = 60
+
+-- The profiles of this configuration (set_profiles): name -> true.
+local profiles = {}
 
 -- host -> { version, exact = { path -> route }, prefix = { path -> route }, fallback_redirect }
 local cache = {}
@@ -452,7 +456,11 @@ function _M.route()
         return ngx.exit(ngx.HTTP_INTERNAL_SERVER_ERROR)
     end
     ngx_var.proxy_upstream_name = upstream
-    if r and r.profile then
+    if r and r.profile and not profiles[r.profile] then
+        -- Pushed for a configuration that is not (or no longer) live: served without the profile's
+        -- settings until it is, rather than sent to a location this configuration lacks.
+        ngx_log(WARN, "route of host ", host, " names profile ", r.profile, ", which this configuration lacks; served without it")
+    elseif r and r.profile then
         if r.ingress_name then -- custom error pages: who the route belongs to, and who answers them
             ngx_var.ingress_reactor_error_upstream = r.default_backend or dict:get(_M.DEFAULT_KEY) or ""
             ngx_var.ingress_reactor_error_namespace = r.ingress_namespace
@@ -473,6 +481,19 @@ function _M.custom_error()
         return ngx.exit(tonumber(ngx_var.ingress_reactor_error_code) or ngx.HTTP_INTERNAL_SERVER_ERROR)
     end
     ngx_var.proxy_upstream_name = upstream
+    -- As ingress-nginx: the error backend gets "/" (the query kept) and the request's own Host; the
+    -- original URI is in X-Original-URI.
+    ngx_var.ingress_reactor_upstream_vhost = ""
+    ngx.req.set_uri("/", false)
+end
+
+-- set_profiles records the profiles (named locations) of the configuration being loaded; init_by_lua
+-- calls it, so every worker of a configuration knows exactly its own.
+function _M.set_profiles(names)
+    profiles = {}
+    for _, n in ipairs(names) do
+        profiles[n] = true
+    end
 end
 
 return _M
