@@ -18,6 +18,7 @@ type reloaderMetrics struct {
 	certUpdates  *prometheus.CounterVec
 	routeUpdates *prometheus.CounterVec
 	notStored    *prometheus.GaugeVec
+	hostsHeld    prometheus.Gauge
 	reloadGap    prometheus.Gauge
 }
 
@@ -57,6 +58,10 @@ func newMetrics(reg prometheus.Registerer) (reloaderMetrics, error) {
 			Name: "ingress_reactor_route_updates_total",
 			Help: "Pushes of host and path routes to the data plane (no reload), by result (dict_full: what fit is live).",
 		}, []string{"result"}),
+		hostsHeld: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "ingress_reactor_route_hosts_held",
+			Help: "Hosts whose changed routes wait for a configuration with a profile they name (a reload); NGINX keeps their previous routes meanwhile.",
+		}),
 		notStored: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "ingress_reactor_shared_dict_not_stored",
 			Help: "Entries (upstreams; certificates and SNI hosts; route hosts) that NGINX's shared dict had no room for; raise --endpoints-dict-size, --certificates-dict-size or --routes-dict-size.",
@@ -66,7 +71,7 @@ func newMetrics(reg prometheus.Registerer) (reloaderMetrics, error) {
 			Help: "How long the next configuration waits after the last reload: 0 after a quiet period, doubling from 1 s up to 5 s while changes keep coming.",
 		}),
 	}
-	for _, c := range []prometheus.Collector{m.reloads, m.lastSuccess, m.lastTime, m.hash, m.duration, m.epUpdates, m.certUpdates, m.routeUpdates, m.notStored, m.reloadGap} {
+	for _, c := range []prometheus.Collector{m.reloads, m.lastSuccess, m.lastTime, m.hash, m.duration, m.epUpdates, m.certUpdates, m.routeUpdates, m.notStored, m.hostsHeld, m.reloadGap} {
 		if err := reg.Register(c); err != nil {
 			return reloaderMetrics{}, fmt.Errorf("reloader: register metrics: %w", err)
 		}

@@ -127,7 +127,10 @@ func New(p Params) (ReadyResult, error) {
 		events: r.reloadFailed, wentLive: r.wentLive,
 		refusedProfiles: r.refusedProfiles,
 		firstStart: func(profiles []string) {
-			r.routes.change(func() { r.routeStore.profilesLive(profiles) }, false)
+			r.routes.change(func() {
+				r.routeStore.profilesLive(profiles)
+				r.m.hostsHeld.Set(float64(len(r.routeStore.held)))
+			}, false)
 		},
 		pacer: newPacer(p.Options.MinReloadGap, maxGap, nil),
 	}, p.Metrics)
@@ -177,7 +180,10 @@ func New(p Params) (ReadyResult, error) {
 // for a configuration NGINX refuses, such as a broken --template). The structure lane applies the
 // configuration itself when its hash is new.
 func (r *Reloader) rendered(v modules.Rendered) {
-	r.routes.change(func() { r.routeStore.useModel(&v.Model) }, false)
+	r.routes.change(func() {
+		r.routeStore.useModel(&v.Model)
+		r.m.hostsHeld.Set(float64(len(r.routeStore.held)))
+	}, false)
 	hosts := v.Model.TLSHosts()
 	r.certs.change(func() { r.certStore.useHosts(hosts) }, false)
 	r.structure.offer(v)
@@ -207,7 +213,10 @@ func (r *Reloader) refusedProfiles(v modules.Rendered, failing []nginx.ProfileSe
 // filled (the others get a full push) and the profiles it has.
 func (r *Reloader) wentLive(kept nginx.Filled, profiles []string) {
 	// Routes that name a profile wait for a configuration that has it.
-	r.routes.change(func() { r.routeStore.profilesLive(profiles) }, false)
+	r.routes.change(func() {
+		r.routeStore.profilesLive(profiles)
+		r.m.hostsHeld.Set(float64(len(r.routeStore.held)))
+	}, false)
 	if !kept.Routes {
 		r.routes.change(nil, true)
 	}
