@@ -67,7 +67,7 @@ func unsupportedAnnotations() []AnnotationSpec {
 		return AnnotationSpec{Status: AnnotationIgnored, Planned: issue, Reason: "not supported yet"}
 	}
 	add(planned("#15"),
-		"backend-protocol", "client-body-buffer-size", "connection-proxy-header", "cors-allow-credentials",
+		"client-body-buffer-size", "connection-proxy-header", "cors-allow-credentials",
 		"cors-allow-headers", "cors-allow-methods", "cors-allow-origin", "cors-expose-headers", "cors-max-age",
 		"custom-headers", "enable-access-log", "enable-cors", "enable-rewrite-log", "limit-burst-multiplier",
 		"limit-connections", "limit-rate", "limit-rate-after", "limit-rpm", "limit-rps", "limit-whitelist",

@@ -23,6 +23,9 @@ type ProfileSettings struct {
 	// CustomHTTPErrors are the upstream status codes that the default backend answers instead
 	// (custom-http-errors), ascending and comma-separated ("404,503"); empty for none.
 	CustomHTTPErrors string
+	// BackendProtocol is how NGINX talks to the upstream (backend-protocol): "HTTPS", "GRPC" or "GRPCS";
+	// empty for HTTP.
+	BackendProtocol string
 }
 
 // IsZero reports whether p is the default (no profile).
@@ -31,7 +34,7 @@ func (p ProfileSettings) IsZero() bool { return p == ProfileSettings{} }
 // Name is the named location of p: "ingress_reactor_p" and 16 hex digits of a hash of the settings, so
 // equal settings always get the same name and nginx.conf does not change when Ingresses come and go.
 func (p ProfileSettings) Name() string {
-	sum := sha256.Sum256([]byte("custom-http-errors=" + p.CustomHTTPErrors))
+	sum := sha256.Sum256([]byte("custom-http-errors=" + p.CustomHTTPErrors + "\nbackend-protocol=" + p.BackendProtocol))
 	return "ingress_reactor_p" + hex.EncodeToString(sum[:8])
 }
 

@@ -4,7 +4,9 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
+	"net/http/httptest"
 	"slices"
 	"strings"
 	"testing"
@@ -168,4 +170,73 @@ func TestFailingProfiles(t *testing.T) {
 
 func slicesSortProfiles(ps []ProfileSettings) {
 	slices.SortFunc(ps, func(x, y ProfileSettings) int { return strings.Compare(x.Name(), y.Name()) })
+}
+
+// TestBackendProtocolProfiles: backend-protocol HTTPS and GRPC through real NGINX, each a profile:
+// the HTTPS backend gets TLS, the GRPC one HTTP/2 in clear text (grpc_pass); an HTTP route beside them
+// keeps plain HTTP/1.1.
+func TestBackendProtocolProfiles(t *testing.T) {
+	requireNginx(t)
+	cfg := testRenderConfig(t, nginxDir(t))
+	cfg.HTTPSPort = 0
+	rt := testRuntime(t, cfg, nil)
+	ctx := context.Background()
+
+	answer := func(w http.ResponseWriter, r *http.Request) {
+		tlsOn := "plain"
+		if r.TLS != nil {
+			tlsOn = "tls"
+		}
+		_, _ = io.WriteString(w, r.Proto+" "+tlsOn+" "+r.URL.Path)
+	}
+	httpsSrv := httptest.NewTLSServer(http.HandlerFunc(answer))
+	t.Cleanup(httpsSrv.Close)
+	h2c := httptest.NewUnstartedServer(http.HandlerFunc(answer))
+	var protocols http.Protocols
+	protocols.SetUnencryptedHTTP2(true)
+	h2c.Config.Protocols = &protocols
+	h2c.Start()
+	t.Cleanup(h2c.Close)
+	endpoint := func(s *httptest.Server) Endpoint {
+		return Endpoint{Address: "127.0.0.1", Port: int32(s.Listener.Addr().(*net.TCPAddr).Port)}
+	}
+	plain := httpServer(t, answer)
+
+	m, _ := buildModel(t, []any{
+		service("default", "secure", port(443, "https")), service("default", "grpc", port(50051, "grpc")), service("default", "web", port(80, "http")),
+		ingress("default", "secure", annotate(AnnotationBackendProtocol, "https"), rule("secure.example.com", prefix("/", "secure", 443))),
+		ingress("default", "grpc", annotate(AnnotationBackendProtocol, "GRPC"), rule("grpc.example.com", prefix("/", "grpc", 50051))),
+		ingress("default", "web", rule("web.example.com", prefix("/", "web", 80))),
+	}, nil)
+	if len(m.Profiles) != 2 {
+		t.Fatalf("profiles %+v, want two (HTTPS, GRPC)", m.Profiles)
+	}
+	applyModel(t, rt, m, cfg)
+	if err := rt.Client().PushEndpoints(ctx, map[UpstreamName][]Endpoint{
+		up("default", "secure", 443).Name: {endpoint(httpsSrv)},
+		up("default", "grpc", 50051).Name: {endpoint(h2c)},
+		up("default", "web", 80).Name:     {plain},
+	}); err != nil {
+		t.Fatal(err)
+	}
+	for host, want := range map[string]string{
+		"secure.example.com": "HTTP/1.1 tls /x",
+		"grpc.example.com":   "HTTP/2.0 plain /x",
+		"web.example.com":    "HTTP/1.1 plain /x",
+	} {
+		req, err := http.NewRequest(http.MethodGet, fmt.Sprintf("http://127.0.0.1:%d/x", cfg.HTTPPort), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Host = host
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK || string(body) != want {
+			t.Errorf("%s: %d %q, want 200 %q", host, resp.StatusCode, body, want)
+		}
+	}
 }

@@ -425,3 +425,30 @@ func TestAnnotationsCustomHTTPErrorsProfile(t *testing.T) {
 		return resp.Status == 502 && resp.Echo == nil, resp.String()
 	})
 }
+
+// TestAnnotationsBackendProtocolHTTPS: backend-protocol HTTPS sends the Ingress's requests to its TLS
+// backend over TLS (a profile: one reload for the first such Ingress); without it the same backend
+// is spoken to in plain HTTP and refuses (Go's TLS server answers 400).
+func TestAnnotationsBackendProtocolHTTPS(t *testing.T) {
+	f := harness.New(t)
+	secure := f.StartBackend("secure", true)
+	f.CreateService("secure", 443, secure.Port)
+	f.ServeBackends("secure", secure)
+	f.CreateIngress(f.Ingress("plain-to-tls", "plain-to-tls.example", harness.IngressBackend{Path: "/", Service: "secure", Port: 443}))
+	r := f.StartReactor()
+	r.WaitReady()
+	r.Eventually(harness.DefaultTimeout, "plain HTTP to a TLS backend to be refused", func() (bool, string) {
+		resp, err := r.Get("plain-to-tls.example", "/")
+		if err != nil {
+			return false, err.Error()
+		}
+		return resp.Status == 400 && resp.Echo == nil, resp.String()
+	})
+	reloads := r.WaitConfigSettled()
+	f.CreateIngress(annotate(f.Ingress("tls", "tls.example", harness.IngressBackend{Path: "/", Service: "secure", Port: 443}),
+		"backend-protocol", "HTTPS"))
+	r.WaitServedBy("tls.example", "/", "secure")
+	if got := r.WaitConfigSettled(); got != reloads+1 {
+		t.Errorf("%s went from %g to %g for the first HTTPS backend; want one reload (its profile)", harness.ReloadsMetric, reloads, got)
+	}
+}
