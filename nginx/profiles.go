@@ -52,7 +52,7 @@ func (p ProfileSettings) ErrorCodes() []int {
 	return out
 }
 
-// profileNamesOf returns the distinct profiles a server's locations use.
+// profilesOf returns the distinct profiles a server's locations use.
 func profilesOf(s *Server) []ProfileSettings {
 	var out []ProfileSettings
 	for i := range s.Locations {

@@ -378,15 +378,7 @@ func TestAnnotationsInvalidValuesRejectTheIngressAlone(t *testing.T) {
 // same list does not reload; an Ingress without the annotation keeps NGINX's own answer.
 func TestAnnotationsCustomHTTPErrorsProfile(t *testing.T) {
 	f := harness.New(t)
-	fallback := f.StartBackend("fallback", false)
-	web := f.StartBackend("web", false)
-	f.CreateService("fallback", 80, fallback.Port)
-	f.ServeBackends("fallback", fallback)
-	f.CreateService("web", 80, web.Port)
-	f.ServeBackends("web", web)
-	// A ready endpoint on a port nothing listens on: NGINX answers 502.
-	f.CreateService("broken", 80, 1)
-	f.ApplyEndpointSlice(f.EndpointSlice("broken-1", "broken", "http", 1, harness.Endpoint{IP: web.IP, Port: 1, Ready: true, Serving: true}))
+	errorPageServices(f)
 	f.CreateIngress(f.Ingress("plain", "plain.example", harness.IngressBackend{Path: "/", Service: "web", Port: 80}))
 	r := f.StartReactor()
 	r.WaitReady()
@@ -451,4 +443,18 @@ func TestAnnotationsBackendProtocolHTTPS(t *testing.T) {
 	if got := r.WaitConfigSettled(); got != reloads+1 {
 		t.Errorf("%s went from %g to %g for the first HTTPS backend; want one reload (its profile)", harness.ReloadsMetric, reloads, got)
 	}
+}
+
+// errorPageServices creates the Services of the custom error page tests: "fallback" and "web", each with
+// its echo backend, and "broken", whose one ready endpoint is a port nothing listens on (NGINX answers
+// 502).
+func errorPageServices(f *harness.Fixture) {
+	fallback := f.StartBackend("fallback", false)
+	web := f.StartBackend("web", false)
+	f.CreateService("fallback", 80, fallback.Port)
+	f.ServeBackends("fallback", fallback)
+	f.CreateService("web", 80, web.Port)
+	f.ServeBackends("web", web)
+	f.CreateService("broken", 80, 1)
+	f.ApplyEndpointSlice(f.EndpointSlice("broken-1", "broken", "http", 1, harness.Endpoint{IP: web.IP, Port: 1, Ready: true, Serving: true}))
 }

@@ -71,14 +71,7 @@ func TestQuarantineOfARefusedRoute(t *testing.T) {
 // and another Ingress's new profile is served meanwhile; once the Ingress changes, it returns.
 func TestQuarantineOfAProfileNginxRefuses(t *testing.T) {
 	f := harness.New(t)
-	fallback := f.StartBackend("fallback", false)
-	web := f.StartBackend("web", false)
-	f.CreateService("fallback", 80, fallback.Port)
-	f.ServeBackends("fallback", fallback)
-	f.CreateService("web", 80, web.Port)
-	f.ServeBackends("web", web)
-	f.CreateService("broken", 80, 1) // a ready endpoint nothing listens on: NGINX answers 502
-	f.ApplyEndpointSlice(f.EndpointSlice("broken-1", "broken", "http", 1, harness.Endpoint{IP: web.IP, Port: 1, Ready: true, Serving: true}))
+	errorPageServices(f)
 
 	const line = "error_page {{.}} = @ingress_reactor_error_{{.}};"
 	text := strings.Replace(nginx.DefaultTemplateText(), line, "error_page {{.}} = @ingress_reactor_error_{{.}}{{if eq . 418}} bogus{{end}};", 1)
@@ -95,12 +88,8 @@ func TestQuarantineOfAProfileNginxRefuses(t *testing.T) {
 	r.WaitServedBy("plain.example", "/", "web")
 
 	errorsIngress := func(name, host, codes string) *networkingv1.Ingress {
-		ing := f.Ingress(name, host, harness.IngressBackend{Path: "/", Service: "broken", Port: 80})
-		ing.Annotations = map[string]string{
-			"nginx.ingress.kubernetes.io/custom-http-errors": codes,
-			"nginx.ingress.kubernetes.io/default-backend":    "fallback",
-		}
-		return ing
+		return annotate(f.Ingress(name, host, harness.IngressBackend{Path: "/", Service: "broken", Port: 80}),
+			"custom-http-errors", codes, "default-backend", "fallback")
 	}
 	f.CreateIngress(errorsIngress("teapot", "teapot.example", "418,502"))
 	f.WaitEvent(r, "Ingress", "teapot", corev1.EventTypeWarning, "Quarantined", "NGINX refused the configuration that its profile settings")
