@@ -38,3 +38,23 @@ func applyBackendProtocol(t *translator) {
 		t.fail("metadata.annotations[%s]: %s is not a backend protocol (want HTTP, HTTPS, GRPC or GRPCS)", AnnotationBackendProtocol, quoteValue(raw))
 	}
 }
+
+// Pass returns the directive that sends the requests of p's named location upstream: to the Lua
+// balancer's upstream, in p's backend protocol.
+func (p ProfileSettings) Pass() string {
+	switch p.BackendProtocol {
+	case "HTTPS":
+		return "proxy_pass https://upstream_balancer"
+	case "GRPC":
+		return "grpc_pass grpc://upstream_balancer"
+	case "GRPCS":
+		return "grpc_pass grpcs://upstream_balancer"
+	}
+	return "proxy_pass http://upstream_balancer"
+}
+
+// usesGRPC reports whether p's requests go upstream through the gRPC module, whose directives are
+// grpc_* instead of proxy_*.
+func (p ProfileSettings) usesGRPC() bool {
+	return p.BackendProtocol == "GRPC" || p.BackendProtocol == "GRPCS"
+}

@@ -31,6 +31,25 @@ func init() {
 		}},
 		apply: applyCustomHTTPErrors,
 	})
+	registerProfileDirectives(customErrorDirectives)
+}
+
+// customErrorDirectives hands the upstream answers with the profile's codes to the custom error
+// pages' named locations.
+func customErrorDirectives(p ProfileSettings, out []string) []string {
+	codes := p.ErrorCodes()
+	if len(codes) == 0 {
+		return out
+	}
+	if p.usesGRPC() {
+		out = append(out, "grpc_intercept_errors on")
+	} else {
+		out = append(out, "proxy_intercept_errors on")
+	}
+	for _, c := range codes {
+		out = append(out, "error_page "+strconv.Itoa(c)+" = @ingress_reactor_error_"+strconv.Itoa(c))
+	}
+	return out
 }
 
 // applyCustomHTTPErrors parses the list of codes into the Ingress's profile.

@@ -3,6 +3,7 @@ package nginx
 import (
 	"crypto/sha256"
 	"encoding/hex"
+	"fmt"
 	"regexp"
 	"slices"
 	"strconv"
@@ -19,6 +20,10 @@ import (
 
 // ProfileSettings is one combination of profile settings. It is comparable; the zero value is the
 // default location's, which needs no profile.
+//
+// Adding a setting: a field here (comparable, and valid by construction: the annotation's parser checks
+// it, so rendering never fails), its parser in the group's ann_*.go file (Kind: KindProfile), and its
+// directives through registerProfileDirectives in the same file.
 type ProfileSettings struct {
 	// CustomHTTPErrors are the upstream status codes that the default backend answers instead
 	// (custom-http-errors), ascending and comma-separated ("404,503"); empty for none.
@@ -34,8 +39,30 @@ func (p ProfileSettings) IsZero() bool { return p == ProfileSettings{} }
 // Name is the named location of p: "ingress_reactor_p" and 16 hex digits of a hash of the settings, so
 // equal settings always get the same name and nginx.conf does not change when Ingresses come and go.
 func (p ProfileSettings) Name() string {
-	sum := sha256.Sum256([]byte("custom-http-errors=" + p.CustomHTTPErrors + "\nbackend-protocol=" + p.BackendProtocol))
+	// %#v writes every field with its name, in declaration order: distinct settings, distinct text.
+	sum := sha256.Sum256(fmt.Appendf(nil, "%#v", p))
 	return "ingress_reactor_p" + hex.EncodeToString(sum[:8])
+}
+
+// profileDirectiveFuncs write the directives of the profile setting groups, in registration order
+// (the order of the ann_*.go files' init functions).
+var profileDirectiveFuncs []func(p ProfileSettings, out []string) []string
+
+// registerProfileDirectives adds a group's directives to every profile's named location: f appends the
+// directives that p's settings need to out (each without its ";", as NGINX reads it, every value
+// validated by the group's parser) and returns it. Called from init functions.
+func registerProfileDirectives(f func(p ProfileSettings, out []string) []string) {
+	profileDirectiveFuncs = append(profileDirectiveFuncs, f)
+}
+
+// Directives returns the directives of p's named location before the one that passes the request
+// upstream (Pass).
+func (p ProfileSettings) Directives() []string {
+	var out []string
+	for _, f := range profileDirectiveFuncs {
+		out = f(p, out)
+	}
+	return out
 }
 
 // ErrorCodes returns CustomHTTPErrors as numbers.

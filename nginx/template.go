@@ -345,19 +345,9 @@ func (t *Template) Render(m Model, cfg RenderConfig) (conf []byte, hash string, 
 		return nil, "", err
 	}
 	for _, p := range m.Profiles {
-		codes := p.ErrorCodes()
-		view := profileView{Name: p.Name(), ErrorCodes: codes, Pass: "proxy_pass http://upstream_balancer", Intercept: "proxy_intercept_errors"}
-		switch p.BackendProtocol {
-		case "HTTPS":
-			view.Pass = "proxy_pass https://upstream_balancer"
-		case "GRPC":
-			view.Pass, view.Intercept = "grpc_pass grpc://upstream_balancer", "grpc_intercept_errors"
-		case "GRPCS":
-			view.Pass, view.Intercept = "grpc_pass grpcs://upstream_balancer", "grpc_intercept_errors"
-		}
-		data.Profiles = append(data.Profiles, view)
-		for _, c := range codes {
-			if c >= 300 && c <= 599 && !slices.Contains(data.ErrorCodes, c) {
+		data.Profiles = append(data.Profiles, profileView{Name: p.Name(), Directives: p.Directives(), Pass: p.Pass()})
+		for _, c := range p.ErrorCodes() {
+			if !slices.Contains(data.ErrorCodes, c) {
 				data.ErrorCodes = append(data.ErrorCodes, c)
 			}
 		}
@@ -427,12 +417,12 @@ type view struct {
 
 // profileView is one profile's named location.
 type profileView struct {
-	Name       string
-	ErrorCodes []int
+	Name string
+	// Directives are the settings' directives (ProfileSettings.Directives), each without its ";".
+	Directives []string
 	// Pass is the directive and URL that send the request upstream, for example
-	// "grpc_pass grpc://upstream_balancer"; Intercept the directive that hands upstream errors to
-	// error_page (proxy_intercept_errors or grpc_intercept_errors).
-	Pass, Intercept string
+	// "grpc_pass grpc://upstream_balancer".
+	Pass string
 }
 
 type tempDirs struct {
