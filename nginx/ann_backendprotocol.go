@@ -2,22 +2,26 @@ package nginx
 
 import "strings"
 
-// AnnotationBackendProtocol says how NGINX talks to the Ingress's backends: HTTP, HTTPS, GRPC or GRPCS.
+// AnnotationBackendProtocol says how NGINX talks to the Ingress's backends: HTTP, HTTPS, AUTO_HTTP (the
+// client's scheme), GRPC, GRPCS or H2C.
 const AnnotationBackendProtocol = IngressNginxPrefix + "backend-protocol"
 
 func init() {
 	registerAnnotationGroup(annotationGroup{
 		specs: []AnnotationSpec{{
 			Name: "backend-protocol", Origin: OriginDocumented, Status: AnnotationSupported, Kind: KindProfile,
-			Values:  "`HTTP`, `HTTPS`, `GRPC` or `GRPCS` (any case, as ingress-nginx)",
+			Values:  "`HTTP`, `HTTPS`, `AUTO_HTTP`, `GRPC`, `GRPCS` or `H2C` (any case, as ingress-nginx)",
 			Default: "`HTTP`",
 			Difference: "A **profile setting**: each protocol other than HTTP is a named location (`proxy_pass https://`, " +
-				"`grpc_pass grpc://`, `grpc_pass grpcs://`, with the Lua balancer choosing the endpoint as for HTTP); the first " +
-				"Ingress with a new combination of profile settings reloads NGINX once. `AUTO_HTTP`, `H2C` and `FCGI` are not " +
-				"supported yet and **reject the Ingress** (its backends would get a protocol they do not speak), as does any " +
-				"other value; ingress-nginx fell back to HTTP. Backend TLS is not verified (ingress-nginx's default; the " +
-				"`proxy-ssl-*` annotations come with issue #15), and gRPC needs clients on HTTP/2, which NGINX offers on the " +
-				"HTTPS port.",
+				"`proxy_pass $scheme://` for `AUTO_HTTP`, `grpc_pass grpc://`, `grpc_pass grpcs://`, with the Lua balancer choosing " +
+				"the endpoint as for HTTP, so endpoint changes never reload for any protocol); the first Ingress with a new " +
+				"combination of profile settings reloads NGINX once. `H2C` is ours (ingress-nginx took it as HTTP): HTTP/2 without " +
+				"TLS to the backend, through NGINX's gRPC module, which speaks HTTP/2 upstream for any request. `FCGI` is not " +
+				"supported and **rejects the Ingress** (its backends would get a protocol they do not speak), as does any other " +
+				"value; ingress-nginx fell back to HTTP. gRPC (unary and streaming) needs clients on HTTP/2, which NGINX offers on " +
+				"the HTTPS port. With `AUTO_HTTP` the backend must accept both schemes on its port: NGINX keeps connections to " +
+				"the backend alive across requests without telling the schemes apart, so a request may reuse a connection opened " +
+				"for the other scheme (as in ingress-nginx).",
 		}},
 		apply: applyBackendProtocol,
 	})
@@ -29,13 +33,14 @@ func applyBackendProtocol(t *translator) {
 	raw := t.ing.Annotations[AnnotationBackendProtocol]
 	switch v := strings.ToUpper(strings.TrimSpace(raw)); v {
 	case "HTTP":
-	case "HTTPS", "GRPC", "GRPCS":
+	case "HTTPS", "AUTO_HTTP", "GRPC", "GRPCS", "H2C":
 		t.out.Profile.BackendProtocol = v
-	case "AUTO_HTTP", "H2C", "FCGI":
-		t.fail("metadata.annotations[%s]: %s is not supported yet (HTTP, HTTPS, GRPC and GRPCS are); the Ingress is not served "+
-			"rather than served with a protocol its backends do not speak", AnnotationBackendProtocol, quoteValue(raw))
+	case "FCGI":
+		t.fail("metadata.annotations[%s]: %s is not supported (HTTP, HTTPS, AUTO_HTTP, GRPC, GRPCS and H2C are); the Ingress is not "+
+			"served rather than served with a protocol its backends do not speak", AnnotationBackendProtocol, quoteValue(raw))
 	default:
-		t.fail("metadata.annotations[%s]: %s is not a backend protocol (want HTTP, HTTPS, GRPC or GRPCS)", AnnotationBackendProtocol, quoteValue(raw))
+		t.fail("metadata.annotations[%s]: %s is not a backend protocol (want HTTP, HTTPS, AUTO_HTTP, GRPC, GRPCS or H2C)",
+			AnnotationBackendProtocol, quoteValue(raw))
 	}
 }
 
@@ -45,7 +50,11 @@ func (p ProfileSettings) Pass() string {
 	switch p.BackendProtocol {
 	case "HTTPS":
 		return "proxy_pass https://upstream_balancer"
-	case "GRPC":
+	case "AUTO_HTTP":
+		// The request's own scheme; with a variable NGINX looks the name up among the upstream blocks
+		// at request time, where it finds the balancer's.
+		return "proxy_pass $scheme://upstream_balancer"
+	case "GRPC", "H2C":
 		return "grpc_pass grpc://upstream_balancer"
 	case "GRPCS":
 		return "grpc_pass grpcs://upstream_balancer"

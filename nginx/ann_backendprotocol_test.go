@@ -9,8 +9,8 @@ import (
 // TestAnnotationBackendProtocol: backend-protocol -> the translation's profile, or -> the exact rejection;
 // custom-http-errors -> the same profile, combined.
 func TestAnnotationBackendProtocol(t *testing.T) {
-	const notSupported = `metadata.annotations[nginx.ingress.kubernetes.io/backend-protocol]: %s is not supported yet (HTTP, HTTPS, GRPC and GRPCS are); the Ingress is not served rather than served with a protocol its backends do not speak`
-	const notProtocol = `metadata.annotations[nginx.ingress.kubernetes.io/backend-protocol]: %s is not a backend protocol (want HTTP, HTTPS, GRPC or GRPCS)`
+	const notSupported = `metadata.annotations[nginx.ingress.kubernetes.io/backend-protocol]: %s is not supported (HTTP, HTTPS, AUTO_HTTP, GRPC, GRPCS and H2C are); the Ingress is not served rather than served with a protocol its backends do not speak`
+	const notProtocol = `metadata.annotations[nginx.ingress.kubernetes.io/backend-protocol]: %s is not a backend protocol (want HTTP, HTTPS, AUTO_HTTP, GRPC, GRPCS or H2C)`
 	tests := map[string]struct {
 		kv      []string
 		want    ProfileSettings
@@ -22,8 +22,9 @@ func TestAnnotationBackendProtocol(t *testing.T) {
 		"GRPC":                                {kv: []string{AnnotationBackendProtocol, "GRPC"}, want: ProfileSettings{BackendProtocol: "GRPC"}},
 		"GRPCS, spaces trimmed":               {kv: []string{AnnotationBackendProtocol, " GRPCS\n"}, want: ProfileSettings{BackendProtocol: "GRPCS"}},
 		"with custom errors: one profile":     {kv: []string{AnnotationBackendProtocol, "GRPC", AnnotationCustomHTTPErrors, "503,404"}, want: ProfileSettings{BackendProtocol: "GRPC", CustomHTTPErrors: "404,503"}},
-		"FCGI is not supported yet":           {kv: []string{AnnotationBackendProtocol, "FCGI"}, wantErr: fmt.Sprintf(notSupported, `"FCGI"`)},
-		"H2C is not supported yet":            {kv: []string{AnnotationBackendProtocol, "h2c"}, wantErr: fmt.Sprintf(notSupported, `"h2c"`)},
+		"FCGI is not supported":               {kv: []string{AnnotationBackendProtocol, "FCGI"}, wantErr: fmt.Sprintf(notSupported, `"FCGI"`)},
+		"h2c":                                 {kv: []string{AnnotationBackendProtocol, "h2c"}, want: ProfileSettings{BackendProtocol: "H2C"}},
+		"auto_http":                           {kv: []string{AnnotationBackendProtocol, "Auto_HTTP"}, want: ProfileSettings{BackendProtocol: "AUTO_HTTP"}},
 		"not a protocol":                      {kv: []string{AnnotationBackendProtocol, "SPDY"}, wantErr: fmt.Sprintf(notProtocol, `"SPDY"`)},
 		"injection attempt is not a protocol": {kv: []string{AnnotationBackendProtocol, "HTTPS; }"}, wantErr: fmt.Sprintf(notProtocol, `"HTTPS; }"`)},
 	}

@@ -28,8 +28,8 @@ type ProfileSettings struct {
 	// CustomHTTPErrors are the upstream status codes that the default backend answers instead
 	// (custom-http-errors), ascending and comma-separated ("404,503"); empty for none.
 	CustomHTTPErrors string
-	// BackendProtocol is how NGINX talks to the upstream (backend-protocol): "HTTPS", "GRPC" or "GRPCS";
-	// empty for HTTP.
+	// BackendProtocol is how NGINX talks to the upstream (backend-protocol): "HTTPS", "AUTO_HTTP", "GRPC",
+	// "GRPCS" or "H2C"; empty for HTTP.
 	BackendProtocol string
 }
 
