@@ -79,13 +79,24 @@ func Backends(ing *networkingv1.Ingress) iter.Seq[*networkingv1.IngressBackend] 
 	}
 }
 
+// IngressUpstream names the upstream of one of ing's backends: BackendUpstream, as the Ingress's
+// service-upstream annotation asks (its Pods, or the Service's cluster IP). The translation, which
+// rejects an invalid service-upstream value, and the endpoint lane both name upstreams through it.
+func IngressUpstream(ing *networkingv1.Ingress, b *networkingv1.IngressBackend) (Upstream, error) {
+	up, err := BackendUpstream(ing.Namespace, b)
+	if err == nil && serviceUpstream(ing) {
+		up = NewServiceIPUpstream(up.Service, up.Port)
+	}
+	return up, err
+}
+
 // UpstreamsOf lists the upstreams an Ingress's backends name, sorted by name and unique. Backends that
 // cannot be upstreams are skipped; the translation reports them. Unlike the translation it does not ask
 // whether the Service has the port, so an upstream is known before its Service is.
 func UpstreamsOf(ing *networkingv1.Ingress) []Upstream {
 	var ups []Upstream
 	for b := range Backends(ing) {
-		if up, err := BackendUpstream(ing.Namespace, b); err == nil {
+		if up, err := IngressUpstream(ing, b); err == nil {
 			ups = append(ups, up)
 		}
 	}

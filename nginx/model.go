@@ -120,6 +120,10 @@ type Upstream struct {
 	// Port is the Service port as the Ingress names it: a number (spec.ports[].port) or a name
 	// (spec.ports[].name). The endpoint lane resolves it against the Service and its EndpointSlices.
 	Port intstr.IntOrString
+	// ServiceIP (service-upstream) makes the Service's cluster IP and port the upstream's one endpoint,
+	// instead of its Pods' addresses. Such an upstream has a name of its own, so other Ingresses that
+	// route to the same Service port keep its Pods.
+	ServiceIP bool
 }
 
 // Endpoint is one address that backs an upstream.
@@ -145,6 +149,19 @@ func (e Endpoint) Validate() error {
 // NewUpstream returns the upstream for a Service port, with its derived name.
 func NewUpstream(service types.NamespacedName, port intstr.IntOrString) Upstream {
 	return Upstream{Name: upstreamName(service, port), Service: service, Port: port}
+}
+
+// NewServiceIPUpstream returns the upstream whose endpoint is the Service's cluster IP and port
+// (service-upstream). Its name is "<namespace>-<service>-<port>-vip-<hash>", never that of NewUpstream.
+func NewServiceIPUpstream(service types.NamespacedName, port intstr.IntOrString) Upstream {
+	name := upstreamName(service, port)
+	// The hash covers the tuple; "vip" before it, and a hash of its own, keep the names apart.
+	h := fnv.New32a()
+	_, _ = h.Write([]byte("vip:"))
+	_, _ = h.Write([]byte(name))
+	sum := strconv.FormatUint(uint64(h.Sum32()), 16)
+	base := string(name[:strings.LastIndexByte(string(name), '-')])
+	return Upstream{Name: UpstreamName(base + "-vip-" + strings.Repeat("0", 8-len(sum)) + sum), Service: service, Port: port, ServiceIP: true}
 }
 
 // upstreamName derives "<namespace>-<service>-<port>-<hash>". Namespace and Service names are DNS labels

@@ -282,7 +282,7 @@ func (t *translator) find(k routeKey) (int, bool) {
 // path answers 503 until the Service appears (as with ingress-nginx), and the translation carries a warning.
 // A port the existing Service does not have is an error.
 func (t *translator) backend(field fieldRef, b *networkingv1.IngressBackend) (Upstream, bool) {
-	up, err := BackendUpstream(t.ing.Namespace, b)
+	up, err := IngressUpstream(t.ing, b)
 	if err != nil {
 		if be := (*BackendError)(nil); errors.As(err, &be) && be.Field != "" {
 			t.fail("%s.%s: %s", field, be.Field, be.Reason)

@@ -396,7 +396,13 @@ func (w *Watcher) sync(ctx context.Context, key types.NamespacedName) error {
 					eps = last[i].endpoints // keep serving the last known addresses while DNS fails
 				}
 			}
+		case up.ServiceIP && svc.Spec.ClusterIP != "" && svc.Spec.ClusterIP != corev1.ClusterIPNone:
+			eps = ServiceIPEndpoints(svc, up.Port)
 		default:
+			if up.ServiceIP {
+				w.log.Warn("service-upstream: the Service has no cluster IP (headless); its Pods are used instead",
+					zap.Stringer("service", key), zap.String("upstream", string(up.Name)))
+			}
 			eps = Resolve(svc, up.Port, slicesOfSvc)
 		}
 		if kept, dropped := SafeEndpoints(eps, w.opts.AllowLoopback); dropped > 0 {

@@ -308,3 +308,71 @@ func TestSlicesFollowTheirService(t *testing.T) {
 	}
 	endpointsOf(map[string][]string{"web": nil})
 }
+
+// service-upstream: the Ingress that asks for it gets the Service's cluster IP and port (a named port
+// looked up) as its one endpoint, under an upstream of its own, while another Ingress to the same
+// Service port keeps the Pods; a change of the cluster IP is followed, and a headless Service falls
+// back to its Pods.
+func TestServiceUpstreamPublishesTheClusterIP(t *testing.T) {
+	withIP := func(ip string) gen.ServiceFunc {
+		return func(s *corev1.Service) { s.Spec.ClusterIP = ip }
+	}
+	vip := gen.Ingress("ns", "vip", gen.Annotations(nginx.AnnotationServiceUpstream, "true"),
+		gen.DefaultBackend(gen.Backend("web", "http")))
+	in, _, got, client, _ := runWatcherWithClient(t, Options{}, append(webObjects(), vip)...)
+	ctx := context.Background()
+	svcs := client.CoreV1().Services("ns")
+	svc, err := svcs.Get(ctx, "web", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	withIP("10.0.0.10")(svc)
+	svc.ResourceVersion = "2"
+	if _, err := svcs.Update(ctx, svc, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	vipUp := nginx.NewServiceIPUpstream(types.NamespacedName{Namespace: "ns", Name: "web"}, intstr.FromString("http"))
+	podsUp := nginx.NewUpstream(types.NamespacedName{Namespace: "ns", Name: "web"}, intstr.FromInt32(80))
+	if vipUp.Name == podsUp.Name || !strings.Contains(string(vipUp.Name), "-vip-") {
+		t.Fatalf("service-upstream upstream name %q, want one of its own (pods: %q)", vipUp.Name, podsUp.Name)
+	}
+	// waitFor waits until every upstream in want has published exactly its endpoints.
+	waitFor := func(want map[nginx.UpstreamName][]nginx.Endpoint) {
+		t.Helper()
+		seen := map[nginx.UpstreamName]bool{}
+		got.WaitFor(t, fmt.Sprintf("endpoints %v", want), func(c modules.EndpointsChange) bool {
+			if w, ok := want[c.Upstream.Name]; ok && !c.Removed {
+				seen[c.Upstream.Name] = slices.Equal(c.Endpoints, w)
+			}
+			for name := range want {
+				if !seen[name] {
+					return false
+				}
+			}
+			return true
+		})
+	}
+	for _, name := range []string{"to-web", "vip"} {
+		in.Publish(modules.IngressChange{Key: types.NamespacedName{Namespace: "ns", Name: name}, Accepted: true})
+	}
+	waitFor(map[nginx.UpstreamName][]nginx.Endpoint{
+		vipUp.Name:  {{Address: "10.0.0.10", Port: 80}},
+		podsUp.Name: {{Address: "192.0.2.1", Port: 8080}},
+	})
+
+	svc, _ = svcs.Get(ctx, "web", metav1.GetOptions{})
+	withIP("10.0.0.11")(svc)
+	svc.ResourceVersion = "3"
+	if _, err := svcs.Update(ctx, svc, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(map[nginx.UpstreamName][]nginx.Endpoint{vipUp.Name: {{Address: "10.0.0.11", Port: 80}}})
+
+	svc, _ = svcs.Get(ctx, "web", metav1.GetOptions{})
+	withIP(corev1.ClusterIPNone)(svc)
+	svc.ResourceVersion = "4"
+	if _, err := svcs.Update(ctx, svc, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(map[nginx.UpstreamName][]nginx.Endpoint{vipUp.Name: {{Address: "192.0.2.1", Port: 8080}}})
+}

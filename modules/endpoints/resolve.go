@@ -19,6 +19,20 @@ import (
 	"github.com/ingress-reactor/ingress-reactor/nginx"
 )
 
+// ServiceIPEndpoints returns the one endpoint of svc's port (a number or a name) for service-upstream:
+// the Service's cluster IP and the port's number. It is empty when the Service has no such port.
+func ServiceIPEndpoints(svc *corev1.Service, port intstr.IntOrString) []nginx.Endpoint {
+	sp, ok := nginx.ServicePort(svc, port)
+	if !ok {
+		return nil
+	}
+	e := nginx.Endpoint{Address: svc.Spec.ClusterIP, Port: sp.Port}
+	if e.Validate() != nil {
+		return nil
+	}
+	return []nginx.Endpoint{e}
+}
+
 // Resolve returns the endpoints of svc's port (a number or a name, as an Ingress backend names it) from
 // the Service's EndpointSlices. Ready, non-terminating endpoints are used; when there is none, serving ones
 // are used instead, as kube-proxy does, so connections drain to terminating pods rather than failing.

@@ -4,7 +4,9 @@ package integration
 
 import (
 	"fmt"
+	"net"
 	"net/http"
+	"os/exec"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
@@ -457,4 +459,35 @@ func errorPageServices(f *harness.Fixture) {
 	f.ServeBackends("web", web)
 	f.CreateService("broken", 80, 1)
 	f.ApplyEndpointSlice(f.EndpointSlice("broken-1", "broken", "http", 1, harness.Endpoint{IP: web.IP, Port: 1, Ready: true, Serving: true}))
+}
+
+// TestAnnotationsServiceUpstream: with service-upstream an Ingress is served through its Service's
+// cluster IP (here an address the test puts on the namespace's loopback, where a backend listens on the
+// Service port, standing in for kube-proxy), while another Ingress to the same Service keeps the Pods;
+// neither needs a reload.
+func TestAnnotationsServiceUpstream(t *testing.T) {
+	f := harness.New(t)
+	pods := f.StartBackend("pods", false)
+	svc := f.CreateService("web", 80, pods.Port)
+	f.ServeBackends("web", pods)
+	vip := svc.Spec.ClusterIP
+	if out, err := exec.Command("ip", "addr", "add", vip+"/32", "dev", "lo").CombinedOutput(); err != nil {
+		t.Fatalf("put the cluster IP %s on the test namespace's loopback: %v: %s", vip, err, out)
+	}
+	t.Cleanup(func() { _ = exec.Command("ip", "addr", "del", vip+"/32", "dev", "lo").Run() })
+	harness.StartProcess(t, "echoserver via-cluster-ip", f.Env.EchoserverBinary,
+		[]string{"--name=via-cluster-ip", "--listen=" + net.JoinHostPort(vip, "80"), "--shutdown-timeout=5s"}, nil)
+
+	f.CreateIngress(f.Ingress("to-pods", "pods.example", harness.IngressBackend{Path: "/", Service: "web", Port: 80}))
+	r := f.StartReactor()
+	r.WaitReady()
+	r.WaitServedBy("pods.example", "/", "pods")
+	reloads := r.WaitConfigSettled()
+	f.CreateIngress(annotate(f.Ingress("to-vip", "vip.example", harness.IngressBackend{Path: "/", Service: "web", Port: 80}),
+		"service-upstream", "true"))
+	r.WaitServedBy("vip.example", "/", "via-cluster-ip")
+	r.WaitServedBy("pods.example", "/", "pods")
+	if got := r.WaitConfigSettled(); got != reloads {
+		t.Errorf("%s went from %g to %g; service-upstream is route data and endpoints, never a reload", harness.ReloadsMetric, reloads, got)
+	}
 }
