@@ -6,8 +6,11 @@ import (
 	"net/netip"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
+
+	"k8s.io/apimachinery/pkg/util/intstr"
 )
 
 // injectionValues are hostile annotation values: NGINX syntax, quotes, newlines, variables, NUL, and
@@ -108,7 +111,12 @@ func checkAnnotationValue(t *testing.T, spec AnnotationSpec, value string) {
 			t.Fatalf("%s=%.40q: %d routes, want %d", key, value, len(host.Routes), len(want.Routes))
 		}
 		for j, r := range host.Routes {
-			if r.Path != want.Routes[j].Path || r.Exact != want.Routes[j].Exact || r.Upstream != want.Routes[j].Upstream {
+			wantUpstream := want.Routes[j].Upstream
+			if b, err := strconv.ParseBool(strings.TrimSpace(value)); spec.Name == "service-upstream" && err == nil && b {
+				// The one annotation that picks another upstream: the Service's cluster IP.
+				wantUpstream = NewServiceIPUpstream(nn("default", "web"), intstr.FromInt32(80)).Name
+			}
+			if r.Path != want.Routes[j].Path || r.Exact != want.Routes[j].Exact || r.Upstream != wantUpstream {
 				t.Fatalf("%s=%.40q: route %+v, want %+v", key, value, r, want.Routes[j])
 			}
 			for _, p := range append(r.Deny, r.Allow...) {
