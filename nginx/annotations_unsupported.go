@@ -69,7 +69,7 @@ func unsupportedAnnotations() []AnnotationSpec {
 	add(planned("#15"),
 		"client-body-buffer-size", "connection-proxy-header", "cors-allow-credentials",
 		"cors-allow-headers", "cors-allow-methods", "cors-allow-origin", "cors-expose-headers", "cors-max-age",
-		"custom-headers", "enable-access-log", "enable-cors", "enable-rewrite-log", "limit-burst-multiplier",
+		"custom-headers", "enable-cors", "limit-burst-multiplier",
 		"limit-connections", "limit-rate", "limit-rate-after", "limit-rpm", "limit-rps", "limit-whitelist",
 		"proxy-body-size", "proxy-buffer-size", "proxy-buffering", "proxy-buffers-number", "proxy-busy-buffers-size",
 		"proxy-connect-timeout", "proxy-cookie-domain", "proxy-cookie-path", "proxy-http-version",

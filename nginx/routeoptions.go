@@ -38,6 +38,10 @@ type RouteOptions struct {
 	UsePortInRedirects bool
 	// DefaultBackend serves the Ingress's paths whose upstream has no endpoints (default-backend).
 	DefaultBackend UpstreamName
+	// NoAccessLog leaves the Ingress's requests out of the access log (enable-access-log: false).
+	NoAccessLog bool
+	// RewriteLog logs the Ingress's path rewrites at notice level (enable-rewrite-log).
+	RewriteLog bool
 }
 
 // options returns the translation's route options, allocating them on first use.
@@ -63,6 +67,7 @@ func appendRouteOptions(b []byte, o *RouteOptions) []byte {
 		return b
 	}
 	b = appendRedirectOptions(b, o)
+	b = appendLoggingOptions(b, o)
 	return b
 }
 

@@ -75,6 +75,9 @@ type RoutePath struct {
 	PreserveTrailingSlash bool         `json:"preserve_trailing_slash,omitempty"`
 	UsePortInRedirects    bool         `json:"use_port_in_redirects,omitempty"`
 	DefaultBackend        UpstreamName `json:"default_backend,omitempty"`
+	// The logging options (enable-access-log, enable-rewrite-log).
+	NoAccessLog bool `json:"no_access_log,omitempty"`
+	RewriteLog  bool `json:"rewrite_log,omitempty"`
 }
 
 // AppendRouteHostJSON appends the wire form (RouteHost) of s to b, without reflection: a full push at

@@ -45,6 +45,7 @@ func TestRenderPublicServer(t *testing.T) {
 			set $proxy_upstream_name "";
 			set $ingress_reactor_upstream_vhost "";
 			set $ingress_reactor_forwarded_prefix "";
+			set $ingress_reactor_no_access_log "";
 			set $ingress_reactor_https 1;
 			set $ingress_reactor_https_port_suffix "";
 			set $ingress_reactor_error_upstream "";
@@ -67,6 +68,7 @@ func TestRenderPublicServer(t *testing.T) {
 			set $proxy_upstream_name "";
 			set $ingress_reactor_upstream_vhost "";
 			set $ingress_reactor_forwarded_prefix "";
+			set $ingress_reactor_no_access_log "";
 			set $ingress_reactor_https 1;
 			set $ingress_reactor_https_port_suffix ":8443";
 			set $ingress_reactor_error_upstream "";
@@ -89,6 +91,7 @@ func TestRenderPublicServer(t *testing.T) {
 			set $proxy_upstream_name "";
 			set $ingress_reactor_upstream_vhost "";
 			set $ingress_reactor_forwarded_prefix "";
+			set $ingress_reactor_no_access_log "";
 			set $ingress_reactor_error_upstream "";
 			set $ingress_reactor_error_namespace "";
 			set $ingress_reactor_error_ingress "";

@@ -655,7 +655,9 @@ end
 -- Redirect options of a route (nginx/ann_redirect.go): targets are printable ASCII without spaces, so
 -- that they cannot split or extend the Location header.
 local REDIRECT_CODES = { [301] = true, [302] = true, [303] = true, [307] = true, [308] = true }
-local REDIRECT_FLAGS = { "force_ssl_redirect", "preserve_trailing_slash", "use_port_in_redirects" }
+local REDIRECT_FLAGS = { "force_ssl_redirect", "preserve_trailing_slash", "use_port_in_redirects",
+    -- and the logging group's (nginx/ann_logging.go)
+    "no_access_log", "rewrite_log" }
 
 local function redirect_target(s)
     return type(s) == "string" and #s <= 2048 and not s:find("[%z\1-\32\127-\255]")

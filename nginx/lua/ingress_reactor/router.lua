@@ -18,6 +18,7 @@
 -- route without upstream answers 404; a route whose upstream has no endpoints goes to its
 -- "default_backend" when it has one; a route with "rewrite" changes the path the backend sees, and
 -- "upstream_vhost" its Host header. The fallback is the host's "default_backend", else the default.
+-- A route with "no_access_log" is left out of the access log, one with "rewrite_log" logs its rewrites.
 --
 -- Each worker keeps the compiled entry of a host with the version it was compiled at: a request costs a
 -- few shared-dict reads, and an entry is decoded again only after it changed.
@@ -136,6 +137,8 @@ local function compile_redirects(r, route)
     route.force_ssl_redirect = r.force_ssl_redirect == true
     route.preserve_trailing_slash = r.preserve_trailing_slash == true
     route.use_port_in_redirects = r.use_port_in_redirects == true
+    route.no_access_log = r.no_access_log == true
+    route.rewrite_log = r.rewrite_log == true
     route.default_backend = r.default_backend
     route.host_redirect = r.host_redirect
     route.redirects = route.redirect_url ~= nil or route.app_root ~= nil
@@ -288,6 +291,9 @@ local function rewrite(r, m)
         ngx_log(ERR, "rewrite-target ", r.rewrite, " gives an empty path for ", ngx_var.uri)
         return false
     end
+    if r.rewrite_log then -- enable-rewrite-log
+        ngx_log(ngx.NOTICE, "rewrite-target of host ", ngx_var.host, ": ", ngx_var.uri, " -> ", uri)
+    end
     ngx.req.set_uri(uri, false, true)
     if r.x_forwarded_prefix then
         ngx_var.ingress_reactor_forwarded_prefix = r.x_forwarded_prefix
@@ -427,6 +433,10 @@ function _M.route()
         end
     else
         r = match(e, ngx_var.uri)
+    end
+    if r and r.no_access_log and not pcall(function() ngx_var.ingress_reactor_no_access_log = "1" end) then
+        -- enable-access-log: false; a custom template without the variable logs the request.
+        ngx_log(ERR, "enable-access-log: the catch-all location lacks \"set $ingress_reactor_no_access_log \"\";\" (start again from nginx/nginx.tmpl)")
     end
     if r and r.host_redirect then
         return host_redirect(r)
