@@ -66,17 +66,18 @@ func TestQuarantineOfARefusedRoute(t *testing.T) {
 }
 
 // TestQuarantineOfAProfileNginxRefuses: when "nginx -t" fails in the location of a profile (here a custom
-// --template miswrites the error_page line of code 418, standing in for a bug), the Ingresses that use the
+// --template miswrites the error_page directive of code 418, standing in for a bug), the Ingresses that use the
 // profile are quarantined with a Warning Event, the configuration is rendered without it and goes live,
 // and another Ingress's new profile is served meanwhile; once the Ingress changes, it returns.
 func TestQuarantineOfAProfileNginxRefuses(t *testing.T) {
 	f := harness.New(t)
 	errorPageServices(f)
 
-	const line = "error_page {{.}} = @ingress_reactor_error_{{.}};"
-	text := strings.Replace(nginx.DefaultTemplateText(), line, "error_page {{.}} = @ingress_reactor_error_{{.}}{{if eq . 418}} bogus{{end}};", 1)
+	const line = "{{- range .Directives}}\n\t\t\t{{.}};"
+	text := strings.Replace(nginx.DefaultTemplateText(), line,
+		"{{- range .Directives}}\n\t\t\t{{.}}{{if eq . \"error_page 418 = @ingress_reactor_error_418\"}} bogus{{end}};", 1)
 	if text == nginx.DefaultTemplateText() {
-		t.Fatal("the default template no longer writes the profiles' error_page lines this way; adjust the test")
+		t.Fatal("the default template no longer writes the profiles' directives this way; adjust the test")
 	}
 	path := filepath.Join(t.TempDir(), "nginx.tmpl")
 	if err := os.WriteFile(path, []byte(text), 0o644); err != nil {
