@@ -22,6 +22,10 @@ func injectionValues() []string {
 		// URL-shaped: redirect targets and app roots.
 		"https://a.example/\r\nSet-Cookie: x=1", "https://a.example/x\"}", "https://a.example/;}location/{return 200;}#",
 		"https://a.example/$request_uri", "http://a.example/\x00", "/app;}", "/app\r\n", "/$uri\"", "https://" + strings.Repeat("a", 3000),
+		// CORS origins, header lists and limits.
+		"https://app.example\r\nAccess-Control-Allow-Credentials: true", "https://*.*.example.com", "https://a.example.com/path",
+		"https://a.example.com:99999", "*\r\n", "https://*", "null\n", "GET\r\nX: 1", "X-Total\nSet-Cookie: a=1", "X-A:1",
+		"99999999999999999999", "-1", "1e3", "0x10", "1.5", " 5 ", "1000000001",
 	}
 }
 
@@ -153,6 +157,9 @@ func TestAnnotationInjection(t *testing.T) {
 			got, _ := translateAnnotated(t, DefaultTranslateOptions(), s.Key(), v)
 			switch {
 			case got == nil:
+			case s.Kind == KindRouteData && !setsOptions(got) && slices.ContainsFunc(got.Warnings, func(w string) bool { return strings.Contains(w, s.Key()) }):
+				// Route data whose loss is cosmetic (cors-expose-headers, cors-max-age), or that has no effect
+				// without another annotation: ignored with a Warning, nothing of it taken.
 			case s.Kind == KindProfile:
 				// A profile setting whose loss is cosmetic is ignored with a Warning: nothing of it may reach
 				// the profile (and so nginx.conf).
@@ -164,6 +171,11 @@ func TestAnnotationInjection(t *testing.T) {
 			}
 		}
 	}
+}
+
+// setsOptions reports whether a translation took route options beyond the defaults.
+func setsOptions(got *IngressTranslation) bool {
+	return got.Options != nil && *got.Options != RouteOptions{}
 }
 
 // manyRanges lists n distinct /32 addresses.

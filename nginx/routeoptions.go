@@ -38,6 +38,13 @@ type RouteOptions struct {
 	UsePortInRedirects bool
 	// DefaultBackend serves the Ingress's paths whose upstream has no endpoints (default-backend).
 	DefaultBackend UpstreamName
+	// EnableCORS answers preflight requests and adds CORS headers with the settings of CORS
+	// (enable-cors, cors-*).
+	EnableCORS bool
+	CORS       CORSOptions
+	// Limits are the request and connection limits per client address (limit-rps, limit-rpm,
+	// limit-connections, limit-burst-multiplier, limit-allowlist); zero when none is set.
+	Limits RateLimits
 }
 
 // options returns the translation's route options, allocating them on first use.
@@ -63,6 +70,8 @@ func appendRouteOptions(b []byte, o *RouteOptions) []byte {
 		return b
 	}
 	b = appendRedirectOptions(b, o)
+	b = appendCORSOptions(b, o)
+	b = appendLimitOptions(b, o)
 	return b
 }
 

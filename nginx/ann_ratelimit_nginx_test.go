@@ -1,0 +1,120 @@
+package nginx
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"sync"
+	"testing"
+)
+
+// TestRateLimitsThroughNginx runs the rate limit annotations through real NGINX (two workers sharing
+// the counters): limit-rpm with a burst multiplier of 1 admits exactly two of five quick requests and
+// answers the rest 503, another Ingress keeps its own counters, limit-rps refuses a burst over its
+// limit, limit-whitelist exempts the client, and limit-connections refuses the request beyond the
+// limit while the others are in progress and admits again once they end.
+func TestRateLimitsThroughNginx(t *testing.T) {
+	requireNginx(t)
+	cfg := testRenderConfig(t, nginxDir(t))
+	cfg.HTTPSPort = 0
+	rt := testRuntime(t, cfg, nil)
+	ctx := context.Background()
+
+	var mu sync.Mutex
+	holding := 0
+	arrived := make(chan struct{}, 16)
+	release := make(chan struct{})
+	app := httpServer(t, func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/hold" {
+			mu.Lock()
+			holding++
+			mu.Unlock()
+			arrived <- struct{}{}
+			<-release
+		}
+		_, _ = io.WriteString(w, "app")
+	})
+	backend := func(host string) ingressOption { return rule(host, prefix("/", "app", 80)) }
+	m, _ := buildModel(t, []any{
+		service("default", "app", port(80, "http")),
+		ingress("default", "rpm", annotate(AnnotationLimitRPM, "1", AnnotationLimitBurstMultiplier, "1"), backend("rpm.example.com")),
+		ingress("default", "rpm2", annotate(AnnotationLimitRPM, "1", AnnotationLimitBurstMultiplier, "1"), backend("rpm2.example.com")),
+		ingress("default", "rps", annotate(AnnotationLimitRPS, "1", AnnotationLimitBurstMultiplier, "1"), backend("rps.example.com")),
+		ingress("default", "allowed", annotate(AnnotationLimitRPM, "1", AnnotationLimitBurstMultiplier, "0",
+			AnnotationLimitWhitelist, "10.0.0.0/8, 127.0.0.1"), backend("allowed.example.com")),
+		ingress("default", "conn", annotate(AnnotationLimitConnections, "2", AnnotationCustomHTTPErrors, "418"), backend("conn.example.com")),
+	}, nil)
+	applyModel(t, rt, m, cfg)
+	if err := rt.Client().PushEndpoints(ctx, map[UpstreamName][]Endpoint{up("default", "app", 80).Name: {app}}); err != nil {
+		t.Fatal(err)
+	}
+
+	get := func(host, path string) int {
+		t.Helper()
+		req, err := http.NewRequest(http.MethodGet, fmt.Sprintf("http://127.0.0.1:%d%s", cfg.HTTPPort, path), nil)
+		if err != nil {
+			t.Error(err)
+			return 0
+		}
+		req.Host = host
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Error(err)
+			return 0
+		}
+		defer resp.Body.Close()
+		_, _ = io.Copy(io.Discard, resp.Body)
+		return resp.StatusCode
+	}
+	burst := func(host string, n int) map[int]int {
+		t.Helper()
+		codes := map[int]int{}
+		for range n {
+			codes[get(host, "/")]++
+		}
+		return codes
+	}
+
+	// One request a minute with a burst of one: two pass at once (as limit_req with burst=1 nodelay),
+	// the next within the minute is refused.
+	if got := burst("rpm.example.com", 5); got[200] != 2 || got[503] != 3 {
+		t.Errorf("limit-rpm 1, burst multiplier 1: %v, want 2 × 200 and 3 × 503", got)
+	}
+	if got := burst("rpm2.example.com", 3); got[200] != 2 || got[503] != 1 {
+		t.Errorf("another Ingress's limit-rpm: %v, want its own counters (2 × 200, 1 × 503)", got)
+	}
+	// One a second: how many pass depends on how fast the requests go, but not all of 8 quick ones.
+	if got := burst("rps.example.com", 8); got[200] < 1 || got[503] < 1 || got[200]+got[503] != 8 {
+		t.Errorf("limit-rps 1, burst multiplier 1: %v, want some 200 and some 503", got)
+	}
+	if got := burst("allowed.example.com", 5); got[200] != 5 {
+		t.Errorf("limit-whitelist with the client's address: %v, want every request admitted", got)
+	}
+
+	// Two requests in progress: the third is refused; once they end, requests pass again.
+	var wg sync.WaitGroup
+	held := make([]int, 2)
+	for i := range held {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			held[i] = get("conn.example.com", "/hold")
+		}()
+	}
+	<-arrived
+	<-arrived
+	if code := get("conn.example.com", "/"); code != 503 {
+		t.Errorf("a third request while two are in progress: %d, want 503", code)
+	}
+	close(release)
+	wg.Wait()
+	if held[0] != 200 || held[1] != 200 {
+		t.Errorf("the held requests: %v, want 200 each", held)
+	}
+	for i := range 4 {
+		if code := get("conn.example.com", "/"); code != 200 {
+			t.Errorf("request %d after the held ones ended: %d, want 200 (their connections given back)", i, code)
+		}
+	}
+}
