@@ -118,3 +118,56 @@ func TestRateLimitsThroughNginx(t *testing.T) {
 		}
 	}
 }
+
+// TestCORSAndLimitsRefusedByNginx: the data plane checks the CORS and limit objects of a routes push
+// itself (configuration.lua), so that a hand-written or corrupted push cannot put text into response
+// headers or set a limit the controller would not: each bad object is refused with its route, a good
+// one is taken.
+func TestCORSAndLimitsRefusedByNginx(t *testing.T) {
+	requireNginx(t)
+	cfg := testRenderConfig(t, nginxDir(t))
+	cfg.HTTPSPort = 0
+	rt := testRuntime(t, cfg, nil)
+	ctx := context.Background()
+	applyModel(t, rt, Model{}, cfg)
+
+	const cors = `"methods":"GET","headers":"A","credentials":true,"max_age":5`
+	bad := map[string]string{
+		"origin with a newline":   `"cors":{"origins":["https://a.example.com\r\nX: 1"],` + cors + `}`,
+		"origin with a path":      `"cors":{"origins":["https://a.example.com/x"],` + cors + `}`,
+		"two wildcard labels":     `"cors":{"origins":["https://*.*.example.com"],` + cors + `}`,
+		"origins not a list":      `"cors":{"origins":"*",` + cors + `}`,
+		"methods with a colon":    `"cors":{"origins":["*"],"methods":"GET: x","headers":"A","credentials":true,"max_age":5}`,
+		"headers with a newline":  `"cors":{"origins":["*"],"methods":"GET","headers":"A\nB","credentials":true,"max_age":5}`,
+		"expose with a semicolon": `"cors":{"origins":["*"],` + cors + `,"expose":"a;b"}`,
+		"credentials a string":    `"cors":{"origins":["*"],"methods":"GET","headers":"A","credentials":"true","max_age":5}`,
+		"max age fractional":      `"cors":{"origins":["*"],"methods":"GET","headers":"A","credentials":true,"max_age":1.5}`,
+		"zone not hex":            `"limit":{"zone":"a:b","rps":1}`,
+		"no limit":                `"limit":{"zone":"ab"}`,
+		"rps zero":                `"limit":{"zone":"ab","rps":0}`,
+		"rpm fractional":          `"limit":{"zone":"ab","rpm":1.5}`,
+		"negative burst":          `"limit":{"zone":"ab","rps":1,"rps_burst":-1}`,
+		"allowlist not ranges":    `"limit":{"zone":"ab","conn":1,"allow":["10.0.0.0/8"]}`,
+	}
+	hosts := map[Hostname][]byte{}
+	names := map[Hostname]string{}
+	i := 0
+	for what, field := range bad {
+		i++
+		h := Hostname(fmt.Sprintf("h%d.example.com", i))
+		hosts[h] = []byte(`{"routes":[{"path":"/","upstream":"up-1",` + field + `}]}`)
+		names[h] = what
+	}
+	hosts["good.example.com"] = []byte(`{"routes":[{"path":"/","upstream":"up-1","cors":{"origins":["https://*.example.com:8443","null"],` + cors +
+		`,"expose":"*,X-A"},"limit":{"zone":"0123abcd","rps":1,"rps_burst":5,"rpm":2,"conn":3,"allow":["7f000001/32"]}}]}`)
+	err := rt.Client().PushRoutes(ctx, RouteUpdate{Hosts: hosts})
+	refused := RefusedRoutes(err)
+	for h, what := range names {
+		if r, ok := refused[h]; !ok || r.Route != 1 {
+			t.Errorf("%s: not refused (%+v)", what, r)
+		}
+	}
+	if _, ok := refused["good.example.com"]; ok || len(refused) != len(bad) {
+		t.Errorf("refused %d hosts (%+v), want exactly the %d bad ones", len(refused), refused["good.example.com"], len(bad))
+	}
+}
