@@ -44,28 +44,38 @@ func TestRateLimitsThroughNginx(t *testing.T) {
 		ingress("default", "allowed", annotate(AnnotationLimitRPM, "1", AnnotationLimitBurstMultiplier, "0",
 			AnnotationLimitWhitelist, "10.0.0.0/8, 127.0.0.1"), backend("allowed.example.com")),
 		ingress("default", "conn", annotate(AnnotationLimitConnections, "2", AnnotationCustomHTTPErrors, "418"), backend("conn.example.com")),
+		ingress("default", "cors", annotate(AnnotationLimitRPM, "1", AnnotationLimitBurstMultiplier, "0", AnnotationEnableCORS, "true"),
+			backend("cors.example.com")),
 	}, nil)
 	applyModel(t, rt, m, cfg)
 	if err := rt.Client().PushEndpoints(ctx, map[UpstreamName][]Endpoint{up("default", "app", 80).Name: {app}}); err != nil {
 		t.Fatal(err)
 	}
 
+	var do func(host, path string) *http.Response
 	get := func(host, path string) int {
 		t.Helper()
+		resp := do(host, path)
+		if resp == nil {
+			return 0
+		}
+		return resp.StatusCode
+	}
+	do = func(host, path string) *http.Response {
 		req, err := http.NewRequest(http.MethodGet, fmt.Sprintf("http://127.0.0.1:%d%s", cfg.HTTPPort, path), nil)
 		if err != nil {
 			t.Error(err)
-			return 0
+			return nil
 		}
 		req.Host = host
 		resp, err := http.DefaultClient.Do(req)
 		if err != nil {
 			t.Error(err)
-			return 0
+			return nil
 		}
 		defer resp.Body.Close()
 		_, _ = io.Copy(io.Discard, resp.Body)
-		return resp.StatusCode
+		return resp
 	}
 	burst := func(host string, n int) map[int]int {
 		t.Helper()
@@ -90,6 +100,14 @@ func TestRateLimitsThroughNginx(t *testing.T) {
 	}
 	if got := burst("allowed.example.com", 5); got[200] != 5 {
 		t.Errorf("limit-whitelist with the client's address: %v, want every request admitted", got)
+	}
+	// A request over the limit of a CORS route carries the CORS headers, so a browser's script can read
+	// the 503 (as with ingress-nginx's more_set_headers).
+	if code := get("cors.example.com", "/"); code != 200 {
+		t.Errorf("the first request of a CORS route: %d, want 200", code)
+	}
+	if resp := do("cors.example.com", "/"); resp == nil || resp.StatusCode != 503 || resp.Header.Get("Access-Control-Allow-Origin") != "*" {
+		t.Errorf("a CORS route over its limit: %+v, want 503 with Access-Control-Allow-Origin *", resp)
 	}
 
 	// Two requests in progress: the third is refused; once they end, requests pass again.
