@@ -115,7 +115,11 @@ func checkAnnotationValue(t *testing.T, spec AnnotationSpec, value string) {
 			if r.Path != want.Routes[j].Path || r.Exact != want.Routes[j].Exact || r.Upstream != want.Routes[j].Upstream {
 				t.Fatalf("%s=%.40q: route %+v, want %+v", key, value, r, want.Routes[j])
 			}
-			for _, p := range append(r.Deny, r.Allow...) {
+			var limitRanges []string
+			if r.Limit != nil {
+				limitRanges = r.Limit.Allow
+			}
+			for _, p := range slices.Concat(r.Deny, r.Allow, limitRanges) {
 				if !wirePrefix.MatchString(p) {
 					t.Fatalf("%s=%.40q: source range %q on the wire", key, value, p)
 				}

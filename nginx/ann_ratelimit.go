@@ -55,7 +55,7 @@ func (l *RateLimits) active() bool { return l.RPS > 0 || l.RPM > 0 || l.Connecti
 func init() {
 	const (
 		count   = "a whole number from 0 (no limit) to 1000000000; spaces around it are trimmed"
-		invalid = "An invalid value **rejects the Ingress** (its last good version keeps being served): serving it without the limit would let more through than its owner wrote."
+		invalid = "An invalid value **rejects the Ingress** (its last good version keeps being served); ingress-nginx served it without its limits, which lets more through than its owner wrote."
 		common  = "Counted per client address (`$binary_remote_addr`: the connection's, or the PROXY protocol's) per Ingress, all its paths together, " +
 			"per controller replica, as in ingress-nginx. The counters live in NGINX's shared dict `ingress_reactor_limits` (`--limits-dict-size`), " +
 			"not in a zone per Ingress, so a new or changed limit needs no reload: 16 MB by default, about 8,000 counters (client address × Ingress × limit) per MB. " +
@@ -76,7 +76,8 @@ func init() {
 			{
 				Name: "limit-burst-multiplier", Origin: OriginDocumented, Status: AnnotationSupported, Kind: KindRouteData,
 				Values: "a whole number from 0 to 1000000000", Default: "`5`",
-				Difference: "Applies to `limit-rps` and `limit-rpm`. " + invalid + " (ingress-nginx used 5). No effect without a rate (a Warning says so).",
+				Difference: "Applies to `limit-rps` and `limit-rpm`. An invalid value **rejects the Ingress** (its last good version keeps being served); " +
+					"ingress-nginx used 5, which may let more through. No effect without a rate (a Warning says so).",
 			},
 			{
 				Name: "limit-connections", Origin: OriginDocumented, Status: AnnotationSupported, Kind: KindRouteData,

@@ -188,4 +188,15 @@ func TestCORSAndLimitsRefusedByNginx(t *testing.T) {
 	if _, ok := refused["good.example.com"]; ok || len(refused) != len(bad) {
 		t.Errorf("refused %d hosts (%+v), want exactly the %d bad ones", len(refused), refused["good.example.com"], len(bad))
 	}
+	live, _, err := rt.Client().Routes(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	good := live["good.example.com"].Routes
+	if len(good) != 1 {
+		t.Fatalf("good.example.com holds %+v", good)
+	}
+	same(t, "stored CORS", good[0].CORS, &RouteCORS{Origins: []string{"https://*.example.com:8443", "null"}, Methods: "GET", Headers: "A",
+		Expose: "*,X-A", Credentials: true, MaxAge: 5})
+	same(t, "stored limit", good[0].Limit, &RouteLimit{Zone: "0123abcd", RPS: 1, RPSBurst: 5, RPM: 2, Conn: 3, Allow: []string{"7f000001/32"}})
 }
