@@ -55,10 +55,11 @@ type Config struct {
 	HostOwnership       string
 	ReloadRetries       int
 	NginxConfirmTimeout time.Duration
-	// EndpointsDictSize, CertificatesDictSize and RoutesDictSize size NGINX's Lua shared dicts, in MB.
+	// EndpointsDictSize, CertificatesDictSize, RoutesDictSize and LimitsDictSize size NGINX's Lua shared dicts, in MB.
 	EndpointsDictSize    int
 	CertificatesDictSize int
 	RoutesDictSize       int
+	LimitsDictSize       int
 
 	// TLS.
 	SSLDir                string
@@ -113,6 +114,7 @@ func DefaultConfig() Config {
 		EndpointsDictSize:         32,
 		CertificatesDictSize:      64,
 		RoutesDictSize:            32,
+		LimitsDictSize:            16,
 		SSLDir:                    "/tmp/ingress-reactor/ssl",
 		UpdateStatus:              true,
 		UpdateStatusOnShutdown:    true,
@@ -160,7 +162,8 @@ func BindFlags(fs *flag.FlagSet, c *Config) {
 	fs.StringVar(&c.TemplatePath, "template", c.TemplatePath, "Path to an nginx.conf template (Go text/template) that replaces the embedded one, nginx/nginx.tmpl in the source; the file is watched for changes. "+
 		"It must keep the status server's /configuration/hash location, its \"set $ingress_reactor_token {{.StatusToken}};\" line and the access_by_lua_block that calls require(\"ingress_reactor.configuration\").authorize(), "+
 		"the status server's location = /configuration/routes, \"lua_shared_dict ingress_reactor_routes\", and the public location's rewrite_by_lua_block that calls require(\"ingress_reactor.router\").route() "+
-		"and \"set $ingress_reactor_https 1;\", or it is refused. Hosts and paths are not in the template: the Lua router serves them.")
+		"and \"set $ingress_reactor_https 1;\", its header_filter_by_lua_block that calls require(\"ingress_reactor.router\").header_filter(), and the http block's log_by_lua_block that calls "+
+		"require(\"ingress_reactor.router\").log(), among others (the error names what is missing), or it is refused. Hosts and paths are not in the template: the Lua router serves them.")
 	fs.StringVar(&c.HostOwnership, "host-ownership", c.HostOwnership, "Who may route paths of a host: shared (Ingresses of every namespace, as in ingress-nginx; "+
 		"a path that takes requests from another namespace's path gets a Normal PathTakeover Event on both Ingresses) or namespace "+
 		"(the namespace of the oldest Ingress routing a host owns it; other namespaces' rules for it are not served and get a Warning Conflict Event naming the owner).")
@@ -179,6 +182,9 @@ func BindFlags(fs *flag.FlagSet, c *Config) {
 	fs.IntVar(&c.RoutesDictSize, "routes-dict-size", c.RoutesDictSize, fmt.Sprintf("Size in MB of NGINX's shared memory for host and path routes, which change without reloads "+
 		"(no ingress-nginx equivalent: it writes routes into nginx.conf). 1 MB holds about 2,500 hosts of two paths each. When it is full, a host whose changed routes do not fit "+
 		"answers 503 rather than keep its previous rules, a new host that does not fit is served by the wildcard or catch-all rules, and the controller logs \"routes dict full\". %d to %d.", 1, maxDictSizeMB))
+	fs.IntVar(&c.LimitsDictSize, "limits-dict-size", c.LimitsDictSize, fmt.Sprintf("Size in MB of NGINX's shared memory for the counters of the limit-rps, limit-rpm and "+
+		"limit-connections annotations, one per client address, Ingress and limit (ingress-nginx: a 5 MB zone per Ingress and limit, in nginx.conf). 1 MB holds about 8,000 counters. "+
+		"When it is full, NGINX drops the least recently used counters: a client whose counter was dropped starts again with a full allowance. %d to %d.", 1, maxDictSizeMB))
 
 	fs.StringVar(&c.SSLDir, "ssl-dir", c.SSLDir, "Directory (mode 0700) for the default certificate file NGINX reads (mode 0600); Secret certificates reach NGINX without files.")
 	fs.StringVar(&c.DefaultSSLCertificate, "default-ssl-certificate", c.DefaultSSLCertificate, "Secret (namespace/name) with the certificate for hosts without one. Empty means a generated self-signed certificate.")
@@ -188,7 +194,8 @@ func BindFlags(fs *flag.FlagSet, c *Config) {
 	bindPassthroughFlags(fs, c)
 }
 
-// maxDictSizeMB bounds --endpoints-dict-size, --certificates-dict-size and --routes-dict-size. A full
+// maxDictSizeMB bounds --endpoints-dict-size, --certificates-dict-size, --routes-dict-size and
+// --limits-dict-size. A full
 // push of endpoints, certificates or routes is one request to NGINX's status server, which accepts bodies up to 128 MB (nginx.tmpl), and
 // what such a body holds fits into 128 MB of dict: a larger dict could never be filled.
 const maxDictSizeMB = 128
@@ -247,7 +254,7 @@ func (c *Config) Validate() error {
 		errs = append(errs, errors.New("--reload-retries must not be negative"))
 	}
 	for name, mb := range map[string]int{"--endpoints-dict-size": c.EndpointsDictSize, "--certificates-dict-size": c.CertificatesDictSize,
-		"--routes-dict-size": c.RoutesDictSize} {
+		"--routes-dict-size": c.RoutesDictSize, "--limits-dict-size": c.LimitsDictSize} {
 		if mb < 1 || mb > maxDictSizeMB {
 			errs = append(errs, fmt.Errorf("%s must be between 1 and %d (MB), got %d", name, maxDictSizeMB, mb))
 		}

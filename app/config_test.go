@@ -65,7 +65,8 @@ func TestConfigValidate(t *testing.T) {
 	}
 }
 
-// TestDictSizeFlagsReachNginx checks that --endpoints-dict-size, --certificates-dict-size and --routes-dict-size size the
+// TestDictSizeFlagsReachNginx checks that --endpoints-dict-size, --certificates-dict-size, --routes-dict-size and
+// --limits-dict-size size the
 // shared dicts in the nginx.conf the controller renders.
 func TestDictSizeFlagsReachNginx(t *testing.T) {
 	if _, err := nginx.DetectModules(false); err != nil {
@@ -76,11 +77,11 @@ func TestDictSizeFlagsReachNginx(t *testing.T) {
 		want []string
 	}{
 		"defaults": {want: []string{"lua_shared_dict ingress_reactor_endpoints 32m;", "lua_shared_dict ingress_reactor_certificates 64m;",
-			"lua_shared_dict ingress_reactor_routes 32m;"}},
+			"lua_shared_dict ingress_reactor_routes 32m;", "lua_shared_dict ingress_reactor_limits 16m;"}},
 		"set": {
-			args: []string{"--endpoints-dict-size", "7", "--certificates-dict-size", "128", "--routes-dict-size", "9"},
+			args: []string{"--endpoints-dict-size", "7", "--certificates-dict-size", "128", "--routes-dict-size", "9", "--limits-dict-size", "3"},
 			want: []string{"lua_shared_dict ingress_reactor_endpoints 7m;", "lua_shared_dict ingress_reactor_certificates 128m;",
-				"lua_shared_dict ingress_reactor_routes 9m;"},
+				"lua_shared_dict ingress_reactor_routes 9m;", "lua_shared_dict ingress_reactor_limits 3m;"},
 		},
 	}
 	for name, tc := range tests {

@@ -97,6 +97,7 @@ func NewDataPlane(cfg Config, log *zap.Logger) (*DataPlane, error) {
 			EndpointsDictMB:       cfg.EndpointsDictSize,
 			CertificatesDictMB:    cfg.CertificatesDictSize,
 			RoutesDictMB:          cfg.RoutesDictSize,
+			LimitsDictMB:          cfg.LimitsDictSize,
 		},
 		Runtime: nginx.RuntimeConfig{
 			Process:        nginx.ProcessConfig{Binary: cfg.NginxBinary, Paths: paths, Log: log.Named("nginx")},

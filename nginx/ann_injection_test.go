@@ -25,6 +25,10 @@ func injectionValues() []string {
 		// URL-shaped: redirect targets and app roots.
 		"https://a.example/\r\nSet-Cookie: x=1", "https://a.example/x\"}", "https://a.example/;}location/{return 200;}#",
 		"https://a.example/$request_uri", "http://a.example/\x00", "/app;}", "/app\r\n", "/$uri\"", "https://" + strings.Repeat("a", 3000),
+		// CORS origins, header lists and limits.
+		"https://app.example\r\nAccess-Control-Allow-Credentials: true", "https://*.*.example.com", "https://a.example.com/path",
+		"https://a.example.com:99999", "*\r\n", "https://*", "null\n", "GET\r\nX: 1", "X-Total\nSet-Cookie: a=1", "X-A:1",
+		"99999999999999999999", "-1", "1e3", "0x10", "1.5", " 5 ", "1000000001",
 	}
 }
 
@@ -119,7 +123,11 @@ func checkAnnotationValue(t *testing.T, spec AnnotationSpec, value string) {
 			if r.Path != want.Routes[j].Path || r.Exact != want.Routes[j].Exact || r.Upstream != wantUpstream {
 				t.Fatalf("%s=%.40q: route %+v, want %+v", key, value, r, want.Routes[j])
 			}
-			for _, p := range append(r.Deny, r.Allow...) {
+			var limitRanges []string
+			if r.Limit != nil {
+				limitRanges = r.Limit.Allow
+			}
+			for _, p := range slices.Concat(r.Deny, r.Allow, limitRanges) {
 				if !wirePrefix.MatchString(p) {
 					t.Fatalf("%s=%.40q: source range %q on the wire", key, value, p)
 				}
@@ -162,9 +170,10 @@ func TestAnnotationInjection(t *testing.T) {
 			switch {
 			case got == nil:
 			case slices.ContainsFunc(got.Warnings, func(w string) bool { return strings.Contains(w, s.Key()) }):
-				// An annotation whose loss is cosmetic is ignored with a Warning: nothing of it may reach the
-				// profile (and so nginx.conf) or the route data.
-				if !got.Profile.IsZero() || got.Options != nil {
+				// An annotation whose loss is cosmetic (custom-http-errors, cors-expose-headers, the logging
+				// group), or that has no effect without another annotation, is ignored with a Warning: nothing
+				// of it may reach the profile (and so nginx.conf) or the route data.
+				if !got.Profile.IsZero() || setsOptions(got) {
 					t.Errorf("%s=%.40q was taken (profile %+v, options %+v)", s.Name, v, got.Profile, got.Options)
 				}
 			default:
@@ -172,6 +181,11 @@ func TestAnnotationInjection(t *testing.T) {
 			}
 		}
 	}
+}
+
+// setsOptions reports whether a translation took route options beyond the defaults.
+func setsOptions(got *IngressTranslation) bool {
+	return got.Options != nil && *got.Options != RouteOptions{}
 }
 
 // manyRanges lists n distinct /32 addresses.

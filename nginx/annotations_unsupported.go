@@ -67,17 +67,15 @@ func unsupportedAnnotations() []AnnotationSpec {
 		return AnnotationSpec{Status: AnnotationIgnored, Planned: issue, Reason: "not supported yet"}
 	}
 	add(planned("#15"),
-		"client-body-buffer-size", "connection-proxy-header", "cors-allow-credentials",
-		"cors-allow-headers", "cors-allow-methods", "cors-allow-origin", "cors-expose-headers", "cors-max-age",
-		"custom-headers", "enable-cors", "limit-burst-multiplier",
-		"limit-connections", "limit-rate", "limit-rate-after", "limit-rpm", "limit-rps", "limit-whitelist",
+		"client-body-buffer-size", "connection-proxy-header",
+		"custom-headers",
+		"limit-rate", "limit-rate-after",
 		"proxy-body-size", "proxy-buffer-size", "proxy-buffering", "proxy-buffers-number", "proxy-busy-buffers-size",
 		"proxy-connect-timeout", "proxy-cookie-domain", "proxy-cookie-path", "proxy-http-version",
 		"proxy-max-temp-file-size", "proxy-next-upstream", "proxy-next-upstream-timeout", "proxy-next-upstream-tries",
 		"proxy-read-timeout", "proxy-redirect-from", "proxy-redirect-to", "proxy-request-buffering", "proxy-send-timeout",
 		"proxy-ssl-ciphers", "proxy-ssl-name", "proxy-ssl-protocols", "proxy-ssl-secret", "proxy-ssl-server-name",
 		"proxy-ssl-verify", "proxy-ssl-verify-depth")
-	add(undocumented(planned("#15")), "limit-allowlist")
 	globalAuth := planned("#16")
 	globalAuth.Reason = "there is no global authentication yet (the ConfigMap's `global-auth-url`, issue #18) for it to turn on or off"
 	add(globalAuth, "enable-global-auth")

@@ -42,6 +42,13 @@ type RouteOptions struct {
 	NoAccessLog bool
 	// RewriteLog logs the Ingress's path rewrites at notice level (enable-rewrite-log).
 	RewriteLog bool
+	// EnableCORS answers preflight requests and adds CORS headers with the settings of CORS
+	// (enable-cors, cors-*).
+	EnableCORS bool
+	CORS       CORSOptions
+	// Limits are the request and connection limits per client address (limit-rps, limit-rpm,
+	// limit-connections, limit-burst-multiplier, limit-allowlist); zero when none is set.
+	Limits RateLimits
 }
 
 // options returns the translation's route options, allocating them on first use.
@@ -68,6 +75,8 @@ func appendRouteOptions(b []byte, o *RouteOptions) []byte {
 	}
 	b = appendRedirectOptions(b, o)
 	b = appendLoggingOptions(b, o)
+	b = appendCORSOptions(b, o)
+	b = appendLimitOptions(b, o)
 	return b
 }
 

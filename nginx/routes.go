@@ -78,6 +78,31 @@ type RoutePath struct {
 	// The logging options (enable-access-log, enable-rewrite-log).
 	NoAccessLog bool `json:"no_access_log,omitempty"`
 	RewriteLog  bool `json:"rewrite_log,omitempty"`
+	// CORS and Limit are the route's CORS settings and rate limits (appendCORSOptions,
+	// appendLimitOptions).
+	CORS  *RouteCORS  `json:"cors,omitempty"`
+	Limit *RouteLimit `json:"limit,omitempty"`
+}
+
+// RouteCORS is the wire form of CORSOptions: Origins is ["*"] for any origin.
+type RouteCORS struct {
+	Origins     []string `json:"origins"`
+	Methods     string   `json:"methods"`
+	Headers     string   `json:"headers"`
+	Expose      string   `json:"expose,omitempty"`
+	Credentials bool     `json:"credentials"`
+	MaxAge      int      `json:"max_age"`
+}
+
+// RouteLimit is the wire form of RateLimits: the bursts are rate × multiplier, Allow holds wire prefixes.
+type RouteLimit struct {
+	Zone     string   `json:"zone"`
+	RPS      int      `json:"rps,omitempty"`
+	RPSBurst int      `json:"rps_burst,omitempty"`
+	RPM      int      `json:"rpm,omitempty"`
+	RPMBurst int      `json:"rpm_burst,omitempty"`
+	Conn     int      `json:"conn,omitempty"`
+	Allow    []string `json:"allow,omitempty"`
 }
 
 // AppendRouteHostJSON appends the wire form (RouteHost) of s to b, without reflection: a full push at

@@ -74,11 +74,12 @@ type RenderConfig struct {
 	DefaultCertificate    string
 	DefaultCertificateKey string
 
-	// EndpointsDictMB, CertificatesDictMB and RoutesDictMB size the Lua shared dicts; defaults 32, 16
-	// and 32.
+	// EndpointsDictMB, CertificatesDictMB, RoutesDictMB and LimitsDictMB size the Lua shared dicts;
+	// defaults 32, 16, 32 and 16.
 	EndpointsDictMB    int
 	CertificatesDictMB int
 	RoutesDictMB       int
+	LimitsDictMB       int
 	// UpstreamKeepalive is the number of idle keepalive connections to upstreams per worker; default 320.
 	UpstreamKeepalive int
 	// ProxyConnectTimeout, ProxyReadTimeout and ProxySendTimeout default to 5s, 60s and 60s.
@@ -117,6 +118,9 @@ func (c RenderConfig) withDefaults() (RenderConfig, error) {
 	}
 	if c.RoutesDictMB == 0 {
 		c.RoutesDictMB = 32
+	}
+	if c.LimitsDictMB == 0 {
+		c.LimitsDictMB = 16
 	}
 	if c.UpstreamKeepalive == 0 {
 		c.UpstreamKeepalive = 320
@@ -199,7 +203,7 @@ func (c RenderConfig) withDefaults() (RenderConfig, error) {
 		}
 	}
 	for name, v := range map[string]int{"worker connections": c.WorkerConnections, "endpoints dict size": c.EndpointsDictMB,
-		"certificates dict size": c.CertificatesDictMB, "routes dict size": c.RoutesDictMB, "upstream keepalive": c.UpstreamKeepalive} {
+		"certificates dict size": c.CertificatesDictMB, "routes dict size": c.RoutesDictMB, "limits dict size": c.LimitsDictMB, "upstream keepalive": c.UpstreamKeepalive} {
 		if v < 1 {
 			errs = append(errs, fmt.Errorf("%s must be positive, got %d", name, v))
 		}
@@ -305,6 +309,9 @@ func ParseTemplate(text string) (*Template, error) {
 		{"location @" + probeProfile.Name() + " {", "a named location per profile ({{range .Profiles}} location @{{.Name}} ...): the router sends the routes that use one there"},
 		{"location @ingress_reactor_error_404 {", "a named location per custom error code ({{range .ErrorCodes}} location @ingress_reactor_error_{{.}} ...): custom-http-errors sends the errors there"},
 		{`require("ingress_reactor.configuration").authorize()`, "the status server's access_by_lua_block that calls require(\"ingress_reactor.configuration\").authorize(): without it any local process could read and change the dynamic configuration"},
+		{`require("ingress_reactor.router").log()`, "the http block's log_by_lua_block that calls require(\"ingress_reactor.router\").log(): limit-connections gives connections back in it"},
+		{`set $ingress_reactor_limit_conn "";`, "the public location's \"set $ingress_reactor_limit_conn \"\";\" and \"set $ingress_reactor_cors \"\";\": limit-connections and enable-cors pass what the router decided in them"},
+		{`require("ingress_reactor.router").header_filter()`, "the header_filter_by_lua_block that calls require(\"ingress_reactor.router\").header_filter() in the public location and each profile's: enable-cors adds its headers there"},
 	} {
 		if !bytes.Contains(conf, []byte(need.text)) {
 			return nil, errors.New("nginx template must keep " + need.why)
@@ -387,6 +394,7 @@ type view struct {
 	EndpointsDictMB          int
 	CertificatesDictMB       int
 	RoutesDictMB             int
+	LimitsDictMB             int
 	UpstreamKeepalive        int
 	ProxyConnectTimeoutMS    int64
 	ProxyReadTimeoutMS       int64
@@ -452,6 +460,7 @@ func newView(cfg RenderConfig) (*view, error) {
 		EndpointsDictMB:       cfg.EndpointsDictMB,
 		CertificatesDictMB:    cfg.CertificatesDictMB,
 		RoutesDictMB:          cfg.RoutesDictMB,
+		LimitsDictMB:          cfg.LimitsDictMB,
 		UpstreamKeepalive:     cfg.UpstreamKeepalive,
 		ProxyConnectTimeoutMS: cfg.ProxyConnectTimeout.Milliseconds(),
 		ProxyReadTimeoutMS:    cfg.ProxyReadTimeout.Milliseconds(),

@@ -53,8 +53,13 @@ func TestRenderPublicServer(t *testing.T) {
 			set $ingress_reactor_error_ingress "";
 			set $ingress_reactor_error_service "";
 			set $ingress_reactor_error_port "";
+			set $ingress_reactor_cors "";
+			set $ingress_reactor_limit_conn "";
 			rewrite_by_lua_block {
 				require("ingress_reactor.router").route()
+			}
+			header_filter_by_lua_block {
+				require("ingress_reactor.router").header_filter()
 			}
 			proxy_pass http://upstream_balancer;
 		}
@@ -76,8 +81,13 @@ func TestRenderPublicServer(t *testing.T) {
 			set $ingress_reactor_error_ingress "";
 			set $ingress_reactor_error_service "";
 			set $ingress_reactor_error_port "";
+			set $ingress_reactor_cors "";
+			set $ingress_reactor_limit_conn "";
 			rewrite_by_lua_block {
 				require("ingress_reactor.router").route()
+			}
+			header_filter_by_lua_block {
+				require("ingress_reactor.router").header_filter()
 			}
 			proxy_pass http://upstream_balancer;
 		}
@@ -97,8 +107,13 @@ func TestRenderPublicServer(t *testing.T) {
 			set $ingress_reactor_error_ingress "";
 			set $ingress_reactor_error_service "";
 			set $ingress_reactor_error_port "";
+			set $ingress_reactor_cors "";
+			set $ingress_reactor_limit_conn "";
 			rewrite_by_lua_block {
 				require("ingress_reactor.router").route()
+			}
+			header_filter_by_lua_block {
+				require("ingress_reactor.router").header_filter()
 			}
 			proxy_pass http://upstream_balancer;
 		}
@@ -203,7 +218,9 @@ const statusAuthorize = `access_by_lua_block { require("ingress_reactor.configur
 const routerCall = ` rewrite_by_lua_block { require("ingress_reactor.router").route() } location = /configuration/routes
 	lua_shared_dict ingress_reactor_routes {{.RoutesDictMB}}m; {{if .HTTPS}}set $ingress_reactor_https 1;{{end}}
 	{{range .Profiles}}location @{{.Name}} { }{{end}} {{range .ErrorCodes}}location @ingress_reactor_error_{{.}} { }{{end}}
-	set_profiles({ {{- range .Profiles}}"{{.Name}}", {{end -}} }) set $ingress_reactor_error_upstream "";`
+	set_profiles({ {{- range .Profiles}}"{{.Name}}", {{end -}} }) set $ingress_reactor_error_upstream "";
+	log_by_lua_block { require("ingress_reactor.router").log() } set $ingress_reactor_limit_conn "";
+	header_filter_by_lua_block { require("ingress_reactor.router").header_filter() }`
 
 func TestParseTemplate(t *testing.T) {
 	tests := map[string]struct {
@@ -222,7 +239,11 @@ func TestParseTemplate(t *testing.T) {
 		"no HTTPS flag":              {text: "/configuration/hash {{.ConfigHash}} set $ingress_reactor_token {{.StatusToken}}; " + statusAuthorize + strings.Replace(routerCall, "set $ingress_reactor_https 1;", "", 1), wantErr: "set $ingress_reactor_https 1;"},
 		"no token check on reads":    {text: "/configuration/hash {{.ConfigHash}} set $ingress_reactor_token {{.StatusToken}}; " + routerCall, wantErr: "must keep the status server's access_by_lua_block"},
 		"routes are not in the view": {text: "{{range .Servers}}{{end}} /configuration/hash {{.ConfigHash}} set $ingress_reactor_token {{.StatusToken}}; " + statusAuthorize + routerCall, wantErr: "can't evaluate field Servers"},
-		"a minimal template":         {text: "/configuration/hash {{.ConfigHash}} set $ingress_reactor_token {{.StatusToken}}; " + statusAuthorize + routerCall},
+		"no log phase hook": {text: "/configuration/hash {{.ConfigHash}} set $ingress_reactor_token {{.StatusToken}}; " + statusAuthorize +
+			strings.Replace(routerCall, `log_by_lua_block { require("ingress_reactor.router").log() }`, "", 1), wantErr: "limit-connections gives connections back"},
+		"no header filter": {text: "/configuration/hash {{.ConfigHash}} set $ingress_reactor_token {{.StatusToken}}; " + statusAuthorize +
+			strings.Replace(routerCall, `header_filter_by_lua_block { require("ingress_reactor.router").header_filter() }`, "", 1), wantErr: "enable-cors adds its headers there"},
+		"a minimal template": {text: "/configuration/hash {{.ConfigHash}} set $ingress_reactor_token {{.StatusToken}}; " + statusAuthorize + routerCall},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {

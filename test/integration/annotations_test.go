@@ -491,3 +491,60 @@ func TestAnnotationsServiceUpstream(t *testing.T) {
 		t.Errorf("%s went from %g to %g; service-upstream is route data and endpoints, never a reload", harness.ReloadsMetric, reloads, got)
 	}
 }
+
+// TestAnnotationsCORSAndRateLimits: enable-cors and the rate limits through the API server, the binary
+// and NGINX: an allowed origin's preflight is answered 204 by NGINX with the CORS headers, another
+// origin's request reaches the backend without them; limit-rpm added to a served Ingress answers 503
+// once its burst is spent; a new origin list and the new limit are route data and reload nothing.
+func TestAnnotationsCORSAndRateLimits(t *testing.T) {
+	f := harness.New(t)
+	routingService(f, "web", f.StartBackend("web", false))
+	f.CreateIngress(annotate(f.Ingress("cors", "cors.example", prefixPath("/", "web")),
+		"enable-cors", "true", "cors-allow-origin", "https://app.example, https://*.apps.example", "cors-allow-credentials", "false"))
+	f.CreateIngress(f.Ingress("limited", "limited.example", prefixPath("/", "web")))
+	r := f.StartReactor()
+	r.WaitReady()
+	r.WaitServedBy("limited.example", "/", "web")
+	preflight := func(origin string) harness.Request {
+		return harness.Request{Method: http.MethodOptions, Host: "cors.example", Path: "/api",
+			Header: http.Header{"Origin": {origin}, "Access-Control-Request-Method": {"PUT"}}}
+	}
+	waitFor(r, preflight("https://app.example"), "204 with the CORS headers", func(resp *harness.Response) bool {
+		return resp.Status == http.StatusNoContent
+	})
+	resp := send(t, r, preflight("https://x.apps.example"))
+	for h, want := range map[string]string{"Access-Control-Allow-Origin": "https://x.apps.example", "Access-Control-Allow-Credentials": "",
+		"Access-Control-Allow-Methods": "GET, PUT, POST, DELETE, PATCH, OPTIONS", "Access-Control-Max-Age": "1728000"} {
+		if got := resp.Header.Get(h); got != want {
+			t.Errorf("preflight of an allowed origin: %s %q, want %q", h, got, want)
+		}
+	}
+	if resp.Status != http.StatusNoContent || resp.Echo != nil {
+		t.Errorf("preflight of an allowed origin: %s, want 204 from NGINX", resp)
+	}
+	resp = send(t, r, preflight("https://evil.example"))
+	if resp.Status != http.StatusOK || resp.Echo == nil || resp.Header.Get("Access-Control-Allow-Origin") != "" {
+		t.Errorf("OPTIONS of another origin: %s with Access-Control-Allow-Origin %q, want the backend's 200 without it", resp, resp.Header.Get("Access-Control-Allow-Origin"))
+	}
+
+	reloads := r.WaitConfigSettled()
+	f.UpdateIngress("cors", func(ing *networkingv1.Ingress) { annotate(ing, "cors-allow-origin", "https://other.example") })
+	waitFor(r, preflight("https://other.example"), "204 for the new origin", func(resp *harness.Response) bool {
+		return resp.Status == http.StatusNoContent && resp.Header.Get("Access-Control-Allow-Origin") == "https://other.example"
+	})
+	if resp := send(t, r, preflight("https://app.example")); resp.Status != http.StatusOK || resp.Echo == nil {
+		t.Errorf("OPTIONS of the origin no longer listed: %s, want the backend's 200", resp)
+	}
+	// One request a minute and a burst of one: once the push is live, the third request within the
+	// minute gets 503, and so does the next.
+	f.UpdateIngress("limited", func(ing *networkingv1.Ingress) { annotate(ing, "limit-rpm", "1", "limit-burst-multiplier", "1") })
+	waitFor(r, harness.Request{Host: "limited.example", Path: "/"}, "503 once the limit is spent", func(resp *harness.Response) bool {
+		return resp.Status == http.StatusServiceUnavailable && resp.Echo == nil
+	})
+	if resp := send(t, r, harness.Request{Host: "limited.example", Path: "/"}); resp.Status != http.StatusServiceUnavailable {
+		t.Errorf("a request right after the limit was spent: %s, want 503", resp)
+	}
+	if after := r.WaitConfigSettled(); after != reloads {
+		t.Errorf("%s went from %g to %g: CORS and rate limit changes must not reload NGINX", harness.ReloadsMetric, reloads, after)
+	}
+}

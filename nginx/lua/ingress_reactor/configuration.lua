@@ -15,7 +15,9 @@
 -- "redirect": bool, "deny": ["<hex>/<bits>", ...], "allow": [...], "rewrite": "<target>",
 -- "x_forwarded_prefix": "<prefix>", "upstream_vhost": "<host>"} plus the redirect options of
 -- nginx/routeoptions.go ("redirect_url", "redirect_code", "app_root", "force_ssl_redirect",
--- "preserve_trailing_slash", "use_port_in_redirects", "default_backend") and "host_redirect"; a host
+-- "preserve_trailing_slash", "use_port_in_redirects", "default_backend"), "host_redirect", "cors"
+-- ({"origins": [...], "methods", "headers", "expose", "credentials", "max_age"}) and "limit" ({"zone",
+-- "rps", "rps_burst", "rpm", "rpm_burst", "conn", "allow": [...]}); a host
 -- entry may name its fallback "default_backend". A host with "regex": true lists its routes in match
 -- order, each with a PCRE "pattern" (and a lower-case "literal" prefix when the pattern is one).
 -- A changed host whose new routes do
@@ -700,6 +702,110 @@ local function normalize_redirects(r, out)
     end
 end
 
+-- CORS and rate limits of a route (nginx/ann_cors.go, nginx/ann_ratelimit.go). The CORS values become
+-- response headers: lists of tokens only, so they cannot split or extend a header.
+local MAX_CORS_VALUE = 4096
+local MAX_LIMIT = 1000000000
+
+local function valid_origin(s)
+    if type(s) ~= "string" or #s > 300 then
+        return false
+    end
+    if s == "*" or s == "null" then
+        return true
+    end
+    local host, port = s:match("^[a-z][a-z0-9+.-]*://([^:/]+)(.*)$")
+    if not host or (port ~= "" and not port:match("^:[1-9]%d?%d?%d?%d?$")) then
+        return false
+    end
+    if host:sub(1, 2) == "*." then
+        host = host:sub(3)
+    end
+    for label in (host .. "."):gmatch("([^.]*)%.") do
+        if not label:match("^[a-z0-9-]+$") then
+            return false
+        end
+    end
+    return true
+end
+
+local function token_list(v, pattern)
+    return type(v) == "string" and #v <= MAX_CORS_VALUE and v:match(pattern) ~= nil
+end
+
+local function whole(n, lowest)
+    return type(n) == "number" and n == math.floor(n) and n >= lowest and n <= MAX_LIMIT
+end
+
+-- normalize_cors checks route r's "cors" and copies it to out, or returns why not.
+local function normalize_cors(r, out)
+    local c = r.cors
+    if c == nil then
+        return
+    end
+    if type(c) ~= "table" or type(c.origins) ~= "table" then
+        return "\"cors\" must be an object with a list of \"origins\""
+    end
+    for k, o in pairs(c.origins) do
+        if type(k) ~= "number" or not valid_origin(o) then
+            return "invalid CORS origin " .. tostring(o)
+        end
+    end
+    if not token_list(c.methods, "^[%a, ]+$") or not token_list(c.headers, "^[%w%-_, ]+$")
+        or (c.expose ~= nil and not token_list(c.expose, "^[%w%-_, *]+$")) then
+        return "CORS methods and headers must be lists of tokens"
+    end
+    if type(c.credentials) ~= "boolean" or type(c.max_age) ~= "number" or c.max_age ~= math.floor(c.max_age)
+        or c.max_age < 0 or c.max_age > 2147483647 then
+        return "CORS \"credentials\" must be a boolean and \"max_age\" whole seconds"
+    end
+    if #c.origins == 0 then
+        return -- no origin allowed: nothing to do (cjson would write the empty list as an object)
+    end
+    local origins = {}
+    for i, o in ipairs(c.origins) do
+        origins[i] = o
+    end
+    out.cors = { origins = origins, methods = c.methods, headers = c.headers, expose = c.expose,
+        credentials = c.credentials, max_age = c.max_age }
+end
+
+-- normalize_limit checks route r's "limit" and copies it to out, or returns why not.
+local function normalize_limit(r, out)
+    local l = r.limit
+    if l == nil then
+        return
+    end
+    if type(l) ~= "table" or type(l.zone) ~= "string" or not l.zone:match("^%x+$") or #l.zone > 64 then
+        return "\"limit\" must be an object with a hex \"zone\""
+    end
+    for _, f in ipairs({ "rps", "rpm", "conn" }) do
+        if l[f] ~= nil and not whole(l[f], 1) then
+            return "limit \"" .. f .. "\" must be a whole number from 1 to " .. MAX_LIMIT
+        end
+    end
+    for _, f in ipairs({ "rps_burst", "rpm_burst" }) do
+        if l[f] ~= nil and not whole(l[f], 0) then
+            return "limit \"" .. f .. "\" must be a whole number from 0 to " .. MAX_LIMIT
+        end
+    end
+    if not (l.rps or l.rpm or l.conn) then
+        return "\"limit\" sets no limit"
+    end
+    if l.allow ~= nil then
+        if type(l.allow) ~= "table" then
+            return "limit \"allow\" must be a list"
+        end
+        for _, p in ipairs(l.allow) do
+            if not router.parse_prefix(p) then
+                return "limit range " .. tostring(p) .. " is not <hex address>/<bits>"
+            end
+        end
+    end
+    out.limit = { zone = l.zone, rps = l.rps, rps_burst = l.rps_burst, rpm = l.rpm, rpm_burst = l.rpm_burst, conn = l.conn,
+        allow = (l.allow and #l.allow > 0) and l.allow or nil }
+end
+
 -- normalize_host checks one host entry and returns it in the form router.lua reads, or nil, why, and
 -- the 1-based index of the route at fault (0: the entry itself).
 local function normalize_host(host, entry)
@@ -755,7 +861,8 @@ local function normalize_host(host, entry)
                 end
             end
         end
-        local ferr = rewrite_fields(r, out, entry.regex) or normalize_redirects(r, out)
+        local ferr = rewrite_fields(r, out, entry.regex) or normalize_redirects(r, out) or normalize_cors(r, out)
+            or normalize_limit(r, out)
         if ferr then
             return nil, where .. ": " .. ferr, i
         end

@@ -19,12 +19,17 @@
 -- "default_backend" when it has one; a route with "rewrite" changes the path the backend sees, and
 -- "upstream_vhost" its Host header. The fallback is the host's "default_backend", else the default.
 -- A route with "no_access_log" is left out of the access log, one with "rewrite_log" logs its rewrites.
+-- After source ranges, a route with "cors" decides whether the request's Origin is allowed: if so, an
+-- OPTIONS request is answered 204 with the CORS headers (a preflight), and every other response of the
+-- request gets them in the header filter; then a route with "limit" counts the request against its
+-- rate and connection limits (limits.lua) and answers 503 over them.
 --
 -- Each worker keeps the compiled entry of a host with the version it was compiled at: a request costs a
 -- few shared-dict reads, and an entry is decoded again only after it changed.
 local cjson = require("cjson.safe")
 local bit = require("bit")
 local filled = require("ingress_reactor.filled")
+local limits = require("ingress_reactor.limits")
 
 local ngx = ngx
 local ngx_var = ngx.var
@@ -36,6 +41,7 @@ local sub = string.sub
 local find = string.find
 local gsub = string.gsub
 local re_match = ngx.re.match
+local lower = string.lower
 local band = bit.band
 local lshift = bit.lshift
 
@@ -104,6 +110,8 @@ local function contains(p, addr)
     return band(byte(addr, p.whole + 1), p.mask) == p.last
 end
 
+local compile_limit
+
 local function compile_ranges(list)
     if type(list) ~= "table" or #list == 0 then
         return nil
@@ -144,6 +152,47 @@ local function compile_redirects(r, route)
     route.redirects = route.redirect_url ~= nil or route.app_root ~= nil
 end
 
+-- compile_cors turns a route's "cors" object (validated when stored) into what the router matches:
+-- any = "*", exact = { origin = true }, wild = { { head = "<scheme>://", tail = ".<domain>[:<port>]" } },
+-- and tail, the part of $ingress_reactor_cors after the allowed origin (see cors_headers).
+function _M.compile_cors(c)
+    if type(c) ~= "table" then
+        return nil
+    end
+    local out = { any = false, exact = {}, wild = {} }
+    for _, o in ipairs(c.origins) do
+        if o == "*" then
+            out.any = true
+        else
+            local head, tail = o:match("^(.-://)%*(%..*)$")
+            if head then
+                out.wild[#out.wild + 1] = { head = head, tail = tail }
+            else
+                out.exact[o] = true
+            end
+        end
+    end
+    out.tail = "\n" .. (c.credentials and "true" or "") .. "\n" .. c.methods .. "\n" .. c.headers .. "\n" .. (c.expose or "") .. "\n" .. c.max_age
+    return out
+end
+
+-- compile_limit copies a route's "limit" object (validated when stored) with its intervals in ms and
+-- its allowlist compiled.
+compile_limit = function(l)
+    if type(l) ~= "table" then
+        return nil
+    end
+    local out = { zone = l.zone, conn = l.conn, rps = l.rps, rpm = l.rpm, rps_burst = l.rps_burst or 0, rpm_burst = l.rpm_burst or 0 }
+    out.rps_interval = l.rps and 1000 / l.rps
+    out.rpm_interval = l.rpm and 60000 / l.rpm
+    local err
+    out.allow, err = compile_ranges(l.allow)
+    if err then
+        return nil, err
+    end
+    return out
+end
+
 -- compile builds the lookup tables of a host entry (validated by configuration.lua when stored). A
 -- regex host ("regex": true) keeps its routes as a list in match order instead.
 local function compile(raw, version)
@@ -167,6 +216,11 @@ local function compile(raw, version)
         end
         route.ranges = route.deny ~= nil or route.allow ~= nil
         rewrite_fields(route, r)
+        route.cors = _M.compile_cors(r.cors)
+        route.limit, err = compile_limit(r.limit)
+        if err then
+            return nil, err
+        end
         local into = r.exact and e.exact or e.prefix
         if e.list then
             e.list[#e.list + 1] = route
@@ -327,6 +381,16 @@ local function client()
     return a
 end
 
+-- in_ranges reports whether addr is in one of the compiled ranges of list.
+local function in_ranges(list, addr)
+    for _, p in ipairs(list) do
+        if contains(p, addr) then
+            return true
+        end
+    end
+    return false
+end
+
 local function admits(route)
     local addr = client()
     if route.deny then
@@ -409,6 +473,98 @@ local function host_redirect(r)
     return ngx.redirect(ngx_var.scheme .. "://" .. r.host_redirect .. (port and (":" .. port) or "") .. uri, 308)
 end
 
+-- allowed_origin returns what Access-Control-Allow-Origin answers to the request under compiled CORS
+-- settings c: "*" when any origin is allowed (as ingress-nginx, whatever the request's Origin), the
+-- request's Origin when it is on the list (compared in lower case, a wildcard covering one label), or
+-- nil.
+local MAX_ORIGIN = 1024
+
+local function allowed_origin(c)
+    if c.any then
+        return "*"
+    end
+    local origin = ngx_var.http_origin
+    if not origin or #origin > MAX_ORIGIN then
+        return nil
+    end
+    local o = lower(origin)
+    if c.exact[o] then
+        return origin
+    end
+    for _, w in ipairs(c.wild) do
+        local head, tail = w.head, w.tail
+        if #o > #head + #tail and sub(o, 1, #head) == head and sub(o, -#tail) == tail
+            and find(sub(o, #head + 1, -#tail - 1), "^[a-z0-9-]+$") then
+            return origin
+        end
+    end
+    return nil
+end
+
+-- cors_headers sets the CORS headers that v, a value of $ingress_reactor_cors, holds:
+-- "<allow origin>\n<"true" or "">\n<methods>\n<headers>\n<expose headers or "">\n<max age>". They
+-- replace the backend's, as ingress-nginx's more_set_headers did.
+local function cors_headers(v)
+    local h = ngx.header
+    local i = find(v, "\n", 1, true)
+    h["Access-Control-Allow-Origin"] = sub(v, 1, i - 1)
+    local j = find(v, "\n", i + 1, true)
+    if j > i + 1 then
+        h["Access-Control-Allow-Credentials"] = sub(v, i + 1, j - 1)
+    end
+    i = find(v, "\n", j + 1, true)
+    h["Access-Control-Allow-Methods"] = sub(v, j + 1, i - 1)
+    j = find(v, "\n", i + 1, true)
+    h["Access-Control-Allow-Headers"] = sub(v, i + 1, j - 1)
+    i = find(v, "\n", j + 1, true)
+    if i > j + 1 then
+        h["Access-Control-Expose-Headers"] = sub(v, j + 1, i - 1)
+    end
+    h["Access-Control-Max-Age"] = sub(v, i + 1)
+end
+
+-- cors applies a route's CORS settings: an allowed origin's preflight (any OPTIONS request, as
+-- ingress-nginx) is answered 204 here, and true returned; other requests of an allowed origin carry
+-- the headers through $ingress_reactor_cors to the header filter, which survives ngx.exec into a
+-- profile's named location (ngx.ctx does not).
+local function cors(c)
+    local allow = allowed_origin(c)
+    if not allow then
+        return false
+    end
+    local v = allow .. c.tail
+    if ngx_var.request_method == "OPTIONS" then
+        cors_headers(v)
+        -- As ingress-nginx; NGINX drops both from a 204.
+        ngx.header["Content-Type"] = "text/plain charset=UTF-8"
+        ngx.header["Content-Length"] = 0
+        ngx.exit(ngx.HTTP_NO_CONTENT)
+        return true
+    end
+    local ok = pcall(function()
+        ngx_var.ingress_reactor_cors = v
+    end)
+    if not ok then
+        ngx_log(ERR, "enable-cors needs \"set $ingress_reactor_cors \"\";\" in the public location (a custom template lacks it); no CORS headers")
+    end
+    return false
+end
+
+-- header_filter runs in the header filter phase of the public location and of every profile's named
+-- location: it adds the CORS headers the router decided on.
+function _M.header_filter()
+    local v = ngx_var.ingress_reactor_cors
+    if v and v ~= "" then
+        cors_headers(v)
+    end
+end
+
+-- log runs in the log phase of every request (nginx.tmpl sets it in the http block): it gives back
+-- the connection a limited request counted.
+function _M.log()
+    limits.leave()
+end
+
 -- route runs in the rewrite phase of the catch-all location.
 function _M.route()
     local host = ngx_var.host or ""
@@ -455,6 +611,15 @@ function _M.route()
     end
     if r and r.ranges and not admits(r) then
         return ngx.exit(ngx.HTTP_FORBIDDEN)
+    end
+    if r and r.cors and cors(r.cors) then
+        return
+    end
+    if r and r.limit then
+        local status = limits.enter(r.limit, client(), in_ranges)
+        if status then
+            return ngx.exit(status)
+        end
     end
     if upstream == "" then
         return ngx.exit(ngx.HTTP_NOT_FOUND)
