@@ -15,8 +15,8 @@ func init() {
 				"`grpc_pass grpc://`, `grpc_pass grpcs://`, with the Lua balancer choosing the endpoint as for HTTP); the first " +
 				"Ingress with a new combination of profile settings reloads NGINX once. `AUTO_HTTP`, `H2C` and `FCGI` are not " +
 				"supported yet and **reject the Ingress** (its backends would get a protocol they do not speak), as does any " +
-				"other value; ingress-nginx fell back to HTTP. Backend TLS is not verified (ingress-nginx's default; the " +
-				"`proxy-ssl-*` annotations come with issue #15), and gRPC needs clients on HTTP/2, which NGINX offers on the " +
+				"other value; ingress-nginx fell back to HTTP. Backend TLS is not verified unless `proxy-ssl-verify` says so " +
+				"(ingress-nginx's default), and gRPC needs clients on HTTP/2, which NGINX offers on the " +
 				"HTTPS port.",
 		}},
 		apply: applyBackendProtocol,

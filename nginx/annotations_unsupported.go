@@ -75,8 +75,7 @@ func unsupportedAnnotations() []AnnotationSpec {
 		"proxy-connect-timeout", "proxy-cookie-domain", "proxy-cookie-path", "proxy-http-version",
 		"proxy-max-temp-file-size", "proxy-next-upstream", "proxy-next-upstream-timeout", "proxy-next-upstream-tries",
 		"proxy-read-timeout", "proxy-redirect-from", "proxy-redirect-to", "proxy-request-buffering", "proxy-send-timeout",
-		"proxy-ssl-ciphers", "proxy-ssl-name", "proxy-ssl-protocols", "proxy-ssl-secret", "proxy-ssl-server-name",
-		"proxy-ssl-verify", "proxy-ssl-verify-depth", "service-upstream")
+		"service-upstream")
 	add(undocumented(planned("#15")), "limit-allowlist")
 	globalAuth := planned("#16")
 	globalAuth.Reason = "there is no global authentication yet (the ConfigMap's `global-auth-url`, issue #18) for it to turn on or off"

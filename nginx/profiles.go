@@ -31,6 +31,24 @@ type ProfileSettings struct {
 	// BackendProtocol is how NGINX talks to the upstream (backend-protocol): "HTTPS", "GRPC" or "GRPCS";
 	// empty for HTTP.
 	BackendProtocol string
+
+	// Backend TLS (proxy-ssl-*, ann_proxyssl.go), set only with HTTPS or GRPCS and a proxy-ssl-secret.
+	// ProxySSLFiles is the stem of the Secret's files in BackendTLSDir (BackendTLSFiles.Stem), which
+	// hold a client certificate (ProxySSLClientCert) and CA certificates (ProxySSLCA).
+	ProxySSLFiles      string
+	ProxySSLClientCert bool
+	ProxySSLCA         bool
+	// ProxySSLVerify verifies the backend's certificate against the CA, to ProxySSLVerifyDepth (set
+	// only with ProxySSLVerify).
+	ProxySSLVerify      bool
+	ProxySSLVerifyDepth int
+	// ProxySSLName is the name verified and sent in SNI; empty for NGINX's default.
+	ProxySSLName string
+	// ProxySSLServerName sends SNI.
+	ProxySSLServerName bool
+	// ProxySSLProtocols (sorted, space-separated) and ProxySSLCiphers are empty for NGINX's defaults.
+	ProxySSLProtocols string
+	ProxySSLCiphers   string
 }
 
 // IsZero reports whether p is the default (no profile).

@@ -90,6 +90,7 @@ type Renderer struct {
 	announced *modules.IngressesAnnounced
 	ingresses listersnetv1.IngressLister
 	services  listerscorev1.ServiceLister
+	secrets   listerscorev1.SecretLister
 	recorder  record.EventRecorder
 	out       *pipeline.Topic[modules.Rendered]
 	ctrl      *pipeline.Controller[renderKey]
@@ -105,7 +106,9 @@ type Renderer struct {
 	// accepted Ingress (ModelBuilder.Build).
 	changedIngresses map[types.NamespacedName]struct{}
 	changedServices  map[types.NamespacedName]struct{}
-	built            bool
+	// changedObjects are the Secrets that annotations read and that changed (ModelBuilder.DependsOnObject).
+	changedObjects map[nginx.ObjectRef]struct{}
+	built          bool
 	// refusals are the data plane's refusals not yet looked at; quarantine the Ingress versions kept
 	// out of the model for one, until they change.
 	refusals   []modules.RoutesRefused
@@ -116,6 +119,9 @@ type Renderer struct {
 	published bool
 	lastHash  string
 	lastModel nginx.Model
+	// backendTLS are the stems of the backend TLS files of the last published configuration, kept on
+	// disk until the next one is published: NGINX may still be loading it.
+	backendTLS map[string]struct{}
 	// reported remembers the last Event sent per Ingress, so an unchanged problem is not repeated on
 	// every render.
 	reported map[types.NamespacedName]string
@@ -177,6 +183,7 @@ func New(p Params) (*Renderer, error) {
 		announced:        p.Announced,
 		ingresses:        p.Factory.Networking().V1().Ingresses().Lister(),
 		services:         p.Factory.Core().V1().Services().Lister(),
+		secrets:          p.Factory.Core().V1().Secrets().Lister(),
 		recorder:         p.Recorder,
 		out:              p.Rendered,
 		builder:          nginx.NewModelBuilder(),
@@ -184,11 +191,13 @@ func New(p Params) (*Renderer, error) {
 		accepted:         map[types.NamespacedName]struct{}{},
 		changedIngresses: map[types.NamespacedName]struct{}{},
 		changedServices:  map[types.NamespacedName]struct{}{},
+		changedObjects:   map[nginx.ObjectRef]struct{}{},
 		reported:         map[types.NamespacedName]string{},
 		quarantine:       map[types.NamespacedName]quarantined{},
 		synced: []cache.InformerSynced{
 			p.Factory.Networking().V1().Ingresses().Informer().HasSynced,
 			p.Factory.Core().V1().Services().Informer().HasSynced,
+			p.Factory.Core().V1().Secrets().Informer().HasSynced,
 		},
 		metrics: rendererMetrics{
 			quarantined: prometheus.NewGauge(prometheus.GaugeOpts{
@@ -266,8 +275,39 @@ func New(p Params) (*Renderer, error) {
 	}.For(q)); err != nil {
 		return nil, fmt.Errorf("renderer: service handler: %w", err)
 	}
+	// Secrets that annotations name (proxy-ssl-secret). The informer is the one secretsync reads TLS
+	// Secrets from, trimmed to the certificate, key and CA (app's cache transform).
+	secInf := p.Factory.Core().V1().Secrets().Informer()
+	if _, err := secInf.AddEventHandler(pipeline.Handler[renderKey]{
+		Keys:         r.secretChanged,
+		UpdateFilter: pipeline.ResourceVersionChanged,
+	}.For(q)); err != nil {
+		return nil, fmt.Errorf("renderer: secret handler: %w", err)
+	}
 	modules.Bind(p.Lifecycle, r)
 	return r, nil
+}
+
+// secretChanged notes a change of a Secret that an Ingress's annotations read, for the next render,
+// which translates again only those Ingresses. Any other Secret is dropped.
+func (r *Renderer) secretChanged(obj any) []renderKey {
+	k, ok := pipeline.KeyOf(obj)
+	if !ok {
+		return nil
+	}
+	ref := nginx.ObjectRef{Kind: nginx.KindSecret, Key: k}
+	if !r.builder.DependsOnObject(ref) {
+		return nil
+	}
+	r.mu.Lock()
+	r.changedObjects[ref] = struct{}{}
+	r.mu.Unlock()
+	return []renderKey{{}}
+}
+
+func (r *Renderer) lookupSecret(key types.NamespacedName) (*corev1.Secret, bool) {
+	s, err := r.secrets.Secrets(key.Namespace).Get(key.Name)
+	return s, err == nil
 }
 
 // Start waits for the caches and starts the worker. The first render happens once the class filter has
@@ -404,9 +444,11 @@ func (r *Renderer) sync(context.Context, renderKey) error {
 	r.mu.Lock()
 	built := r.built
 	var keys, services []types.NamespacedName
+	var objects []nginx.ObjectRef
 	if built {
 		keys = slices.Collect(maps.Keys(r.changedIngresses))
 		services = slices.Collect(maps.Keys(r.changedServices))
+		objects = slices.Collect(maps.Keys(r.changedObjects))
 	} else {
 		keys = slices.Collect(maps.Keys(r.accepted))
 	}
@@ -414,6 +456,7 @@ func (r *Renderer) sync(context.Context, renderKey) error {
 	// announced at once) would keep 10,000 entries' worth of it for the life of the process.
 	r.changedIngresses = map[types.NamespacedName]struct{}{}
 	r.changedServices = map[types.NamespacedName]struct{}{}
+	r.changedObjects = map[nginx.ObjectRef]struct{}{}
 	r.built = true
 	tmpl := r.opts.Template
 	r.mu.Unlock()
@@ -435,8 +478,10 @@ func (r *Renderer) sync(context.Context, renderKey) error {
 		build = r.builder.Update(nginx.UpdateInput{
 			Ingresses:      keys,
 			Services:       services,
+			Objects:        objects,
 			Get:            r.acceptedIngress,
 			Lookup:         nginx.ServiceLookupFunc(r.lookupService),
+			Secrets:        nginx.SecretLookupFunc(r.lookupSecret),
 			Options:        r.opts.Translate,
 			DefaultBackend: r.opts.DefaultBackend,
 			Ownership:      r.opts.Ownership,
@@ -456,6 +501,7 @@ func (r *Renderer) sync(context.Context, renderKey) error {
 		build = r.builder.Build(nginx.BuildInput{
 			Ingresses:      ings,
 			Services:       nginx.ServiceLookupFunc(r.lookupService),
+			Secrets:        nginx.SecretLookupFunc(r.lookupSecret),
 			Options:        r.opts.Translate,
 			DefaultBackend: r.opts.DefaultBackend,
 			Ownership:      r.opts.Ownership,
@@ -493,6 +539,14 @@ func (r *Renderer) sync(context.Context, renderKey) error {
 		r.metrics.renders.WithLabelValues("unchanged").Inc()
 		return nil
 	}
+	// The files that nginx.conf names are in place before it is published; those of the previous
+	// configuration stay until the next one is.
+	written, err := nginx.WriteBackendTLSFiles(r.opts.Render.Paths, build.BackendTLS, r.backendTLS)
+	if err != nil {
+		r.metrics.renders.WithLabelValues("error").Inc()
+		return fmt.Errorf("render nginx.conf: %w", err)
+	}
+	r.backendTLS = written
 	r.published, r.lastHash, r.lastModel = true, hash, model
 	r.metrics.renders.WithLabelValues("changed").Inc()
 	r.metrics.confBytes.Set(float64(len(conf)))
