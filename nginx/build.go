@@ -67,12 +67,12 @@ type backendTLSCount struct {
 // NewModelBuilder returns a builder with an empty cache.
 func NewModelBuilder() *ModelBuilder {
 	return &ModelBuilder{
-		cache:    NewTranslationCache(),
-		entries:  map[types.NamespacedName]*builtIngress{},
+		cache:       NewTranslationCache(),
+		entries:     map[types.NamespacedName]*builtIngress{},
 		users:       map[types.NamespacedName]userSet{},
 		objectUsers: map[ObjectRef]userSet{},
 		backendTLS:  map[string]backendTLSCount{},
-		problems: map[types.NamespacedName]struct{}{},
+		problems:    map[types.NamespacedName]struct{}{},
 	}
 }
 
