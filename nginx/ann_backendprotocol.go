@@ -42,15 +42,19 @@ func applyBackendProtocol(t *translator) {
 // Pass returns the directive that sends the requests of p's named location upstream: to the Lua
 // balancer's upstream, in p's backend protocol.
 func (p ProfileSettings) Pass() string {
+	up := "upstream_balancer"
+	if u := p.OwnUpstream(); u != "" {
+		up = u
+	}
 	switch p.BackendProtocol {
 	case "HTTPS":
-		return "proxy_pass https://upstream_balancer"
+		return "proxy_pass https://" + up
 	case "GRPC":
-		return "grpc_pass grpc://upstream_balancer"
+		return "grpc_pass grpc://" + up
 	case "GRPCS":
-		return "grpc_pass grpcs://upstream_balancer"
+		return "grpc_pass grpcs://" + up
 	}
-	return "proxy_pass http://upstream_balancer"
+	return "proxy_pass http://" + up
 }
 
 // usesGRPC reports whether p's requests go upstream through the gRPC module, whose directives are

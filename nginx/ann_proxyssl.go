@@ -308,6 +308,18 @@ func (t *translator) backendTLSSecret(key types.NamespacedName, verify bool) (*B
 	return nil, "holds neither " + certs.CAKey + " nor " + certs.CertKey + " and " + certs.PrivateKeyKey
 }
 
+// OwnUpstream is the name of the upstream block that p's requests go through when it must not share
+// upstream_balancer, or "". A profile with backend TLS files has its own (with the same Lua balancer):
+// NGINX keeps idle upstream connections per upstream block and reuses one for any request to the same
+// address, so that a connection opened with one profile's client certificate, or without its
+// verification, would otherwise carry another profile's requests.
+func (p ProfileSettings) OwnUpstream() string {
+	if p.ProxySSLFiles == "" {
+		return ""
+	}
+	return p.Name() + "_tls"
+}
+
 // proxySSLDirectives writes the backend TLS settings of p: proxy_ssl_* for HTTPS, grpc_ssl_* for GRPCS.
 func proxySSLDirectives(p ProfileSettings, out []string) []string {
 	if p.ProxySSLFiles == "" {

@@ -1,16 +1,24 @@
 package nginx
 
 import (
+	"context"
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
+	"crypto/tls"
 	"crypto/x509"
 	"crypto/x509/pkix"
 	"encoding/pem"
+	"fmt"
+	"io"
 	"math/big"
+	"net"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -432,4 +440,110 @@ func TestWriteBackendTLSFiles(t *testing.T) {
 		t.Errorf("the files of a stem no configuration names are still there: %v", err)
 	}
 	check(one.CertFile(), "chain and key")
+}
+
+// TestProxySSLProfiles runs backend TLS through real NGINX: HTTPS backends with certificates of their
+// own CA, verified or not, one of them requiring a client certificate.
+func TestProxySSLProfiles(t *testing.T) {
+	requireNginx(t)
+	cfg := testRenderConfig(t, nginxDir(t))
+	cfg.HTTPSPort = 0
+	rt := testRuntime(t, cfg, nil)
+	ctx := context.Background()
+
+	backendCA, otherCA := newTestCA(t, "backend CA"), newTestCA(t, "other CA")
+	serverCrt, serverKey := backendCA.issue(t, true, "backend.example.com")
+	clientCrt, clientKey := backendCA.issue(t, false, "ingress-reactor")
+	pair, err := tls.X509KeyPair(serverCrt, serverKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	clientCAs := x509.NewCertPool()
+	clientCAs.AddCert(backendCA.cert)
+	answer := func(w http.ResponseWriter, r *http.Request) {
+		who := "anonymous"
+		if r.TLS != nil && len(r.TLS.PeerCertificates) > 0 {
+			who = r.TLS.PeerCertificates[0].Subject.CommonName
+		}
+		_, _ = io.WriteString(w, "tls to "+r.TLS.ServerName+" from "+who)
+	}
+	start := func(clientAuth tls.ClientAuthType) Endpoint {
+		srv := httptest.NewUnstartedServer(http.HandlerFunc(answer))
+		srv.TLS = &tls.Config{Certificates: []tls.Certificate{pair}, ClientAuth: clientAuth, ClientCAs: clientCAs}
+		srv.StartTLS()
+		t.Cleanup(srv.Close)
+		return Endpoint{Address: "127.0.0.1", Port: int32(srv.Listener.Addr().(*net.TCPAddr).Port)}
+	}
+	backend, mtls := start(tls.NoClientCert), start(tls.RequireAndVerifyClientCert)
+
+	secrets := secretLookup{
+		nn("default", "backend-ca"): tlsSecret("default", "backend-ca", "1", nil, nil, backendCA.pem),
+		nn("default", "other-ca"):   tlsSecret("default", "other-ca", "1", nil, nil, otherCA.pem),
+		nn("default", "client"):     tlsSecret("default", "client", "1", clientCrt, clientKey, backendCA.pem),
+	}
+	svcs := servicesOf(service("default", "tls", port(443, "https")), service("default", "mtls", port(443, "https")))
+	site := func(name, svc string, kv ...string) *networkingv1.Ingress {
+		return ingress("default", name, rule(name+".example.com", prefix("/", svc, 443)), annotate(append([]string{AnnotationBackendProtocol, "HTTPS"}, kv...)...))
+	}
+	verified := []string{AnnotationProxySSLVerify, "on", AnnotationProxySSLName, "backend.example.com", AnnotationProxySSLServerName, "on"}
+	ings := []*networkingv1.Ingress{
+		site("verified", "tls", append([]string{AnnotationProxySSLSecret, "backend-ca"}, verified...)...),
+		site("wrong-ca", "tls", append([]string{AnnotationProxySSLSecret, "other-ca"}, verified...)...),
+		site("wrong-name", "tls", AnnotationProxySSLSecret, "backend-ca", AnnotationProxySSLVerify, "on", AnnotationProxySSLName, "other.example.com"),
+		site("unverified", "tls", AnnotationProxySSLSecret, "other-ca", AnnotationProxySSLVerify, "off"),
+		site("client-cert", "mtls", append([]string{AnnotationProxySSLSecret, "default/client"}, verified...)...),
+		site("no-client-cert", "mtls", append([]string{AnnotationProxySSLSecret, "backend-ca"}, verified...)...),
+	}
+	build := NewModelBuilder().Build(BuildInput{Ingresses: ings, Services: svcs, Secrets: secrets, Options: DefaultTranslateOptions()})
+	if len(build.Rejected) != 0 || len(build.Model.Profiles) != 5 || len(build.BackendTLS) != 3 {
+		t.Fatalf("rejected %+v, %d profiles, files %v; want none rejected, 5 profiles, 3 sets of files", build.Rejected, len(build.Model.Profiles), build.BackendTLS)
+	}
+	if _, err := WriteBackendTLSFiles(cfg.Paths, build.BackendTLS, nil); err != nil {
+		t.Fatal(err)
+	}
+	conf, _, err := Render(build.Model, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(string(conf), "PRIVATE KEY") || strings.Contains(string(conf), "BEGIN CERTIFICATE") {
+		t.Fatal("nginx.conf holds PEM material")
+	}
+	applyModel(t, rt, build.Model, cfg)
+	if err := rt.Client().PushEndpoints(ctx, map[UpstreamName][]Endpoint{
+		up("default", "tls", 443).Name:  {backend},
+		up("default", "mtls", 443).Name: {mtls},
+	}); err != nil {
+		t.Fatal(err)
+	}
+	// In this order, twice: the connections that the unverified and the client certificate's profiles
+	// leave idle must not carry the requests of the others (each such profile has its upstream block).
+	checks := []struct{ host, want string }{
+		{"unverified", "200 tls to  from anonymous"}, // no SNI without proxy-ssl-server-name
+		{"client-cert", "200 tls to backend.example.com from ingress-reactor"},
+		{"verified", "200 tls to backend.example.com from anonymous"},
+		{"wrong-ca", "502"},
+		{"wrong-name", "502"},
+		{"no-client-cert", "502"},
+	}
+	for _, c := range append(checks, checks...) {
+		host, want := c.host, c.want
+		req, err := http.NewRequest(http.MethodGet, fmt.Sprintf("http://127.0.0.1:%d/x", cfg.HTTPPort), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Host = host + ".example.com"
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		got := strconv.Itoa(resp.StatusCode)
+		if resp.StatusCode == http.StatusOK {
+			got += " " + string(body)
+		}
+		if got != want {
+			t.Errorf("%s: %q, want %q", host, got, want)
+		}
+	}
 }

@@ -345,7 +345,7 @@ func (t *Template) Render(m Model, cfg RenderConfig) (conf []byte, hash string, 
 		return nil, "", err
 	}
 	for _, p := range m.Profiles {
-		data.Profiles = append(data.Profiles, profileView{Name: p.Name(), Directives: p.Directives(), Pass: p.Pass()})
+		data.Profiles = append(data.Profiles, profileView{Name: p.Name(), Directives: p.Directives(), Pass: p.Pass(), Upstream: p.OwnUpstream()})
 		for _, c := range p.ErrorCodes() {
 			if !slices.Contains(data.ErrorCodes, c) {
 				data.ErrorCodes = append(data.ErrorCodes, c)
@@ -423,6 +423,9 @@ type profileView struct {
 	// Pass is the directive and URL that send the request upstream, for example
 	// "grpc_pass grpc://upstream_balancer".
 	Pass string
+	// Upstream, when set, is an upstream block of the profile's own that Pass names
+	// (ProfileSettings.OwnUpstream): the template renders it like upstream_balancer.
+	Upstream string
 }
 
 type tempDirs struct {
