@@ -5,10 +5,13 @@ package integration
 import (
 	"fmt"
 	"net/http"
+	"os"
+	"path/filepath"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/ingress-reactor/ingress-reactor/test/integration/harness"
 )
@@ -457,4 +460,60 @@ func errorPageServices(f *harness.Fixture) {
 	f.ServeBackends("web", web)
 	f.CreateService("broken", 80, 1)
 	f.ApplyEndpointSlice(f.EndpointSlice("broken-1", "broken", "http", 1, harness.Endpoint{IP: web.IP, Port: 1, Ready: true, Serving: true}))
+}
+
+// TestAnnotationsProxySSLSecret: backend TLS verified against the CA of a proxy-ssl-secret, through the
+// API server, the binary and NGINX. The Ingress naming a Secret that does not exist is rejected with a
+// Warning Event and not routed; once the Secret is created it is served by its verified HTTPS backend;
+// when the Secret's CA changes to one that did not sign the backend's certificate, the Ingress gets
+// 502 (verification is never dropped), and a Secret in another namespace is refused.
+func TestAnnotationsProxySSLSecret(t *testing.T) {
+	f := harness.New(t)
+	backendCert := newTestCert(t, "backend.example", "backend.example")
+	dir := t.TempDir()
+	certFile, keyFile := filepath.Join(dir, "backend.crt"), filepath.Join(dir, "backend.key")
+	if err := os.WriteFile(certFile, backendCert.CertPEM, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(keyFile, backendCert.KeyPEM, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	secure := f.StartTLSBackend("secure", certFile, keyFile)
+	f.CreateService("secure", 443, secure.Port)
+	f.ServeBackends("secure", secure)
+	verified := func(name, secret string) *networkingv1.Ingress {
+		return annotate(f.Ingress(name, name+".example", harness.IngressBackend{Path: "/", Service: "secure", Port: 443}),
+			"backend-protocol", "HTTPS", "proxy-ssl-secret", secret, "proxy-ssl-verify", "on",
+			"proxy-ssl-name", "backend.example", "proxy-ssl-server-name", "on")
+	}
+	f.CreateIngress(verified("verified", f.Namespace+"/backend-ca"))
+	f.CreateIngress(verified("elsewhere", "kube-system/backend-ca"))
+	r := f.StartReactor()
+	r.WaitReady()
+	f.WaitEvent(r, "Ingress", "verified", corev1.EventTypeWarning, reasonRejected,
+		ingressNginx+"proxy-ssl-secret", "secret "+f.Namespace+"/backend-ca does not exist")
+	f.WaitEvent(r, "Ingress", "elsewhere", corev1.EventTypeWarning, reasonRejected,
+		ingressNginx+"proxy-ssl-secret", "only Secrets of the Ingress's own namespace")
+	r.WaitConfigSettled()
+	requireNotRouted(t, r, "verified.example", "/")
+
+	caSecret := &corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{Name: "backend-ca", Namespace: f.Namespace},
+		Data:       map[string][]byte{"ca.crt": backendCert.CertPEM},
+	}
+	f.CreateObjects(1, caSecret)
+	r.WaitServedBy("verified.example", "/", "secure")
+
+	// Another CA: the backend's certificate no longer verifies.
+	api := f.Client.CoreV1().Secrets(f.Namespace)
+	cur, err := api.Get(f.Ctx, "backend-ca", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cur.Data["ca.crt"] = newTestCert(t, "stranger", "backend.example").CertPEM
+	if _, err := api.Update(f.Ctx, cur, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(r, harness.Request{Host: "verified.example", Path: "/"}, "502 (the backend's certificate is not signed by the new CA)",
+		func(resp *harness.Response) bool { return resp.Status == http.StatusBadGateway && resp.Echo == nil })
 }
