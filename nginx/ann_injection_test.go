@@ -22,6 +22,8 @@ func injectionValues() []string {
 		// URL-shaped: redirect targets and app roots.
 		"https://a.example/\r\nSet-Cookie: x=1", "https://a.example/x\"}", "https://a.example/;}location/{return 200;}#",
 		"https://a.example/$request_uri", "http://a.example/\x00", "/app;}", "/app\r\n", "/$uri\"", "https://" + strings.Repeat("a", 3000),
+		// Object names (proxy-ssl-secret) and TLS settings: a path out of the files' directory, directives.
+		"default/../../etc/passwd", "../x", "default/a\nproxy_ssl_verify off", "TLSv1.2;proxy_ssl_verify off", "HIGH:!aNULL;}", "on;",
 	}
 }
 
