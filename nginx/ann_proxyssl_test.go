@@ -493,10 +493,13 @@ func TestProxySSLProfiles(t *testing.T) {
 		site("unverified", "tls", AnnotationProxySSLSecret, "other-ca", AnnotationProxySSLVerify, "off"),
 		site("client-cert", "mtls", append([]string{AnnotationProxySSLSecret, "default/client"}, verified...)...),
 		site("no-client-cert", "mtls", append([]string{AnnotationProxySSLSecret, "backend-ca"}, verified...)...),
+		// grpc_ssl_* pass NGINX's configuration test too.
+		ingress("default", "grpcs", rule("grpcs.example.com", prefix("/", "mtls", 443)), annotate(append([]string{AnnotationBackendProtocol, "GRPCS",
+			AnnotationProxySSLSecret, "client", AnnotationProxySSLProtocols, "TLSv1.2 TLSv1.3", AnnotationProxySSLCiphers, "HIGH:!aNULL"}, verified...)...)),
 	}
 	build := NewModelBuilder().Build(BuildInput{Ingresses: ings, Services: svcs, Secrets: secrets, Options: DefaultTranslateOptions()})
-	if len(build.Rejected) != 0 || len(build.Model.Profiles) != 5 || len(build.BackendTLS) != 3 {
-		t.Fatalf("rejected %+v, %d profiles, files %v; want none rejected, 5 profiles, 3 sets of files", build.Rejected, len(build.Model.Profiles), build.BackendTLS)
+	if len(build.Rejected) != 0 || len(build.Model.Profiles) != 6 || len(build.BackendTLS) != 3 {
+		t.Fatalf("rejected %+v, %d profiles, files %v; want none rejected, 6 profiles, 3 sets of files", build.Rejected, len(build.Model.Profiles), build.BackendTLS)
 	}
 	if _, err := WriteBackendTLSFiles(cfg.Paths, build.BackendTLS, nil); err != nil {
 		t.Fatal(err)
