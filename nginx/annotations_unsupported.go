@@ -48,7 +48,7 @@ func unsupportedAnnotations() []AnnotationSpec {
 	// Snippets: never applied.
 	const neverSnippet = "On purpose, for good: raw NGINX configuration from Ingress owners is the injection path this project " +
 		"removes (ingress-nginx refused snippets by default since 1.9). Typed annotations and ConfigMap keys replace the common uses " +
-		"(headers: `custom-headers` and the ConfigMap's `add-headers`/`proxy-set-headers`, planned in issues #15 and #18)."
+		"(response headers: `custom-headers`; the ConfigMap's `add-headers`/`proxy-set-headers` are planned in issue #18)."
 	snippetAccess := AnnotationSpec{Status: AnnotationRefused, Reason: refusedAccess, RestrictsAccess: true, Difference: neverSnippet}
 	add(snippetAccess, "auth-snippet", "modsecurity-snippet")
 	add(AnnotationSpec{Status: AnnotationRefused, Reason: refusedSnippet, Difference: neverSnippet},
@@ -69,7 +69,7 @@ func unsupportedAnnotations() []AnnotationSpec {
 	add(planned("#15"),
 		"client-body-buffer-size", "connection-proxy-header", "cors-allow-credentials",
 		"cors-allow-headers", "cors-allow-methods", "cors-allow-origin", "cors-expose-headers", "cors-max-age",
-		"custom-headers", "enable-access-log", "enable-cors", "enable-rewrite-log", "limit-burst-multiplier",
+		"enable-access-log", "enable-cors", "enable-rewrite-log", "limit-burst-multiplier",
 		"limit-connections", "limit-rate", "limit-rate-after", "limit-rpm", "limit-rps", "limit-whitelist",
 		"proxy-body-size", "proxy-buffer-size", "proxy-buffering", "proxy-buffers-number", "proxy-busy-buffers-size",
 		"proxy-connect-timeout", "proxy-cookie-domain", "proxy-cookie-path", "proxy-http-version",

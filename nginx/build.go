@@ -84,6 +84,8 @@ type BuildInput struct {
 	Services ServiceLookup
 	// Secrets finds the Secrets that annotations name (proxy-ssl-secret); nil finds none.
 	Secrets SecretLookup
+	// ConfigMaps finds the ConfigMaps that annotations name (custom-headers); nil finds none.
+	ConfigMaps ConfigMapLookup
 	// Options shape every translation.
 	Options TranslateOptions
 	// DefaultBackend is --default-backend-service; the zero value means none.
@@ -195,7 +197,7 @@ type UpdateInput struct {
 	// Services are the Services that changed, appeared or left; the Ingresses that depend on them are
 	// translated again.
 	Services []types.NamespacedName
-	// Objects are the other objects (Secrets) that changed, appeared or left; the Ingresses that
+	// Objects are the other objects (Secrets, ConfigMaps) that changed, appeared or left; the Ingresses that
 	// depend on them are translated again.
 	Objects []ObjectRef
 	// Get returns an accepted Ingress, or false when it does not exist or is not ours.
@@ -204,6 +206,7 @@ type UpdateInput struct {
 	// build's (a change of options needs a Build).
 	Lookup         ServiceLookup
 	Secrets        SecretLookup
+	ConfigMaps     ConfigMapLookup
 	Options        TranslateOptions
 	DefaultBackend types.NamespacedName
 	Ownership      HostOwnership
@@ -214,7 +217,7 @@ type UpdateInput struct {
 // previous build made of it, without being looked at. The result is what Build with every accepted
 // Ingress would return.
 func (b *ModelBuilder) Update(in UpdateInput) Build {
-	bin := BuildInput{Services: in.Lookup, Secrets: in.Secrets, Options: in.Options, DefaultBackend: in.DefaultBackend, Ownership: in.Ownership, Quarantine: in.Quarantine}
+	bin := BuildInput{Services: in.Lookup, Secrets: in.Secrets, ConfigMaps: in.ConfigMaps, Options: in.Options, DefaultBackend: in.DefaultBackend, Ownership: in.Ownership, Quarantine: in.Quarantine}
 	keys := map[types.NamespacedName]struct{}{}
 	for _, k := range in.Ingresses {
 		keys[k] = struct{}{}
@@ -261,7 +264,7 @@ func (b *ModelBuilder) set(key types.NamespacedName, ing *networkingv1.Ingress, 
 		if in.Quarantine != nil {
 			refused = in.Quarantine(ing)
 		}
-		tr, err := b.cache.TranslateWith(ing, Lookups{Services: in.Services, Secrets: in.Secrets}, in.Options)
+		tr, err := b.cache.TranslateWith(ing, Lookups{Services: in.Services, Secrets: in.Secrets, ConfigMaps: in.ConfigMaps}, in.Options)
 		switch {
 		case refused != nil:
 			// Quarantined: the newest good version of this object that the data plane did not refuse

@@ -10,7 +10,8 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 )
 
-// Annotations may name other objects than Services: a Secret (proxy-ssl-secret). A translation records
+// Annotations may name other objects than Services: a Secret (proxy-ssl-secret), a ConfigMap
+// (custom-headers). A translation records
 // the version of each object it read (IngressTranslation.Objects), so that the TranslationCache knows
 // when to translate again, and the ModelBuilder indexes its users, so that a change of the object
 // translates again exactly the Ingresses that read it.
@@ -21,12 +22,16 @@ type ObjectKind uint8
 const (
 	// KindSecret is a core/v1 Secret.
 	KindSecret ObjectKind = iota + 1
+	// KindConfigMap is a core/v1 ConfigMap.
+	KindConfigMap
 )
 
 func (k ObjectKind) String() string {
 	switch k {
 	case KindSecret:
 		return "Secret"
+	case KindConfigMap:
+		return "ConfigMap"
 	}
 	return "unknown"
 }
@@ -55,10 +60,25 @@ type SecretLookupFunc func(key types.NamespacedName) (*corev1.Secret, bool)
 // Secret calls f.
 func (f SecretLookupFunc) Secret(key types.NamespacedName) (*corev1.Secret, bool) { return f(key) }
 
+// ConfigMapLookup finds the ConfigMaps that annotations name (custom-headers).
+type ConfigMapLookup interface {
+	// ConfigMap returns the ConfigMap, or false when it does not exist.
+	ConfigMap(key types.NamespacedName) (*corev1.ConfigMap, bool)
+}
+
+// ConfigMapLookupFunc adapts a function to ConfigMapLookup.
+type ConfigMapLookupFunc func(key types.NamespacedName) (*corev1.ConfigMap, bool)
+
+// ConfigMap calls f.
+func (f ConfigMapLookupFunc) ConfigMap(key types.NamespacedName) (*corev1.ConfigMap, bool) {
+	return f(key)
+}
+
 // Lookups are the objects a translation may read besides the Ingress. A nil lookup finds nothing.
 type Lookups struct {
-	Services ServiceLookup
-	Secrets  SecretLookup
+	Services   ServiceLookup
+	Secrets    SecretLookup
+	ConfigMaps ConfigMapLookup
 }
 
 // version returns the current resourceVersion of ref ("" when it is missing).
@@ -68,8 +88,19 @@ func (l *Lookups) version(ref ObjectRef) string {
 		if s, ok := l.secret(ref.Key); ok {
 			return s.ResourceVersion
 		}
+	case KindConfigMap:
+		if c, ok := l.configMap(ref.Key); ok {
+			return c.ResourceVersion
+		}
 	}
 	return ""
+}
+
+func (l *Lookups) configMap(key types.NamespacedName) (*corev1.ConfigMap, bool) {
+	if l.ConfigMaps == nil {
+		return nil, false
+	}
+	return l.ConfigMaps.ConfigMap(key)
 }
 
 func (l *Lookups) secret(key types.NamespacedName) (*corev1.Secret, bool) {
@@ -96,6 +127,11 @@ func ObjectsOf(ing *networkingv1.Ingress) []ObjectRef {
 	if raw, ok := ing.Annotations[AnnotationProxySSLSecret]; ok {
 		if key, err := parseObjectKey(ing.Namespace, raw); err == nil {
 			out = append(out, ObjectRef{Kind: KindSecret, Key: key})
+		}
+	}
+	if raw, ok := ing.Annotations[AnnotationCustomHeaders]; ok {
+		if key, err := parseObjectKey(ing.Namespace, raw); err == nil {
+			out = append(out, ObjectRef{Kind: KindConfigMap, Key: key})
 		}
 	}
 	slices.SortFunc(out, compareObjectRefs)

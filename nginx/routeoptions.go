@@ -38,6 +38,9 @@ type RouteOptions struct {
 	UsePortInRedirects bool
 	// DefaultBackend serves the Ingress's paths whose upstream has no endpoints (default-backend).
 	DefaultBackend UpstreamName
+	// ResponseHeaders are set on the responses of the Ingress's paths (custom-headers): validated
+	// "Name:value" lines, sorted by name, joined by "\n"; empty for none.
+	ResponseHeaders string
 }
 
 // options returns the translation's route options, allocating them on first use.
@@ -63,6 +66,10 @@ func appendRouteOptions(b []byte, o *RouteOptions) []byte {
 		return b
 	}
 	b = appendRedirectOptions(b, o)
+	if o.ResponseHeaders != "" {
+		b = append(b, `,"response_headers":`...)
+		b = appendJSONString(b, o.ResponseHeaders)
+	}
 	return b
 }
 

@@ -52,8 +52,12 @@ func TestRenderPublicServer(t *testing.T) {
 			set $ingress_reactor_error_ingress "";
 			set $ingress_reactor_error_service "";
 			set $ingress_reactor_error_port "";
+			set $ingress_reactor_response_headers "";
 			rewrite_by_lua_block {
 				require("ingress_reactor.router").route()
+			}
+			header_filter_by_lua_block {
+				require("ingress_reactor.router").header_filter()
 			}
 			proxy_pass http://upstream_balancer;
 		}
@@ -74,8 +78,12 @@ func TestRenderPublicServer(t *testing.T) {
 			set $ingress_reactor_error_ingress "";
 			set $ingress_reactor_error_service "";
 			set $ingress_reactor_error_port "";
+			set $ingress_reactor_response_headers "";
 			rewrite_by_lua_block {
 				require("ingress_reactor.router").route()
+			}
+			header_filter_by_lua_block {
+				require("ingress_reactor.router").header_filter()
 			}
 			proxy_pass http://upstream_balancer;
 		}
@@ -94,8 +102,12 @@ func TestRenderPublicServer(t *testing.T) {
 			set $ingress_reactor_error_ingress "";
 			set $ingress_reactor_error_service "";
 			set $ingress_reactor_error_port "";
+			set $ingress_reactor_response_headers "";
 			rewrite_by_lua_block {
 				require("ingress_reactor.router").route()
+			}
+			header_filter_by_lua_block {
+				require("ingress_reactor.router").header_filter()
 			}
 			proxy_pass http://upstream_balancer;
 		}
@@ -200,7 +212,9 @@ const statusAuthorize = `access_by_lua_block { require("ingress_reactor.configur
 const routerCall = ` rewrite_by_lua_block { require("ingress_reactor.router").route() } location = /configuration/routes
 	lua_shared_dict ingress_reactor_routes {{.RoutesDictMB}}m; {{if .HTTPS}}set $ingress_reactor_https 1;{{end}}
 	{{range .Profiles}}location @{{.Name}} { }{{end}} {{range .ErrorCodes}}location @ingress_reactor_error_{{.}} { }{{end}}
-	set_profiles({ {{- range .Profiles}}"{{.Name}}", {{end -}} }) set $ingress_reactor_error_upstream "";`
+	set_profiles({ {{- range .Profiles}}"{{.Name}}", {{end -}} }) set $ingress_reactor_error_upstream "";
+	{{range .Profiles}}{{if .Upstream}}upstream {{.Upstream}} { }{{end}}{{end}} set $ingress_reactor_response_headers "";
+	require("ingress_reactor.router").header_filter() {{range .Profiles}}require("ingress_reactor.router").header_filter(){{end}}`
 
 func TestParseTemplate(t *testing.T) {
 	tests := map[string]struct {
@@ -219,7 +233,13 @@ func TestParseTemplate(t *testing.T) {
 		"no HTTPS flag":              {text: "/configuration/hash {{.ConfigHash}} set $ingress_reactor_token {{.StatusToken}}; " + statusAuthorize + strings.Replace(routerCall, "set $ingress_reactor_https 1;", "", 1), wantErr: "set $ingress_reactor_https 1;"},
 		"no token check on reads":    {text: "/configuration/hash {{.ConfigHash}} set $ingress_reactor_token {{.StatusToken}}; " + routerCall, wantErr: "must keep the status server's access_by_lua_block"},
 		"routes are not in the view": {text: "{{range .Servers}}{{end}} /configuration/hash {{.ConfigHash}} set $ingress_reactor_token {{.StatusToken}}; " + statusAuthorize + routerCall, wantErr: "can't evaluate field Servers"},
-		"a minimal template":         {text: "/configuration/hash {{.ConfigHash}} set $ingress_reactor_token {{.StatusToken}}; " + statusAuthorize + routerCall},
+		"no upstream of a TLS profile": {text: "/configuration/hash {{.ConfigHash}} set $ingress_reactor_token {{.StatusToken}}; " + statusAuthorize +
+			strings.Replace(routerCall, "upstream {{.Upstream}} { }", "", 1), wantErr: "an upstream block per profile"},
+		"no response headers variable": {text: "/configuration/hash {{.ConfigHash}} set $ingress_reactor_token {{.StatusToken}}; " + statusAuthorize +
+			strings.Replace(routerCall, `set $ingress_reactor_response_headers "";`, "", 1), wantErr: "$ingress_reactor_response_headers"},
+		"no header filter in the profiles": {text: "/configuration/hash {{.ConfigHash}} set $ingress_reactor_token {{.StatusToken}}; " + statusAuthorize +
+			strings.Replace(routerCall, `{{range .Profiles}}require("ingress_reactor.router").header_filter(){{end}}`, "", 1), wantErr: "header_filter_by_lua_block"},
+		"a minimal template": {text: "/configuration/hash {{.ConfigHash}} set $ingress_reactor_token {{.StatusToken}}; " + statusAuthorize + routerCall},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {

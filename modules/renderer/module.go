@@ -86,18 +86,19 @@ type renderKey struct{}
 
 // Renderer turns the accepted Ingresses into nginx.conf.
 type Renderer struct {
-	opts      Options
-	announced *modules.IngressesAnnounced
-	ingresses listersnetv1.IngressLister
-	services  listerscorev1.ServiceLister
-	secrets   listerscorev1.SecretLister
-	recorder  record.EventRecorder
-	out       *pipeline.Topic[modules.Rendered]
-	ctrl      *pipeline.Controller[renderKey]
-	builder   *nginx.ModelBuilder
-	synced    []cache.InformerSynced
-	log       *zap.Logger
-	metrics   rendererMetrics
+	opts       Options
+	announced  *modules.IngressesAnnounced
+	ingresses  listersnetv1.IngressLister
+	services   listerscorev1.ServiceLister
+	secrets    listerscorev1.SecretLister
+	configMaps listerscorev1.ConfigMapLister
+	recorder   record.EventRecorder
+	out        *pipeline.Topic[modules.Rendered]
+	ctrl       *pipeline.Controller[renderKey]
+	builder    *nginx.ModelBuilder
+	synced     []cache.InformerSynced
+	log        *zap.Logger
+	metrics    rendererMetrics
 
 	mu       sync.Mutex
 	accepted map[types.NamespacedName]struct{}
@@ -106,7 +107,8 @@ type Renderer struct {
 	// accepted Ingress (ModelBuilder.Build).
 	changedIngresses map[types.NamespacedName]struct{}
 	changedServices  map[types.NamespacedName]struct{}
-	// changedObjects are the Secrets that annotations read and that changed (ModelBuilder.DependsOnObject).
+	// changedObjects are the Secrets and ConfigMaps that annotations read and that changed
+	// (ModelBuilder.DependsOnObject).
 	changedObjects map[nginx.ObjectRef]struct{}
 	built          bool
 	// refusals are the data plane's refusals not yet looked at; quarantine the Ingress versions kept
@@ -184,6 +186,7 @@ func New(p Params) (*Renderer, error) {
 		ingresses:        p.Factory.Networking().V1().Ingresses().Lister(),
 		services:         p.Factory.Core().V1().Services().Lister(),
 		secrets:          p.Factory.Core().V1().Secrets().Lister(),
+		configMaps:       p.Factory.Core().V1().ConfigMaps().Lister(),
 		recorder:         p.Recorder,
 		out:              p.Rendered,
 		builder:          nginx.NewModelBuilder(),
@@ -198,6 +201,7 @@ func New(p Params) (*Renderer, error) {
 			p.Factory.Networking().V1().Ingresses().Informer().HasSynced,
 			p.Factory.Core().V1().Services().Informer().HasSynced,
 			p.Factory.Core().V1().Secrets().Informer().HasSynced,
+			p.Factory.Core().V1().ConfigMaps().Informer().HasSynced,
 		},
 		metrics: rendererMetrics{
 			quarantined: prometheus.NewGauge(prometheus.GaugeOpts{
@@ -279,23 +283,31 @@ func New(p Params) (*Renderer, error) {
 	// Secrets from, trimmed to the certificate, key and CA (app's cache transform).
 	secInf := p.Factory.Core().V1().Secrets().Informer()
 	if _, err := secInf.AddEventHandler(pipeline.Handler[renderKey]{
-		Keys:         r.secretChanged,
+		Keys:         func(obj any) []renderKey { return r.objectChanged(nginx.KindSecret, obj) },
 		UpdateFilter: pipeline.ResourceVersionChanged,
 	}.For(q)); err != nil {
 		return nil, fmt.Errorf("renderer: secret handler: %w", err)
+	}
+	// ConfigMaps that annotations name (custom-headers), trimmed by app's cache transform.
+	cmInf := p.Factory.Core().V1().ConfigMaps().Informer()
+	if _, err := cmInf.AddEventHandler(pipeline.Handler[renderKey]{
+		Keys:         func(obj any) []renderKey { return r.objectChanged(nginx.KindConfigMap, obj) },
+		UpdateFilter: pipeline.ResourceVersionChanged,
+	}.For(q)); err != nil {
+		return nil, fmt.Errorf("renderer: configmap handler: %w", err)
 	}
 	modules.Bind(p.Lifecycle, r)
 	return r, nil
 }
 
-// secretChanged notes a change of a Secret that an Ingress's annotations read, for the next render,
-// which translates again only those Ingresses. Any other Secret is dropped.
-func (r *Renderer) secretChanged(obj any) []renderKey {
+// objectChanged notes a change of a Secret or ConfigMap that an Ingress's annotations read, for the
+// next render, which translates again only those Ingresses. Any other object is dropped.
+func (r *Renderer) objectChanged(kind nginx.ObjectKind, obj any) []renderKey {
 	k, ok := pipeline.KeyOf(obj)
 	if !ok {
 		return nil
 	}
-	ref := nginx.ObjectRef{Kind: nginx.KindSecret, Key: k}
+	ref := nginx.ObjectRef{Kind: kind, Key: k}
 	if !r.builder.DependsOnObject(ref) {
 		return nil
 	}
@@ -308,6 +320,11 @@ func (r *Renderer) secretChanged(obj any) []renderKey {
 func (r *Renderer) lookupSecret(key types.NamespacedName) (*corev1.Secret, bool) {
 	s, err := r.secrets.Secrets(key.Namespace).Get(key.Name)
 	return s, err == nil
+}
+
+func (r *Renderer) lookupConfigMap(key types.NamespacedName) (*corev1.ConfigMap, bool) {
+	c, err := r.configMaps.ConfigMaps(key.Namespace).Get(key.Name)
+	return c, err == nil
 }
 
 // Start waits for the caches and starts the worker. The first render happens once the class filter has
@@ -482,6 +499,7 @@ func (r *Renderer) sync(context.Context, renderKey) error {
 			Get:            r.acceptedIngress,
 			Lookup:         nginx.ServiceLookupFunc(r.lookupService),
 			Secrets:        nginx.SecretLookupFunc(r.lookupSecret),
+			ConfigMaps:     nginx.ConfigMapLookupFunc(r.lookupConfigMap),
 			Options:        r.opts.Translate,
 			DefaultBackend: r.opts.DefaultBackend,
 			Ownership:      r.opts.Ownership,
@@ -502,6 +520,7 @@ func (r *Renderer) sync(context.Context, renderKey) error {
 			Ingresses:      ings,
 			Services:       nginx.ServiceLookupFunc(r.lookupService),
 			Secrets:        nginx.SecretLookupFunc(r.lookupSecret),
+			ConfigMaps:     nginx.ConfigMapLookupFunc(r.lookupConfigMap),
 			Options:        r.opts.Translate,
 			DefaultBackend: r.opts.DefaultBackend,
 			Ownership:      r.opts.Ownership,

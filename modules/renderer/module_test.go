@@ -596,7 +596,7 @@ func TestProxySSLSecretChanges(t *testing.T) {
 	if evs := e.rec.WithReason(ReasonRejected); len(evs) != 1 || !strings.Contains(evs[0].Message, "secret "+ns+"/backend-ca does not exist") {
 		t.Fatalf("Rejected Events %+v", evs)
 	}
-	if e.r.secretChanged(&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "unrelated"}}) != nil {
+	if e.r.objectChanged(nginx.KindSecret, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "unrelated"}}) != nil {
 		t.Error("a change of a Secret no Ingress names re-renders")
 	}
 

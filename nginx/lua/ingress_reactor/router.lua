@@ -138,6 +138,7 @@ local function compile_redirects(r, route)
     route.use_port_in_redirects = r.use_port_in_redirects == true
     route.default_backend = r.default_backend
     route.host_redirect = r.host_redirect
+    route.response_headers = r.response_headers
     route.redirects = route.redirect_url ~= nil or route.app_root ~= nil
 end
 
@@ -428,6 +429,11 @@ function _M.route()
     else
         r = match(e, ngx_var.uri)
     end
+    if r and r.response_headers then
+        -- custom-headers: header_filter sets them, in this location or the profile's (a variable
+        -- outlives ngx.exec, ngx.ctx does not).
+        ngx_var.ingress_reactor_response_headers = r.response_headers
+    end
     if r and r.host_redirect then
         return host_redirect(r)
     end
@@ -470,6 +476,19 @@ function _M.route()
         end
         -- The profile's named location (rendered into nginx.conf) proxies with its directives.
         return ngx.exec("@" .. r.profile)
+    end
+end
+
+-- header_filter runs in the header filter phase of the catch-all location and of the profiles' named
+-- locations: it sets the route's custom-headers (validated "Name:value" lines) on the response,
+-- replacing a header of the same name.
+function _M.header_filter()
+    local h = ngx_var.ingress_reactor_response_headers
+    if not h or h == "" then
+        return
+    end
+    for name, value in h:gmatch("([^:\n]+):([^\n]*)") do
+        ngx.header[name] = value
     end
 end
 
