@@ -517,3 +517,51 @@ func TestAnnotationsProxySSLSecret(t *testing.T) {
 	waitFor(r, harness.Request{Host: "verified.example", Path: "/"}, "502 (the backend's certificate is not signed by the new CA)",
 		func(resp *harness.Response) bool { return resp.Status == http.StatusBadGateway && resp.Echo == nil })
 }
+
+// TestAnnotationsCustomHeaders: custom-headers through the real binary. An Ingress naming a ConfigMap
+// that does not exist is rejected with a Warning Event; once the ConfigMap exists its entries are set on
+// the Ingress's responses (the backend's header of the same name replaced); a change of the ConfigMap
+// reaches the responses without reloading NGINX; an invalid entry rejects the Ingress, whose last good
+// version keeps being served.
+func TestAnnotationsCustomHeaders(t *testing.T) {
+	f := harness.New(t)
+	routingService(f, "web", f.StartBackend("web", false))
+	f.CreateIngress(annotate(f.Ingress("headers", "headers.example", prefixPath("/", "web")), "custom-headers", "security-headers"))
+	r := f.StartReactor()
+	r.WaitReady()
+	f.WaitEvent(r, "Ingress", "headers", corev1.EventTypeWarning, reasonRejected,
+		ingressNginx+"custom-headers", "configmap "+f.Namespace+"/security-headers does not exist")
+
+	api := f.Client.CoreV1().ConfigMaps(f.Namespace)
+	cm, err := api.Create(f.Ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "security-headers", Namespace: f.Namespace},
+		Data: map[string]string{"X-Frame-Options": "DENY", "Content-Security-Policy": "default-src 'self'"}}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	req := harness.Request{Host: "headers.example", Path: "/"}
+	waitFor(r, req, "200 with the ConfigMap's headers", func(resp *harness.Response) bool {
+		return resp.Status == http.StatusOK && resp.Echo != nil && resp.Header.Get("X-Frame-Options") == "DENY" &&
+			resp.Header.Get("Content-Security-Policy") == "default-src 'self'"
+	})
+	reloads := r.WaitConfigSettled()
+
+	cm.Data = map[string]string{"X-Frame-Options": "SAMEORIGIN"}
+	if cm, err = api.Update(f.Ctx, cm, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(r, req, "200 with the changed header", func(resp *harness.Response) bool {
+		return resp.Status == http.StatusOK && resp.Header.Get("X-Frame-Options") == "SAMEORIGIN" && resp.Header.Get("Content-Security-Policy") == ""
+	})
+	if got := r.WaitConfigSettled(); got != reloads {
+		t.Errorf("%s went from %g to %g for a change of the ConfigMap; want no reload (route data)", harness.ReloadsMetric, reloads, got)
+	}
+
+	cm.Data = map[string]string{"X-Frame-Options": "DENY\r\nSet-Cookie: admin=1"}
+	if _, err = api.Update(f.Ctx, cm, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	f.WaitEvent(r, "Ingress", "headers", corev1.EventTypeWarning, reasonRejected, "the value of X-Frame-Options is not a header value", "last good version")
+	if resp := send(t, r, req); resp.Status != http.StatusOK || resp.Header.Get("X-Frame-Options") != "SAMEORIGIN" || resp.Header.Get("Set-Cookie") != "" {
+		t.Errorf("after an invalid ConfigMap: %s, X-Frame-Options %q, Set-Cookie %q; want the last good version's headers", resp, resp.Header.Get("X-Frame-Options"), resp.Header.Get("Set-Cookie"))
+	}
+}
