@@ -73,8 +73,10 @@ func TestQuarantineOfAProfileNginxRefuses(t *testing.T) {
 	f := harness.New(t)
 	errorPageServices(f)
 
-	const line = "error_page {{.}} = @ingress_reactor_error_{{.}};"
-	text := strings.Replace(nginx.DefaultTemplateText(), line, "error_page {{.}} = @ingress_reactor_error_{{.}}{{if eq . 418}} bogus{{end}};", 1)
+	// The profiles' directives (error_page lines among them) are written one per line by the template.
+	const line = "{{- range .Directives}}\n\t\t\t{{.}};"
+	text := strings.Replace(nginx.DefaultTemplateText(), line,
+		"{{- range .Directives}}\n\t\t\t{{.}}{{if eq . \"error_page 418 = @ingress_reactor_error_418\"}} bogus{{end}};", 1)
 	if text == nginx.DefaultTemplateText() {
 		t.Fatal("the default template no longer writes the profiles' error_page lines this way; adjust the test")
 	}
