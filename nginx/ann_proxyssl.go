@@ -320,6 +320,20 @@ func (p ProfileSettings) OwnUpstream() string {
 	return p.Name() + "_tls"
 }
 
+// refusedWithoutLine reports whether an "nginx -t" message (msg) is about p's backend TLS settings.
+// NGINX loads the certificates and sets the ciphers of a location while it merges the settings, and then
+// names no line of nginx.conf: it names the file ("backend-tls/<stem>...", which only p's Secret content
+// has) or the cipher list.
+func (p ProfileSettings) refusedWithoutLine(msg string) bool {
+	if p.ProxySSLFiles == "" {
+		return false
+	}
+	if strings.Contains(msg, "/"+BackendTLSDir+"/"+p.ProxySSLFiles+".pem") || strings.Contains(msg, "/"+BackendTLSDir+"/"+p.ProxySSLFiles+"-ca.pem") {
+		return true
+	}
+	return p.ProxySSLCiphers != "" && strings.Contains(msg, `_cipher_list("`+p.ProxySSLCiphers+`")`)
+}
+
 // proxySSLDirectives writes the backend TLS settings of p: proxy_ssl_* for HTTPS, grpc_ssl_* for GRPCS.
 func proxySSLDirectives(p ProfileSettings, out []string) []string {
 	if p.ProxySSLFiles == "" {

@@ -550,3 +550,53 @@ func TestProxySSLProfiles(t *testing.T) {
 		}
 	}
 }
+
+// TestProxySSLFailingProfiles: NGINX refuses a cipher list OpenSSL does not know, or a file it cannot
+// load, without naming a line of nginx.conf; FailingProfiles still finds the profile that wrote it, so
+// that its Ingresses are quarantined and nobody else's changes wait.
+func TestProxySSLFailingProfiles(t *testing.T) {
+	requireNginx(t)
+	cfg := testRenderConfig(t, nginxDir(t))
+	ca := newTestCA(t, "backend CA")
+	secrets := secretLookup{nn("default", "ca"): tlsSecret("default", "ca", "1", nil, nil, ca.pem)}
+	svcs := servicesOf(service("default", "web", port(443, "https")))
+	site := func(name string, kv ...string) *networkingv1.Ingress {
+		return ingress("default", name, rule(name+".example.com", prefix("/", "web", 443)),
+			annotate(append([]string{AnnotationBackendProtocol, "HTTPS", AnnotationProxySSLSecret, "ca"}, kv...)...))
+	}
+	build := NewModelBuilder().Build(BuildInput{Ingresses: []*networkingv1.Ingress{
+		site("good"), site("bad-ciphers", AnnotationProxySSLCiphers, "NOSUCHCIPHER"),
+	}, Services: svcs, Secrets: secrets, Options: DefaultTranslateOptions()})
+	if len(build.Model.Profiles) != 2 {
+		t.Fatalf("profiles %+v", build.Model.Profiles)
+	}
+	bad := build.Model.Profiles[slices.IndexFunc(build.Model.Profiles, func(p ProfileSettings) bool { return p.ProxySSLCiphers != "" })]
+	check := func(what string, want ProfileSettings) {
+		t.Helper()
+		if _, err := WriteBackendTLSFiles(cfg.Paths, build.BackendTLS, nil); err != nil {
+			t.Fatal(err)
+		}
+		conf, _, err := Render(build.Model, cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		file := filepath.Join(cfg.Paths.Prefix, "test.conf")
+		if err := os.WriteFile(file, conf, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		err = Test(context.Background(), "nginx", cfg.Paths, file)
+		if err == nil {
+			t.Fatalf("%s: nginx -t passed", what)
+		}
+		if got := FailingProfiles(conf, err.Error(), build.Model.Profiles); !slices.Equal(got, []ProfileSettings{want}) {
+			t.Errorf("%s: nginx -t said %q; failing profiles %+v, want only %+v", what, err, got, want)
+		}
+	}
+	check("an unknown cipher list", bad)
+
+	// A CA file NGINX cannot load (written over, standing in for a certificate Go takes and OpenSSL does not).
+	build = NewModelBuilder().Build(BuildInput{Ingresses: []*networkingv1.Ingress{site("verified", AnnotationProxySSLVerify, "on")}, Services: svcs, Secrets: secrets, Options: DefaultTranslateOptions()})
+	good := build.Model.Profiles[0]
+	build.BackendTLS[0] = &BackendTLSFiles{Stem: good.ProxySSLFiles, ca: []byte("not a certificate")}
+	check("a CA file OpenSSL refuses", good)
+}

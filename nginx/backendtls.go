@@ -13,10 +13,11 @@ import (
 // each file atomically (a temporary file renamed over it), mode 0600 in a 0700 directory. A file that
 // exists is not written again: its name holds a hash of its content. Then it removes the files of
 // every stem that is neither in files nor in keep (the stems of the configuration NGINX may still
-// load, such as the previous one), and returns the stems it kept for the caller's next keep.
+// load, such as the previous one), and returns the stems it wrote, for the caller's next keep.
 func WriteBackendTLSFiles(paths Paths, files []*BackendTLSFiles, keep map[string]struct{}) (map[string]struct{}, error) {
 	dir := filepath.Join(paths.Prefix, BackendTLSDir)
 	if len(files) == 0 && len(keep) == 0 {
+		// Nothing to write, and nothing to keep: remove what an earlier configuration left, if anything.
 		if _, err := os.Stat(dir); os.IsNotExist(err) {
 			return map[string]struct{}{}, nil
 		}

@@ -146,7 +146,7 @@ var nginxErrorLine = regexp.MustCompile(`\.conf[^ :]*:(\d+)`)
 
 // FailingProfiles returns the profiles whose locations in conf hold the lines that an "nginx -t" error
 // message (msg) points at: a profile's own named location, or a custom error location of a code the
-// profile lists. The caller takes the Ingresses that use them out (quarantine), since nothing else in
+// profile lists; or that a message without a line names (refusedWithoutLine). The caller takes the Ingresses that use them out (quarantine), since nothing else in
 // nginx.conf comes from an Ingress. profiles are the model's.
 func FailingProfiles(conf []byte, msg string, profiles []ProfileSettings) []ProfileSettings {
 	lines := strings.Split(string(conf), "\n")
@@ -171,6 +171,12 @@ func FailingProfiles(conf []byte, msg string, profiles []ProfileSettings) []Prof
 					add(p)
 				}
 			}
+		}
+	}
+	// Some errors carry no line: those NGINX finds while it merges a location's settings.
+	for _, p := range profiles {
+		if p.refusedWithoutLine(msg) {
+			add(p)
 		}
 	}
 	return out

@@ -121,9 +121,10 @@ type Renderer struct {
 	published bool
 	lastHash  string
 	lastModel nginx.Model
-	// backendTLS are the stems of the backend TLS files of the last published configuration, kept on
-	// disk until the next one is published: NGINX may still be loading it.
-	backendTLS map[string]struct{}
+	// backendTLS and olderBackendTLS are the stems of the backend TLS files of the last two published
+	// configurations, kept on disk until two more are published: NGINX may still be loading one, or
+	// keep the older one live when it refused the newer.
+	backendTLS, olderBackendTLS map[string]struct{}
 	// reported remembers the last Event sent per Ingress, so an unchanged problem is not repeated on
 	// every render.
 	reported map[types.NamespacedName]string
@@ -560,12 +561,17 @@ func (r *Renderer) sync(context.Context, renderKey) error {
 	}
 	// The files that nginx.conf names are in place before it is published; those of the previous
 	// configuration stay until the next one is.
-	written, err := nginx.WriteBackendTLSFiles(r.opts.Render.Paths, build.BackendTLS, r.backendTLS)
+	keep := maps.Clone(r.backendTLS)
+	if keep == nil {
+		keep = map[string]struct{}{}
+	}
+	maps.Copy(keep, r.olderBackendTLS)
+	written, err := nginx.WriteBackendTLSFiles(r.opts.Render.Paths, build.BackendTLS, keep)
 	if err != nil {
 		r.metrics.renders.WithLabelValues("error").Inc()
 		return fmt.Errorf("render nginx.conf: %w", err)
 	}
-	r.backendTLS = written
+	r.backendTLS, r.olderBackendTLS = written, r.backendTLS
 	r.published, r.lastHash, r.lastModel = true, hash, model
 	r.metrics.renders.WithLabelValues("changed").Inc()
 	r.metrics.confBytes.Set(float64(len(conf)))
