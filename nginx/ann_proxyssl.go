@@ -261,6 +261,11 @@ func applyProxySSL(t *translator) {
 	} else if s.ProxySSLVerifyDepth == 0 {
 		s.ProxySSLVerifyDepth = 1
 	}
+	if s.ProxySSLVerify && s.ProxySSLName == "" {
+		t.out.Warnings = append(t.out.Warnings, fmt.Sprintf("metadata.annotations[%s]: verification without %s checks the backends' "+
+			"certificates against the name of NGINX's internal upstream, which no certificate holds, so every request gets 502; set it "+
+			"to the name in the backends' certificates", AnnotationProxySSLVerify, AnnotationProxySSLName))
+	}
 	p := &t.out.Profile
 	p.ProxySSLFiles, p.ProxySSLClientCert, p.ProxySSLCA = s.ProxySSLFiles, s.ProxySSLClientCert, s.ProxySSLCA
 	p.ProxySSLVerify, p.ProxySSLVerifyDepth, p.ProxySSLName, p.ProxySSLServerName = s.ProxySSLVerify, s.ProxySSLVerifyDepth, s.ProxySSLName, s.ProxySSLServerName

@@ -133,10 +133,11 @@ func TestAnnotationProxySSL(t *testing.T) {
 		wantErr    string
 	}{
 		"no annotation": {},
-		"CA and verification, bare name, as ingress-nginx's defaults": {
+		"CA and verification, bare name, as ingress-nginx's defaults; a Warning without proxy-ssl-name": {
 			kv:         with(AnnotationProxySSLSecret, "ca-only", AnnotationProxySSLVerify, "on"),
 			want:       ProfileSettings{BackendProtocol: "HTTPS", ProxySSLCA: true, ProxySSLVerify: true, ProxySSLVerifyDepth: 1},
 			directives: []string{"proxy_ssl_trusted_certificate backend-tls/STEM-ca.pem", "proxy_ssl_verify on", "proxy_ssl_verify_depth 1"},
+			warning:    "verification without nginx.ingress.kubernetes.io/proxy-ssl-name checks the backends' certificates against the name of NGINX's internal upstream",
 		},
 		"client certificate, every setting": {
 			kv: with(AnnotationProxySSLSecret, "default/full", AnnotationProxySSLVerify, " ON ", AnnotationProxySSLVerifyDepth, "3",
