@@ -52,7 +52,9 @@ func init() {
 				"none: NGINX presents no client certificate and trusts no CA",
 				"A **profile setting**: the Secret's content is written by the controller into NGINX's directory (`"+BackendTLSDir+
 					"/`, mode 0600, named after the Secret and a hash of its content), never into nginx.conf; a change of the "+
-					"Secret's content is a new profile and reloads NGINX once. A Secret in **another namespace is refused** "+
+					"Secret's content is a new profile and reloads NGINX once. Each such profile has an upstream block of its own, so that NGINX's idle "+
+					"connections to a backend, opened with one profile's client certificate and verification, never carry another profile's "+
+					"requests. A Secret in **another namespace is refused** "+
 					"(one tenant must not present another's client key); ingress-nginx allowed that only with "+
 					"`--allow-cross-namespace-resources`, which does not exist here. A Secret that is missing, has an "+
 					"unparsable certificate, a key that does not match `tls.crt`, only one of `tls.crt`/`tls.key`, or no "+
@@ -68,7 +70,7 @@ func init() {
 				"certificate and sent in SNI when `proxy-ssl-server-name` is on", "NGINX's: the host of the `proxy_pass` URL, "+
 				"which is the internal upstream's name here, so set it whenever `proxy-ssl-verify` is on",
 				"NGINX variables are not accepted."+needsSecret),
-			profile("proxy-ssl-server-name", "`on` or `off`", "`off`: no SNI is sent to the backend", needsSecret),
+			profile("proxy-ssl-server-name", "`on` or `off`", "`off`: no SNI is sent to the backend", strings.TrimSpace(needsSecret)),
 			profile("proxy-ssl-protocols", "space-separated, from `SSLv2`, `SSLv3`, `TLSv1`, `TLSv1.1`, `TLSv1.2`, `TLSv1.3`",
 				"NGINX's (`TLSv1 TLSv1.1 TLSv1.2 TLSv1.3`)",
 				"ingress-nginx's default left out TLS 1.3 (`TLSv1 TLSv1.1 TLSv1.2`); here a backend may use TLS 1.3 unless "+
