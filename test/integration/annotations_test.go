@@ -504,7 +504,9 @@ func TestAnnotationsProxySSLSecret(t *testing.T) {
 	f.CreateObjects(1, caSecret)
 	r.WaitServedBy("verified.example", "/", "secure")
 
-	// Another CA: the backend's certificate no longer verifies.
+	// Another CA: the backend's certificate no longer verifies. The new content is a new profile: one
+	// reload.
+	reloads := r.WaitConfigSettled()
 	api := f.Client.CoreV1().Secrets(f.Namespace)
 	cur, err := api.Get(f.Ctx, "backend-ca", metav1.GetOptions{})
 	if err != nil {
@@ -516,6 +518,9 @@ func TestAnnotationsProxySSLSecret(t *testing.T) {
 	}
 	waitFor(r, harness.Request{Host: "verified.example", Path: "/"}, "502 (the backend's certificate is not signed by the new CA)",
 		func(resp *harness.Response) bool { return resp.Status == http.StatusBadGateway && resp.Echo == nil })
+	if got := r.WaitConfigSettled(); got != reloads+1 {
+		t.Errorf("%s went from %g to %g for a new content of the Secret; want one reload (its profile)", harness.ReloadsMetric, reloads, got)
+	}
 }
 
 // TestAnnotationsCustomHeaders: custom-headers through the real binary. An Ingress naming a ConfigMap
