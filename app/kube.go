@@ -3,6 +3,7 @@ package app
 import (
 	"context"
 	"fmt"
+	"strconv"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -19,6 +20,7 @@ import (
 	"github.com/ingress-reactor/ingress-reactor/certs"
 	"github.com/ingress-reactor/ingress-reactor/internal/localapi"
 	"github.com/ingress-reactor/ingress-reactor/modules"
+	"github.com/ingress-reactor/ingress-reactor/nginx"
 	"github.com/ingress-reactor/ingress-reactor/pipeline"
 )
 
@@ -121,6 +123,8 @@ func NewKubeSource(p KubeSourceParams) (KubeSourceResult, error) {
 	s.track("ingressclasses", s.Factory.Networking().V1().IngressClasses().Informer())
 	s.track("services", s.Factory.Core().V1().Services().Informer())
 	s.track("endpointslices", s.Factory.Discovery().V1().EndpointSlices().Informer())
+	s.track("secrets", s.Factory.Core().V1().Secrets().Informer())
+	s.track("configmaps", s.Factory.Core().V1().ConfigMaps().Informer())
 
 	p.Lifecycle.Append(fx.Hook{OnStart: s.start, OnStop: s.shutdown})
 	ready := modules.ReadyCheck{Name: "informers", Check: func() error {
@@ -222,6 +226,22 @@ func cacheTransform(obj any) (any, error) {
 			}
 		}
 		s.StringData = nil
+	}
+	if c, ok := obj.(*corev1.ConfigMap); ok {
+		// Only custom-headers reads ConfigMaps (their data, at most nginx.MaxConfigMapData bytes):
+		// a larger one is kept without its data, marked so that the translation can say why.
+		c.Labels, c.OwnerReferences, c.BinaryData = nil, nil, nil
+		size := 0
+		for k, v := range c.Data {
+			size += len(k) + len(v)
+		}
+		if size > nginx.MaxConfigMapData {
+			c.Data = nil
+			if c.Annotations == nil {
+				c.Annotations = map[string]string{}
+			}
+			c.Annotations[nginx.ConfigMapDataDroppedAnnotation] = strconv.Itoa(size)
+		}
 	}
 	if s, ok := obj.(*discoveryv1.EndpointSlice); ok {
 		s.OwnerReferences = nil

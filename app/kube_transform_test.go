@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -14,6 +16,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/ingress-reactor/ingress-reactor/internal/localapi"
+	"github.com/ingress-reactor/ingress-reactor/nginx"
 	"github.com/ingress-reactor/ingress-reactor/pipeline"
 )
 
@@ -83,6 +86,34 @@ func TestCacheTransformKeepsWhatTheEndpointLaneReads(t *testing.T) {
 	}
 	if got := out.(*discoveryv1.EndpointSlice); !equality.Semantic.DeepEqual(got, want) {
 		t.Errorf("EndpointSlice after the transform:\n%+v\nwant\n%+v", got, want)
+	}
+}
+
+// TestCacheTransformBoundsConfigMaps: a ConfigMap in the cache keeps its data up to
+// nginx.MaxConfigMapData bytes (what custom-headers reads) and loses its labels, owner references and
+// binaryData; a larger one loses its data and is marked with its size, so that the translation says why.
+func TestCacheTransformBoundsConfigMaps(t *testing.T) {
+	small := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "headers", Labels: map[string]string{"app": "x"},
+		OwnerReferences: []metav1.OwnerReference{{Kind: "Deployment", Name: "x"}}},
+		Data: map[string]string{"X-Frame-Options": "DENY"}, BinaryData: map[string][]byte{"blob": make([]byte, 1<<20)}}
+	out, err := cacheTransform(small)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := out.(*corev1.ConfigMap)
+	if got.Data["X-Frame-Options"] != "DENY" || got.Labels != nil || got.OwnerReferences != nil || got.BinaryData != nil ||
+		got.Annotations[nginx.ConfigMapDataDroppedAnnotation] != "" {
+		t.Errorf("small ConfigMap after the transform: %+v", got)
+	}
+	large := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "dashboards"},
+		Data: map[string]string{"dashboard.json": strings.Repeat("x", nginx.MaxConfigMapData)}}
+	out, err = cacheTransform(large)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got = out.(*corev1.ConfigMap)
+	if got.Data != nil || got.Annotations[nginx.ConfigMapDataDroppedAnnotation] != strconv.Itoa(nginx.MaxConfigMapData+len("dashboard.json")) {
+		t.Errorf("large ConfigMap after the transform: data of %d keys, annotations %v", len(got.Data), got.Annotations)
 	}
 }
 

@@ -448,3 +448,17 @@ func weakSignature(chain []*x509.Certificate) string {
 	}
 	return ""
 }
+
+// ParseCA validates CA certificates given as the PEM content of ca.crt (at least one CERTIFICATE block,
+// each one parsing) and returns them re-encoded without headers or surrounding text. key names the
+// source in errors.
+func ParseCA(key types.NamespacedName, caPEM []byte) ([]byte, error) {
+	if len(bytes.TrimSpace(caPEM)) == 0 {
+		return nil, &Error{Secret: key, Reason: CAKey + " is empty"}
+	}
+	_, ders, err := parseCertificates(caPEM)
+	if err != nil {
+		return nil, &Error{Secret: key, Reason: CAKey, err: err}
+	}
+	return canonical(caPEM, encodeCertificates(ders)), nil
+}

@@ -19,7 +19,7 @@ func init() {
 				"TLS to the backend, through NGINX's gRPC module, which speaks HTTP/2 upstream for any request. `FCGI` is not " +
 				"supported and **rejects the Ingress** (its backends would get a protocol they do not speak), as does any other " +
 				"value; ingress-nginx fell back to HTTP. gRPC (unary and streaming) needs clients on HTTP/2, which NGINX offers on " +
-				"the HTTPS port. With `AUTO_HTTP` the backend must accept both schemes on its port: NGINX keeps connections to " +
+				"the HTTPS port. Backend TLS is not verified unless `proxy-ssl-verify` says so (ingress-nginx's default). With `AUTO_HTTP` the backend must accept both schemes on its port: NGINX keeps connections to " +
 				"the backend alive across requests without telling the schemes apart, so a request may reuse a connection opened " +
 				"for the other scheme (as in ingress-nginx).",
 		}},
@@ -47,19 +47,23 @@ func applyBackendProtocol(t *translator) {
 // Pass returns the directive that sends the requests of p's named location upstream: to the Lua
 // balancer's upstream, in p's backend protocol.
 func (p ProfileSettings) Pass() string {
+	up := "upstream_balancer"
+	if u := p.OwnUpstream(); u != "" {
+		up = u
+	}
 	switch p.BackendProtocol {
 	case "HTTPS":
-		return "proxy_pass https://upstream_balancer"
+		return "proxy_pass https://" + up
 	case "AUTO_HTTP":
 		// The request's own scheme; with a variable NGINX looks the name up among the upstream blocks
 		// at request time, where it finds the balancer's.
-		return "proxy_pass $scheme://upstream_balancer"
+		return "proxy_pass $scheme://" + up
 	case "GRPC", "H2C":
-		return "grpc_pass grpc://upstream_balancer"
+		return "grpc_pass grpc://" + up
 	case "GRPCS":
-		return "grpc_pass grpcs://upstream_balancer"
+		return "grpc_pass grpcs://" + up
 	}
-	return "proxy_pass http://upstream_balancer"
+	return "proxy_pass http://" + up
 }
 
 // usesGRPC reports whether p's requests go upstream through the gRPC module, whose directives are

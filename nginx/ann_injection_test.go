@@ -29,6 +29,8 @@ func injectionValues() []string {
 		"https://app.example\r\nAccess-Control-Allow-Credentials: true", "https://*.*.example.com", "https://a.example.com/path",
 		"https://a.example.com:99999", "*\r\n", "https://*", "null\n", "GET\r\nX: 1", "X-Total\nSet-Cookie: a=1", "X-A:1",
 		"99999999999999999999", "-1", "1e3", "0x10", "1.5", " 5 ", "1000000001",
+		// Object names (proxy-ssl-secret) and TLS settings: a path out of the files' directory, directives.
+		"default/../../etc/passwd", "../x", "default/a\nproxy_ssl_verify off", "TLSv1.2;proxy_ssl_verify off", "HIGH:!aNULL;}", "on;",
 	}
 }
 

@@ -48,7 +48,7 @@ func unsupportedAnnotations() []AnnotationSpec {
 	// Snippets: never applied.
 	const neverSnippet = "On purpose, for good: raw NGINX configuration from Ingress owners is the injection path this project " +
 		"removes (ingress-nginx refused snippets by default since 1.9). Typed annotations and ConfigMap keys replace the common uses " +
-		"(headers: `custom-headers` and the ConfigMap's `add-headers`/`proxy-set-headers`, planned in issues #15 and #18)."
+		"(response headers: `custom-headers`; the ConfigMap's `add-headers`/`proxy-set-headers` are planned in issue #18)."
 	snippetAccess := AnnotationSpec{Status: AnnotationRefused, Reason: refusedAccess, RestrictsAccess: true, Difference: neverSnippet}
 	add(snippetAccess, "auth-snippet", "modsecurity-snippet")
 	add(AnnotationSpec{Status: AnnotationRefused, Reason: refusedSnippet, Difference: neverSnippet},
@@ -68,14 +68,11 @@ func unsupportedAnnotations() []AnnotationSpec {
 	}
 	add(planned("#15"),
 		"client-body-buffer-size", "connection-proxy-header",
-		"custom-headers",
 		"limit-rate", "limit-rate-after",
 		"proxy-body-size", "proxy-buffer-size", "proxy-buffering", "proxy-buffers-number", "proxy-busy-buffers-size",
 		"proxy-connect-timeout", "proxy-cookie-domain", "proxy-cookie-path", "proxy-http-version",
 		"proxy-max-temp-file-size", "proxy-next-upstream", "proxy-next-upstream-timeout", "proxy-next-upstream-tries",
-		"proxy-read-timeout", "proxy-redirect-from", "proxy-redirect-to", "proxy-request-buffering", "proxy-send-timeout",
-		"proxy-ssl-ciphers", "proxy-ssl-name", "proxy-ssl-protocols", "proxy-ssl-secret", "proxy-ssl-server-name",
-		"proxy-ssl-verify", "proxy-ssl-verify-depth")
+		"proxy-read-timeout", "proxy-redirect-from", "proxy-redirect-to", "proxy-request-buffering", "proxy-send-timeout")
 	globalAuth := planned("#16")
 	globalAuth.Reason = "there is no global authentication yet (the ConfigMap's `global-auth-url`, issue #18) for it to turn on or off"
 	add(globalAuth, "enable-global-auth")

@@ -2,6 +2,7 @@ package nginx
 
 import (
 	"slices"
+	"strings"
 	"sync"
 
 	networkingv1 "k8s.io/api/networking/v1"
@@ -28,6 +29,10 @@ type ModelBuilder struct {
 	// DependsOn may be asked while a build runs.
 	mu    sync.RWMutex
 	users map[types.NamespacedName]userSet
+	// objectUsers indexes the same way the other objects that annotations read (Secrets); mu guards it.
+	objectUsers map[ObjectRef]userSet
+	// backendTLS counts, per file stem, the served translations whose profile names those files.
+	backendTLS map[string]backendTLSCount
 	// problems are the Ingresses with a rejection or warnings.
 	problems map[types.NamespacedName]struct{}
 	served   int
@@ -47,15 +52,27 @@ type builtIngress struct {
 	err          error
 	// services are the Services the build depended on for this Ingress, sorted and unique.
 	services []types.NamespacedName
+	// objects are the other objects it depended on (ObjectsOf and what the served translation read),
+	// sorted and unique.
+	objects []ObjectRef
+}
+
+// backendTLSCount is the material of one set of backend TLS files and how many served translations
+// name it.
+type backendTLSCount struct {
+	files *BackendTLSFiles
+	users int
 }
 
 // NewModelBuilder returns a builder with an empty cache.
 func NewModelBuilder() *ModelBuilder {
 	return &ModelBuilder{
-		cache:    NewTranslationCache(),
-		entries:  map[types.NamespacedName]*builtIngress{},
-		users:    map[types.NamespacedName]userSet{},
-		problems: map[types.NamespacedName]struct{}{},
+		cache:       NewTranslationCache(),
+		entries:     map[types.NamespacedName]*builtIngress{},
+		users:       map[types.NamespacedName]userSet{},
+		objectUsers: map[ObjectRef]userSet{},
+		backendTLS:  map[string]backendTLSCount{},
+		problems:    map[types.NamespacedName]struct{}{},
 	}
 }
 
@@ -65,6 +82,10 @@ type BuildInput struct {
 	Ingresses []*networkingv1.Ingress
 	// Services finds the Services the Ingresses reference.
 	Services ServiceLookup
+	// Secrets finds the Secrets that annotations name (proxy-ssl-secret); nil finds none.
+	Secrets SecretLookup
+	// ConfigMaps finds the ConfigMaps that annotations name (custom-headers); nil finds none.
+	ConfigMaps ConfigMapLookup
 	// Options shape every translation.
 	Options TranslateOptions
 	// DefaultBackend is --default-backend-service; the zero value means none.
@@ -133,6 +154,9 @@ type Build struct {
 	// DefaultBackendMissing is set when DefaultBackend is set but not found or has no TCP port: the
 	// built-in 404 answers unmatched requests.
 	DefaultBackendMissing bool
+	// BackendTLS are the backend TLS files that the model's profiles name, sorted by stem: the caller
+	// writes them (WriteBackendTLSFiles) before NGINX loads the configuration.
+	BackendTLS []*BackendTLSFiles
 }
 
 // Build translates in.Ingresses and merges them into the model. An Ingress that left since the previous
@@ -173,11 +197,16 @@ type UpdateInput struct {
 	// Services are the Services that changed, appeared or left; the Ingresses that depend on them are
 	// translated again.
 	Services []types.NamespacedName
+	// Objects are the other objects (Secrets, ConfigMaps) that changed, appeared or left; the Ingresses that
+	// depend on them are translated again.
+	Objects []ObjectRef
 	// Get returns an accepted Ingress, or false when it does not exist or is not ours.
 	Get func(types.NamespacedName) (*networkingv1.Ingress, bool)
 	// Lookup, Options, DefaultBackend and Ownership are as in BuildInput; Options must be the previous
 	// build's (a change of options needs a Build).
 	Lookup         ServiceLookup
+	Secrets        SecretLookup
+	ConfigMaps     ConfigMapLookup
 	Options        TranslateOptions
 	DefaultBackend types.NamespacedName
 	Ownership      HostOwnership
@@ -188,7 +217,7 @@ type UpdateInput struct {
 // previous build made of it, without being looked at. The result is what Build with every accepted
 // Ingress would return.
 func (b *ModelBuilder) Update(in UpdateInput) Build {
-	bin := BuildInput{Services: in.Lookup, Options: in.Options, DefaultBackend: in.DefaultBackend, Ownership: in.Ownership, Quarantine: in.Quarantine}
+	bin := BuildInput{Services: in.Lookup, Secrets: in.Secrets, ConfigMaps: in.ConfigMaps, Options: in.Options, DefaultBackend: in.DefaultBackend, Ownership: in.Ownership, Quarantine: in.Quarantine}
 	keys := map[types.NamespacedName]struct{}{}
 	for _, k := range in.Ingresses {
 		keys[k] = struct{}{}
@@ -197,6 +226,9 @@ func (b *ModelBuilder) Update(in UpdateInput) Build {
 	b.mu.RLock()
 	for _, s := range in.Services {
 		b.users[s].each(func(k types.NamespacedName) { keys[k] = struct{}{} })
+	}
+	for _, o := range in.Objects {
+		b.objectUsers[o].each(func(k types.NamespacedName) { keys[k] = struct{}{} })
 	}
 	b.mu.RUnlock()
 	for key := range keys {
@@ -214,21 +246,25 @@ func (b *ModelBuilder) set(key types.NamespacedName, ing *networkingv1.Ingress, 
 	old := b.entries[key]
 	var e *builtIngress
 	var linked []types.NamespacedName // the Services key is listed as a user of
+	var linkedObjects []ObjectRef
 	if old != nil {
-		linked = old.services
+		linked, linkedObjects = old.services, old.objects
 	}
 	if ing != nil {
 		// The Ingress becomes a user of the Services it names before they are read, so that a change to
 		// one that the translation might miss is never taken for a change nobody depends on.
 		named := ServicesOf(ing)
+		namedObjects := ObjectsOf(ing)
 		b.link(key, named, nil)
+		b.linkObjects(key, namedObjects, nil)
 		linked = append(slices.Clip(linked), named...)
+		linkedObjects = append(slices.Clip(linkedObjects), namedObjects...)
 		e = &builtIngress{ing: ing}
 		var refused *Refusal
 		if in.Quarantine != nil {
 			refused = in.Quarantine(ing)
 		}
-		tr, err := b.cache.Translate(ing, in.Services, in.Options)
+		tr, err := b.cache.TranslateWith(ing, Lookups{Services: in.Services, Secrets: in.Secrets, ConfigMaps: in.ConfigMaps}, in.Options)
 		switch {
 		case refused != nil:
 			// Quarantined: the newest good version of this object that the data plane did not refuse
@@ -268,8 +304,16 @@ func (b *ModelBuilder) set(key types.NamespacedName, ing *networkingv1.Ingress, 
 		e.services = append(e.services, named...)
 		slices.SortFunc(e.services, compareKeys)
 		e.services = slices.Compact(e.services)
+		e.objects = namedObjects
+		if e.served != nil {
+			for _, o := range e.served.Objects {
+				e.objects = append(e.objects, o.ObjectRef)
+			}
+		}
+		slices.SortFunc(e.objects, compareObjectRefs)
+		e.objects = slices.Compact(e.objects)
 		if old != nil && old.served == e.served && old.lastGood == e.lastGood && old.previousGood == e.previousGood && old.err == e.err &&
-			slices.Equal(old.services, e.services) {
+			slices.Equal(old.services, e.services) && slices.Equal(old.objects, e.objects) {
 			old.ing = ing // nothing changed but the object reported in Events
 			return
 		}
@@ -284,9 +328,11 @@ func (b *ModelBuilder) set(key types.NamespacedName, ing *networkingv1.Ingress, 
 		b.entries[key] = e
 		b.count(key, e, 1)
 		b.link(key, e.services, linked)
+		b.linkObjects(key, e.objects, linkedObjects)
 	} else {
 		delete(b.entries, key)
 		b.link(key, nil, linked)
+		b.linkObjects(key, nil, linkedObjects)
 	}
 	var before, after *IngressTranslation
 	if old != nil {
@@ -321,6 +367,33 @@ func (b *ModelBuilder) link(key types.NamespacedName, add, drop []types.Namespac
 			delete(b.users, s)
 		default:
 			b.users[s] = users
+		}
+	}
+}
+
+// linkObjects is link for the other objects that annotations read.
+func (b *ModelBuilder) linkObjects(key types.NamespacedName, add, drop []ObjectRef) {
+	if len(add) == 0 && len(drop) == 0 {
+		return
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	for _, o := range add {
+		users := b.objectUsers[o]
+		users.add(key)
+		b.objectUsers[o] = users
+	}
+	for _, o := range drop {
+		if slices.Contains(add, o) {
+			continue
+		}
+		users, ok := b.objectUsers[o]
+		switch {
+		case !ok:
+		case users.remove(key):
+			delete(b.objectUsers, o)
+		default:
+			b.objectUsers[o] = users
 		}
 	}
 }
@@ -377,6 +450,15 @@ func (u userSet) each(f func(types.NamespacedName)) {
 func (b *ModelBuilder) count(key types.NamespacedName, e *builtIngress, sign int) {
 	if e.served != nil {
 		b.served += sign
+		if f := e.served.BackendTLS; f != nil {
+			c := b.backendTLS[f.Stem]
+			c.files, c.users = f, c.users+sign
+			if c.users <= 0 {
+				delete(b.backendTLS, f.Stem)
+			} else {
+				b.backendTLS[f.Stem] = c
+			}
+		}
 	}
 	if e.err != nil && e.served != nil {
 		b.stale += sign
@@ -420,6 +502,15 @@ func (b *ModelBuilder) finish(in *BuildInput, changes map[types.NamespacedName]*
 	}
 	merged := b.merger.Apply(changes, MergeOptions{DefaultBackend: defaultBackend, Ownership: in.Ownership})
 	out.Model, out.Conflicts, out.Takeovers = merged.Model, merged.Conflicts, merged.Takeovers
+	for _, p := range out.Model.Profiles {
+		if p.ProxySSLFiles == "" {
+			continue
+		}
+		if c, ok := b.backendTLS[p.ProxySSLFiles]; ok && !slices.Contains(out.BackendTLS, c.files) {
+			out.BackendTLS = append(out.BackendTLS, c.files)
+		}
+	}
+	slices.SortFunc(out.BackendTLS, func(a, b *BackendTLSFiles) int { return strings.Compare(a.Stem, b.Stem) })
 	return out
 }
 
@@ -438,6 +529,15 @@ func (b *ModelBuilder) DependsOn(svc types.NamespacedName) bool {
 	b.mu.RLock()
 	defer b.mu.RUnlock()
 	_, ok := b.users[svc]
+	return ok
+}
+
+// DependsOnObject is DependsOn for the other objects that annotations read (Secrets). It is safe to
+// call while a build runs.
+func (b *ModelBuilder) DependsOnObject(ref ObjectRef) bool {
+	b.mu.RLock()
+	defer b.mu.RUnlock()
+	_, ok := b.objectUsers[ref]
 	return ok
 }
 

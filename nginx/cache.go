@@ -24,6 +24,7 @@ type cacheEntry struct {
 	opts TranslateOptions
 	// services are the Services the translation looked at, with their versions then.
 	services []ServiceVersion
+	objects  []ObjectVersion
 	t        *IngressTranslation
 	err      error
 }
@@ -37,18 +38,25 @@ func NewTranslationCache() *TranslationCache {
 // with TranslateIngress otherwise. Rejections are cached too. The returned translation is shared: do not
 // modify it.
 func (c *TranslationCache) Translate(ing *networkingv1.Ingress, svc ServiceLookup, opts TranslateOptions) (*IngressTranslation, error) {
+	return c.TranslateWith(ing, Lookups{Services: svc}, opts)
+}
+
+// TranslateWith is Translate with the Secrets that annotations may name; a change of one of those
+// that the translation read translates again too.
+func (c *TranslationCache) TranslateWith(ing *networkingv1.Ingress, lk Lookups, opts TranslateOptions) (*IngressTranslation, error) {
+	svc := lk.Services
 	key := types.NamespacedName{Namespace: ing.Namespace, Name: ing.Name}
 	c.mu.Lock()
 	e := c.entries[key]
 	c.mu.Unlock()
-	if e != nil && e.uid == ing.UID && e.rv == ing.ResourceVersion && e.opts == opts && servicesUnchanged(e.services, svc) {
+	if e != nil && e.uid == ing.UID && e.rv == ing.ResourceVersion && e.opts == opts && servicesUnchanged(e.services, svc) && objectsUnchanged(e.objects, &lk) {
 		c.mu.Lock()
 		c.hits++
 		c.mu.Unlock()
 		return e.t, e.err
 	}
-	t, services, err := translate(ing, svc, opts)
-	e = &cacheEntry{uid: ing.UID, rv: ing.ResourceVersion, opts: opts, services: services, t: t, err: err}
+	t, services, objects, err := translate(ing, lk, opts)
+	e = &cacheEntry{uid: ing.UID, rv: ing.ResourceVersion, opts: opts, services: services, objects: objects, t: t, err: err}
 	c.mu.Lock()
 	c.entries[key] = e
 	c.misses++
@@ -85,6 +93,15 @@ func servicesUnchanged(seen []ServiceVersion, svc ServiceLookup) bool {
 			rv = cur.ResourceVersion
 		}
 		if rv != s.ResourceVersion {
+			return false
+		}
+	}
+	return true
+}
+
+func objectsUnchanged(seen []ObjectVersion, lk *Lookups) bool {
+	for _, o := range seen {
+		if lk.version(o.ObjectRef) != o.ResourceVersion {
 			return false
 		}
 	}

@@ -31,6 +31,24 @@ type ProfileSettings struct {
 	// BackendProtocol is how NGINX talks to the upstream (backend-protocol): "HTTPS", "AUTO_HTTP", "GRPC",
 	// "GRPCS" or "H2C"; empty for HTTP.
 	BackendProtocol string
+
+	// Backend TLS (proxy-ssl-*, ann_proxyssl.go), set only with HTTPS or GRPCS and a proxy-ssl-secret.
+	// ProxySSLFiles is the stem of the Secret's files in BackendTLSDir (BackendTLSFiles.Stem), which
+	// hold a client certificate (ProxySSLClientCert) and CA certificates (ProxySSLCA).
+	ProxySSLFiles      string
+	ProxySSLClientCert bool
+	ProxySSLCA         bool
+	// ProxySSLVerify verifies the backend's certificate against the CA, to ProxySSLVerifyDepth (set
+	// only with ProxySSLVerify).
+	ProxySSLVerify      bool
+	ProxySSLVerifyDepth int
+	// ProxySSLName is the name verified and sent in SNI; empty for NGINX's default.
+	ProxySSLName string
+	// ProxySSLServerName sends SNI.
+	ProxySSLServerName bool
+	// ProxySSLProtocols (sorted, space-separated) and ProxySSLCiphers are empty for NGINX's defaults.
+	ProxySSLProtocols string
+	ProxySSLCiphers   string
 }
 
 // IsZero reports whether p is the default (no profile).
@@ -128,7 +146,7 @@ var nginxErrorLine = regexp.MustCompile(`\.conf[^ :]*:(\d+)`)
 
 // FailingProfiles returns the profiles whose locations in conf hold the lines that an "nginx -t" error
 // message (msg) points at: a profile's own named location, or a custom error location of a code the
-// profile lists. The caller takes the Ingresses that use them out (quarantine), since nothing else in
+// profile lists; or that a message without a line names (refusedWithoutLine). The caller takes the Ingresses that use them out (quarantine), since nothing else in
 // nginx.conf comes from an Ingress. profiles are the model's.
 func FailingProfiles(conf []byte, msg string, profiles []ProfileSettings) []ProfileSettings {
 	lines := strings.Split(string(conf), "\n")
@@ -153,6 +171,12 @@ func FailingProfiles(conf []byte, msg string, profiles []ProfileSettings) []Prof
 					add(p)
 				}
 			}
+		}
+	}
+	// Some errors carry no line: those NGINX finds while it merges a location's settings.
+	for _, p := range profiles {
+		if p.refusedWithoutLine(msg) {
+			add(p)
 		}
 	}
 	return out

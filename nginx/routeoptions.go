@@ -49,6 +49,9 @@ type RouteOptions struct {
 	// Limits are the request and connection limits per client address (limit-rps, limit-rpm,
 	// limit-connections, limit-burst-multiplier, limit-allowlist); zero when none is set.
 	Limits RateLimits
+	// ResponseHeaders are set on the responses of the Ingress's paths (custom-headers): validated
+	// "Name:value" lines, sorted by name, joined by "\n"; empty for none.
+	ResponseHeaders string
 }
 
 // options returns the translation's route options, allocating them on first use.
@@ -77,6 +80,10 @@ func appendRouteOptions(b []byte, o *RouteOptions) []byte {
 	b = appendLoggingOptions(b, o)
 	b = appendCORSOptions(b, o)
 	b = appendLimitOptions(b, o)
+	if o.ResponseHeaders != "" {
+		b = append(b, `,"response_headers":`...)
+		b = appendJSONString(b, o.ResponseHeaders)
+	}
 	return b
 }
 

@@ -285,7 +285,8 @@ func ParseTemplate(text string) (*Template, error) {
 		Locations: []Location{{Path: "/", PathType: PathPrefix, Upstream: "probe-upstream-80-00000000", SSLRedirect: true,
 			Access: &SourceRanges{Deny: []netip.Prefix{netip.MustParsePrefix("192.0.2.0/24")}, Allow: []netip.Prefix{netip.MustParsePrefix("0.0.0.0/0")}}}}}}}
 	probeProfile := ProfileSettings{CustomHTTPErrors: "404"}
-	m.Profiles = []ProfileSettings{probeProfile}
+	tlsProfile := ProfileSettings{BackendProtocol: "HTTPS", ProxySSLFiles: "probe_probe_0", ProxySSLCA: true}
+	m.Profiles = []ProfileSettings{probeProfile, tlsProfile}
 	conf, _, err := t.Render(m, probe)
 	if err != nil && strings.Contains(err.Error(), "can't evaluate field Servers") {
 		return nil, fmt.Errorf("%w (hosts and paths are no longer in nginx.conf: the Lua router serves them; start again from the embedded template, nginx/nginx.tmpl)", err)
@@ -304,18 +305,25 @@ func ParseTemplate(text string) (*Template, error) {
 		{"location = /configuration/routes", "the status server's location = /configuration/routes: the controller pushes routes through it"},
 		{"lua_shared_dict ingress_reactor_routes", "lua_shared_dict ingress_reactor_routes {{.RoutesDictMB}}m: the router reads routes from it"},
 		{"set $ingress_reactor_https 1;", "\"set $ingress_reactor_https 1;\" in the public location when HTTPS is on ({{if .HTTPS}}): without it no request is redirected to HTTPS"},
-		{`set_profiles({"` + probeProfile.Name() + `", })`, "the init_by_lua_block's require(\"ingress_reactor.router\").set_profiles({ {{range .Profiles}}\"{{.Name}}\", {{end}} }): the router enters only the profiles nginx.conf has"},
+		{`set_profiles({"` + probeProfile.Name() + `", "` + tlsProfile.Name() + `", })`, "the init_by_lua_block's require(\"ingress_reactor.router\").set_profiles({ {{range .Profiles}}\"{{.Name}}\", {{end}} }): the router enters only the profiles nginx.conf has"},
 		{`set $ingress_reactor_error_upstream "";`, "the public location's \"set $ingress_reactor_error_upstream \"\";\" and the other $ingress_reactor_error_* variables: custom error pages read them"},
 		{"location @" + probeProfile.Name() + " {", "a named location per profile ({{range .Profiles}} location @{{.Name}} ...): the router sends the routes that use one there"},
 		{"location @ingress_reactor_error_404 {", "a named location per custom error code ({{range .ErrorCodes}} location @ingress_reactor_error_{{.}} ...): custom-http-errors sends the errors there"},
 		{`require("ingress_reactor.configuration").authorize()`, "the status server's access_by_lua_block that calls require(\"ingress_reactor.configuration\").authorize(): without it any local process could read and change the dynamic configuration"},
 		{`require("ingress_reactor.router").log()`, "the http block's log_by_lua_block that calls require(\"ingress_reactor.router\").log(): limit-connections gives connections back in it"},
 		{`set $ingress_reactor_limit_conn "";`, "the public location's \"set $ingress_reactor_limit_conn \"\";\" and \"set $ingress_reactor_cors \"\";\": limit-connections and enable-cors pass what the router decided in them"},
-		{`require("ingress_reactor.router").header_filter()`, "the header_filter_by_lua_block that calls require(\"ingress_reactor.router\").header_filter() in the public location and each profile's: enable-cors adds its headers there"},
+		{`require("ingress_reactor.router").header_filter()`, "the header_filter_by_lua_block that calls require(\"ingress_reactor.router\").header_filter() in the public location and each profile's: custom-headers and enable-cors set their headers there"},
+		{"upstream " + tlsProfile.OwnUpstream() + " {", "an upstream block per profile that has one ({{range .Profiles}}{{if .Upstream}} upstream {{.Upstream}} ...): " +
+			"backend TLS profiles must not share idle connections with other profiles"},
+		{`set $ingress_reactor_response_headers "";`, "the public location's \"set $ingress_reactor_response_headers \"\";\": custom-headers travel in it"},
 	} {
 		if !bytes.Contains(conf, []byte(need.text)) {
 			return nil, errors.New("nginx template must keep " + need.why)
 		}
+	}
+	if bytes.Count(conf, []byte(`require("ingress_reactor.router").header_filter()`)) < 1+len(m.Profiles) {
+		return nil, errors.New("nginx template must keep the header_filter_by_lua_block that calls require(\"ingress_reactor.router\").header_filter() " +
+			"in the public location and in each profile's named location: custom-headers and enable-cors set their headers there")
 	}
 	return t, nil
 }
@@ -352,7 +360,7 @@ func (t *Template) Render(m Model, cfg RenderConfig) (conf []byte, hash string, 
 		return nil, "", err
 	}
 	for _, p := range m.Profiles {
-		data.Profiles = append(data.Profiles, profileView{Name: p.Name(), Directives: p.Directives(), Pass: p.Pass()})
+		data.Profiles = append(data.Profiles, profileView{Name: p.Name(), Directives: p.Directives(), Pass: p.Pass(), Upstream: p.OwnUpstream()})
 		for _, c := range p.ErrorCodes() {
 			if !slices.Contains(data.ErrorCodes, c) {
 				data.ErrorCodes = append(data.ErrorCodes, c)
@@ -431,6 +439,9 @@ type profileView struct {
 	// Pass is the directive and URL that send the request upstream, for example
 	// "grpc_pass grpc://upstream_balancer".
 	Pass string
+	// Upstream, when set, is an upstream block of the profile's own that Pass names
+	// (ProfileSettings.OwnUpstream): the template renders it like upstream_balancer.
+	Upstream string
 }
 
 type tempDirs struct {

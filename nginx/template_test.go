@@ -55,6 +55,7 @@ func TestRenderPublicServer(t *testing.T) {
 			set $ingress_reactor_error_port "";
 			set $ingress_reactor_cors "";
 			set $ingress_reactor_limit_conn "";
+			set $ingress_reactor_response_headers "";
 			rewrite_by_lua_block {
 				require("ingress_reactor.router").route()
 			}
@@ -83,6 +84,7 @@ func TestRenderPublicServer(t *testing.T) {
 			set $ingress_reactor_error_port "";
 			set $ingress_reactor_cors "";
 			set $ingress_reactor_limit_conn "";
+			set $ingress_reactor_response_headers "";
 			rewrite_by_lua_block {
 				require("ingress_reactor.router").route()
 			}
@@ -109,6 +111,7 @@ func TestRenderPublicServer(t *testing.T) {
 			set $ingress_reactor_error_port "";
 			set $ingress_reactor_cors "";
 			set $ingress_reactor_limit_conn "";
+			set $ingress_reactor_response_headers "";
 			rewrite_by_lua_block {
 				require("ingress_reactor.router").route()
 			}
@@ -220,7 +223,8 @@ const routerCall = ` rewrite_by_lua_block { require("ingress_reactor.router").ro
 	{{range .Profiles}}location @{{.Name}} { }{{end}} {{range .ErrorCodes}}location @ingress_reactor_error_{{.}} { }{{end}}
 	set_profiles({ {{- range .Profiles}}"{{.Name}}", {{end -}} }) set $ingress_reactor_error_upstream "";
 	log_by_lua_block { require("ingress_reactor.router").log() } set $ingress_reactor_limit_conn "";
-	header_filter_by_lua_block { require("ingress_reactor.router").header_filter() }`
+	{{range .Profiles}}{{if .Upstream}}upstream {{.Upstream}} { }{{end}}{{end}} set $ingress_reactor_response_headers "";
+	header_filter_by_lua_block { require("ingress_reactor.router").header_filter() } {{range .Profiles}}require("ingress_reactor.router").header_filter(){{end}}`
 
 func TestParseTemplate(t *testing.T) {
 	tests := map[string]struct {
@@ -242,7 +246,13 @@ func TestParseTemplate(t *testing.T) {
 		"no log phase hook": {text: "/configuration/hash {{.ConfigHash}} set $ingress_reactor_token {{.StatusToken}}; " + statusAuthorize +
 			strings.Replace(routerCall, `log_by_lua_block { require("ingress_reactor.router").log() }`, "", 1), wantErr: "limit-connections gives connections back"},
 		"no header filter": {text: "/configuration/hash {{.ConfigHash}} set $ingress_reactor_token {{.StatusToken}}; " + statusAuthorize +
-			strings.Replace(routerCall, `header_filter_by_lua_block { require("ingress_reactor.router").header_filter() }`, "", 1), wantErr: "enable-cors adds its headers there"},
+			strings.Replace(routerCall, `header_filter_by_lua_block { require("ingress_reactor.router").header_filter() }`, "", 1), wantErr: "header_filter_by_lua_block"},
+		"no upstream of a TLS profile": {text: "/configuration/hash {{.ConfigHash}} set $ingress_reactor_token {{.StatusToken}}; " + statusAuthorize +
+			strings.Replace(routerCall, "upstream {{.Upstream}} { }", "", 1), wantErr: "an upstream block per profile"},
+		"no response headers variable": {text: "/configuration/hash {{.ConfigHash}} set $ingress_reactor_token {{.StatusToken}}; " + statusAuthorize +
+			strings.Replace(routerCall, `set $ingress_reactor_response_headers "";`, "", 1), wantErr: "$ingress_reactor_response_headers"},
+		"no header filter in the profiles": {text: "/configuration/hash {{.ConfigHash}} set $ingress_reactor_token {{.StatusToken}}; " + statusAuthorize +
+			strings.Replace(routerCall, `{{range .Profiles}}require("ingress_reactor.router").header_filter(){{end}}`, "", 1), wantErr: "header_filter_by_lua_block"},
 		"a minimal template": {text: "/configuration/hash {{.ConfigHash}} set $ingress_reactor_token {{.StatusToken}}; " + statusAuthorize + routerCall},
 	}
 	for name, tc := range tests {

@@ -62,6 +62,11 @@ type IngressTranslation struct {
 	Profile ProfileSettings
 	// Services are the Services the Ingress references, with the resourceVersion seen ("" when missing).
 	Services []ServiceVersion
+	// Objects are the other objects its annotations read (a proxy-ssl-secret's Secret), with the
+	// resourceVersion seen ("" when missing).
+	Objects []ObjectVersion
+	// BackendTLS is the material of the backend TLS files its profile names (proxy-ssl-secret), or nil.
+	BackendTLS *BackendTLSFiles
 	// Warnings are problems that do not reject the Ingress (for example a Service that does not exist yet);
 	// the caller may publish them as Warning Events.
 	Warnings []string
@@ -108,15 +113,22 @@ const maxReportedErrors = 5
 // fault (for example `spec.rules[0].http.paths[1].path "/a;b": character ";" is not allowed ...`) and is
 // meant to be shown to the Ingress's owner as a Warning Event.
 func TranslateIngress(ing *networkingv1.Ingress, svc ServiceLookup, opts TranslateOptions) (*IngressTranslation, error) {
-	t, _, err := translate(ing, svc, opts)
+	t, _, _, err := translate(ing, Lookups{Services: svc}, opts)
 	return t, err
 }
 
-// translate also returns the Services looked at, which a rejection depends on too.
-func translate(ing *networkingv1.Ingress, svc ServiceLookup, opts TranslateOptions) (*IngressTranslation, []ServiceVersion, error) {
+// TranslateIngressWith is TranslateIngress with the Secrets that annotations may name.
+func TranslateIngressWith(ing *networkingv1.Ingress, lk Lookups, opts TranslateOptions) (*IngressTranslation, error) {
+	t, _, _, err := translate(ing, lk, opts)
+	return t, err
+}
+
+// translate also returns the Services and other objects looked at, which a rejection depends on too.
+func translate(ing *networkingv1.Ingress, lk Lookups, opts TranslateOptions) (*IngressTranslation, []ServiceVersion, []ObjectVersion, error) {
 	tr := &translator{
 		ing: ing,
-		svc: svc,
+		svc: lk.Services,
+		lk:  lk,
 		out: &IngressTranslation{
 			Ingress:           types.NamespacedName{Namespace: ing.Namespace, Name: ing.Name},
 			UID:               ing.UID,
@@ -135,10 +147,10 @@ func translate(ing *networkingv1.Ingress, svc ServiceLookup, opts TranslateOptio
 		if len(errs) > maxReportedErrors {
 			errs = append(errs[:maxReportedErrors:maxReportedErrors], fmt.Errorf("and %d more errors", len(tr.errs)-maxReportedErrors))
 		}
-		return nil, tr.out.Services, fmt.Errorf("ingress %s rejected: %w", tr.out.Ingress, errors.Join(errs...))
+		return nil, tr.out.Services, tr.out.Objects, fmt.Errorf("ingress %s rejected: %w", tr.out.Ingress, errors.Join(errs...))
 	}
 	tr.out.Upstreams = sortUpstreams(tr.out.Upstreams)
-	return tr.out, tr.out.Services, nil
+	return tr.out, tr.out.Services, tr.out.Objects, nil
 }
 
 type routeKey struct {
@@ -150,6 +162,7 @@ type routeKey struct {
 type translator struct {
 	ing  *networkingv1.Ingress
 	svc  ServiceLookup
+	lk   Lookups
 	out  *IngressTranslation
 	errs []error
 	// seen maps a route to its index in out.Routes, to drop duplicates within the Ingress. It is built

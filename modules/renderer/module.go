@@ -86,17 +86,19 @@ type renderKey struct{}
 
 // Renderer turns the accepted Ingresses into nginx.conf.
 type Renderer struct {
-	opts      Options
-	announced *modules.IngressesAnnounced
-	ingresses listersnetv1.IngressLister
-	services  listerscorev1.ServiceLister
-	recorder  record.EventRecorder
-	out       *pipeline.Topic[modules.Rendered]
-	ctrl      *pipeline.Controller[renderKey]
-	builder   *nginx.ModelBuilder
-	synced    []cache.InformerSynced
-	log       *zap.Logger
-	metrics   rendererMetrics
+	opts       Options
+	announced  *modules.IngressesAnnounced
+	ingresses  listersnetv1.IngressLister
+	services   listerscorev1.ServiceLister
+	secrets    listerscorev1.SecretLister
+	configMaps listerscorev1.ConfigMapLister
+	recorder   record.EventRecorder
+	out        *pipeline.Topic[modules.Rendered]
+	ctrl       *pipeline.Controller[renderKey]
+	builder    *nginx.ModelBuilder
+	synced     []cache.InformerSynced
+	log        *zap.Logger
+	metrics    rendererMetrics
 
 	mu       sync.Mutex
 	accepted map[types.NamespacedName]struct{}
@@ -105,7 +107,10 @@ type Renderer struct {
 	// accepted Ingress (ModelBuilder.Build).
 	changedIngresses map[types.NamespacedName]struct{}
 	changedServices  map[types.NamespacedName]struct{}
-	built            bool
+	// changedObjects are the Secrets and ConfigMaps that annotations read and that changed
+	// (ModelBuilder.DependsOnObject).
+	changedObjects map[nginx.ObjectRef]struct{}
+	built          bool
 	// refusals are the data plane's refusals not yet looked at; quarantine the Ingress versions kept
 	// out of the model for one, until they change.
 	refusals   []modules.RoutesRefused
@@ -116,6 +121,10 @@ type Renderer struct {
 	published bool
 	lastHash  string
 	lastModel nginx.Model
+	// backendTLS and olderBackendTLS are the stems of the backend TLS files of the last two published
+	// configurations, kept on disk until two more are published: NGINX may still be loading one, or
+	// keep the older one live when it refused the newer.
+	backendTLS, olderBackendTLS map[string]struct{}
 	// reported remembers the last Event sent per Ingress, so an unchanged problem is not repeated on
 	// every render.
 	reported map[types.NamespacedName]string
@@ -177,6 +186,8 @@ func New(p Params) (*Renderer, error) {
 		announced:        p.Announced,
 		ingresses:        p.Factory.Networking().V1().Ingresses().Lister(),
 		services:         p.Factory.Core().V1().Services().Lister(),
+		secrets:          p.Factory.Core().V1().Secrets().Lister(),
+		configMaps:       p.Factory.Core().V1().ConfigMaps().Lister(),
 		recorder:         p.Recorder,
 		out:              p.Rendered,
 		builder:          nginx.NewModelBuilder(),
@@ -184,11 +195,14 @@ func New(p Params) (*Renderer, error) {
 		accepted:         map[types.NamespacedName]struct{}{},
 		changedIngresses: map[types.NamespacedName]struct{}{},
 		changedServices:  map[types.NamespacedName]struct{}{},
+		changedObjects:   map[nginx.ObjectRef]struct{}{},
 		reported:         map[types.NamespacedName]string{},
 		quarantine:       map[types.NamespacedName]quarantined{},
 		synced: []cache.InformerSynced{
 			p.Factory.Networking().V1().Ingresses().Informer().HasSynced,
 			p.Factory.Core().V1().Services().Informer().HasSynced,
+			p.Factory.Core().V1().Secrets().Informer().HasSynced,
+			p.Factory.Core().V1().ConfigMaps().Informer().HasSynced,
 		},
 		metrics: rendererMetrics{
 			quarantined: prometheus.NewGauge(prometheus.GaugeOpts{
@@ -266,8 +280,52 @@ func New(p Params) (*Renderer, error) {
 	}.For(q)); err != nil {
 		return nil, fmt.Errorf("renderer: service handler: %w", err)
 	}
+	// Secrets that annotations name (proxy-ssl-secret). The informer is the one secretsync reads TLS
+	// Secrets from, trimmed to the certificate, key and CA (app's cache transform).
+	secInf := p.Factory.Core().V1().Secrets().Informer()
+	if _, err := secInf.AddEventHandler(pipeline.Handler[renderKey]{
+		Keys:         func(obj any) []renderKey { return r.objectChanged(nginx.KindSecret, obj) },
+		UpdateFilter: pipeline.ResourceVersionChanged,
+	}.For(q)); err != nil {
+		return nil, fmt.Errorf("renderer: secret handler: %w", err)
+	}
+	// ConfigMaps that annotations name (custom-headers), trimmed by app's cache transform.
+	cmInf := p.Factory.Core().V1().ConfigMaps().Informer()
+	if _, err := cmInf.AddEventHandler(pipeline.Handler[renderKey]{
+		Keys:         func(obj any) []renderKey { return r.objectChanged(nginx.KindConfigMap, obj) },
+		UpdateFilter: pipeline.ResourceVersionChanged,
+	}.For(q)); err != nil {
+		return nil, fmt.Errorf("renderer: configmap handler: %w", err)
+	}
 	modules.Bind(p.Lifecycle, r)
 	return r, nil
+}
+
+// objectChanged notes a change of a Secret or ConfigMap that an Ingress's annotations read, for the
+// next render, which translates again only those Ingresses. Any other object is dropped.
+func (r *Renderer) objectChanged(kind nginx.ObjectKind, obj any) []renderKey {
+	k, ok := pipeline.KeyOf(obj)
+	if !ok {
+		return nil
+	}
+	ref := nginx.ObjectRef{Kind: kind, Key: k}
+	if !r.builder.DependsOnObject(ref) {
+		return nil
+	}
+	r.mu.Lock()
+	r.changedObjects[ref] = struct{}{}
+	r.mu.Unlock()
+	return []renderKey{{}}
+}
+
+func (r *Renderer) lookupSecret(key types.NamespacedName) (*corev1.Secret, bool) {
+	s, err := r.secrets.Secrets(key.Namespace).Get(key.Name)
+	return s, err == nil
+}
+
+func (r *Renderer) lookupConfigMap(key types.NamespacedName) (*corev1.ConfigMap, bool) {
+	c, err := r.configMaps.ConfigMaps(key.Namespace).Get(key.Name)
+	return c, err == nil
 }
 
 // Start waits for the caches and starts the worker. The first render happens once the class filter has
@@ -404,9 +462,11 @@ func (r *Renderer) sync(context.Context, renderKey) error {
 	r.mu.Lock()
 	built := r.built
 	var keys, services []types.NamespacedName
+	var objects []nginx.ObjectRef
 	if built {
 		keys = slices.Collect(maps.Keys(r.changedIngresses))
 		services = slices.Collect(maps.Keys(r.changedServices))
+		objects = slices.Collect(maps.Keys(r.changedObjects))
 	} else {
 		keys = slices.Collect(maps.Keys(r.accepted))
 	}
@@ -414,6 +474,7 @@ func (r *Renderer) sync(context.Context, renderKey) error {
 	// announced at once) would keep 10,000 entries' worth of it for the life of the process.
 	r.changedIngresses = map[types.NamespacedName]struct{}{}
 	r.changedServices = map[types.NamespacedName]struct{}{}
+	r.changedObjects = map[nginx.ObjectRef]struct{}{}
 	r.built = true
 	tmpl := r.opts.Template
 	r.mu.Unlock()
@@ -435,8 +496,11 @@ func (r *Renderer) sync(context.Context, renderKey) error {
 		build = r.builder.Update(nginx.UpdateInput{
 			Ingresses:      keys,
 			Services:       services,
+			Objects:        objects,
 			Get:            r.acceptedIngress,
 			Lookup:         nginx.ServiceLookupFunc(r.lookupService),
+			Secrets:        nginx.SecretLookupFunc(r.lookupSecret),
+			ConfigMaps:     nginx.ConfigMapLookupFunc(r.lookupConfigMap),
 			Options:        r.opts.Translate,
 			DefaultBackend: r.opts.DefaultBackend,
 			Ownership:      r.opts.Ownership,
@@ -456,6 +520,8 @@ func (r *Renderer) sync(context.Context, renderKey) error {
 		build = r.builder.Build(nginx.BuildInput{
 			Ingresses:      ings,
 			Services:       nginx.ServiceLookupFunc(r.lookupService),
+			Secrets:        nginx.SecretLookupFunc(r.lookupSecret),
+			ConfigMaps:     nginx.ConfigMapLookupFunc(r.lookupConfigMap),
 			Options:        r.opts.Translate,
 			DefaultBackend: r.opts.DefaultBackend,
 			Ownership:      r.opts.Ownership,
@@ -493,6 +559,19 @@ func (r *Renderer) sync(context.Context, renderKey) error {
 		r.metrics.renders.WithLabelValues("unchanged").Inc()
 		return nil
 	}
+	// The files that nginx.conf names are in place before it is published; those of the previous
+	// configuration stay until the next one is.
+	keep := maps.Clone(r.backendTLS)
+	if keep == nil {
+		keep = map[string]struct{}{}
+	}
+	maps.Copy(keep, r.olderBackendTLS)
+	written, err := nginx.WriteBackendTLSFiles(r.opts.Render.Paths, build.BackendTLS, keep)
+	if err != nil {
+		r.metrics.renders.WithLabelValues("error").Inc()
+		return fmt.Errorf("render nginx.conf: %w", err)
+	}
+	r.backendTLS, r.olderBackendTLS = written, r.backendTLS
 	r.published, r.lastHash, r.lastModel = true, hash, model
 	r.metrics.renders.WithLabelValues("changed").Inc()
 	r.metrics.confBytes.Set(float64(len(conf)))

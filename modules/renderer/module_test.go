@@ -2,8 +2,17 @@ package renderer
 
 import (
 	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
 	"fmt"
 	"maps"
+	"math/big"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -569,4 +578,62 @@ func TestIngressLeavingDuringARenderLeavesNoCacheEntry(t *testing.T) {
 	if n := e.r.builder.Cached(); n != 0 {
 		t.Errorf("translation cache holds %d entries after the only Ingress left, want 0", n)
 	}
+}
+
+// TestProxySSLSecretChanges: an Ingress whose proxy-ssl-secret does not exist is rejected; the Secret's
+// creation re-renders it (served, its backend TLS files written 0600 before the configuration is
+// published); a change of another Secret does not re-render.
+func TestProxySSLSecretChanges(t *testing.T) {
+	opts := renderOptions()
+	opts.Render.Paths = nginx.Paths{Prefix: t.TempDir()}
+	e := newEnvWith(t, opts, service("web", "1", 443), ingress("a", "a.example", "/", "web", 443,
+		gen.Annotations(nginx.AnnotationBackendProtocol, "HTTPS", nginx.AnnotationProxySSLSecret, "backend-ca", nginx.AnnotationProxySSLVerify, "on")))
+	e.accept("a")
+	e.synced()
+	if got := served(e.next().Model); len(got) != 0 {
+		t.Fatalf("serves %v before the Secret exists", got)
+	}
+	if evs := e.rec.WithReason(ReasonRejected); len(evs) != 1 || !strings.Contains(evs[0].Message, "secret "+ns+"/backend-ca does not exist") {
+		t.Fatalf("Rejected Events %+v", evs)
+	}
+	if e.r.objectChanged(nginx.KindSecret, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "unrelated"}}) != nil {
+		t.Error("a change of a Secret no Ingress names re-renders")
+	}
+
+	if _, err := e.h.Client.CoreV1().Secrets(ns).Create(context.Background(), &corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "backend-ca", ResourceVersion: "1"},
+		Data:       map[string][]byte{"ca.crt": selfSignedPEM(t)},
+	}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	v := e.next()
+	if got := served(v.Model); !slices.Equal(got, []string{"a"}) {
+		t.Fatalf("serves %v once the Secret exists, want a", got)
+	}
+	if len(v.Model.Profiles) != 1 || v.Model.Profiles[0].ProxySSLFiles == "" {
+		t.Fatalf("profiles %+v, want one with backend TLS files", v.Model.Profiles)
+	}
+	file := filepath.Join(opts.Render.Paths.Prefix, nginx.BackendTLSDir, v.Model.Profiles[0].ProxySSLFiles+"-ca.pem")
+	if fi, err := os.Stat(file); err != nil || fi.Mode().Perm() != 0o600 {
+		t.Fatalf("the CA file: %v, %v; want it written 0600 before the configuration is published", fi, err)
+	}
+	if !strings.Contains(string(v.Config), nginx.BackendTLSDir+"/"+v.Model.Profiles[0].ProxySSLFiles+"-ca.pem") {
+		t.Error("nginx.conf does not name the CA file")
+	}
+}
+
+// selfSignedPEM is a self-signed certificate, PEM encoded.
+func selfSignedPEM(t *testing.T) []byte {
+	t.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "backend CA"},
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour), IsCA: true, BasicConstraintsValid: true}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})
 }

@@ -6,11 +6,14 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"os"
 	"os/exec"
+	"path/filepath"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/ingress-reactor/ingress-reactor/test/integration/harness"
 )
@@ -546,5 +549,114 @@ func TestAnnotationsCORSAndRateLimits(t *testing.T) {
 	}
 	if after := r.WaitConfigSettled(); after != reloads {
 		t.Errorf("%s went from %g to %g: CORS and rate limit changes must not reload NGINX", harness.ReloadsMetric, reloads, after)
+	}
+}
+
+// TestAnnotationsProxySSLSecret: backend TLS verified against the CA of a proxy-ssl-secret, through the
+// API server, the binary and NGINX. The Ingress naming a Secret that does not exist is rejected with a
+// Warning Event and not routed; once the Secret is created it is served by its verified HTTPS backend;
+// when the Secret's CA changes to one that did not sign the backend's certificate, the Ingress gets
+// 502 (verification is never dropped), and a Secret in another namespace is refused.
+func TestAnnotationsProxySSLSecret(t *testing.T) {
+	f := harness.New(t)
+	backendCert := newTestCert(t, "backend.example", "backend.example")
+	dir := t.TempDir()
+	certFile, keyFile := filepath.Join(dir, "backend.crt"), filepath.Join(dir, "backend.key")
+	if err := os.WriteFile(certFile, backendCert.CertPEM, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(keyFile, backendCert.KeyPEM, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	secure := f.StartTLSBackend("secure", certFile, keyFile)
+	f.CreateService("secure", 443, secure.Port)
+	f.ServeBackends("secure", secure)
+	verified := func(name, secret string) *networkingv1.Ingress {
+		return annotate(f.Ingress(name, name+".example", harness.IngressBackend{Path: "/", Service: "secure", Port: 443}),
+			"backend-protocol", "HTTPS", "proxy-ssl-secret", secret, "proxy-ssl-verify", "on",
+			"proxy-ssl-name", "backend.example", "proxy-ssl-server-name", "on")
+	}
+	f.CreateIngress(verified("verified", f.Namespace+"/backend-ca"))
+	f.CreateIngress(verified("elsewhere", "kube-system/backend-ca"))
+	r := f.StartReactor()
+	r.WaitReady()
+	f.WaitEvent(r, "Ingress", "verified", corev1.EventTypeWarning, reasonRejected,
+		ingressNginx+"proxy-ssl-secret", "secret "+f.Namespace+"/backend-ca does not exist")
+	f.WaitEvent(r, "Ingress", "elsewhere", corev1.EventTypeWarning, reasonRejected,
+		ingressNginx+"proxy-ssl-secret", "only Secrets of the Ingress's own namespace")
+	r.WaitConfigSettled()
+	requireNotRouted(t, r, "verified.example", "/")
+
+	caSecret := &corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{Name: "backend-ca", Namespace: f.Namespace},
+		Data:       map[string][]byte{"ca.crt": backendCert.CertPEM},
+	}
+	f.CreateObjects(1, caSecret)
+	r.WaitServedBy("verified.example", "/", "secure")
+
+	// Another CA: the backend's certificate no longer verifies. The new content is a new profile: one
+	// reload.
+	reloads := r.WaitConfigSettled()
+	api := f.Client.CoreV1().Secrets(f.Namespace)
+	cur, err := api.Get(f.Ctx, "backend-ca", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cur.Data["ca.crt"] = newTestCert(t, "stranger", "backend.example").CertPEM
+	if _, err := api.Update(f.Ctx, cur, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(r, harness.Request{Host: "verified.example", Path: "/"}, "502 (the backend's certificate is not signed by the new CA)",
+		func(resp *harness.Response) bool { return resp.Status == http.StatusBadGateway && resp.Echo == nil })
+	if got := r.WaitConfigSettled(); got != reloads+1 {
+		t.Errorf("%s went from %g to %g for a new content of the Secret; want one reload (its profile)", harness.ReloadsMetric, reloads, got)
+	}
+}
+
+// TestAnnotationsCustomHeaders: custom-headers through the real binary. An Ingress naming a ConfigMap
+// that does not exist is rejected with a Warning Event; once the ConfigMap exists its entries are set on
+// the Ingress's responses (the backend's header of the same name replaced); a change of the ConfigMap
+// reaches the responses without reloading NGINX; an invalid entry rejects the Ingress, whose last good
+// version keeps being served.
+func TestAnnotationsCustomHeaders(t *testing.T) {
+	f := harness.New(t)
+	routingService(f, "web", f.StartBackend("web", false))
+	f.CreateIngress(annotate(f.Ingress("headers", "headers.example", prefixPath("/", "web")), "custom-headers", "security-headers"))
+	r := f.StartReactor()
+	r.WaitReady()
+	f.WaitEvent(r, "Ingress", "headers", corev1.EventTypeWarning, reasonRejected,
+		ingressNginx+"custom-headers", "configmap "+f.Namespace+"/security-headers does not exist")
+
+	api := f.Client.CoreV1().ConfigMaps(f.Namespace)
+	cm, err := api.Create(f.Ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "security-headers", Namespace: f.Namespace},
+		Data: map[string]string{"X-Frame-Options": "DENY", "Content-Security-Policy": "default-src 'self'"}}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	req := harness.Request{Host: "headers.example", Path: "/"}
+	waitFor(r, req, "200 with the ConfigMap's headers", func(resp *harness.Response) bool {
+		return resp.Status == http.StatusOK && resp.Echo != nil && resp.Header.Get("X-Frame-Options") == "DENY" &&
+			resp.Header.Get("Content-Security-Policy") == "default-src 'self'"
+	})
+	reloads := r.WaitConfigSettled()
+
+	cm.Data = map[string]string{"X-Frame-Options": "SAMEORIGIN"}
+	if cm, err = api.Update(f.Ctx, cm, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(r, req, "200 with the changed header", func(resp *harness.Response) bool {
+		return resp.Status == http.StatusOK && resp.Header.Get("X-Frame-Options") == "SAMEORIGIN" && resp.Header.Get("Content-Security-Policy") == ""
+	})
+	if got := r.WaitConfigSettled(); got != reloads {
+		t.Errorf("%s went from %g to %g for a change of the ConfigMap; want no reload (route data)", harness.ReloadsMetric, reloads, got)
+	}
+
+	cm.Data = map[string]string{"X-Frame-Options": "DENY\r\nSet-Cookie: admin=1"}
+	if _, err = api.Update(f.Ctx, cm, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	f.WaitEvent(r, "Ingress", "headers", corev1.EventTypeWarning, reasonRejected, "the value of X-Frame-Options is not a header value", "last good version")
+	if resp := send(t, r, req); resp.Status != http.StatusOK || resp.Header.Get("X-Frame-Options") != "SAMEORIGIN" || resp.Header.Get("Set-Cookie") != "" {
+		t.Errorf("after an invalid ConfigMap: %s, X-Frame-Options %q, Set-Cookie %q; want the last good version's headers", resp, resp.Header.Get("X-Frame-Options"), resp.Header.Get("Set-Cookie"))
 	}
 }

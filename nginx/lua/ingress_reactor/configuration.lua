@@ -15,9 +15,10 @@
 -- "redirect": bool, "deny": ["<hex>/<bits>", ...], "allow": [...], "rewrite": "<target>",
 -- "x_forwarded_prefix": "<prefix>", "upstream_vhost": "<host>"} plus the redirect options of
 -- nginx/routeoptions.go ("redirect_url", "redirect_code", "app_root", "force_ssl_redirect",
--- "preserve_trailing_slash", "use_port_in_redirects", "default_backend"), "host_redirect", "cors"
--- ({"origins": [...], "methods", "headers", "expose", "credentials", "max_age"}) and "limit" ({"zone",
--- "rps", "rps_burst", "rpm", "rpm_burst", "conn", "allow": [...]}); a host
+-- "preserve_trailing_slash", "use_port_in_redirects", "default_backend", "response_headers": "Name:value"
+-- lines joined by "\n"), "host_redirect", "cors" ({"origins": [...], "methods", "headers", "expose",
+-- "credentials", "max_age"}) and "limit" ({"zone", "rps", "rps_burst", "rpm", "rpm_burst", "conn",
+-- "allow": [...]}); a host
 -- entry may name its fallback "default_backend". A host with "regex": true lists its routes in match
 -- order, each with a PCRE "pattern" (and a lower-case "literal" prefix when the pattern is one).
 -- A changed host whose new routes do
@@ -665,6 +666,24 @@ local function redirect_target(s)
     return type(s) == "string" and #s <= 2048 and not s:find("[%z\1-\32\127-\255]")
 end
 
+-- normalize_response_headers checks the custom-headers of route r (nginx/ann_customheaders.go): lines of
+-- an RFC 7230 token, ":" and a value of printable ASCII and tabs; it copies them to out, or returns why not.
+local function normalize_response_headers(r, out)
+    local h = r.response_headers
+    if h == nil then
+        return nil
+    end
+    if type(h) ~= "string" or h == "" or #h > 32768 then
+        return "\"response_headers\" must be a non-empty string"
+    end
+    for line in (h .. "\n"):gmatch("([^\n]*)\n") do
+        if not line:match("^[%w!#%$%%&'%*%+%-%.%^_`|~]+:[\t\32-\126]*$") then
+            return "invalid \"response_headers\" line " .. line:sub(1, 64)
+        end
+    end
+    out.response_headers = h
+end
+
 -- normalize_redirects checks the redirect options of route r and copies them to out, or returns why not.
 local function normalize_redirects(r, out)
     if r.redirect_url ~= nil then
@@ -862,7 +881,7 @@ local function normalize_host(host, entry)
             end
         end
         local ferr = rewrite_fields(r, out, entry.regex) or normalize_redirects(r, out) or normalize_cors(r, out)
-            or normalize_limit(r, out)
+            or normalize_limit(r, out) or normalize_response_headers(r, out)
         if ferr then
             return nil, where .. ": " .. ferr, i
         end

@@ -149,6 +149,7 @@ local function compile_redirects(r, route)
     route.rewrite_log = r.rewrite_log == true
     route.default_backend = r.default_backend
     route.host_redirect = r.host_redirect
+    route.response_headers = r.response_headers
     route.redirects = route.redirect_url ~= nil or route.app_root ~= nil
 end
 
@@ -551,10 +552,17 @@ local function cors(c)
 end
 
 -- header_filter runs in the header filter phase of the public location and of every profile's named
--- location: it adds the CORS headers the router decided on.
+-- location: it sets the route's custom-headers (validated "Name:value" lines, each replacing a header
+-- of the same name), then the CORS headers the router decided on.
 function _M.header_filter()
+    local h = ngx_var.ingress_reactor_response_headers
+    if h and h ~= "" then -- custom-headers
+        for name, value in h:gmatch("([^:\n]+):([^\n]*)") do
+            ngx.header[name] = value
+        end
+    end
     local v = ngx_var.ingress_reactor_cors
-    if v and v ~= "" then
+    if v and v ~= "" then -- enable-cors, after custom-headers: its headers win
         cors_headers(v)
     end
 end
@@ -593,6 +601,11 @@ function _M.route()
     if r and r.no_access_log and not pcall(function() ngx_var.ingress_reactor_no_access_log = "1" end) then
         -- enable-access-log: false; a custom template without the variable logs the request.
         ngx_log(ERR, "enable-access-log: the catch-all location lacks \"set $ingress_reactor_no_access_log \"\";\" (start again from nginx/nginx.tmpl)")
+    end
+    if r and r.response_headers then
+        -- custom-headers: header_filter sets them, in this location or the profile's (a variable
+        -- outlives ngx.exec, ngx.ctx does not).
+        ngx_var.ingress_reactor_response_headers = r.response_headers
     end
     if r and r.host_redirect then
         return host_redirect(r)

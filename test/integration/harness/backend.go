@@ -72,6 +72,22 @@ func (b *Backend) Addr() string { return net.JoinHostPort(b.IP, strconv.Itoa(b.P
 // certificate. It is stopped when the test ends.
 func (f *Fixture) StartBackend(name string, tls bool) *Backend {
 	f.T.Helper()
+	var args []string
+	if tls {
+		args = []string{"--tls"}
+	}
+	return f.startBackend(name, tls, args)
+}
+
+// StartTLSBackend is StartBackend for an HTTPS backend that serves the certificate and key in the
+// given PEM files (a certificate a test issued, which its CA verifies).
+func (f *Fixture) StartTLSBackend(name, certFile, keyFile string) *Backend {
+	f.T.Helper()
+	return f.startBackend(name, true, []string{"--tls-cert=" + certFile, "--tls-key=" + keyFile})
+}
+
+func (f *Fixture) startBackend(name string, tls bool, extra []string) *Backend {
+	f.T.Helper()
 	RequireNetns(f.T)
 	base := backendHTTPPort
 	if tls {
@@ -79,10 +95,7 @@ func (f *Fixture) StartBackend(name string, tls bool) *Backend {
 	}
 	ip, port := nextBackendAddr(base)
 	b := &Backend{Name: name, IP: ip, Port: port, TLS: tls}
-	args := []string{"--name=" + name, "--listen=" + b.Addr(), "--shutdown-timeout=5s"}
-	if tls {
-		args = append(args, "--tls")
-	}
+	args := append([]string{"--name=" + name, "--listen=" + b.Addr(), "--shutdown-timeout=5s"}, extra...)
 	b.Process = StartProcess(f.T, "echoserver "+name, f.Env.EchoserverBinary, args, nil)
 	seen, ok := poll(DefaultTimeout, b.ExitDescription, func() (bool, string) {
 		c, err := net.Dial("tcp", b.Addr())
