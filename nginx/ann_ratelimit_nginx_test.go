@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"sync"
 	"testing"
+	"time"
 )
 
 // TestRateLimitsThroughNginx runs the rate limit annotations through real NGINX (two workers sharing
@@ -199,4 +200,50 @@ func TestCORSAndLimitsRefusedByNginx(t *testing.T) {
 	same(t, "stored CORS", good[0].CORS, &RouteCORS{Origins: []string{"https://*.example.com:8443", "null"}, Methods: "GET", Headers: "A",
 		Expose: "*,X-A", Credentials: true, MaxAge: 5})
 	same(t, "stored limit", good[0].Limit, &RouteLimit{Zone: "0123abcd", RPS: 1, RPSBurst: 5, RPM: 2, Conn: 3, Allow: []string{"7f000001/32"}})
+}
+
+// TestRaisedRateLimitTakesEffect: a client that spent limit-rpm 1 is admitted soon after the limit is
+// raised to 600 a minute, as with NGINX's limit_req (which keeps the excess in requests); a bucket
+// that kept the old rate's debt would refuse it for the rest of the minute.
+func TestRaisedRateLimitTakesEffect(t *testing.T) {
+	requireNginx(t)
+	cfg := testRenderConfig(t, nginxDir(t))
+	cfg.HTTPSPort = 0
+	rt := testRuntime(t, cfg, nil)
+	ctx := context.Background()
+	app := httpServer(t, func(w http.ResponseWriter, r *http.Request) { _, _ = io.WriteString(w, "app") })
+	model := func(rpm string) Model {
+		m, _ := buildModel(t, []any{
+			service("default", "app", port(80, "http")),
+			ingress("default", "lim", annotate(AnnotationLimitRPM, rpm, AnnotationLimitBurstMultiplier, "0"), rule("lim.example.com", prefix("/", "app", 80))),
+		}, nil)
+		return m
+	}
+	applyModel(t, rt, model("1"), cfg)
+	if err := rt.Client().PushEndpoints(ctx, map[UpstreamName][]Endpoint{up("default", "app", 80).Name: {app}}); err != nil {
+		t.Fatal(err)
+	}
+	get := func() int {
+		t.Helper()
+		req, err := http.NewRequest(http.MethodGet, fmt.Sprintf("http://127.0.0.1:%d/", cfg.HTTPPort), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Host = "lim.example.com"
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, _ = io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	if a, b := get(), get(); a != 200 || b != 503 {
+		t.Fatalf("limit-rpm 1 without burst: %d, %d, want 200, 503", a, b)
+	}
+	applyModel(t, rt, model("600"), cfg) // one request every 100 ms
+	time.Sleep(300 * time.Millisecond)
+	if code := get(); code != 200 {
+		t.Errorf("300 ms after limit-rpm went from 1 to 600: %d, want 200", code)
+	}
 }
