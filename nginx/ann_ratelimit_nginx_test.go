@@ -4,7 +4,11 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -245,5 +249,43 @@ func TestRaisedRateLimitTakesEffect(t *testing.T) {
 	time.Sleep(300 * time.Millisecond)
 	if code := get(); code != 200 {
 		t.Errorf("300 ms after limit-rpm went from 1 to 600: %d, want 200", code)
+	}
+}
+
+// TestLimitsLogPhaseWarnsNothing: the http block's log_by_lua_block reads $ingress_reactor_limit_conn
+// for every request; requests of the status server (pushes, probes) and requests NGINX refuses before
+// any location must not log "using uninitialized variable" each.
+func TestLimitsLogPhaseWarnsNothing(t *testing.T) {
+	requireNginx(t)
+	dir := nginxDir(t)
+	cfg := testRenderConfig(t, dir)
+	cfg.HTTPSPort = 0
+	cfg.ErrorLog = filepath.Join(dir.Prefix, "limits-error.log")
+	rt := testRuntime(t, cfg, nil)
+	m, _ := buildModel(t, []any{
+		service("default", "app", port(80, "http")),
+		ingress("default", "conn", annotate(AnnotationLimitConnections, "1"), rule("conn.example.com", prefix("/", "app", 80))),
+	}, nil)
+	applyModel(t, rt, m, cfg)
+	if _, _, err := rt.Client().Routes(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	c, err := net.Dial("tcp", fmt.Sprintf("127.0.0.1:%d", cfg.HTTPPort))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, _ = io.WriteString(c, "GARBAGE\r\n\r\n")
+	_, _ = io.Copy(io.Discard, c) // NGINX answers 400 and closes
+	c.Close()
+	deadline := time.Now().Add(2 * time.Second)
+	for {
+		b, _ := os.ReadFile(cfg.ErrorLog)
+		if strings.Contains(string(b), "uninitialized") {
+			t.Fatalf("the error log warns of an uninitialized variable:\n%s", b)
+		}
+		if time.Now().After(deadline) {
+			return
+		}
+		time.Sleep(200 * time.Millisecond)
 	}
 }
