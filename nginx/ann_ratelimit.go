@@ -61,7 +61,8 @@ func init() {
 			"not in a zone per Ingress, so a new or changed limit needs no reload: 16 MB by default, about 8,000 counters (client address × Ingress × limit) per MB. " +
 			"When it is full, NGINX drops the least recently used counters: a client whose counter was dropped starts again with a full allowance. "
 		rate = "Leaky bucket like NGINX's `limit_req` with `burst` = rate × `limit-burst-multiplier` and `nodelay`: a client may send burst + 1 requests at once, " +
-			"then one per interval; the rest get 503 (ingress-nginx's `limit-req-status-code` default; the ConfigMap is not here yet). "
+			"then one per interval; the rest get 503 (ingress-nginx's `limit-req-status-code` default; the ConfigMap is not here yet). " +
+			"A changed rate or multiplier takes effect at once and gives every client a full allowance again (ingress-nginx kept what each had spent). "
 	)
 	registerAnnotationGroup(annotationGroup{
 		specs: []AnnotationSpec{

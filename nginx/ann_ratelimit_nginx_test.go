@@ -4,9 +4,14 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
+	"time"
 )
 
 // TestRateLimitsThroughNginx runs the rate limit annotations through real NGINX (two workers sharing
@@ -199,4 +204,88 @@ func TestCORSAndLimitsRefusedByNginx(t *testing.T) {
 	same(t, "stored CORS", good[0].CORS, &RouteCORS{Origins: []string{"https://*.example.com:8443", "null"}, Methods: "GET", Headers: "A",
 		Expose: "*,X-A", Credentials: true, MaxAge: 5})
 	same(t, "stored limit", good[0].Limit, &RouteLimit{Zone: "0123abcd", RPS: 1, RPSBurst: 5, RPM: 2, Conn: 3, Allow: []string{"7f000001/32"}})
+}
+
+// TestRaisedRateLimitTakesEffect: a client that spent limit-rpm 1 is admitted soon after the limit is
+// raised to 600 a minute, as with NGINX's limit_req (which keeps the excess in requests); a bucket
+// that kept the old rate's debt would refuse it for the rest of the minute.
+func TestRaisedRateLimitTakesEffect(t *testing.T) {
+	requireNginx(t)
+	cfg := testRenderConfig(t, nginxDir(t))
+	cfg.HTTPSPort = 0
+	rt := testRuntime(t, cfg, nil)
+	ctx := context.Background()
+	app := httpServer(t, func(w http.ResponseWriter, r *http.Request) { _, _ = io.WriteString(w, "app") })
+	model := func(rpm string) Model {
+		m, _ := buildModel(t, []any{
+			service("default", "app", port(80, "http")),
+			ingress("default", "lim", annotate(AnnotationLimitRPM, rpm, AnnotationLimitBurstMultiplier, "0"), rule("lim.example.com", prefix("/", "app", 80))),
+		}, nil)
+		return m
+	}
+	applyModel(t, rt, model("1"), cfg)
+	if err := rt.Client().PushEndpoints(ctx, map[UpstreamName][]Endpoint{up("default", "app", 80).Name: {app}}); err != nil {
+		t.Fatal(err)
+	}
+	get := func() int {
+		t.Helper()
+		req, err := http.NewRequest(http.MethodGet, fmt.Sprintf("http://127.0.0.1:%d/", cfg.HTTPPort), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Host = "lim.example.com"
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, _ = io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	if a, b := get(), get(); a != 200 || b != 503 {
+		t.Fatalf("limit-rpm 1 without burst: %d, %d, want 200, 503", a, b)
+	}
+	applyModel(t, rt, model("600"), cfg) // one request every 100 ms
+	time.Sleep(300 * time.Millisecond)
+	if code := get(); code != 200 {
+		t.Errorf("300 ms after limit-rpm went from 1 to 600: %d, want 200", code)
+	}
+}
+
+// TestLimitsLogPhaseWarnsNothing: the http block's log_by_lua_block reads $ingress_reactor_limit_conn
+// for every request; requests of the status server (pushes, probes) and requests NGINX refuses before
+// any location must not log "using uninitialized variable" each.
+func TestLimitsLogPhaseWarnsNothing(t *testing.T) {
+	requireNginx(t)
+	dir := nginxDir(t)
+	cfg := testRenderConfig(t, dir)
+	cfg.HTTPSPort = 0
+	cfg.ErrorLog = filepath.Join(dir.Prefix, "limits-error.log")
+	rt := testRuntime(t, cfg, nil)
+	m, _ := buildModel(t, []any{
+		service("default", "app", port(80, "http")),
+		ingress("default", "conn", annotate(AnnotationLimitConnections, "1"), rule("conn.example.com", prefix("/", "app", 80))),
+	}, nil)
+	applyModel(t, rt, m, cfg)
+	if _, _, err := rt.Client().Routes(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	c, err := net.Dial("tcp", fmt.Sprintf("127.0.0.1:%d", cfg.HTTPPort))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, _ = io.WriteString(c, "GARBAGE\r\n\r\n")
+	_, _ = io.Copy(io.Discard, c) // NGINX answers 400 and closes
+	c.Close()
+	deadline := time.Now().Add(2 * time.Second)
+	for {
+		b, _ := os.ReadFile(cfg.ErrorLog)
+		if strings.Contains(string(b), "uninitialized") {
+			t.Fatalf("the error log warns of an uninitialized variable:\n%s", b)
+		}
+		if time.Now().After(deadline) {
+			return
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
 }

@@ -41,6 +41,9 @@ func TestRenderPublicServer(t *testing.T) {
 		listen "80" default_server;
 		listen "443" ssl http2 default_server;
 		server_name _;
+		# Requests NGINX answers before any location (400, 408, 414, 494) run the http block's
+		# log_by_lua_block without the location's "set $ingress_reactor_limit_conn": no warning each.
+		uninitialized_variable_warn off;
 		location / {
 			set $proxy_upstream_name "";
 			set $ingress_reactor_upstream_vhost "";
@@ -70,6 +73,9 @@ func TestRenderPublicServer(t *testing.T) {
 		listen "80" default_server;
 		listen "443" ssl http2 default_server;
 		server_name _;
+		# Requests NGINX answers before any location (400, 408, 414, 494) run the http block's
+		# log_by_lua_block without the location's "set $ingress_reactor_limit_conn": no warning each.
+		uninitialized_variable_warn off;
 		location / {
 			set $proxy_upstream_name "";
 			set $ingress_reactor_upstream_vhost "";
@@ -99,6 +105,9 @@ func TestRenderPublicServer(t *testing.T) {
 		listen "80" default_server;
 		listen "[::]:80" default_server;
 		server_name _;
+		# Requests NGINX answers before any location (400, 408, 414, 494) run the http block's
+		# log_by_lua_block without the location's "set $ingress_reactor_limit_conn": no warning each.
+		uninitialized_variable_warn off;
 		location / {
 			set $proxy_upstream_name "";
 			set $ingress_reactor_upstream_vhost "";

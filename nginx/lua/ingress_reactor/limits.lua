@@ -8,7 +8,11 @@
 -- "theoretical arrival time" (GCRA): the key holds, in milliseconds, when the bucket will be empty. A
 -- request adds one interval (1000 / rps or 60000 / rpm ms); it is admitted when the bucket then holds
 -- at most burst + 1 intervals beyond now, so burst + 1 requests pass at once and then one per interval,
--- as limit_req with burst and nodelay does. A refused request takes its interval back, so it counts
+-- as limit_req with burst and nodelay does. The key names the rate and burst (compile_limit in
+-- router.lua): a bucket's debt is time at its own rate, so after a changed limit-rps, limit-rpm or
+-- limit-burst-multiplier every client starts a new bucket at the new rate (NGINX keeps its excess in
+-- requests, so a raised limit helps at once there too; the debt of the old rate would refuse a client
+-- for up to (burst + 1) old intervals, minutes with limit-rpm). A refused request takes its interval back, so it counts
 -- against nothing (nor against the other rate). The entry expires when its bucket is empty, so an idle
 -- client costs no memory and starts with an empty bucket. Every step is one atomic dict operation: the
 -- workers share the buckets without a lock; when two workers admit requests of one client in the same
@@ -72,7 +76,7 @@ function _M.enter(l, addr, admits)
     local now = ngx.now() * 1000
     local rps_key, rps_taken
     if l.rps then
-        rps_key = "r:" .. l.zone .. ":" .. addr
+        rps_key = l.rps_key .. addr
         local ok
         ok, rps_taken = take(rps_key, l.rps_interval, l.rps_burst, now)
         if not ok then
@@ -80,7 +84,7 @@ function _M.enter(l, addr, admits)
         end
     end
     if l.rpm then
-        if not take("m:" .. l.zone .. ":" .. addr, l.rpm_interval, l.rpm_burst, now) then
+        if not take(l.rpm_key .. addr, l.rpm_interval, l.rpm_burst, now) then
             if rps_taken then
                 give_back(rps_key, l.rps_interval)
             end

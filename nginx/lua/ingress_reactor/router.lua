@@ -186,6 +186,10 @@ compile_limit = function(l)
     local out = { zone = l.zone, conn = l.conn, rps = l.rps, rpm = l.rpm, rps_burst = l.rps_burst or 0, rpm_burst = l.rpm_burst or 0 }
     out.rps_interval = l.rps and 1000 / l.rps
     out.rpm_interval = l.rpm and 60000 / l.rpm
+    -- The buckets' keys, but for the client's address: a changed rate or burst starts new buckets
+    -- (limits.lua).
+    out.rps_key = l.rps and ("r:" .. l.zone .. ":" .. l.rps .. "/" .. out.rps_burst .. ":")
+    out.rpm_key = l.rpm and ("m:" .. l.zone .. ":" .. l.rpm .. "/" .. out.rpm_burst .. ":")
     local err
     out.allow, err = compile_ranges(l.allow)
     if err then
