@@ -51,18 +51,19 @@ func init() {
 		specs: []AnnotationSpec{
 			{
 				Name: "cors-allow-credentials", Origin: OriginDocumented, Status: AnnotationSupported, Kind: KindRouteData,
-				Values: "a boolean: `true` or `false`", Default: "`true`: `Access-Control-Allow-Credentials: true` is sent",
+				Values: "a boolean: `true` or `false`", Default: "`true`: `Access-Control-Allow-Credentials: true` is sent (browsers refuse " +
+					"credentialed requests when the allowed origin is `*`, so with the default origin it only matters for a list)",
 				Difference: reject + "is `true`, wider than `false`. " + only,
 			},
 			{
 				Name: "cors-allow-headers", Origin: OriginDocumented, Status: AnnotationSupported, Kind: KindRouteData,
-				Values:     "comma-separated header names of letters, digits, `-` and `_`; spaces around them are dropped",
+				Values:     "comma-separated header names of letters, digits, `-` and `_`, or `*` (any header, as the Fetch standard defines it); spaces around them are dropped",
 				Default:    "`" + DefaultCORSAllowHeaders + "`",
 				Difference: "Sent joined by `,`. " + reject + "may allow more. " + only,
 			},
 			{
 				Name: "cors-allow-methods", Origin: OriginDocumented, Status: AnnotationSupported, Kind: KindRouteData,
-				Values:     "comma-separated methods of letters only; spaces around them are dropped",
+				Values:     "comma-separated methods of letters only, or `*` (any method); spaces around them are dropped",
 				Default:    "`" + DefaultCORSAllowMethods + "`",
 				Difference: "Sent joined by `, `. " + reject + "may allow more. " + only,
 			},
@@ -96,8 +97,10 @@ func init() {
 					"(`Access-Control-Allow-Origin`, `-Credentials` when true, `-Methods`, `-Headers`, `-Expose-Headers` when set, `-Max-Age`) " +
 					"without reaching the backend, and sets the same headers on every other response of the Ingress's paths (its own 503s included), " +
 					"replacing the backend's, as ingress-nginx did. NGINX drops `Content-Type` and `Content-Length` from a 204, so the preflight " +
-					"answer has neither, as in ingress-nginx. Redirects and source ranges come first: a client the source ranges refuse gets 403, " +
-					"also for a preflight (ingress-nginx answered it 204). Preflights do not count against the rate limits, as in ingress-nginx. " +
+					"answer has neither, as in ingress-nginx. CORS comes before the Ingress's redirects and source ranges, as in ingress-nginx: a " +
+					"preflight is answered 204 also on a redirected path or for a client the source ranges refuse, and their redirects and 403s " +
+					"carry the CORS headers. When an origin of a list is echoed, `Vary: Origin` is added (ingress-nginx did not), so caches " +
+					"keep one answer per origin. Preflights do not count against the rate limits, as in ingress-nginx. " +
 					"An invalid value **rejects the Ingress**; ingress-nginx turned CORS off.",
 			},
 		},
@@ -121,12 +124,14 @@ func applyCORS(t *translator) {
 		c.AllowOrigin, ok = t.corsOrigins(enabled)
 		valid = valid && ok
 	}
-	if v, ok := t.corsList(AnnotationCORSAllowMethods, isCORSMethod, ", ", "methods of letters only (GET, PUT, POST)"); ok {
+	if v, ok := t.corsList(AnnotationCORSAllowMethods, func(s string) bool { return s == "*" || isCORSMethod(s) }, ", ",
+		"methods of letters only (GET, PUT, POST), or *"); ok {
 		c.AllowMethods = v
 	} else if _, set := a[AnnotationCORSAllowMethods]; set {
 		valid = false
 	}
-	if v, ok := t.corsList(AnnotationCORSAllowHeaders, isCORSHeader, ",", "header names of letters, digits, - and _"); ok {
+	if v, ok := t.corsList(AnnotationCORSAllowHeaders, func(s string) bool { return s == "*" || isCORSHeader(s) }, ",",
+		"header names of letters, digits, - and _, or *"); ok {
 		c.AllowHeaders = v
 	} else if _, set := a[AnnotationCORSAllowHeaders]; set {
 		valid = false

@@ -41,6 +41,10 @@ func TestCORSThroughNginx(t *testing.T) {
 		ingress("default", "profile", annotate(AnnotationEnableCORS, "true", AnnotationCORSAllowOrigin, "https://app.example.com",
 			AnnotationCustomHTTPErrors, "418"), rule("profile.example.com", prefix("/", "app", 80))),
 		ingress("default", "none", rule("none.example.com", prefix("/", "app", 80))),
+		ingress("default", "moved", annotate(AnnotationEnableCORS, "true", AnnotationCORSAllowOrigin, "https://app.example.com",
+			AnnotationPermanentRedirect, "https://elsewhere.example/"), rule("moved.example.com", prefix("/", "app", 80))),
+		ingress("default", "denied", annotate(AnnotationEnableCORS, "true", AnnotationDenylistSourceRange, "127.0.0.0/8"),
+			rule("denied.example.com", prefix("/", "app", 80))),
 	}, nil)
 	if len(m.Profiles) != 1 {
 		t.Fatalf("profiles %+v, want one", m.Profiles)
@@ -90,6 +94,9 @@ func TestCORSThroughNginx(t *testing.T) {
 		t.Fatalf("preflight of an allowed origin: %d %q, want 204 without a body", resp.StatusCode, body)
 	}
 	check("preflight", resp, listHeaders("https://app.example.com"))
+	if got := resp.Header.Values("Vary"); len(got) != 1 || got[0] != "Origin" {
+		t.Errorf("preflight with an echoed origin: Vary %q, want Origin", got)
+	}
 	if cl := resp.Header.Values("Content-Length"); len(cl) > 0 {
 		t.Errorf("preflight: Content-Length %q on a 204", cl)
 	}
@@ -158,6 +165,34 @@ func TestCORSThroughNginx(t *testing.T) {
 	}
 	if got := resp.Header.Get("Access-Control-Allow-Credentials"); got != "true" {
 		t.Errorf("GET through a profile: Access-Control-Allow-Credentials %q, want true (the default)", got)
+	}
+
+	// CORS comes before the route's redirect and source ranges, as in ingress-nginx: the preflight is
+	// answered, and the redirect and the 403 carry the headers.
+	noRedirect := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	for _, tc := range []struct {
+		host, method, origin string
+		status               int
+		allowOrigin          string
+	}{
+		{"moved.example.com", http.MethodOptions, "https://app.example.com", http.StatusNoContent, "https://app.example.com"},
+		{"moved.example.com", http.MethodGet, "https://app.example.com", http.StatusMovedPermanently, "https://app.example.com"},
+		{"moved.example.com", http.MethodGet, "https://other.example", http.StatusMovedPermanently, ""},
+		{"denied.example.com", http.MethodOptions, "https://whoever.example", http.StatusNoContent, "*"},
+		{"denied.example.com", http.MethodGet, "https://whoever.example", http.StatusForbidden, "*"},
+	} {
+		req, _ := http.NewRequest(tc.method, fmt.Sprintf("http://127.0.0.1:%d/x", cfg.HTTPPort), nil)
+		req.Host = tc.host
+		req.Header.Set("Origin", tc.origin)
+		resp, err := noRedirect.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != tc.status || resp.Header.Get("Access-Control-Allow-Origin") != tc.allowOrigin {
+			t.Errorf("%s %s from %s: %d with Access-Control-Allow-Origin %q, want %d with %q", tc.method, tc.host, tc.origin,
+				resp.StatusCode, resp.Header.Get("Access-Control-Allow-Origin"), tc.status, tc.allowOrigin)
+		}
 	}
 
 	// Without enable-cors nothing changes.

@@ -75,15 +75,19 @@ func TestAnnotationCORS(t *testing.T) {
 		},
 		"methods that are not tokens": {
 			kv:   []string{AnnotationEnableCORS, "true", AnnotationCORSAllowMethods, "GET; DELETE"},
-			errs: []string{`metadata.annotations[nginx.ingress.kubernetes.io/cors-allow-methods]: "GET; DELETE": want comma-separated methods of letters only (GET, PUT, POST)`},
+			errs: []string{`metadata.annotations[nginx.ingress.kubernetes.io/cors-allow-methods]: "GET; DELETE": want comma-separated methods of letters only (GET, PUT, POST), or *`},
 		},
 		"no methods": {
 			kv:   []string{AnnotationEnableCORS, "true", AnnotationCORSAllowMethods, " , "},
-			errs: []string{`metadata.annotations[nginx.ingress.kubernetes.io/cors-allow-methods]: " , ": want comma-separated methods of letters only (GET, PUT, POST)`},
+			errs: []string{`metadata.annotations[nginx.ingress.kubernetes.io/cors-allow-methods]: " , ": want comma-separated methods of letters only (GET, PUT, POST), or *`},
 		},
 		"headers with a colon": {
 			kv:   []string{AnnotationEnableCORS, "true", AnnotationCORSAllowHeaders, "X-A: 1"},
-			errs: []string{`metadata.annotations[nginx.ingress.kubernetes.io/cors-allow-headers]: "X-A: 1": want comma-separated header names of letters, digits, - and _`},
+			errs: []string{`metadata.annotations[nginx.ingress.kubernetes.io/cors-allow-headers]: "X-A: 1": want comma-separated header names of letters, digits, - and _, or *`},
+		},
+		"* for methods and headers (the Fetch standard's wildcard)": {
+			kv:   []string{AnnotationEnableCORS, "true", AnnotationCORSAllowMethods, "*", AnnotationCORSAllowHeaders, " * "},
+			want: with(func(c *CORSOptions) { c.AllowMethods, c.AllowHeaders = "*", "*" }),
 		},
 		"credentials not a boolean (ingress-nginx: true)": {
 			kv:   []string{AnnotationEnableCORS, "true", AnnotationCORSAllowCredentials, "no"},
@@ -103,7 +107,7 @@ func TestAnnotationCORS(t *testing.T) {
 		},
 		"a value too long": {
 			kv:   []string{AnnotationEnableCORS, "true", AnnotationCORSAllowHeaders, strings.Repeat("X-A,", 1100)},
-			errs: []string{`metadata.annotations[nginx.ingress.kubernetes.io/cors-allow-headers]: "X-A,X-A,X-A,X-A,X-A,X-A,X-A,X-A,X-A,X-A,X-A,X-A,X-A,X-A,X-A,X-A,"... (4400 bytes): want comma-separated header names of letters, digits, - and _`},
+			errs: []string{`metadata.annotations[nginx.ingress.kubernetes.io/cors-allow-headers]: "X-A,X-A,X-A,X-A,X-A,X-A,X-A,X-A,X-A,X-A,X-A,X-A,X-A,X-A,X-A,X-A,"... (4400 bytes): want comma-separated header names of letters, digits, - and _, or *`},
 		},
 	}
 	for name, tc := range tests {

@@ -59,7 +59,9 @@ func init() {
 		common  = "Counted per client address (`$binary_remote_addr`: the connection's, or the PROXY protocol's) per Ingress, all its paths together, " +
 			"per controller replica, as in ingress-nginx. The counters live in NGINX's shared dict `ingress_reactor_limits` (`--limits-dict-size`), " +
 			"not in a zone per Ingress, so a new or changed limit needs no reload: 16 MB by default, about 8,000 counters (client address × Ingress × limit) per MB. " +
-			"When it is full, NGINX drops the least recently used counters: a client whose counter was dropped starts again with a full allowance. "
+			"When it is full, NGINX drops the least recently used counters: a client whose counter was dropped starts again with a full allowance. " +
+			"The dict is shared by every Ingress (ingress-nginx had a zone per Ingress), so a flood of client addresses at one limited Ingress " +
+			"can push out the counters of others and loosen their limits for a while: size the dict for the clients you expect. "
 		rate = "Leaky bucket like NGINX's `limit_req` with `burst` = rate × `limit-burst-multiplier` and `nodelay`: a client may send burst + 1 requests at once, " +
 			"then one per interval; the rest get 503 (ingress-nginx's `limit-req-status-code` default; the ConfigMap is not here yet). " +
 			"A changed rate or multiplier takes effect at once and gives every client a full allowance again (ingress-nginx kept what each had spent). "

@@ -770,7 +770,7 @@ local function normalize_cors(r, out)
             return "invalid CORS origin " .. tostring(o)
         end
     end
-    if not token_list(c.methods, "^[%a, ]+$") or not token_list(c.headers, "^[%w%-_, ]+$")
+    if not token_list(c.methods, "^[%a, *]+$") or not token_list(c.headers, "^[%w%-_, *]+$")
         or (c.expose ~= nil and not token_list(c.expose, "^[%w%-_, *]+$")) then
         return "CORS methods and headers must be lists of tokens"
     end

@@ -512,7 +512,20 @@ end
 local function cors_headers(v)
     local h = ngx.header
     local i = find(v, "\n", 1, true)
-    h["Access-Control-Allow-Origin"] = sub(v, 1, i - 1)
+    local origin = sub(v, 1, i - 1)
+    h["Access-Control-Allow-Origin"] = origin
+    if origin ~= "*" then
+        -- The answer depends on the request's Origin: caches must keep one per origin.
+        local vary = h["Vary"]
+        if type(vary) == "table" then
+            vary[#vary + 1] = "Origin"
+            h["Vary"] = vary
+        elseif vary and vary ~= "" then
+            h["Vary"] = vary .. ", Origin"
+        else
+            h["Vary"] = "Origin"
+        end
+    end
     local j = find(v, "\n", i + 1, true)
     if j > i + 1 then
         h["Access-Control-Allow-Credentials"] = sub(v, i + 1, j - 1)
@@ -614,6 +627,11 @@ function _M.route()
     if r and r.host_redirect then
         return host_redirect(r)
     end
+    -- CORS before the route's redirects and source ranges, as ingress-nginx's location had it: a
+    -- preflight is answered 204, and a redirect or a 403 carries the CORS headers.
+    if r and r.cors and cors(r.cors) then
+        return
+    end
     if r and r.redirects and route_redirect(r, host) then
         return
     end
@@ -628,9 +646,6 @@ function _M.route()
     end
     if r and r.ranges and not admits(r) then
         return ngx.exit(ngx.HTTP_FORBIDDEN)
-    end
-    if r and r.cors and cors(r.cors) then
-        return
     end
     if r and r.limit then
         local status = limits.enter(r.limit, client(), in_ranges)
