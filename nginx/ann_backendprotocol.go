@@ -19,9 +19,10 @@ func init() {
 				"TLS to the backend, through NGINX's gRPC module, which speaks HTTP/2 upstream for any request. `FCGI` is not " +
 				"supported and **rejects the Ingress** (its backends would get a protocol they do not speak), as does any other " +
 				"value; ingress-nginx fell back to HTTP. gRPC (unary and streaming) needs clients on HTTP/2, which NGINX offers on " +
-				"the HTTPS port. Backend TLS is not verified unless `proxy-ssl-verify` says so (ingress-nginx's default). With `AUTO_HTTP` the backend must accept both schemes on its port: NGINX keeps connections to " +
-				"the backend alive across requests without telling the schemes apart, so a request may reuse a connection opened " +
-				"for the other scheme (as in ingress-nginx).",
+				"the HTTPS port. Backend TLS is not verified unless `proxy-ssl-verify` says so (ingress-nginx's default). Each protocol " +
+				"keeps its idle connections to the backends apart (an upstream block each): ingress-nginx shared one pool, so a backend " +
+				"serving two protocols on one port (gRPC and HTTPS, as Argo CD does) could get a request on a connection of the other " +
+				"protocol.",
 		}},
 		apply: applyBackendProtocol,
 	})
@@ -44,26 +45,46 @@ func applyBackendProtocol(t *translator) {
 	}
 }
 
-// Pass returns the directive that sends the requests of p's named location upstream: to the Lua
-// balancer's upstream, in p's backend protocol.
+// Pass returns the directive that sends the requests of p's named location upstream: to an upstream
+// block whose Lua balancer picks the endpoint, in p's backend protocol.
 func (p ProfileSettings) Pass() string {
-	up := "upstream_balancer"
-	if u := p.OwnUpstream(); u != "" {
-		up = u
+	up := p.OwnUpstream()
+	if up == "" {
+		up = protocolUpstream(p.BackendProtocol)
 	}
 	switch p.BackendProtocol {
 	case "HTTPS":
 		return "proxy_pass https://" + up
 	case "AUTO_HTTP":
-		// The request's own scheme; with a variable NGINX looks the name up among the upstream blocks
-		// at request time, where it finds the balancer's.
-		return "proxy_pass $scheme://" + up
+		// The request's own scheme, and the pool of that scheme (a map of nginx.tmpl); with variables
+		// NGINX looks the name up among the upstream blocks at request time.
+		return "proxy_pass $scheme://$ingress_reactor_auto_upstream"
 	case "GRPC", "H2C":
 		return "grpc_pass grpc://" + up
 	case "GRPCS":
 		return "grpc_pass grpcs://" + up
 	}
 	return "proxy_pass http://" + up
+}
+
+// ProtocolUpstreams are the upstream blocks, beside upstream_balancer (plain HTTP), that keep the idle
+// connections of each backend protocol apart. NGINX keeps idle upstream connections per block and hands
+// one to any request for the same address, so without them a backend that speaks several protocols on
+// one port (Argo CD's gRPC and HTTPS, for one) would get an HTTP/1.1 request on an HTTP/2 connection,
+// or plain text on a TLS one.
+var ProtocolUpstreams = []string{"upstream_balancer_https", "upstream_balancer_h2c", "upstream_balancer_grpcs"}
+
+// protocolUpstream returns the upstream block of a backend protocol's connections.
+func protocolUpstream(protocol string) string {
+	switch protocol {
+	case "HTTPS":
+		return ProtocolUpstreams[0]
+	case "GRPC", "H2C": // HTTP/2 without TLS, through the gRPC module alike
+		return ProtocolUpstreams[1]
+	case "GRPCS":
+		return ProtocolUpstreams[2]
+	}
+	return "upstream_balancer"
 }
 
 // usesGRPC reports whether p's requests go upstream through the gRPC module, whose directives are

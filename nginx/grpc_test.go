@@ -142,7 +142,8 @@ func TestGRPCThroughNginx(t *testing.T) {
 		_, _ = io.WriteString(w, r.Proto+" "+tlsOn+" "+r.URL.Path)
 	}
 	h2c := httptest.NewUnstartedServer(http.HandlerFunc(answer))
-	var protocols http.Protocols
+	var protocols http.Protocols // HTTP/1.1 and HTTP/2 without TLS on one port
+	protocols.SetHTTP1(true)
 	protocols.SetUnencryptedHTTP2(true)
 	h2c.Config.Protocols = &protocols
 	h2c.Start()
@@ -156,10 +157,12 @@ func TestGRPCThroughNginx(t *testing.T) {
 	m, _ := buildModel(t, []any{
 		service("default", "grpc", port(50051, "grpc")), service("default", "grpcs", port(50052, "grpcs")),
 		service("default", "h2c", port(8080, "h2c")), service("default", "auto", port(8443, "https")),
+		service("default", "h1", port(8080, "http")),
 		ingress("default", "grpc", annotate(AnnotationBackendProtocol, "GRPC"), rule("grpc.example.com", prefix("/", "grpc", 50051))),
 		ingress("default", "grpcs", annotate(AnnotationBackendProtocol, "GRPCS"), rule("grpcs.example.com", prefix("/", "grpcs", 50052))),
 		ingress("default", "h2c", annotate(AnnotationBackendProtocol, "H2C"), rule("h2c.example.com", prefix("/", "h2c", 8080))),
 		ingress("default", "auto", annotate(AnnotationBackendProtocol, "AUTO_HTTP"), rule("auto.example.com", prefix("/", "auto", 8443))),
+		ingress("default", "h1", rule("h1.example.com", prefix("/", "h1", 8080))),
 	}, nil)
 	if len(m.Profiles) != 4 {
 		t.Fatalf("profiles %+v, want four (GRPC, GRPCS, H2C, AUTO_HTTP)", m.Profiles)
@@ -169,6 +172,7 @@ func TestGRPCThroughNginx(t *testing.T) {
 		up("default", "grpc", 50051).Name:  {grpcBackend(t, nil)},
 		up("default", "grpcs", 50052).Name: {grpcBackend(t, backendTLS)},
 		up("default", "h2c", 8080).Name:    {endpoint(h2c)},
+		up("default", "h1", 8080).Name:     {endpoint(h2c)}, // the same backend, over HTTP/1.1
 		up("default", "auto", 8443).Name:   {endpoint(httpsSrv)},
 	}); err != nil {
 		t.Fatal(err)
@@ -204,7 +208,7 @@ func TestGRPCThroughNginx(t *testing.T) {
 	}
 
 	client := &http.Client{Transport: &http.Transport{
-		TLSClientConfig: &tls.Config{InsecureSkipVerify: true},
+		TLSClientConfig: &tls.Config{InsecureSkipVerify: true}, MaxConnsPerHost: 1,
 		// Every connection goes to NGINX: port 443 of a URL to its HTTPS port, port 80 to its HTTP port.
 		DialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
 			port := cfg.HTTPPort
@@ -214,9 +218,9 @@ func TestGRPCThroughNginx(t *testing.T) {
 			return (&net.Dialer{}).DialContext(ctx, network, net.JoinHostPort("127.0.0.1", strconv.Itoa(port)))
 		},
 	}}
-	get := func(url string) (int, string) {
+	do := func(method, url string) (int, string) {
 		t.Helper()
-		req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+		req, err := http.NewRequestWithContext(ctx, method, url, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -228,8 +232,17 @@ func TestGRPCThroughNginx(t *testing.T) {
 		body, _ := io.ReadAll(resp.Body)
 		return resp.StatusCode, string(body)
 	}
-	if code, body := get("http://h2c.example.com/x"); code != http.StatusOK || body != "HTTP/2.0 plain /x" {
-		t.Errorf("H2C: %d %q, want 200 %q", code, body, "HTTP/2.0 plain /x")
+	get := func(url string) (int, string) { t.Helper(); return do(http.MethodGet, url) }
+	// One backend address, two protocols: each keeps its own idle connections to it. The client's one
+	// connection keeps every request on one NGINX worker, whose pools would otherwise be shared. POST,
+	// which NGINX does not retry on another connection, shows a connection of the wrong protocol.
+	for i := range 3 {
+		if code, body := do(http.MethodPost, "http://h2c.example.com/x"); code != http.StatusOK || body != "HTTP/2.0 plain /x" {
+			t.Errorf("H2C, round %d: %d %q, want 200 %q", i, code, body, "HTTP/2.0 plain /x")
+		}
+		if code, body := do(http.MethodPost, "http://h1.example.com/x"); code != http.StatusOK || body != "HTTP/1.1 plain /x" {
+			t.Errorf("HTTP to the H2C backend's address, round %d: %d %q, want 200 %q", i, code, body, "HTTP/1.1 plain /x")
+		}
 	}
 	// Over plain HTTP the TLS backend gets plain HTTP, which Go's TLS server answers with 400 (and closes
 	// the connection). This comes first: NGINX's keepalive cache would hand a TLS connection kept from an

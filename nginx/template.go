@@ -313,6 +313,9 @@ func ParseTemplate(text string) (*Template, error) {
 		{`require("ingress_reactor.router").log()`, "the http block's log_by_lua_block that calls require(\"ingress_reactor.router\").log(): limit-connections gives connections back in it"},
 		{`set $ingress_reactor_limit_conn "";`, "the public location's \"set $ingress_reactor_limit_conn \"\";\" and \"set $ingress_reactor_cors \"\";\": limit-connections and enable-cors pass what the router decided in them"},
 		{`require("ingress_reactor.router").header_filter()`, "the header_filter_by_lua_block that calls require(\"ingress_reactor.router\").header_filter() in the public location and each profile's: custom-headers and enable-cors set their headers there"},
+		{"upstream upstream_balancer_https {", "an upstream block per backend protocol ({{range .ProtocolUpstreams}} upstream {{.}} ...) " +
+			"and the map $scheme $ingress_reactor_auto_upstream: protocols must not share idle connections"},
+		{"map $scheme $ingress_reactor_auto_upstream", "the map $scheme $ingress_reactor_auto_upstream that picks the pool of backend-protocol AUTO_HTTP"},
 		{"upstream " + tlsProfile.OwnUpstream() + " {", "an upstream block per profile that has one ({{range .Profiles}}{{if .Upstream}} upstream {{.Upstream}} ...): " +
 			"backend TLS profiles must not share idle connections with other profiles"},
 		{`set $ingress_reactor_response_headers "";`, "the public location's \"set $ingress_reactor_response_headers \"\";\": custom-headers travel in it"},
@@ -359,6 +362,7 @@ func (t *Template) Render(m Model, cfg RenderConfig) (conf []byte, hash string, 
 	if err != nil {
 		return nil, "", err
 	}
+	data.ProtocolUpstreams = ProtocolUpstreams
 	for _, p := range m.Profiles {
 		data.Profiles = append(data.Profiles, profileView{Name: p.Name(), Directives: p.Directives(), Pass: p.Pass(), Upstream: p.OwnUpstream()})
 		for _, c := range p.ErrorCodes() {
@@ -427,8 +431,10 @@ type view struct {
 	// Profiles are the named locations of the model's profiles; ErrorCodes the distinct codes their
 	// custom error pages take, each with a named location of its own. Names and codes are generated
 	// (hex digits, numbers 300-599), never user text.
-	Profiles   []profileView
-	ErrorCodes []int
+	Profiles []profileView
+	// ProtocolUpstreams are the upstream blocks of the backend protocols (nginx.ProtocolUpstreams).
+	ProtocolUpstreams []string
+	ErrorCodes        []int
 }
 
 // profileView is one profile's named location.
