@@ -128,7 +128,7 @@ func TestCustomHeadersNginx(t *testing.T) {
 		w.Header().Set("X-Backend", "yes")
 		http.Error(w, "backend", http.StatusNotFound)
 	})
-	cms := configMapLookup{nn("default", "headers"): configMap("default", "headers", "1", "X-Frame-Options", "DENY", "X-Custom", "one: two")}
+	cms := configMapLookup{nn("default", "headers"): configMap("default", "headers", "1", "X-Frame-Options", "DENY", "X-Custom", "one: two", "X_Under", "u")}
 	svcs := servicesOf(service("default", "web", port(80, "http")))
 	ingresses := map[types.NamespacedName]*networkingv1.Ingress{
 		nn("default", "plain"):   ingress("default", "plain", rule("plain.example.com", prefix("/", "web", 80)), annotate(AnnotationCustomHeaders, "headers")),
@@ -166,6 +166,10 @@ func TestCustomHeadersNginx(t *testing.T) {
 		h := get(host)
 		if got := h.Values("X-Frame-Options"); !slices.Equal(got, []string{"DENY"}) || h.Get("X-Custom") != "one: two" {
 			t.Errorf("%s: X-Frame-Options %q, X-Custom %q; want DENY (replacing the backend's) and \"one: two\"", host, got, h.Get("X-Custom"))
+		}
+		// As more_set_headers: a name with underscores is sent as written, not with hyphens.
+		if h.Get("X_Under") != "u" || h.Get("X-Under") != "" {
+			t.Errorf("%s: X_Under %q, X-Under %q; want the name as written", host, h.Get("X_Under"), h.Get("X-Under"))
 		}
 	}
 	if h := get("none.example.com"); h.Get("X-Frame-Options") != "from the backend" || h.Get("X-Custom") != "" {
