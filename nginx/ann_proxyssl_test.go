@@ -441,6 +441,35 @@ func TestWriteBackendTLSFiles(t *testing.T) {
 		t.Errorf("the files of a stem no configuration names are still there: %v", err)
 	}
 	check(one.CertFile(), "chain and key")
+
+	// The installed nginx.conf names three (the last good configuration, which NGINX starts on after a
+	// crash, put back after failed reloads): its files stay however many configurations were published
+	// since, until nginx.conf no longer names them.
+	three := newBackendTLSFiles(nn("default", "three"), []byte("three chain and key"), []byte("three ca"))
+	kept, err = WriteBackendTLSFiles(paths, []*BackendTLSFiles{one, three}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	conf := "proxy_ssl_trusted_certificate " + three.CAFile() + ";\nproxy_ssl_certificate " + three.CertFile() + ";\n"
+	if err := os.WriteFile(paths.ConfFile(), []byte(conf), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for range 3 {
+		if kept, err = WriteBackendTLSFiles(paths, []*BackendTLSFiles{one}, kept); err != nil {
+			t.Fatal(err)
+		}
+	}
+	check(three.CertFile(), "three chain and key")
+	check(three.CAFile(), "three ca")
+	if err := os.WriteFile(paths.ConfFile(), []byte("# none\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := WriteBackendTLSFiles(paths, []*BackendTLSFiles{one}, kept); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join(paths.Prefix, three.CAFile())); !os.IsNotExist(err) {
+		t.Errorf("the files of a stem nginx.conf no longer names are still there: %v", err)
+	}
 }
 
 // TestProxySSLProfiles runs backend TLS through real NGINX: HTTPS backends with certificates of their

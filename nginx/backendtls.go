@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 )
 
@@ -13,7 +14,8 @@ import (
 // each file atomically (a temporary file renamed over it), mode 0600 in a 0700 directory. A file that
 // exists is not written again: its name holds a hash of its content. Then it removes the files of
 // every stem that is neither in files nor in keep (the stems of the configuration NGINX may still
-// load, such as the previous one), and returns the stems it wrote, for the caller's next keep.
+// load, such as the previous one) nor named by nginx.conf on disk or a configuration being tested
+// (stemsOnDisk), and returns the stems it wrote, for the caller's next keep.
 func WriteBackendTLSFiles(paths Paths, files []*BackendTLSFiles, keep map[string]struct{}) (map[string]struct{}, error) {
 	dir := filepath.Join(paths.Prefix, BackendTLSDir)
 	if len(files) == 0 && len(keep) == 0 {
@@ -42,6 +44,10 @@ func WriteBackendTLSFiles(paths Paths, files []*BackendTLSFiles, keep map[string
 			}
 		}
 	}
+	named, err := stemsOnDisk(paths)
+	if err != nil {
+		return nil, err
+	}
 	entries, err := os.ReadDir(dir)
 	if err != nil {
 		return nil, fmt.Errorf("backend TLS directory: %w", err)
@@ -54,7 +60,8 @@ func WriteBackendTLSFiles(paths Paths, files []*BackendTLSFiles, keep map[string
 		}
 		_, current := now[stem]
 		_, kept := keep[stem]
-		if !current && !kept {
+		_, onDisk := named[stem]
+		if !current && !kept && !onDisk {
 			if err := os.Remove(filepath.Join(dir, name)); err != nil && !os.IsNotExist(err) {
 				return nil, fmt.Errorf("remove backend TLS file: %w", err)
 			}
@@ -93,4 +100,33 @@ func writeFileOnce(dir, path string, content []byte) (err error) {
 		return err
 	}
 	return os.Rename(tmp.Name(), path)
+}
+
+// backendTLSName finds the stems that a configuration file names.
+var backendTLSName = regexp.MustCompile(BackendTLSDir + `/([A-Za-z0-9._-]+?)(?:-ca)?\.pem`)
+
+// stemsOnDisk returns the stems named by nginx.conf as installed and by the configurations being tested
+// next to it (".nginx.conf.tmp-*", the runtime's writeTemp). The installed file is the one NGINX starts
+// on after a crash, and the runtime puts the last good configuration back into it after a failed
+// reload: after failed reloads it may be older than the two configurations the caller keeps.
+func stemsOnDisk(paths Paths) (map[string]struct{}, error) {
+	out := map[string]struct{}{}
+	conf := paths.ConfFile()
+	files, err := filepath.Glob(filepath.Join(filepath.Dir(conf), "."+filepath.Base(conf)+".tmp-*"))
+	if err != nil {
+		return nil, err
+	}
+	for _, f := range append(files, conf) {
+		b, err := os.ReadFile(f)
+		if os.IsNotExist(err) {
+			continue
+		}
+		if err != nil {
+			return nil, fmt.Errorf("backend TLS files named by %s: %w", f, err)
+		}
+		for _, m := range backendTLSName.FindAllSubmatch(b, -1) {
+			out[string(m[1])] = struct{}{}
+		}
+	}
+	return out, nil
 }
