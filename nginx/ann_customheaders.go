@@ -33,7 +33,8 @@ func init() {
 			Name: "custom-headers", Origin: OriginDocumented, Status: AnnotationSupported, Kind: KindRouteData,
 			Values: "`namespace/name` of a ConfigMap in the Ingress's own namespace (a bare `name` means that namespace too); each " +
 				"entry of its `data` is a response header: the key its name (an RFC 7230 token, at most 256 bytes), the value its " +
-				"value (printable ASCII and tabs, at most 4096 bytes); at most 64 entries and 16 KiB",
+				"value (printable ASCII and tabs, at most 4096 bytes); at most 64 entries and 16 KiB; the header lines travel with each of the Ingress's routes, and " +
+				"their size times the number of routes may not exceed 256 KiB",
 			Default: "none",
 			Difference: "**Route data**: the Lua router sets the headers on every response of the Ingress's paths (replacing a header " +
 				"of the same name from the backend, as ingress-nginx's `more_set_headers`), so neither a change of the ConfigMap " +
@@ -117,6 +118,24 @@ func applyCustomHeaders(t *translator) {
 	}
 	if b.Len() > 0 {
 		t.options().ResponseHeaders = b.String()
+	}
+}
+
+// maxResponseHeaderBytes bounds what custom-headers adds to the routes push of one Ingress: the header
+// lines travel with each of its routes, and the routes dict is shared by every host.
+const maxResponseHeaderBytes = 256 << 10
+
+// routeDataBudget rejects an Ingress whose custom-headers, copied to each of its routes, would take more
+// than maxResponseHeaderBytes of the routes dict that every host shares.
+func (t *translator) routeDataBudget() {
+	o := t.out.Options
+	if o == nil || o.ResponseHeaders == "" {
+		return
+	}
+	if n := len(o.ResponseHeaders) * len(t.out.Routes); n > maxResponseHeaderBytes {
+		t.fail("metadata.annotations[%s]: its headers (%d bytes) travel with each of the Ingress's %d routes, %d bytes in all, more "+
+			"than the %d one Ingress may add to the data plane's routes; use fewer or shorter headers, or fewer paths",
+			AnnotationCustomHeaders, len(o.ResponseHeaders), len(t.out.Routes), n, maxResponseHeaderBytes)
 	}
 }
 

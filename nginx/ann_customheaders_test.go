@@ -113,6 +113,32 @@ func TestAnnotationCustomHeaders(t *testing.T) {
 	}
 }
 
+// TestCustomHeadersBudget: the header lines travel with each route, so an Ingress whose headers times
+// its routes exceed the budget is rejected, naming both; the same headers on fewer paths are served.
+func TestCustomHeadersBudget(t *testing.T) {
+	big := configMap("default", "big", "1")
+	for i := range 4 {
+		big.Data[fmt.Sprintf("X-Big-%d", i)] = strings.Repeat("v", maxHeaderValue)
+	}
+	lk := Lookups{Services: servicesOf(service("default", "web", port(80, "http"))), ConfigMaps: configMapLookup{nn("default", "big"): big}}
+	paths := func(n int) []networkingv1.HTTPIngressPath {
+		var out []networkingv1.HTTPIngressPath
+		for i := range n {
+			out = append(out, prefix(fmt.Sprintf("/p%d", i), "web", 80))
+		}
+		return out
+	}
+	few := ingress("default", "a", rule("a.example.com", paths(10)...), annotate(AnnotationCustomHeaders, "big"))
+	if _, err := TranslateIngressWith(few, lk, DefaultTranslateOptions()); err != nil {
+		t.Fatalf("16 KiB of headers on 10 paths: %v", err)
+	}
+	many := ingress("default", "a", rule("a.example.com", paths(20)...), annotate(AnnotationCustomHeaders, "big"))
+	_, err := TranslateIngressWith(many, lk, DefaultTranslateOptions())
+	if err == nil || !strings.Contains(err.Error(), "travel with each of the Ingress's 20 routes") {
+		t.Fatalf("16 KiB of headers on 20 paths: %v, want the budget's rejection", err)
+	}
+}
+
 // TestCustomHeadersNginx runs custom-headers through real NGINX and the Lua router: the headers are set
 // on a plain route's responses and on a profile's (after ngx.exec), replacing the backend's header of
 // the same name, and not on another Ingress's routes; a change of the ConfigMap is a routes push that

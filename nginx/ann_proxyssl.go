@@ -58,8 +58,9 @@ func init() {
 					"(one tenant must not present another's client key); ingress-nginx allowed that only with "+
 					"`--allow-cross-namespace-resources`, which does not exist here. A Secret that is missing, has an "+
 					"unparsable certificate, a key that does not match `tls.crt`, only one of `tls.crt`/`tls.key`, or no "+
-					"`ca.crt` while `proxy-ssl-verify` is on **rejects the Ingress** with a Warning, until the Secret is fixed "+
-					"(ingress-nginx served the Ingress without the setting). "+proxySSLOnlyTLS),
+					"`ca.crt` while `proxy-ssl-verify` is on **rejects the Ingress** with a Warning, until the Secret is fixed; "+
+					"unlike other rejections, its last good version is **not** kept serving, since it would go on using the "+
+					"deleted or replaced Secret's key and CA (ingress-nginx denied the paths, 503). "+proxySSLOnlyTLS),
 			profile("proxy-ssl-verify", "`on` or `off`", "`off` (as ingress-nginx)",
 				"`on` without `proxy-ssl-secret`, or with a Secret without `ca.crt`, **rejects the Ingress**: verification "+
 					"is never turned off silently. Any other value than `on`/`off` rejects it too (ingress-nginx fell back to off). "+
@@ -247,10 +248,14 @@ func applyProxySSL(t *translator) {
 	}
 	files, reason := t.backendTLSSecret(key, s.ProxySSLVerify)
 	if reason != "" {
+		// Not even the last good version stays served: it would go on presenting the client certificate
+		// and trusting the CA of a Secret that was deleted or replaced (ingress-nginx denied the paths).
+		t.withdraw = true
 		t.fail("metadata.annotations[%s]: secret %s %s; the Ingress is not served until it is fixed", AnnotationProxySSLSecret, key, reason)
 		return
 	}
 	if s.ProxySSLVerify && files.ca == nil {
+		t.withdraw = true
 		t.fail("metadata.annotations[%s]: secret %s has an empty %s, which proxy-ssl-verify needs to verify the backends; the Ingress is not served "+
 			"until it is fixed", AnnotationProxySSLSecret, key, certs.CAKey)
 		return

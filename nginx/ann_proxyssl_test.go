@@ -9,6 +9,7 @@ import (
 	"crypto/x509"
 	"crypto/x509/pkix"
 	"encoding/pem"
+	"errors"
 	"fmt"
 	"io"
 	"math/big"
@@ -382,11 +383,14 @@ func TestModelBuilderSecretUsers(t *testing.T) {
 	if h, m := b.cache.Stats(); h != hits || m != misses {
 		t.Errorf("an unrelated Secret's change looked at Ingresses (cache hits %d->%d, misses %d->%d)", hits, h, misses, m)
 	}
-	// The Secret is deleted: a is rejected, and keeps its last good version.
+	// The Secret is deleted: a is rejected, and its last good version is not served either (it would go
+	// on using the deleted Secret's key and CA).
 	delete(secrets, nn("default", "backend"))
 	build = update(backendRef)
-	if len(build.Rejected) != 2 || !build.Rejected[0].Stale || len(build.BackendTLS) != 1 {
-		t.Fatalf("after the deletion: rejected %+v, files %v; want a stale (still served) and b", build.Rejected, build.BackendTLS)
+	if len(build.Rejected) != 2 || build.Rejected[0].Stale || !errors.Is(build.Rejected[0].Err, ErrWithdrawn) || len(build.BackendTLS) != 0 ||
+		len(build.Model.Profiles) != 0 {
+		t.Fatalf("after the deletion: rejected %+v, files %v, profiles %+v; want a withdrawn (not served) and b", build.Rejected,
+			build.BackendTLS, build.Model.Profiles)
 	}
 	// a stops naming the Secret: the builder no longer depends on it.
 	plain := ingresses[nn("default", "a")].DeepCopy()

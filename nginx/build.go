@@ -1,6 +1,7 @@
 package nginx
 
 import (
+	"errors"
 	"slices"
 	"strings"
 	"sync"
@@ -291,7 +292,7 @@ func (b *ModelBuilder) set(key types.NamespacedName, ing *networkingv1.Ingress, 
 			for _, s := range tr.Services {
 				e.services = append(e.services, s.Key)
 			}
-		case old != nil && old.lastGood != nil && old.lastGood.UID == ing.UID:
+		case old != nil && old.lastGood != nil && old.lastGood.UID == ing.UID && !errors.Is(err, ErrWithdrawn):
 			// The update is rejected: the last good version stays served (a new object of the same name
 			// starts without a past).
 			e.err, e.served, e.lastGood, e.previousGood = err, old.lastGood, old.lastGood, old.previousGood

@@ -142,10 +142,14 @@ func translate(ing *networkingv1.Ingress, lk Lookups, opts TranslateOptions) (*I
 	tr.defaultBackend()
 	tr.tls()
 	tr.hostAliases()
+	tr.routeDataBudget()
 	if len(tr.errs) > 0 {
 		errs := tr.errs
 		if len(errs) > maxReportedErrors {
 			errs = append(errs[:maxReportedErrors:maxReportedErrors], fmt.Errorf("and %d more errors", len(tr.errs)-maxReportedErrors))
+		}
+		if tr.withdraw {
+			errs = append(errs, ErrWithdrawn)
 		}
 		return nil, tr.out.Services, tr.out.Objects, fmt.Errorf("ingress %s rejected: %w", tr.out.Ingress, errors.Join(errs...))
 	}
@@ -174,7 +178,13 @@ type translator struct {
 	// applied by hostAliases once the rules are known.
 	aliases     []Hostname
 	wwwRedirect bool
+	// withdraw is set when a rejection must not leave the last good version served (ErrWithdrawn).
+	withdraw bool
 }
+
+// ErrWithdrawn marks the rejection of an Ingress whose last good version must not stay served either:
+// it used credentials (a proxy-ssl-secret) that are gone or no longer valid.
+var ErrWithdrawn = errors.New("its last good version is not served either: it used credentials that are gone or invalid")
 
 func (t *translator) fail(format string, args ...any) {
 	t.errs = append(t.errs, fmt.Errorf(format, args...))
