@@ -153,11 +153,11 @@ func TestAnnotationInjection(t *testing.T) {
 			got, _ := translateAnnotated(t, DefaultTranslateOptions(), s.Key(), v)
 			switch {
 			case got == nil:
-			case s.Kind == KindProfile:
-				// A profile setting whose loss is cosmetic is ignored with a Warning: nothing of it may reach
-				// the profile (and so nginx.conf).
-				if !got.Profile.IsZero() || !slices.ContainsFunc(got.Warnings, func(w string) bool { return strings.Contains(w, s.Key()) }) {
-					t.Errorf("%s=%.40q was taken (profile %+v, warnings %q)", s.Name, v, got.Profile, got.Warnings)
+			case s.Kind == KindProfile || s.Kind == KindRouteData:
+				// A setting whose loss is cosmetic is ignored with a Warning: nothing of it may reach the
+				// profile (and so nginx.conf) or the route data.
+				if !got.Profile.IsZero() || got.Options != nil || !slices.ContainsFunc(got.Warnings, func(w string) bool { return strings.Contains(w, s.Key()) }) {
+					t.Errorf("%s=%.40q was taken (profile %+v, options %+v, warnings %q)", s.Name, v, got.Profile, got.Options, got.Warnings)
 				}
 			default:
 				t.Errorf("%s=%.40q was accepted", s.Name, v)

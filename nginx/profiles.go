@@ -31,6 +31,12 @@ type ProfileSettings struct {
 	// BackendProtocol is how NGINX talks to the upstream (backend-protocol): "HTTPS", "GRPC" or "GRPCS";
 	// empty for HTTP.
 	BackendProtocol string
+	// ClientMaxBodySize is the largest request body in bytes (proxy-body-size), in decimal, "0" for no
+	// limit; empty for the default. The router checks a Content-Length against it too (appendBodyLimit).
+	ClientMaxBodySize string
+	// ClientBodyBufferSize is the size in bytes of the buffer that holds a request body in memory
+	// (client-body-buffer-size), in decimal; empty for NGINX's default.
+	ClientBodyBufferSize string
 }
 
 // IsZero reports whether p is the default (no profile).
@@ -107,6 +113,7 @@ func appendProfile(b []byte, l *Location) []byte {
 	b = append(b, `,"profile":"`...)
 	b = append(b, l.Profile.Name()...)
 	b = append(b, '"')
+	b = appendBodyLimit(b, l.Profile)
 	if l.Profile.CustomHTTPErrors == "" {
 		return b
 	}

@@ -1,6 +1,9 @@
 package nginx
 
-import "strconv"
+import (
+	"strconv"
+	"time"
+)
 
 // RouteOptions are an Ingress's settings that the Lua router applies per request: route data in the
 // annotation registry's terms (KindRouteData). They travel with each route in the routes push, so a
@@ -38,6 +41,13 @@ type RouteOptions struct {
 	UsePortInRedirects bool
 	// DefaultBackend serves the Ingress's paths whose upstream has no endpoints (default-backend).
 	DefaultBackend UpstreamName
+	// ProxyConnectTimeout, ProxySendTimeout and ProxyReadTimeout replace the default timeouts of each
+	// try upstream (proxy-connect-timeout, proxy-send-timeout, proxy-read-timeout); 0 keeps the default.
+	ProxyConnectTimeout, ProxySendTimeout, ProxyReadTimeout time.Duration
+	// NextUpstreamTries, when NextUpstreamTriesSet, bounds the tries of a request (0: each endpoint
+	// once) instead of the default 3 (proxy-next-upstream-tries).
+	NextUpstreamTries    int
+	NextUpstreamTriesSet bool
 }
 
 // options returns the translation's route options, allocating them on first use.
@@ -63,6 +73,7 @@ func appendRouteOptions(b []byte, o *RouteOptions) []byte {
 		return b
 	}
 	b = appendRedirectOptions(b, o)
+	b = appendProxyOptions(b, o)
 	return b
 }
 

@@ -42,7 +42,12 @@ func TestRenderPublicServer(t *testing.T) {
 		listen "443" ssl http2 default_server;
 		server_name _;
 		location / {
+			# The Lua router checks a Content-Length against the route's limit (proxy-body-size), and
+			# bodies without one are limited where they are read: the default location below, or the
+			# route's profile.
+			client_max_body_size 0;
 			set $proxy_upstream_name "";
+			set $ingress_reactor_upstream_options "";
 			set $ingress_reactor_upstream_vhost "";
 			set $ingress_reactor_forwarded_prefix "";
 			set $ingress_reactor_https 1;
@@ -57,6 +62,10 @@ func TestRenderPublicServer(t *testing.T) {
 			}
 			proxy_pass http://upstream_balancer;
 		}
+		# Routes without a profile, for request bodies without Content-Length: the default body limit.
+		location @ingress_reactor_default {
+			proxy_pass http://upstream_balancer;
+		}
 	}
 `},
 		"redirects name another port": {cfg: func(c *RenderConfig) { c.RedirectHTTPSPort = 8443 }, want: `	server {
@@ -64,7 +73,12 @@ func TestRenderPublicServer(t *testing.T) {
 		listen "443" ssl http2 default_server;
 		server_name _;
 		location / {
+			# The Lua router checks a Content-Length against the route's limit (proxy-body-size), and
+			# bodies without one are limited where they are read: the default location below, or the
+			# route's profile.
+			client_max_body_size 0;
 			set $proxy_upstream_name "";
+			set $ingress_reactor_upstream_options "";
 			set $ingress_reactor_upstream_vhost "";
 			set $ingress_reactor_forwarded_prefix "";
 			set $ingress_reactor_https 1;
@@ -79,6 +93,10 @@ func TestRenderPublicServer(t *testing.T) {
 			}
 			proxy_pass http://upstream_balancer;
 		}
+		# Routes without a profile, for request bodies without Content-Length: the default body limit.
+		location @ingress_reactor_default {
+			proxy_pass http://upstream_balancer;
+		}
 	}
 `},
 		"HTTPS off: no TLS listener, no redirects; IPv6 listeners": {cfg: func(c *RenderConfig) { c.HTTPSPort = 0; c.IPv6 = true }, want: `	server {
@@ -86,7 +104,12 @@ func TestRenderPublicServer(t *testing.T) {
 		listen "[::]:80" default_server;
 		server_name _;
 		location / {
+			# The Lua router checks a Content-Length against the route's limit (proxy-body-size), and
+			# bodies without one are limited where they are read: the default location below, or the
+			# route's profile.
+			client_max_body_size 0;
 			set $proxy_upstream_name "";
+			set $ingress_reactor_upstream_options "";
 			set $ingress_reactor_upstream_vhost "";
 			set $ingress_reactor_forwarded_prefix "";
 			set $ingress_reactor_error_upstream "";
@@ -97,6 +120,10 @@ func TestRenderPublicServer(t *testing.T) {
 			rewrite_by_lua_block {
 				require("ingress_reactor.router").route()
 			}
+			proxy_pass http://upstream_balancer;
+		}
+		# Routes without a profile, for request bodies without Content-Length: the default body limit.
+		location @ingress_reactor_default {
 			proxy_pass http://upstream_balancer;
 		}
 	}
