@@ -1,6 +1,7 @@
 package nginx
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"fmt"
@@ -170,6 +171,153 @@ func TestProxyRouteDataRefused(t *testing.T) {
 		refused := RefusedRoutes(err)
 		if r, ok := refused["a.example.com"]; !ok || r.Route != 2 || !strings.Contains(r.Error, want) {
 			t.Errorf("%s: push answered %v (refused %+v); want route 2 refused: %s", field, err, refused, want)
+		}
+	}
+}
+
+// TestProxyBufferProfilesNginx: every value the proxy groups accept, alone and at the edges of what
+// NGINX takes together, gives a configuration that "nginx -t" accepts without warnings, for HTTP and
+// gRPC backends. Values that NGINX would refuse are left out by the translation (TestAnnotationProxyBuffers).
+func TestProxyBufferProfilesNginx(t *testing.T) {
+	requireNginx(t)
+	cfg := testRenderConfig(t, nginxDir(t))
+	objs := []any{service("default", "app", port(80, "http"))}
+	sets := [][]string{
+		{AnnotationProxyBuffering, "on", AnnotationProxyRequestBuffering, "off", AnnotationProxyHTTPVersion, "1.0"},
+		{AnnotationProxyBufferSize, "16m", AnnotationProxyBuffersNumber, "256"},
+		{AnnotationProxyBufferSize, "1", AnnotationProxyBuffersNumber, "3"},
+		{AnnotationProxyBuffersNumber, "2", AnnotationProxyBusyBuffersSize, "4k"},
+		{AnnotationProxyBufferSize, "8k", AnnotationProxyBusyBuffersSize, "24k", AnnotationProxyMaxTempFileSize, "8k"},
+		{AnnotationProxyMaxTempFileSize, "0", AnnotationProxyNextUpstream, "error timeout invalid_header http_500 http_502 http_503 http_504 http_403 http_404 http_429 non_idempotent"},
+		{AnnotationProxyNextUpstream, "off", AnnotationProxyNextUpstreamTimeout, "1y"},
+		{AnnotationProxyBodySize, "0", AnnotationClientBodyBufferSize, "64m"},
+		{AnnotationProxyBodySize, "1", AnnotationClientBodyBufferSize, "1"},
+		{AnnotationProxyBodySize, "99999g"},
+	}
+	for i, kv := range sets {
+		for _, grpc := range []bool{false, true} {
+			name := fmt.Sprintf("i%d-%v", i, grpc)
+			if grpc {
+				kv = append(kv[:len(kv):len(kv)], AnnotationBackendProtocol, "GRPC")
+			}
+			objs = append(objs, ingress("default", name, annotate(kv...), rule(name+".example.com", prefix("/", "app", 80))))
+		}
+	}
+	m, _ := buildModel(t, objs, nil)
+	if len(m.Profiles) != 2*len(sets) {
+		t.Fatalf("%d profiles, want %d (an Ingress was rejected or a value ignored)", len(m.Profiles), 2*len(sets))
+	}
+	nginxTest(t, m, cfg)
+}
+
+// TestProxyBufferBehaviourNginx: proxy-http-version, proxy-request-buffering and proxy-next-upstream
+// through real NGINX, each against a route without them.
+func TestProxyBufferBehaviourNginx(t *testing.T) {
+	requireNginx(t)
+	cfg := testRenderConfig(t, nginxDir(t))
+	cfg.HTTPSPort = 0
+	rt := testRuntime(t, cfg, nil)
+	ctx := context.Background()
+
+	seen := func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/early" { // answers before it reads the body
+			rc := http.NewResponseController(w)
+			_ = rc.EnableFullDuplex() // else the server reads the body before it answers
+			_, _ = fmt.Fprintf(w, "%s length %d", r.Proto, r.ContentLength)
+			_ = rc.Flush()
+			_, _ = io.Copy(io.Discard, r.Body)
+			return
+		}
+		_, _ = io.Copy(io.Discard, r.Body)
+		_, _ = fmt.Fprintf(w, "%s length %d", r.Proto, r.ContentLength)
+	}
+	app := httpServer(t, seen)
+	failing := httpServer(t, func(w http.ResponseWriter, r *http.Request) { http.Error(w, "failing", http.StatusServiceUnavailable) })
+	m, _ := buildModel(t, []any{
+		service("default", "app", port(80, "http")), service("default", "pair", port(80, "http")),
+		ingress("default", "plain", rule("plain.example.com", prefix("/", "app", 80))),
+		ingress("default", "old", annotate(AnnotationProxyHTTPVersion, "1.0"), rule("old.example.com", prefix("/", "app", 80))),
+		ingress("default", "stream", annotate(AnnotationProxyRequestBuffering, "off"), rule("stream.example.com", prefix("/", "app", 80))),
+		ingress("default", "retry", annotate(AnnotationProxyNextUpstream, "error timeout http_503"), rule("retry.example.com", prefix("/", "pair", 80))),
+		ingress("default", "once", rule("once.example.com", prefix("/", "pair", 80))),
+	}, nil)
+	applyModel(t, rt, m, cfg)
+	if err := rt.Client().PushEndpoints(ctx, map[UpstreamName][]Endpoint{
+		up("default", "app", 80).Name:  {app},
+		up("default", "pair", 80).Name: {app, failing},
+	}); err != nil {
+		t.Fatal(err)
+	}
+	client := &http.Client{Transport: &http.Transport{MaxConnsPerHost: 1}} // one connection: one worker's round robin
+	t.Cleanup(client.CloseIdleConnections)
+	do := func(host string, body io.Reader) (int, string) {
+		t.Helper()
+		method := http.MethodPost
+		if body == nil {
+			method = http.MethodGet // NGINX passes only idempotent requests on (proxy_next_upstream)
+		}
+		req, err := http.NewRequest(method, fmt.Sprintf("http://127.0.0.1:%d/", cfg.HTTPPort), body)
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Host = host
+		resp, err := client.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, strings.TrimSpace(string(b))
+	}
+	chunked := func() io.Reader { return io.MultiReader(strings.NewReader("abc")) }
+	for host, want := range map[string]string{
+		"plain.example.com": "HTTP/1.1 length 3", // request buffering on: NGINX sends the length it read
+		"old.example.com":   "HTTP/1.0 length 3",
+	} {
+		if code, got := do(host, chunked()); code != 200 || got != want {
+			t.Errorf("%s: %d %q, want 200 %q", host, code, got, want)
+		}
+	}
+	// Request buffering off: the backend gets the request, chunked, before the client has sent its body
+	// (with buffering on, NGINX would wait for the body, and the deadline would end the wait).
+	conn, err := net.Dial("tcp", fmt.Sprintf("127.0.0.1:%d", cfg.HTTPPort))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	_ = conn.SetDeadline(time.Now().Add(10 * time.Second))
+	// The first chunk of the body, and not its end.
+	if _, err := io.WriteString(conn, "POST /early HTTP/1.1\r\nHost: stream.example.com\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nabc\r\n"); err != nil {
+		t.Fatal(err)
+	}
+	resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
+	if err != nil {
+		t.Fatalf("request buffering off: %v, want the backend's answer before the body ends", err)
+	}
+	defer resp.Body.Close()
+	// The backend's answer is streamed (chunked, proxy_buffering off): read its first chunk only.
+	got := make([]byte, len("HTTP/1.1 length -1"))
+	if _, err := io.ReadFull(resp.Body, got); err != nil || string(got) != "HTTP/1.1 length -1" {
+		t.Errorf("request buffering off: %q, %v; want the backend to see a chunked body", got, err)
+	}
+	if _, err := io.WriteString(conn, "0\r\n\r\n"); err != nil { // the end of the body: the exchange ends
+		t.Fatal(err)
+	}
+	if _, err := io.Copy(io.Discard, resp.Body); err != nil {
+		t.Errorf("the rest of the answer: %v", err)
+	}
+	// Two endpoints, one failing with 503: the worker alternates, so two requests reach both.
+	codes := map[int]int{}
+	for range 2 {
+		code, _ := do("once.example.com", nil)
+		codes[code]++
+	}
+	if codes[503] == 0 {
+		t.Errorf("without proxy-next-upstream http_503: answers %v, want a 503 among them", codes)
+	}
+	for range 4 {
+		if code, got := do("retry.example.com", nil); code != 200 {
+			t.Errorf("with proxy-next-upstream http_503: %d %q, want 200 from the other endpoint", code, got)
 		}
 	}
 }

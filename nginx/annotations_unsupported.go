@@ -71,10 +71,7 @@ func unsupportedAnnotations() []AnnotationSpec {
 		"cors-allow-headers", "cors-allow-methods", "cors-allow-origin", "cors-expose-headers", "cors-max-age",
 		"custom-headers", "enable-access-log", "enable-cors", "enable-rewrite-log", "limit-burst-multiplier",
 		"limit-connections", "limit-rate", "limit-rate-after", "limit-rpm", "limit-rps", "limit-whitelist",
-		"proxy-buffer-size", "proxy-buffering", "proxy-buffers-number", "proxy-busy-buffers-size",
-		"proxy-cookie-domain", "proxy-cookie-path", "proxy-http-version",
-		"proxy-max-temp-file-size", "proxy-next-upstream", "proxy-next-upstream-timeout",
-		"proxy-redirect-from", "proxy-redirect-to", "proxy-request-buffering",
+		"proxy-cookie-domain", "proxy-cookie-path", "proxy-redirect-from", "proxy-redirect-to",
 		"proxy-ssl-ciphers", "proxy-ssl-name", "proxy-ssl-protocols", "proxy-ssl-secret", "proxy-ssl-server-name",
 		"proxy-ssl-verify", "proxy-ssl-verify-depth", "service-upstream")
 	add(undocumented(planned("#15")), "limit-allowlist")

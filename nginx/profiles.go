@@ -37,6 +37,14 @@ type ProfileSettings struct {
 	// ClientBodyBufferSize is the size in bytes of the buffer that holds a request body in memory
 	// (client-body-buffer-size), in decimal; empty for NGINX's default.
 	ClientBodyBufferSize string
+	// The proxy buffering group (ann_proxybuffers.go), each empty for the default of every location:
+	// ProxyBuffering and ProxyRequestBuffering are "on" or "off"; ProxyBufferSize, ProxyBusyBuffersSize
+	// and ProxyMaxTempFileSize are bytes in decimal; ProxyBuffersNumber a number; ProxyHTTPVersion "1.0";
+	// ProxyNextUpstream NGINX's conditions, space-separated; ProxyNextUpstreamTimeout "<n>ms".
+	ProxyBuffering, ProxyRequestBuffering                     string
+	ProxyBufferSize, ProxyBuffersNumber, ProxyBusyBuffersSize string
+	ProxyMaxTempFileSize, ProxyHTTPVersion                    string
+	ProxyNextUpstream, ProxyNextUpstreamTimeout               string
 }
 
 // IsZero reports whether p is the default (no profile).
