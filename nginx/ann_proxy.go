@@ -2,6 +2,7 @@ package nginx
 
 import (
 	"fmt"
+	"regexp"
 	"strconv"
 	"strings"
 	"time"
@@ -22,6 +23,9 @@ const (
 	AnnotationProxySendTimeout       = IngressNginxPrefix + "proxy-send-timeout"
 	AnnotationProxyReadTimeout       = IngressNginxPrefix + "proxy-read-timeout"
 	AnnotationProxyNextUpstreamTries = IngressNginxPrefix + "proxy-next-upstream-tries"
+	AnnotationLimitRate              = IngressNginxPrefix + "limit-rate"
+	AnnotationLimitRateAfter         = IngressNginxPrefix + "limit-rate-after"
+	AnnotationConnectionProxyHeader  = IngressNginxPrefix + "connection-proxy-header"
 )
 
 // Bounds of the group's values.
@@ -30,7 +34,12 @@ const (
 	maxBodyBufferSize = 64 << 20
 	// maxNextUpstreamTries bounds proxy-next-upstream-tries (0 is no limit: each endpoint once).
 	maxNextUpstreamTries = 100
+	// maxLimitRate bounds limit-rate and limit-rate-after, in bytes: a terabyte.
+	maxLimitRate = 1 << 40
 )
+
+// connectionHeader is what connection-proxy-header takes: comma-separated header tokens.
+var connectionHeader = regexp.MustCompile(`^[A-Za-z0-9-]+(, ?[A-Za-z0-9-]+)*$`)
 
 const timeoutValues = "a number of seconds (`60`), as ingress-nginx takes it, or an NGINX time (`500ms`, `2m`, `1h 30m`); from 1ms to a year"
 
@@ -56,6 +65,24 @@ func init() {
 				"without `Content-Length` (chunked, or HTTP/2) at the limit. Each distinct size is part of a profile: the first Ingress " +
 				"with a new combination of profile settings reloads NGINX once. An invalid value **rejects the Ingress** (ingress-nginx " +
 				"used the default, which turns away the uploads the owner meant to allow while the Ingress looks served).",
+		}, {
+			Name: "connection-proxy-header", Origin: OriginDocumented, Status: AnnotationSupported, Kind: KindRouteData,
+			Values:  "comma-separated header tokens (letters, digits and `-`), such as `keep-alive`; at most 256 bytes",
+			Default: "`upgrade` for requests that ask for an upgrade (WebSockets), else none (the upstream connection is kept alive)",
+			Difference: "**Route data**: the router sets the `Connection` header that the backend gets, so a change never reloads " +
+				"NGINX. As in ingress-nginx it replaces the WebSocket default. An invalid value is ignored with a Warning.",
+		}, {
+			Name: "limit-rate", Origin: OriginDocumented, Status: AnnotationSupported, Kind: KindRouteData,
+			Values:  "kilobytes per second as a whole number (`100`), as ingress-nginx takes it, or an NGINX size per second (`1m`); `0` for no limit",
+			Default: "`0`: no limit",
+			Difference: "**Route data**: the router sets NGINX's `$limit_rate` for the response, per connection as NGINX's `limit_rate`, " +
+				"so a change never reloads NGINX. An invalid value is ignored with a Warning.",
+		}, {
+			Name: "limit-rate-after", Origin: OriginDocumented, Status: AnnotationSupported, Kind: KindRouteData,
+			Values:  "kilobytes as a whole number (`500`), as ingress-nginx takes it, or an NGINX size (`1m`)",
+			Default: "`0`: the limit applies from the first byte",
+			Difference: "**Route data**, with `limit-rate` (alone it has no effect, with a Warning): the response's first bytes are " +
+				"sent without the limit (`limit_rate_after`, read from a variable that the router sets). An invalid value is ignored with a Warning.",
 		}, {
 			Name: "proxy-connect-timeout", Origin: OriginDocumented, Status: AnnotationSupported, Kind: KindRouteData,
 			Values: timeoutValues, Default: "`5` (seconds)", Difference: timeoutDifference,
@@ -126,6 +153,14 @@ func applyProxy(t *translator) {
 			a.set(t.options(), d)
 		}
 	}
+	t.limitRate()
+	if raw, ok := ann[AnnotationConnectionProxyHeader]; ok {
+		if v := strings.TrimSpace(raw); len(v) > 256 || !connectionHeader.MatchString(v) {
+			t.warnIgnored(AnnotationConnectionProxyHeader, raw, "a list of header tokens such as keep-alive")
+		} else {
+			t.options().ConnectionHeader = v
+		}
+	}
 	if raw, ok := ann[AnnotationProxyNextUpstreamTries]; ok {
 		if n, err := parseDigits(strings.TrimSpace(raw)); err != nil || n > maxNextUpstreamTries {
 			t.warnIgnored(AnnotationProxyNextUpstreamTries, raw, "a whole number from 0 to 100")
@@ -134,6 +169,42 @@ func applyProxy(t *translator) {
 			o.NextUpstreamTries, o.NextUpstreamTriesSet = int(n), true
 		}
 	}
+}
+
+// limitRate parses limit-rate and limit-rate-after: a plain number is kilobytes, as in ingress-nginx.
+func (t *translator) limitRate() {
+	parse := func(key string) (int64, bool) {
+		raw, ok := t.ing.Annotations[key]
+		if !ok {
+			return 0, false
+		}
+		v := strings.TrimSpace(raw)
+		n, err := parseDigits(v)
+		if err == nil {
+			if n > maxLimitRate>>10 {
+				err = errUnit
+			}
+			n <<= 10
+		} else {
+			n, err = parseNginxSize(v)
+		}
+		if err != nil || n > maxLimitRate {
+			t.warnIgnored(key, raw, "a number of kilobytes, or an NGINX size such as 1m, up to 1024g")
+			return 0, false
+		}
+		return n, true
+	}
+	rate, _ := parse(AnnotationLimitRate)
+	after, afterSet := parse(AnnotationLimitRateAfter)
+	if rate == 0 {
+		if afterSet && after > 0 {
+			t.out.Warnings = append(t.out.Warnings, fmt.Sprintf("metadata.annotations[%s]: has an effect only with %s; ignored",
+				AnnotationLimitRateAfter, AnnotationLimitRate))
+		}
+		return
+	}
+	o := t.options()
+	o.LimitRate, o.LimitRateAfter = rate, after
 }
 
 // warnIgnored reports an annotation value that is ignored because it is not what the annotation takes
@@ -162,6 +233,23 @@ func appendProxyOptions(b []byte, o *RouteOptions) []byte {
 	b = append(b, ',')
 	b = strconv.AppendInt(b, int64(tries), 10)
 	return append(b, ']')
+}
+
+// appendProxyHeaderOptions writes the route data that the router sets as NGINX variables:
+// "limit_rate" (bytes per second and the bytes sent before the limit) and "connection_header".
+func appendProxyHeaderOptions(b []byte, o *RouteOptions) []byte {
+	if o.LimitRate > 0 {
+		b = append(b, `,"limit_rate":[`...)
+		b = strconv.AppendInt(b, o.LimitRate, 10)
+		b = append(b, ',')
+		b = strconv.AppendInt(b, o.LimitRateAfter, 10)
+		b = append(b, ']')
+	}
+	if o.ConnectionHeader != "" {
+		b = append(b, `,"connection_header":`...)
+		b = appendJSONString(b, o.ConnectionHeader)
+	}
+	return b
 }
 
 // appendBodyLimit writes the route's body limit (proxy-body-size) for the Lua router's Content-Length

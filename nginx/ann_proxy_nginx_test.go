@@ -165,6 +165,11 @@ func TestProxyRouteDataRefused(t *testing.T) {
 		`"upstream_options":[0,0,"1 2",-1]`:   `"upstream_options" must be three timeouts`,
 		`"upstream_options":[0,0,1e15,-1]`:    `"upstream_options" must be three timeouts`,
 		`"upstream_options":{"connect":1000}`: `"upstream_options" must be three timeouts`,
+		`"limit_rate":[0,0]`:                  `"limit_rate" must be a rate and a size in bytes`,
+		`"limit_rate":[1024]`:                 `"limit_rate" must be a rate and a size in bytes`,
+		`"connection_header":"close\r\nX: 1"`: `"connection_header" must be header tokens`,
+		`"connection_header":"$http_x"`:       `"connection_header" must be header tokens`,
+		`"connection_header":""`:              `"connection_header" must be header tokens`,
 	} {
 		entry := `{"routes":[{"path":"/ok","upstream":"` + web + `"},{"path":"/","upstream":"` + web + `",` + field + `}]}`
 		err := rt.Client().PushRoutes(ctx, RouteUpdate{Hosts: map[Hostname][]byte{"a.example.com": []byte(entry)}})
@@ -228,6 +233,7 @@ func TestProxyBufferBehaviourNginx(t *testing.T) {
 			_, _ = io.Copy(io.Discard, r.Body)
 			return
 		}
+		w.Header().Set("Seen-Connection", r.Header.Get("Connection"))
 		_, _ = io.Copy(io.Discard, r.Body)
 		_, _ = fmt.Fprintf(w, "%s length %d", r.Proto, r.ContentLength)
 	}
@@ -240,6 +246,8 @@ func TestProxyBufferBehaviourNginx(t *testing.T) {
 		ingress("default", "stream", annotate(AnnotationProxyRequestBuffering, "off"), rule("stream.example.com", prefix("/", "app", 80))),
 		ingress("default", "retry", annotate(AnnotationProxyNextUpstream, "error timeout http_503"), rule("retry.example.com", prefix("/", "pair", 80))),
 		ingress("default", "once", rule("once.example.com", prefix("/", "pair", 80))),
+		ingress("default", "conn", annotate(AnnotationConnectionProxyHeader, "keep-alive"), rule("conn.example.com", prefix("/", "app", 80))),
+		ingress("default", "rate", annotate(AnnotationLimitRate, "1", AnnotationLimitRateAfter, "1024"), rule("rate.example.com", prefix("/", "app", 80))),
 	}, nil)
 	applyModel(t, rt, m, cfg)
 	if err := rt.Client().PushEndpoints(ctx, map[UpstreamName][]Endpoint{
@@ -305,6 +313,24 @@ func TestProxyBufferBehaviourNginx(t *testing.T) {
 	}
 	if _, err := io.Copy(io.Discard, resp.Body); err != nil {
 		t.Errorf("the rest of the answer: %v", err)
+	}
+	// Route data set as NGINX variables: the Connection header the backend gets, and a rate limit (1k/s
+	// after 1m: the short answer is not slowed, and the request is served, not failed by the router).
+	for host, want := range map[string]string{"conn.example.com": "keep-alive", "rate.example.com": "", "plain.example.com": ""} {
+		req, err := http.NewRequest(http.MethodGet, fmt.Sprintf("http://127.0.0.1:%d/", cfg.HTTPPort), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Host = host
+		resp, err := client.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != 200 || string(body) != "HTTP/1.1 length 0" || resp.Header.Get("Seen-Connection") != want {
+			t.Errorf("%s: %d %q, the backend saw Connection %q; want 200 and %q", host, resp.StatusCode, body, resp.Header.Get("Seen-Connection"), want)
+		}
 	}
 	// Two endpoints, one failing with 503: the worker alternates, so two requests reach both.
 	codes := map[int]int{}

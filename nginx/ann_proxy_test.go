@@ -56,6 +56,21 @@ func TestAnnotationProxy(t *testing.T) {
 		"tries 0": {kv: []string{AnnotationProxyNextUpstreamTries, "0"}, options: &RouteOptions{NextUpstreamTriesSet: true}},
 		"tries over 100 are ignored": {kv: []string{AnnotationProxyNextUpstreamTries, "101"},
 			wantWarning: ignored(AnnotationProxyNextUpstreamTries, `"101"`, "a whole number from 0 to 100")},
+		"limit rate in kilobytes, as ingress-nginx": {kv: []string{AnnotationLimitRate, "100", AnnotationLimitRateAfter, "500"},
+			options: &RouteOptions{LimitRate: 100 << 10, LimitRateAfter: 500 << 10}},
+		"limit rate in NGINX's units": {kv: []string{AnnotationLimitRate, "1m"}, options: &RouteOptions{LimitRate: 1 << 20}},
+		"limit rate 0 is none":        {kv: []string{AnnotationLimitRate, "0"}},
+		"limit rate after alone has no effect": {kv: []string{AnnotationLimitRateAfter, "500"},
+			wantWarning: "metadata.annotations[" + AnnotationLimitRateAfter + "]: has an effect only with " + AnnotationLimitRate + "; ignored"},
+		"limit rate over a terabyte is ignored": {kv: []string{AnnotationLimitRate, "1073741825"},
+			wantWarning: ignored(AnnotationLimitRate, `"1073741825"`, "a number of kilobytes, or an NGINX size such as 1m, up to 1024g")},
+		"limit rate in bits is ignored": {kv: []string{AnnotationLimitRate, "100kbit"},
+			wantWarning: ignored(AnnotationLimitRate, `"100kbit"`, "a number of kilobytes, or an NGINX size such as 1m, up to 1024g")},
+		"connection header": {kv: []string{AnnotationConnectionProxyHeader, " keep-alive "}, options: &RouteOptions{ConnectionHeader: "keep-alive"}},
+		"connection header list": {kv: []string{AnnotationConnectionProxyHeader, "keep-alive, Upgrade"},
+			options: &RouteOptions{ConnectionHeader: "keep-alive, Upgrade"}},
+		"connection header with CRLF is ignored": {kv: []string{AnnotationConnectionProxyHeader, "close\r\nX-Evil: 1"},
+			wantWarning: ignored(AnnotationConnectionProxyHeader, `"close\r\nX-Evil: 1"`, "a list of header tokens such as keep-alive")},
 		"negative tries are ignored": {kv: []string{AnnotationProxyNextUpstreamTries, "-1"},
 			wantWarning: ignored(AnnotationProxyNextUpstreamTries, `"-1"`, "a whole number from 0 to 100")},
 	}
@@ -89,11 +104,12 @@ func TestProxyRouteData(t *testing.T) {
 	m, _ := buildModel(t, []any{service("default", "web", port(80, "")),
 		ingress("default", "a", rule("a.example.com", prefix("/", "web", 80)),
 			annotate(AnnotationProxyBodySize, "2k", AnnotationProxyReadTimeout, "1", AnnotationProxyNextUpstreamTries, "0")),
-		ingress("default", "b", rule("b.example.com", prefix("/", "web", 80)), annotate(AnnotationProxyConnectTimeout, "250ms")),
+		ingress("default", "b", rule("b.example.com", prefix("/", "web", 80)), annotate(AnnotationProxyConnectTimeout, "250ms",
+			AnnotationLimitRate, "10", AnnotationConnectionProxyHeader, "close")),
 	}, nil)
 	for host, want := range map[Hostname]string{
 		"a.example.com": `"upstream_options":[0,0,1000,0],"profile":"` + ProfileSettings{ClientMaxBodySize: "2048"}.Name() + `","body_limit":2048}`,
-		"b.example.com": `"upstream_options":[250,0,0,-1]}`,
+		"b.example.com": `"upstream_options":[250,0,0,-1],"limit_rate":[10240,0],"connection_header":"close"}`,
 	} {
 		s := m.server(host)
 		if s == nil {

@@ -48,6 +48,11 @@ type RouteOptions struct {
 	// once) instead of the default 3 (proxy-next-upstream-tries).
 	NextUpstreamTries    int
 	NextUpstreamTriesSet bool
+	// LimitRate bounds the response rate in bytes per second after its first LimitRateAfter bytes
+	// (limit-rate, limit-rate-after); 0 for none.
+	LimitRate, LimitRateAfter int64
+	// ConnectionHeader replaces the Connection header that the backend gets (connection-proxy-header).
+	ConnectionHeader string
 }
 
 // options returns the translation's route options, allocating them on first use.
@@ -74,6 +79,7 @@ func appendRouteOptions(b []byte, o *RouteOptions) []byte {
 	}
 	b = appendRedirectOptions(b, o)
 	b = appendProxyOptions(b, o)
+	b = appendProxyHeaderOptions(b, o)
 	return b
 }
 

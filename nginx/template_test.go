@@ -41,6 +41,8 @@ func TestRenderPublicServer(t *testing.T) {
 		listen "80" default_server;
 		listen "443" ssl http2 default_server;
 		server_name _;
+		# limit-rate-after of the route (the Lua router sets it with $limit_rate).
+		limit_rate_after $ingress_reactor_limit_rate_after;
 		location / {
 			# The Lua router checks a Content-Length against the route's limit (proxy-body-size), and
 			# bodies without one are limited where they are read: the default location below, or the
@@ -48,6 +50,8 @@ func TestRenderPublicServer(t *testing.T) {
 			client_max_body_size 0;
 			set $proxy_upstream_name "";
 			set $ingress_reactor_upstream_options "";
+			set $ingress_reactor_connection_header "";
+			set $ingress_reactor_limit_rate_after 0;
 			set $ingress_reactor_upstream_vhost "";
 			set $ingress_reactor_forwarded_prefix "";
 			set $ingress_reactor_https 1;
@@ -72,6 +76,8 @@ func TestRenderPublicServer(t *testing.T) {
 		listen "80" default_server;
 		listen "443" ssl http2 default_server;
 		server_name _;
+		# limit-rate-after of the route (the Lua router sets it with $limit_rate).
+		limit_rate_after $ingress_reactor_limit_rate_after;
 		location / {
 			# The Lua router checks a Content-Length against the route's limit (proxy-body-size), and
 			# bodies without one are limited where they are read: the default location below, or the
@@ -79,6 +85,8 @@ func TestRenderPublicServer(t *testing.T) {
 			client_max_body_size 0;
 			set $proxy_upstream_name "";
 			set $ingress_reactor_upstream_options "";
+			set $ingress_reactor_connection_header "";
+			set $ingress_reactor_limit_rate_after 0;
 			set $ingress_reactor_upstream_vhost "";
 			set $ingress_reactor_forwarded_prefix "";
 			set $ingress_reactor_https 1;
@@ -103,6 +111,8 @@ func TestRenderPublicServer(t *testing.T) {
 		listen "80" default_server;
 		listen "[::]:80" default_server;
 		server_name _;
+		# limit-rate-after of the route (the Lua router sets it with $limit_rate).
+		limit_rate_after $ingress_reactor_limit_rate_after;
 		location / {
 			# The Lua router checks a Content-Length against the route's limit (proxy-body-size), and
 			# bodies without one are limited where they are read: the default location below, or the
@@ -110,6 +120,8 @@ func TestRenderPublicServer(t *testing.T) {
 			client_max_body_size 0;
 			set $proxy_upstream_name "";
 			set $ingress_reactor_upstream_options "";
+			set $ingress_reactor_connection_header "";
+			set $ingress_reactor_limit_rate_after 0;
 			set $ingress_reactor_upstream_vhost "";
 			set $ingress_reactor_forwarded_prefix "";
 			set $ingress_reactor_error_upstream "";

@@ -705,7 +705,8 @@ end
 
 -- normalize_proxy checks the proxy options of route r (nginx/ann_proxy.go) and copies them to out, or
 -- returns why not: "body_limit" in bytes (0: none), "upstream_options" as connect, send and read
--- timeouts in milliseconds (0: the default) and the tries (-1: the default, 0: each endpoint once).
+-- timeouts in milliseconds (0: the default) and the tries (-1: the default, 0: each endpoint once),
+-- "limit_rate" as bytes per second and bytes before the limit, "connection_header" as header tokens.
 local MAX_TIMEOUT_MS = 365 * 24 * 3600 * 1000
 local function normalize_proxy(r, out)
     if r.body_limit ~= nil then
@@ -721,6 +722,20 @@ local function normalize_proxy(r, out)
             return "\"upstream_options\" must be three timeouts in milliseconds and a number of tries"
         end
         out.upstream_options = o
+    end
+    local l = r.limit_rate
+    if l ~= nil then
+        if type(l) ~= "table" or #l ~= 2 or not whole(l[1], 1, 2 ^ 40) or not whole(l[2], 0, 2 ^ 40) then
+            return "\"limit_rate\" must be a rate and a size in bytes"
+        end
+        out.limit_rate = l
+    end
+    local c = r.connection_header
+    if c ~= nil then
+        if type(c) ~= "string" or #c > 256 or not c:match("^[%w%-]+$") and not c:match("^[%w%-][%w%-, ]*[%w%-]$") then
+            return "\"connection_header\" must be header tokens"
+        end
+        out.connection_header = c
     end
 end
 

@@ -18,7 +18,8 @@
 -- dropped unless "preserve_trailing_slash"); source ranges answer 403 to clients they do not admit; a
 -- route without upstream answers 404; a route whose upstream has no endpoints goes to its
 -- "default_backend" when it has one; a route with "rewrite" changes the path the backend sees, and
--- "upstream_vhost" its Host header, and "upstream_options" (timeouts and tries) go to balancer.lua. A
+-- "upstream_vhost" its Host header; "upstream_options" (timeouts and tries) go to balancer.lua, and
+-- "limit_rate" and "connection_header" into NGINX variables. A
 -- route with a "profile" continues in the profile's named location; a body without Content-Length of a
 -- route without one is read in the default named location, which limits it. The fallback is the host's
 -- "default_backend", else the default.
@@ -139,6 +140,11 @@ local function rewrite_fields(route, r)
     route.pattern = r.pattern
     route.literal = r.literal
     route.body_limit = r.body_limit
+    route.connection_header = r.connection_header
+    if r.limit_rate then
+        route.limit_rate, route.limit_rate_after = r.limit_rate[1], r.limit_rate[2]
+    end
+    route.sets_vars = r.upstream_options ~= nil or r.limit_rate ~= nil or r.connection_header ~= nil
     if r.upstream_options then
         -- The form balancer.lua reads from $ingress_reactor_upstream_options.
         route.upstream_options = table.concat(r.upstream_options, " ")
@@ -418,14 +424,24 @@ local function host_redirect(r)
     return ngx.redirect(ngx_var.scheme .. "://" .. r.host_redirect .. (port and (":" .. port) or "") .. uri, 308)
 end
 
--- set_upstream_options hands a route's timeouts and tries to balancer.lua; false when the template
--- lacks the variable (a custom template without the catch-all location's "set" lines).
-local function set_upstream_options(v)
+-- set_proxy_vars hands a route's timeouts and tries to balancer.lua, and sets its rate limit and
+-- Connection header; false when the template lacks a variable (a custom template without the catch-all
+-- location's "set" lines).
+local function set_proxy_vars(r)
     local ok, err = pcall(function()
-        ngx_var.ingress_reactor_upstream_options = v
+        if r.upstream_options then
+            ngx_var.ingress_reactor_upstream_options = r.upstream_options
+        end
+        if r.limit_rate then
+            ngx_var.limit_rate = r.limit_rate
+            ngx_var.ingress_reactor_limit_rate_after = r.limit_rate_after
+        end
+        if r.connection_header then
+            ngx_var.ingress_reactor_connection_header = r.connection_header
+        end
     end)
     if not ok then
-        ngx_log(ERR, "applying proxy timeouts: ", err, " (a custom template must keep the catch-all location's \"set $ingress_reactor_...\" lines)")
+        ngx_log(ERR, "applying proxy options: ", err, " (a custom template must keep the catch-all location's \"set $ingress_reactor_...\" lines)")
     end
     return ok
 end
@@ -493,7 +509,7 @@ function _M.route()
         return ngx.exit(ngx.HTTP_INTERNAL_SERVER_ERROR)
     end
     ngx_var.proxy_upstream_name = upstream
-    if r and r.upstream_options and not set_upstream_options(r.upstream_options) then
+    if r and r.sets_vars and not set_proxy_vars(r) then
         return ngx.exit(ngx.HTTP_INTERNAL_SERVER_ERROR)
     end
     if r and r.profile and not profiles[r.profile] then
