@@ -198,6 +198,8 @@ func TestProxyBufferProfilesNginx(t *testing.T) {
 		{AnnotationProxyBodySize, "0", AnnotationClientBodyBufferSize, "64m"},
 		{AnnotationProxyBodySize, "1", AnnotationClientBodyBufferSize, "1"},
 		{AnnotationProxyBodySize, "99999g"},
+		{AnnotationProxyCookieDomain, ".a-b.example x.example", AnnotationProxyCookiePath, "/~a_b.c/ /",
+			AnnotationProxyRedirectFrom, "http://a.example:8080/x?y=(1)&z=[2]*!,@+%20", AnnotationProxyRedirectTo, "https://b.example/"},
 	}
 	for i, kv := range sets {
 		for _, grpc := range []bool{false, true} {

@@ -71,7 +71,6 @@ func unsupportedAnnotations() []AnnotationSpec {
 		"cors-allow-headers", "cors-allow-methods", "cors-allow-origin", "cors-expose-headers", "cors-max-age",
 		"custom-headers", "enable-access-log", "enable-cors", "enable-rewrite-log", "limit-burst-multiplier",
 		"limit-connections", "limit-rpm", "limit-rps", "limit-whitelist",
-		"proxy-cookie-domain", "proxy-cookie-path", "proxy-redirect-from", "proxy-redirect-to",
 		"proxy-ssl-ciphers", "proxy-ssl-name", "proxy-ssl-protocols", "proxy-ssl-secret", "proxy-ssl-server-name",
 		"proxy-ssl-verify", "proxy-ssl-verify-depth", "service-upstream")
 	add(undocumented(planned("#15")), "limit-allowlist")

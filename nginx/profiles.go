@@ -45,6 +45,9 @@ type ProfileSettings struct {
 	ProxyBufferSize, ProxyBuffersNumber, ProxyBusyBuffersSize string
 	ProxyMaxTempFileSize, ProxyHTTPVersion                    string
 	ProxyNextUpstream, ProxyNextUpstreamTimeout               string
+	// The proxy rewrite group (ann_proxyrewrite.go), each the quoted arguments of its directive, empty
+	// for none: proxy_cookie_domain, proxy_cookie_path and proxy_redirect.
+	ProxyCookieDomain, ProxyCookiePath, ProxyRedirect string
 }
 
 // IsZero reports whether p is the default (no profile).
