@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"crypto/tls"
 	"fmt"
 	"io"
 	"net"
@@ -41,7 +42,6 @@ func slowOrCount(w http.ResponseWriter, r *http.Request) {
 func TestProxyBodySizeAndTimeoutsNginx(t *testing.T) {
 	requireNginx(t)
 	cfg := testRenderConfig(t, nginxDir(t))
-	cfg.HTTPSPort = 0
 	rt := testRuntime(t, cfg, nil)
 	ctx := context.Background()
 
@@ -75,24 +75,34 @@ func TestProxyBodySizeAndTimeoutsNginx(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	send := func(host, path string, size int, chunked bool) (int, string) {
+	h2 := &http.Client{Transport: &http.Transport{ForceAttemptHTTP2: true, TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}}
+	t.Cleanup(h2.CloseIdleConnections)
+	sendWith := func(client *http.Client, base, host, path string, size int, chunked bool) (int, string) {
 		t.Helper()
 		var body io.Reader = bytes.NewReader(bytes.Repeat([]byte("x"), size))
 		if chunked {
-			body = io.MultiReader(body) // no length known: sent chunked
+			body = io.MultiReader(body) // no length known: sent chunked (HTTP/1.1) or without Content-Length (HTTP/2)
 		}
-		req, err := http.NewRequest(http.MethodPost, fmt.Sprintf("http://127.0.0.1:%d%s", cfg.HTTPPort, path), body)
+		req, err := http.NewRequest(http.MethodPost, base+path, body)
 		if err != nil {
 			t.Fatal(err)
 		}
 		req.Host = host
-		resp, err := http.DefaultClient.Do(req)
+		resp, err := client.Do(req)
 		if err != nil {
 			t.Fatalf("%s %d bytes (chunked %v): %v", host, size, chunked, err)
 		}
 		defer resp.Body.Close()
+		if client == h2 && resp.ProtoMajor != 2 {
+			t.Fatalf("%s: answered over %s, want HTTP/2", host, resp.Proto)
+		}
 		b, _ := io.ReadAll(resp.Body)
 		return resp.StatusCode, string(b)
+	}
+	httpBase := fmt.Sprintf("http://127.0.0.1:%d", cfg.HTTPPort)
+	send := func(host, path string, size int, chunked bool) (int, string) {
+		t.Helper()
+		return sendWith(http.DefaultClient, httpBase, host, path, size, chunked)
 	}
 	const mib = 1 << 20
 	tests := []struct {
@@ -123,6 +133,32 @@ func TestProxyBodySizeAndTimeoutsNginx(t *testing.T) {
 		}
 		if want := "HTTP/1.1 read " + strconv.Itoa(tc.size); code == 200 && body != want {
 			t.Errorf("%s: %d bytes (chunked %v): the backend answered %q, want %q", tc.host, tc.size, tc.chunked, body, want)
+		}
+	}
+
+	// HTTP/2: a body without Content-Length is limited where NGINX reads it (the default location, or
+	// the profile's), a Content-Length by the router.
+	httpsBase := fmt.Sprintf("https://127.0.0.1:%d", cfg.HTTPSPort)
+	for _, tc := range []struct {
+		host    string
+		size    int
+		chunked bool
+		want    int
+	}{
+		{"plain.example.com", mib, true, 200},
+		{"plain.example.com", 2 * mib, true, 413},
+		{"plain.example.com", mib + 1, false, 413},
+		{"small.example.com", 2048, true, 200},
+		{"small.example.com", 4096, true, 413},
+		{"large.example.com", 3 * mib, true, 200},
+		{"large.example.com", 3 * mib, false, 200},
+	} {
+		code, body := sendWith(h2, httpsBase, tc.host, "/upload", tc.size, tc.chunked)
+		if code != tc.want {
+			t.Errorf("HTTP/2 %s: %d bytes (length unknown %v): %d %.80q, want %d", tc.host, tc.size, tc.chunked, code, body, tc.want)
+		}
+		if want := "HTTP/1.1 read " + strconv.Itoa(tc.size); code == 200 && body != want {
+			t.Errorf("HTTP/2 %s: %d bytes: the backend answered %q, want %q", tc.host, tc.size, body, want)
 		}
 	}
 
