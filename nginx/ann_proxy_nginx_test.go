@@ -284,6 +284,8 @@ func TestProxyBufferBehaviourNginx(t *testing.T) {
 		ingress("default", "stream", annotate(AnnotationProxyRequestBuffering, "off"), rule("stream.example.com", prefix("/", "app", 80))),
 		ingress("default", "retry", annotate(AnnotationProxyNextUpstream, "error timeout http_503"), rule("retry.example.com", prefix("/", "pair", 80))),
 		ingress("default", "once", rule("once.example.com", prefix("/", "pair", 80))),
+		ingress("default", "one-try", annotate(AnnotationProxyNextUpstream, "error timeout http_503", AnnotationProxyNextUpstreamTries, "1"),
+			rule("one-try.example.com", prefix("/", "pair", 80))),
 		ingress("default", "conn", annotate(AnnotationConnectionProxyHeader, "keep-alive"), rule("conn.example.com", prefix("/", "app", 80))),
 		ingress("default", "rate", annotate(AnnotationLimitRate, "1", AnnotationLimitRateAfter, "1024"), rule("rate.example.com", prefix("/", "app", 80))),
 	}, nil)
@@ -378,6 +380,15 @@ func TestProxyBufferBehaviourNginx(t *testing.T) {
 	}
 	if codes[503] == 0 {
 		t.Errorf("without proxy-next-upstream http_503: answers %v, want a 503 among them", codes)
+	}
+	// proxy-next-upstream-tries 1 (route data for the balancer): no second try.
+	codes = map[int]int{}
+	for range 2 {
+		code, _ := do("one-try.example.com", nil)
+		codes[code]++
+	}
+	if codes[503] == 0 {
+		t.Errorf("with proxy-next-upstream http_503 and one try: answers %v, want a 503 among them", codes)
 	}
 	for range 4 {
 		if code, got := do("retry.example.com", nil); code != 200 {
