@@ -7,9 +7,9 @@ import (
 )
 
 // BenchmarkTranslateAnnotated translates 1,000 Ingresses, half of them with annotations a migrated
-// Ingress typically carries: supported ones (ssl-redirect, an allowlist, rewrite-target, which makes the
-// paths regexes, x-forwarded-prefix, upstream-vhost, redirects, aliases, a default backend), ignored
-// ones, and a typo.
+// Ingress typically carries: ssl-redirect, an allowlist, proxy-body-size (a profile), proxy-read-timeout
+// (route data), rewrite-target, which makes the paths regexes, x-forwarded-prefix, upstream-vhost,
+// redirects, aliases, a default backend, and a typo.
 func BenchmarkTranslateAnnotated(b *testing.B) {
 	const n = 1000
 	ings, svcs := benchWorld(n)

@@ -31,6 +31,10 @@ func injectionValues() []string {
 		"99999999999999999999", "-1", "1e3", "0x10", "1.5", " 5 ", "1000000001",
 		// Object names (proxy-ssl-secret) and TLS settings: a path out of the files' directory, directives.
 		"default/../../etc/passwd", "../x", "default/a\nproxy_ssl_verify off", "TLSv1.2;proxy_ssl_verify off", "HIGH:!aNULL;}", "on;",
+		// Sizes, times and directive arguments (the proxy groups).
+		"8m; }", "8m\n}", "1m 1m", "60s;", "1h 30m; return 200", "${request_time}", "error timeout; }", "error\ntimeout",
+		"on;", "off }", "1.0;", "/app/ /$uri", "a.example b.example;", "http://a/ http://b/;} #", "~^/(.*) /$1",
+		"keep-alive\r\nX-Evil: 1", "keep-alive;", "99999999999999999999", "1e9", "0x10", "-5",
 	}
 }
 
@@ -151,7 +155,8 @@ func TestAnnotationInjection(t *testing.T) {
 			checkAnnotationValue(t, s, v)
 		}
 		// Values that are accepted: the check above covers their output too.
-		for _, v := range []string{"true", "false", "10.0.0.0/8", " 192.0.2.7 , ::/0 ", manyRanges(5000)} {
+		for _, v := range []string{"true", "false", "10.0.0.0/8", " 192.0.2.7 , ::/0 ", manyRanges(5000),
+			"8m", "16k", "0", "60", "500ms", "on", "off", "1.0", "error http_503", "a.example b.example", "/app/ /", "keep-alive"} {
 			checkAnnotationValue(t, s, v)
 		}
 	}
@@ -208,7 +213,8 @@ func FuzzAnnotationValue(f *testing.F) {
 		}
 	}
 	for i := range readingAnnotations() {
-		for _, v := range []string{"true", "False", "10.0.0.0/8", "2001:db8::1, 192.0.2.0/24", " , ", "::ffff:10.0.0.0/104"} {
+		for _, v := range []string{"true", "False", "10.0.0.0/8", "2001:db8::1, 192.0.2.0/24", " , ", "::ffff:10.0.0.0/104",
+			"8m", "0", "60", "1h 30m", "1500ms", "on", "off", "1.0", "error timeout http_503", "/app/ /", "keep-alive"} {
 			f.Add(uint8(i), v)
 		}
 	}

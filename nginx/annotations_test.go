@@ -93,8 +93,8 @@ func TestAnnotationDispatch(t *testing.T) {
 			annotations: []string{AnnotationSSLPassthrough, "true", "kubernetes.io/ingress.class", "nginx", "example.com/team", "a"},
 		},
 		"ignored ones in one sorted warning": {
-			annotations:  []string{p + "proxy-body-size", "8m", p + "proxy-read-timeout", "60", p + "enable-opentracing", "true"},
-			wantWarnings: []string{"metadata.annotations: " + p + "enable-opentracing, " + p + "proxy-body-size, " + p + "proxy-read-timeout" + ignoredTail},
+			annotations:  []string{p + "opentelemetry-trust-incoming-span", "true", p + "enable-opentelemetry", "true", p + "enable-opentracing", "true"},
+			wantWarnings: []string{"metadata.annotations: " + p + "enable-opentelemetry, " + p + "enable-opentracing, " + p + "opentelemetry-trust-incoming-span" + ignoredTail},
 		},
 		"canary false is a plain Ingress; its rules are ignored": {
 			annotations:  []string{AnnotationCanary, " False ", p + "canary-weight", "10"},

@@ -68,13 +68,6 @@ func unsupportedAnnotations() []AnnotationSpec {
 	planned := func(issue string) AnnotationSpec {
 		return AnnotationSpec{Status: AnnotationIgnored, Planned: issue, Reason: "not supported yet"}
 	}
-	add(planned("#15"),
-		"client-body-buffer-size", "connection-proxy-header",
-		"limit-rate", "limit-rate-after",
-		"proxy-body-size", "proxy-buffer-size", "proxy-buffering", "proxy-buffers-number", "proxy-busy-buffers-size",
-		"proxy-connect-timeout", "proxy-cookie-domain", "proxy-cookie-path", "proxy-http-version",
-		"proxy-max-temp-file-size", "proxy-next-upstream", "proxy-next-upstream-timeout", "proxy-next-upstream-tries",
-		"proxy-read-timeout", "proxy-redirect-from", "proxy-redirect-to", "proxy-request-buffering", "proxy-send-timeout")
 	globalAuth := planned("#16")
 	globalAuth.Reason = "there is no global authentication yet (the ConfigMap's `global-auth-url`, issue #18) for it to turn on or off"
 	add(globalAuth, "enable-global-auth")

@@ -125,6 +125,8 @@ func grpcBackend(t *testing.T, creds credentials.TransportCredentials) Endpoint 
 func TestGRPCThroughNginx(t *testing.T) {
 	requireNginx(t)
 	cfg := testRenderConfig(t, nginxDir(t))
+	// One worker: idle upstream connections are kept per worker, so every request meets the same pools.
+	cfg.WorkerProcesses = "1"
 	rt := testRuntime(t, cfg, nil)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
@@ -208,7 +210,9 @@ func TestGRPCThroughNginx(t *testing.T) {
 	}
 
 	client := &http.Client{Transport: &http.Transport{
-		TLSClientConfig: &tls.Config{InsecureSkipVerify: true}, MaxConnsPerHost: 1,
+		// A connection per request: a POST on a client connection NGINX is closing would fail on the
+		// client's side, not NGINX's.
+		TLSClientConfig: &tls.Config{InsecureSkipVerify: true}, DisableKeepAlives: true,
 		// Every connection goes to NGINX: port 443 of a URL to its HTTPS port, port 80 to its HTTP port.
 		DialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
 			port := cfg.HTTPPort
@@ -233,9 +237,9 @@ func TestGRPCThroughNginx(t *testing.T) {
 		return resp.StatusCode, string(body)
 	}
 	get := func(url string) (int, string) { t.Helper(); return do(http.MethodGet, url) }
-	// One backend address, two protocols: each keeps its own idle connections to it. The client's one
-	// connection keeps every request on one NGINX worker, whose pools would otherwise be shared. POST,
-	// which NGINX does not retry on another connection, shows a connection of the wrong protocol.
+	// One backend address, two protocols: each keeps its own idle connections to it (NGINX's one worker
+	// would otherwise hand one protocol's to the other). POST, which NGINX does not retry on another
+	// connection, shows a connection of the wrong protocol.
 	for i := range 3 {
 		if code, body := do(http.MethodPost, "http://h2c.example.com/x"); code != http.StatusOK || body != "HTTP/2.0 plain /x" {
 			t.Errorf("H2C, round %d: %d %q, want 200 %q", i, code, body, "HTTP/2.0 plain /x")

@@ -49,6 +49,23 @@ type ProfileSettings struct {
 	// ProxySSLProtocols (sorted, space-separated) and ProxySSLCiphers are empty for NGINX's defaults.
 	ProxySSLProtocols string
 	ProxySSLCiphers   string
+	// ClientMaxBodySize is the largest request body in bytes (proxy-body-size), in decimal, "0" for no
+	// limit; empty for the default. The router checks a Content-Length against it too (appendBodyLimit).
+	ClientMaxBodySize string
+	// ClientBodyBufferSize is the size in bytes of the buffer that holds a request body in memory
+	// (client-body-buffer-size), in decimal; empty for NGINX's default.
+	ClientBodyBufferSize string
+	// The proxy buffering group (ann_proxybuffers.go), each empty for the default of every location:
+	// ProxyBuffering and ProxyRequestBuffering are "on" or "off"; ProxyBufferSize, ProxyBusyBuffersSize
+	// and ProxyMaxTempFileSize are bytes in decimal; ProxyBuffersNumber a number; ProxyHTTPVersion "1.0";
+	// ProxyNextUpstream NGINX's conditions, space-separated; ProxyNextUpstreamTimeout "<n>ms".
+	ProxyBuffering, ProxyRequestBuffering                     string
+	ProxyBufferSize, ProxyBuffersNumber, ProxyBusyBuffersSize string
+	ProxyMaxTempFileSize, ProxyHTTPVersion                    string
+	ProxyNextUpstream, ProxyNextUpstreamTimeout               string
+	// The proxy rewrite group (ann_proxyrewrite.go), each the quoted arguments of its directive, empty
+	// for none: proxy_cookie_domain, proxy_cookie_path and proxy_redirect.
+	ProxyCookieDomain, ProxyCookiePath, ProxyRedirect string
 }
 
 // IsZero reports whether p is the default (no profile).
@@ -125,6 +142,7 @@ func appendProfile(b []byte, l *Location) []byte {
 	b = append(b, `,"profile":"`...)
 	b = append(b, l.Profile.Name()...)
 	b = append(b, '"')
+	b = appendBodyLimit(b, l.Profile)
 	if l.Profile.CustomHTTPErrors == "" {
 		return b
 	}

@@ -1,6 +1,9 @@
 package nginx
 
-import "strconv"
+import (
+	"strconv"
+	"time"
+)
 
 // RouteOptions are an Ingress's settings that the Lua router applies per request: route data in the
 // annotation registry's terms (KindRouteData). They travel with each route in the routes push, so a
@@ -52,6 +55,18 @@ type RouteOptions struct {
 	// ResponseHeaders are set on the responses of the Ingress's paths (custom-headers): validated
 	// "Name:value" lines, sorted by name, joined by "\n"; empty for none.
 	ResponseHeaders string
+	// ProxyConnectTimeout, ProxySendTimeout and ProxyReadTimeout replace the default timeouts of each
+	// try upstream (proxy-connect-timeout, proxy-send-timeout, proxy-read-timeout); 0 keeps the default.
+	ProxyConnectTimeout, ProxySendTimeout, ProxyReadTimeout time.Duration
+	// NextUpstreamTries, when NextUpstreamTriesSet, bounds the tries of a request (0: each endpoint
+	// once) instead of the default 3 (proxy-next-upstream-tries).
+	NextUpstreamTries    int
+	NextUpstreamTriesSet bool
+	// LimitRate bounds the response rate in bytes per second after its first LimitRateAfter bytes
+	// (limit-rate, limit-rate-after); 0 for none.
+	LimitRate, LimitRateAfter int64
+	// ConnectionHeader replaces the Connection header that the backend gets (connection-proxy-header).
+	ConnectionHeader string
 }
 
 // options returns the translation's route options, allocating them on first use.
@@ -84,6 +99,8 @@ func appendRouteOptions(b []byte, o *RouteOptions) []byte {
 		b = append(b, `,"response_headers":`...)
 		b = appendJSONString(b, o.ResponseHeaders)
 	}
+	b = appendProxyOptions(b, o)
+	b = appendProxyHeaderOptions(b, o)
 	return b
 }
 

@@ -44,8 +44,17 @@ func TestRenderPublicServer(t *testing.T) {
 		# Requests NGINX answers before any location (400, 408, 414, 494) run the http block's
 		# log_by_lua_block without the location's "set $ingress_reactor_limit_conn": no warning each.
 		uninitialized_variable_warn off;
+		# limit-rate-after of the route (the Lua router sets it with $limit_rate).
+		limit_rate_after $ingress_reactor_limit_rate_after;
 		location / {
+			# The Lua router checks a Content-Length against the route's limit (proxy-body-size), and
+			# bodies without one are limited where they are read: the default location below, or the
+			# route's profile.
+			client_max_body_size 0;
 			set $proxy_upstream_name "";
+			set $ingress_reactor_upstream_options "";
+			set $ingress_reactor_connection_header "";
+			set $ingress_reactor_limit_rate_after 0;
 			set $ingress_reactor_upstream_vhost "";
 			set $ingress_reactor_forwarded_prefix "";
 			set $ingress_reactor_no_access_log "";
@@ -67,6 +76,10 @@ func TestRenderPublicServer(t *testing.T) {
 			}
 			proxy_pass http://upstream_balancer;
 		}
+		# Routes without a profile, for request bodies without Content-Length: the default body limit.
+		location @ingress_reactor_default {
+			proxy_pass http://upstream_balancer;
+		}
 	}
 `},
 		"redirects name another port": {cfg: func(c *RenderConfig) { c.RedirectHTTPSPort = 8443 }, want: `	server {
@@ -76,8 +89,17 @@ func TestRenderPublicServer(t *testing.T) {
 		# Requests NGINX answers before any location (400, 408, 414, 494) run the http block's
 		# log_by_lua_block without the location's "set $ingress_reactor_limit_conn": no warning each.
 		uninitialized_variable_warn off;
+		# limit-rate-after of the route (the Lua router sets it with $limit_rate).
+		limit_rate_after $ingress_reactor_limit_rate_after;
 		location / {
+			# The Lua router checks a Content-Length against the route's limit (proxy-body-size), and
+			# bodies without one are limited where they are read: the default location below, or the
+			# route's profile.
+			client_max_body_size 0;
 			set $proxy_upstream_name "";
+			set $ingress_reactor_upstream_options "";
+			set $ingress_reactor_connection_header "";
+			set $ingress_reactor_limit_rate_after 0;
 			set $ingress_reactor_upstream_vhost "";
 			set $ingress_reactor_forwarded_prefix "";
 			set $ingress_reactor_no_access_log "";
@@ -99,6 +121,10 @@ func TestRenderPublicServer(t *testing.T) {
 			}
 			proxy_pass http://upstream_balancer;
 		}
+		# Routes without a profile, for request bodies without Content-Length: the default body limit.
+		location @ingress_reactor_default {
+			proxy_pass http://upstream_balancer;
+		}
 	}
 `},
 		"HTTPS off: no TLS listener, no redirects; IPv6 listeners": {cfg: func(c *RenderConfig) { c.HTTPSPort = 0; c.IPv6 = true }, want: `	server {
@@ -108,8 +134,17 @@ func TestRenderPublicServer(t *testing.T) {
 		# Requests NGINX answers before any location (400, 408, 414, 494) run the http block's
 		# log_by_lua_block without the location's "set $ingress_reactor_limit_conn": no warning each.
 		uninitialized_variable_warn off;
+		# limit-rate-after of the route (the Lua router sets it with $limit_rate).
+		limit_rate_after $ingress_reactor_limit_rate_after;
 		location / {
+			# The Lua router checks a Content-Length against the route's limit (proxy-body-size), and
+			# bodies without one are limited where they are read: the default location below, or the
+			# route's profile.
+			client_max_body_size 0;
 			set $proxy_upstream_name "";
+			set $ingress_reactor_upstream_options "";
+			set $ingress_reactor_connection_header "";
+			set $ingress_reactor_limit_rate_after 0;
 			set $ingress_reactor_upstream_vhost "";
 			set $ingress_reactor_forwarded_prefix "";
 			set $ingress_reactor_no_access_log "";
@@ -127,6 +162,10 @@ func TestRenderPublicServer(t *testing.T) {
 			header_filter_by_lua_block {
 				require("ingress_reactor.router").header_filter()
 			}
+			proxy_pass http://upstream_balancer;
+		}
+		# Routes without a profile, for request bodies without Content-Length: the default body limit.
+		location @ingress_reactor_default {
 			proxy_pass http://upstream_balancer;
 		}
 	}

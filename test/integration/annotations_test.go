@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"sync"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
@@ -658,5 +659,100 @@ func TestAnnotationsCustomHeaders(t *testing.T) {
 	f.WaitEvent(r, "Ingress", "headers", corev1.EventTypeWarning, reasonRejected, "the value of X-Frame-Options is not a header value", "last good version")
 	if resp := send(t, r, req); resp.Status != http.StatusOK || resp.Header.Get("X-Frame-Options") != "SAMEORIGIN" || resp.Header.Get("Set-Cookie") != "" {
 		t.Errorf("after an invalid ConfigMap: %s, X-Frame-Options %q, Set-Cookie %q; want the last good version's headers", resp, resp.Header.Get("X-Frame-Options"), resp.Header.Get("Set-Cookie"))
+	}
+}
+
+// TestAnnotationsProxyBodySizeAndTimeouts: proxy-body-size through the API server, the binary and NGINX:
+// 413 above the limit, served below it, one reload for the first Ingress with the size (its profile)
+// and none for a second one; proxy-read-timeout as route data: a backend that never answers gets 504
+// at the Ingress's 1 s timeout, and a change of the timeout reloads nothing.
+func TestAnnotationsProxyBodySizeAndTimeouts(t *testing.T) {
+	f := harness.New(t)
+	web := f.StartBackend("web", false)
+	f.CreateService("web", 80, web.Port)
+	f.ServeBackends("web", web)
+	// A backend that accepts connections and never answers.
+	silent, err := net.Listen("tcp", net.JoinHostPort(web.IP, "0"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { silent.Close() })
+	var held []net.Conn
+	var mu sync.Mutex
+	go func() {
+		for {
+			c, err := silent.Accept()
+			if err != nil {
+				return
+			}
+			mu.Lock()
+			held = append(held, c)
+			mu.Unlock()
+		}
+	}()
+	t.Cleanup(func() {
+		mu.Lock()
+		defer mu.Unlock()
+		for _, c := range held {
+			c.Close()
+		}
+	})
+	silentPort := silent.Addr().(*net.TCPAddr).Port
+	f.CreateService("silent", 80, silentPort)
+	f.ApplyEndpointSlice(f.EndpointSlice("silent-1", "silent", "http", silentPort,
+		harness.Endpoint{IP: web.IP, Port: silentPort, Ready: true, Serving: true}))
+
+	f.CreateIngress(f.Ingress("plain", "plain.example", prefixPath("/", "web")))
+	r := f.StartReactor()
+	r.WaitReady()
+	r.WaitServedBy("plain.example", "/", "web")
+	reloads := r.WaitConfigSettled()
+
+	post := func(host string, size int) *harness.Response {
+		return send(t, r, harness.Request{Method: http.MethodPost, Host: host, Path: "/upload", Body: make([]byte, size)})
+	}
+	f.CreateIngress(annotate(f.Ingress("upload", "upload.example", prefixPath("/", "web")), "proxy-body-size", "2k"))
+	r.WaitServedBy("upload.example", "/", "web")
+	r.Eventually(harness.DefaultTimeout, "upload.example to answer 413 above 2k", func() (bool, string) {
+		resp := post("upload.example", 2049)
+		return resp.Status == http.StatusRequestEntityTooLarge, resp.String()
+	})
+	if resp := post("upload.example", 2048); resp.Status != http.StatusOK || resp.Echo == nil {
+		t.Errorf("2048 bytes to upload.example: %s, want 200 from web", resp)
+	}
+	if resp := post("plain.example", 4096); resp.Status != http.StatusOK || resp.Echo == nil {
+		t.Errorf("4096 bytes to plain.example (the default 1m): %s, want 200 from web", resp)
+	}
+	after := r.WaitConfigSettled()
+	if after != reloads+1 {
+		t.Errorf("%s went from %g to %g for a new body size; want one reload (its profile)", harness.ReloadsMetric, reloads, after)
+	}
+	f.CreateIngress(annotate(f.Ingress("upload-too", "upload-too.example", prefixPath("/", "web")), "proxy-body-size", "2048"))
+	r.WaitServedBy("upload-too.example", "/", "web")
+	if resp := post("upload-too.example", 2049); resp.Status != http.StatusRequestEntityTooLarge {
+		t.Errorf("2049 bytes to upload-too.example: %s, want 413", resp)
+	}
+
+	f.CreateIngress(annotate(f.Ingress("slow", "slow.example", prefixPath("/", "silent")), "proxy-read-timeout", "1"))
+	r.Eventually(harness.DefaultTimeout, "slow.example to answer 504 at its read timeout", func() (bool, string) {
+		resp, err := r.Get("slow.example", "/")
+		if err != nil {
+			return false, err.Error()
+		}
+		return resp.Status == http.StatusGatewayTimeout && resp.Echo == nil, resp.String()
+	})
+	f.UpdateIngress("upload", func(ing *networkingv1.Ingress) {
+		annotate(ing, "proxy-read-timeout", "30", "proxy-connect-timeout", "2")
+	})
+	f.UpdateIngress("slow", func(ing *networkingv1.Ingress) { annotate(ing, "proxy-read-timeout", "2") })
+	r.Eventually(harness.DefaultTimeout, "slow.example to answer 504 with its new timeout", func() (bool, string) {
+		resp, err := r.Get("slow.example", "/")
+		if err != nil {
+			return false, err.Error()
+		}
+		return resp.Status == http.StatusGatewayTimeout, resp.String()
+	})
+	if got := r.WaitConfigSettled(); got != after {
+		t.Errorf("%s went from %g to %g for a known body size and timeouts (route data); want no reload", harness.ReloadsMetric, after, got)
 	}
 }

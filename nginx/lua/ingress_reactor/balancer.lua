@@ -2,7 +2,10 @@
 -- (see configuration.lua). Every location sets $proxy_upstream_name; access() checks that the upstream
 -- has endpoints (503 otherwise, which balancer_by_lua cannot send) and balance() picks the peer.
 --
--- A retry (proxy_next_upstream) goes to an endpoint the request has not tried yet.
+-- A retry (proxy_next_upstream) goes to an endpoint the request has not tried yet; a request tries at
+-- most 3 endpoints, or its route's number (proxy-next-upstream-tries). A route's timeouts
+-- (proxy-connect-timeout, proxy-send-timeout, proxy-read-timeout) come from the router in
+-- $ingress_reactor_upstream_options: "<connect ms> <send ms> <read ms> <tries>", 0 and -1 for defaults.
 --
 -- Each worker keeps the decoded list per upstream with the version it was decoded at, so a request
 -- costs one shared-dict read of a number, and a list is decoded again only after it changed.
@@ -82,6 +85,33 @@ function _M.access()
     ngx.ctx.ingress_reactor_upstream = entry
 end
 
+local DEFAULT_TRIES = 3
+
+-- upstream_options applies the route's timeouts and returns its tries (nil: the default).
+local function upstream_options()
+    local v = ngx.var.ingress_reactor_upstream_options
+    if not v or v == "" then
+        return nil
+    end
+    local c, s, r, tries = v:match("^(%d+) (%d+) (%d+) (%-?%d+)$")
+    if not c then
+        ngx_log(ERR, "unreadable upstream options ", v)
+        return nil
+    end
+    c, s, r = tonumber(c), tonumber(s), tonumber(r)
+    if c > 0 or s > 0 or r > 0 then
+        local ok, err = ngx_balancer.set_timeouts(c > 0 and c / 1000 or nil, s > 0 and s / 1000 or nil, r > 0 and r / 1000 or nil)
+        if not ok then
+            ngx_log(ERR, "set_timeouts: ", err)
+        end
+    end
+    tries = tonumber(tries)
+    if tries < 0 then
+        return nil
+    end
+    return tries
+end
+
 function _M.balance()
     local ctx = ngx.ctx
     local entry = ctx.ingress_reactor_upstream
@@ -101,10 +131,14 @@ function _M.balance()
     end
     local tried = ctx.ingress_reactor_tried
     if not tried then
-        if n > 1 then
+        local tries = upstream_options() or DEFAULT_TRIES
+        if tries == 0 then
+            tries = n
+        end
+        if n > 1 and tries > 1 then
             ctx.ingress_reactor_tried = { [i] = true, count = 1 }
-            -- Retries (proxy_next_upstream) go to other endpoints, at most two more.
-            local ok, err = ngx_balancer.set_more_tries(math_min(n, 3) - 1)
+            -- Retries (proxy_next_upstream) go to other endpoints.
+            local ok, err = ngx_balancer.set_more_tries(math_min(n, tries) - 1)
             if not ok then
                 ngx_log(ERR, "set_more_tries: ", err)
             end

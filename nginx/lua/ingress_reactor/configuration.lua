@@ -825,6 +825,47 @@ local function normalize_limit(r, out)
         allow = (l.allow and #l.allow > 0) and l.allow or nil }
 end
 
+-- whole_in reports whether v is an integer from lo to hi.
+local function whole_in(v, lo, hi)
+    return type(v) == "number" and v == math.floor(v) and v >= lo and v <= hi
+end
+
+-- normalize_proxy checks the proxy options of route r (nginx/ann_proxy.go) and copies them to out, or
+-- returns why not: "body_limit" in bytes (0: none), "upstream_options" as connect, send and read
+-- timeouts in milliseconds (0: the default) and the tries (-1: the default, 0: each endpoint once),
+-- "limit_rate" as bytes per second and bytes before the limit, "connection_header" as header tokens.
+local MAX_TIMEOUT_MS = 365 * 24 * 3600 * 1000
+local function normalize_proxy(r, out)
+    if r.body_limit ~= nil then
+        if not whole_in(r.body_limit, 0, 2 ^ 53) then
+            return "\"body_limit\" must be a whole number of bytes"
+        end
+        out.body_limit = r.body_limit
+    end
+    local o = r.upstream_options
+    if o ~= nil then
+        if type(o) ~= "table" or #o ~= 4 or not whole_in(o[1], 0, MAX_TIMEOUT_MS) or not whole_in(o[2], 0, MAX_TIMEOUT_MS)
+            or not whole_in(o[3], 0, MAX_TIMEOUT_MS) or not whole_in(o[4], -1, 100) then
+            return "\"upstream_options\" must be three timeouts in milliseconds and a number of tries"
+        end
+        out.upstream_options = o
+    end
+    local l = r.limit_rate
+    if l ~= nil then
+        if type(l) ~= "table" or #l ~= 2 or not whole_in(l[1], 1, 2 ^ 40) or not whole_in(l[2], 0, 2 ^ 40) then
+            return "\"limit_rate\" must be a rate and a size in bytes"
+        end
+        out.limit_rate = l
+    end
+    local c = r.connection_header
+    if c ~= nil then
+        if type(c) ~= "string" or #c > 256 or not c:match("^[%w%-]+$") and not c:match("^[%w%-][%w%-, ]*[%w%-]$") then
+            return "\"connection_header\" must be header tokens"
+        end
+        out.connection_header = c
+    end
+end
+
 -- normalize_host checks one host entry and returns it in the form router.lua reads, or nil, why, and
 -- the 1-based index of the route at fault (0: the entry itself).
 local function normalize_host(host, entry)
@@ -881,7 +922,7 @@ local function normalize_host(host, entry)
             end
         end
         local ferr = rewrite_fields(r, out, entry.regex) or normalize_redirects(r, out) or normalize_cors(r, out)
-            or normalize_limit(r, out) or normalize_response_headers(r, out)
+            or normalize_limit(r, out) or normalize_response_headers(r, out) or normalize_proxy(r, out)
         if ferr then
             return nil, where .. ": " .. ferr, i
         end

@@ -11,18 +11,24 @@
 --   regex:  a host entry with "regex": true (a host with regex paths, as in ingress-nginx) lists its routes
 --           in match order, each with a PCRE "pattern" written by the controller: the first that matches
 --           $uri wins, else the fallback.
--- Then, in order: a route with "host_redirect" (from-to-www-redirect) answers 308 to its host; "app_root"
+-- Then, in order: a request whose Content-Length is over the route's "body_limit" (else the default,
+-- set_body_limit) gets 413, as NGINX answers on entering a location; a route with "host_redirect" (from-to-www-redirect) answers 308 to its host; "app_root"
 -- answers "/" with 302, "redirect_url" answers everything with "redirect_code"; a route with "redirect"
 -- (when HTTPS is on) or "force_ssl_redirect" answers plain HTTP with 308 to HTTPS (one trailing slash
 -- dropped unless "preserve_trailing_slash"); source ranges answer 403 to clients they do not admit; a
 -- route without upstream answers 404; a route whose upstream has no endpoints goes to its
 -- "default_backend" when it has one; a route with "rewrite" changes the path the backend sees, and
--- "upstream_vhost" its Host header. The fallback is the host's "default_backend", else the default.
+-- "upstream_vhost" its Host header; "upstream_options" (timeouts and tries) go to balancer.lua, and
+-- "limit_rate" and "connection_header" into NGINX variables. A
+-- route with a "profile" continues in the profile's named location; a body without Content-Length of a
+-- route without one is read in the default named location, which limits it. The fallback is the host's
+-- "default_backend", else the default.
 -- A route with "no_access_log" is left out of the access log, one with "rewrite_log" logs its rewrites.
--- After source ranges, a route with "cors" decides whether the request's Origin is allowed: if so, an
--- OPTIONS request is answered 204 with the CORS headers (a preflight), and every other response of the
--- request gets them in the header filter; then a route with "limit" counts the request against its
--- rate and connection limits (limits.lua) and answers 503 over them.
+-- Right after "host_redirect", a route with "cors" decides whether the request's Origin is allowed: if
+-- so, an OPTIONS request is answered 204 with the CORS headers (a preflight), and every other response
+-- of the request (redirects and 403s included) gets them in the header filter. After source ranges, a
+-- route with "limit" counts the request against its rate and connection limits (limits.lua) and
+-- answers 503 over them.
 --
 -- Each worker keeps the compiled entry of a host with the version it was compiled at: a request costs a
 -- few shared-dict reads, and an entry is decoded again only after it changed.
@@ -65,6 +71,12 @@ local SWEEP_EVERY = 60
 
 -- The profiles of this configuration (set_profiles): name -> true.
 local profiles = {}
+
+-- The body limit of routes without their own (set_body_limit), in bytes (0: none), and whether the
+-- configuration has the location that limits their bodies without Content-Length; nil when the
+-- template leaves the Content-Length check to NGINX.
+local default_body_limit
+local DEFAULT_LOCATION = "@ingress_reactor_default"
 
 -- host -> { version, exact = { path -> route }, prefix = { path -> route }, fallback_redirect }
 local cache = {}
@@ -137,6 +149,16 @@ local function rewrite_fields(route, r)
     route.upstream_vhost = r.upstream_vhost
     route.pattern = r.pattern
     route.literal = r.literal
+    route.body_limit = r.body_limit
+    route.connection_header = r.connection_header
+    if r.limit_rate then
+        route.limit_rate, route.limit_rate_after = r.limit_rate[1], r.limit_rate[2]
+    end
+    route.sets_vars = r.upstream_options ~= nil or r.limit_rate ~= nil or r.connection_header ~= nil
+    if r.upstream_options then
+        -- The form balancer.lua reads from $ingress_reactor_upstream_options.
+        route.upstream_options = table.concat(r.upstream_options, " ")
+    end
 end
 
 -- compile_redirects copies the redirect options of wire route r (validated when stored) into route.
@@ -590,6 +612,28 @@ function _M.log()
     limits.leave()
 end
 
+-- set_proxy_vars hands a route's timeouts and tries to balancer.lua, and sets its rate limit and
+-- Connection header; false when the template lacks a variable (a custom template without the catch-all
+-- location's "set" lines).
+local function set_proxy_vars(r)
+    local ok, err = pcall(function()
+        if r.upstream_options then
+            ngx_var.ingress_reactor_upstream_options = r.upstream_options
+        end
+        if r.limit_rate then
+            ngx_var.limit_rate = r.limit_rate
+            ngx_var.ingress_reactor_limit_rate_after = r.limit_rate_after
+        end
+        if r.connection_header then
+            ngx_var.ingress_reactor_connection_header = r.connection_header
+        end
+    end)
+    if not ok then
+        ngx_log(ERR, "applying proxy options: ", err, " (a custom template must keep the catch-all location's \"set $ingress_reactor_...\" lines)")
+    end
+    return ok
+end
+
 -- route runs in the rewrite phase of the catch-all location.
 function _M.route()
     local host = ngx_var.host or ""
@@ -614,6 +658,16 @@ function _M.route()
         end
     else
         r = match(e, ngx_var.uri)
+    end
+    if default_body_limit then
+        -- Before anything else, as NGINX checks it when it enters a location: a named location
+        -- (ngx.exec) skips that check, so the router makes it for every route.
+        local limit = r and r.body_limit or default_body_limit
+        local length = limit > 0 and tonumber(ngx_var.http_content_length)
+        if length and length > limit then
+            ngx_log(ERR, "client intended to send too large body: ", length, " bytes, limit ", limit)
+            return ngx.exit(413) -- ngx.HTTP_REQUEST_ENTITY_TOO_LARGE is not in every lua-nginx-module
+        end
     end
     if r and r.no_access_log and not pcall(function() ngx_var.ingress_reactor_no_access_log = "1" end) then
         -- enable-access-log: false; a custom template without the variable logs the request.
@@ -663,6 +717,9 @@ function _M.route()
         return ngx.exit(ngx.HTTP_INTERNAL_SERVER_ERROR)
     end
     ngx_var.proxy_upstream_name = upstream
+    if r and r.sets_vars and not set_proxy_vars(r) then
+        return ngx.exit(ngx.HTTP_INTERNAL_SERVER_ERROR)
+    end
     if r and r.profile and not profiles[r.profile] then
         -- Pushed for a configuration that is not (or no longer) live: served without the profile's
         -- settings until it is, rather than sent to a location this configuration lacks.
@@ -678,6 +735,13 @@ function _M.route()
         -- The profile's named location (rendered into nginx.conf) proxies with its directives.
         return ngx.exec("@" .. r.profile)
     end
+    -- A body without Content-Length (chunked, or HTTP/2) is limited while NGINX reads it, by the
+    -- location's client_max_body_size: the catch-all location has none (the check above replaces it),
+    -- the default location has the default limit.
+    if default_body_limit and not ngx_var.http_content_length
+        and (ngx_var.http_transfer_encoding or ngx.req.http_version() == 2) then
+        return ngx.exec(DEFAULT_LOCATION)
+    end
 end
 
 -- custom_error runs in the rewrite phase of a custom error page's location (custom-http-errors): the
@@ -692,6 +756,12 @@ function _M.custom_error()
     -- original URI is in X-Original-URI.
     ngx_var.ingress_reactor_upstream_vhost = ""
     ngx.req.set_uri("/", false)
+end
+
+-- set_body_limit records the body limit of routes without their own (proxy-body-size), in bytes (0:
+-- none); init_by_lua calls it when the catch-all location leaves the Content-Length check to the router.
+function _M.set_body_limit(limit)
+    default_body_limit = limit
 end
 
 -- set_profiles records the profiles (named locations) of the configuration being loaded; init_by_lua
