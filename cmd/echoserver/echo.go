@@ -9,6 +9,8 @@ import (
 	"unicode/utf8"
 
 	"go.uber.org/zap"
+
+	"github.com/ingress-reactor/ingress-reactor/internal/websocket"
 )
 
 // Response is the JSON document the echo handler answers with. The handler encodes it
@@ -41,10 +43,12 @@ type Response struct {
 	SNI string `json:"sni"`
 }
 
-// echoHandler answers every request with a Response describing it.
+// echoHandler answers every request with a Response describing it, and a WebSocket handshake with a
+// WebSocket that answers each text message with "echo <name> <message>".
 type echoHandler struct {
 	name string
 	log  *zap.Logger // nil unless --log-requests
+	ws   http.HandlerFunc
 }
 
 // bufPool recycles response buffers; most responses fit in the initial capacity.
@@ -52,6 +56,10 @@ var bufPool = sync.Pool{New: func() any { b := make([]byte, 0, 2048); return &b 
 
 // ServeHTTP implements http.Handler.
 func (h *echoHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if websocket.IsUpgrade(r) {
+		h.ws(w, r)
+		return
+	}
 	bp := bufPool.Get().(*[]byte)
 	buf := appendResponse((*bp)[:0], h.name, r)
 	buf = append(buf, '\n')

@@ -20,6 +20,8 @@ import (
 	"time"
 
 	"go.uber.org/zap"
+
+	"github.com/ingress-reactor/ingress-reactor/internal/websocket"
 	"golang.org/x/sync/errgroup"
 )
 
@@ -135,7 +137,7 @@ func run(ctx context.Context, cfg config, log *zap.Logger, ready func([]net.Addr
 	if err != nil {
 		return err
 	}
-	h := &echoHandler{name: cfg.name}
+	h := &echoHandler{name: cfg.name, ws: websocket.Echo("echo " + cfg.name + " ")}
 	if cfg.logRequests {
 		h.log = log
 	}

@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"sync"
 	"testing"
 
@@ -16,6 +17,7 @@ import (
 	networkingv1 "k8s.io/api/networking/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/ingress-reactor/ingress-reactor/internal/websocket"
 	"github.com/ingress-reactor/ingress-reactor/test/integration/harness"
 )
 
@@ -755,4 +757,48 @@ func TestAnnotationsProxyBodySizeAndTimeouts(t *testing.T) {
 	if got := r.WaitConfigSettled(); got != after {
 		t.Errorf("%s went from %g to %g for a known body size and timeouts (route data); want no reload", harness.ReloadsMetric, after, got)
 	}
+}
+
+// TestAnnotationsWebSocketThroughReload: a WebSocket through the binary and NGINX, with no annotation,
+// exchanges messages before and after a reload (a new Ingress with a new profile): the old worker keeps
+// serving it, and new WebSockets go to the new configuration.
+func TestAnnotationsWebSocketThroughReload(t *testing.T) {
+	f := harness.New(t)
+	chat := f.StartBackend("chat", false)
+	f.CreateService("chat", 80, chat.Port)
+	f.ServeBackends("chat", chat)
+	f.CreateIngress(f.Ingress("chat", "chat.example", harness.IngressBackend{Path: "/", Service: "chat", Port: 80}))
+	r := f.StartReactor()
+	r.WaitReady()
+	r.WaitServedBy("chat.example", "/", "chat")
+	reloads := r.WaitConfigSettled()
+
+	nginxHTTP := net.JoinHostPort("127.0.0.1", strconv.Itoa(r.HTTPPort))
+	open := func(host string) *websocket.Client {
+		t.Helper()
+		c, err := websocket.Dial(nginxHTTP, host, "/socket", harness.DefaultTimeout)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { c.Close() })
+		return c
+	}
+	exchange := func(c *websocket.Client, text string) {
+		t.Helper()
+		if got, err := c.Exchange(text, harness.DefaultTimeout); err != nil || got != "echo chat "+text {
+			t.Fatalf("sent %q, got %q, %v; want the chat backend's echo", text, got, err)
+		}
+	}
+	held := open("chat.example")
+	exchange(held, "before the reload")
+
+	f.CreateIngress(annotate(f.Ingress("upload", "upload.example", harness.IngressBackend{Path: "/", Service: "chat", Port: 80}),
+		"proxy-body-size", "10m"))
+	r.WaitServedBy("upload.example", "/", "chat")
+	if got := r.WaitConfigSettled(); got != reloads+1 {
+		t.Fatalf("%s went from %g to %g for a new profile; want one reload", harness.ReloadsMetric, reloads, got)
+	}
+	exchange(held, "after the reload")
+	exchange(open("upload.example"), "on a new connection")
+	exchange(held, "and again")
 }
