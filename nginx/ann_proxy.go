@@ -30,6 +30,9 @@ const (
 
 // Bounds of the group's values.
 const (
+	// maxBodySize bounds proxy-body-size: the largest whole number the Lua router holds exactly
+	// (configuration.lua refuses a larger "body_limit"), 8 PiB.
+	maxBodySize = 1 << 53
 	// maxBodyBufferSize bounds client-body-buffer-size: the buffer is memory per request.
 	maxBodyBufferSize = 64 << 20
 	// maxNextUpstreamTries bounds proxy-next-upstream-tries (0 is no limit: each endpoint once).
@@ -76,7 +79,9 @@ func init() {
 			Values:  "kilobytes per second as a whole number (`100`), as ingress-nginx takes it, or an NGINX size per second (`1m`); `0` for no limit",
 			Default: "`0`: no limit",
 			Difference: "**Route data**: the router sets NGINX's `$limit_rate` for the response, per connection as NGINX's `limit_rate`, " +
-				"so a change never reloads NGINX. An invalid value is ignored with a Warning.",
+				"so a change never reloads NGINX. As in ingress-nginx it takes effect only with `proxy-buffering: \"on\"` (NGINX does not " +
+				"limit the rate of unbuffered responses, and buffering is off by default) and never for gRPC backends; without it, a " +
+				"Warning. An invalid value is ignored with a Warning.",
 		}, {
 			Name: "limit-rate-after", Origin: OriginDocumented, Status: AnnotationSupported, Kind: KindRouteData,
 			Values:  "kilobytes as a whole number (`500`), as ingress-nginx takes it, or an NGINX size (`1m`)",
@@ -120,6 +125,9 @@ func applyProxy(t *translator) {
 	ann := t.ing.Annotations
 	if raw, ok := ann[AnnotationProxyBodySize]; ok {
 		n, err := parseNginxSize(raw)
+		if err == nil && n > maxBodySize {
+			err = errUnit
+		}
 		if err != nil {
 			t.fail("metadata.annotations[%s]: %s is not a size (want bytes, or a number with k, m or g, such as 8m; 0 for no limit)",
 				AnnotationProxyBodySize, quoteValue(raw))
@@ -205,6 +213,16 @@ func (t *translator) limitRate() {
 	}
 	o := t.options()
 	o.LimitRate, o.LimitRateAfter = rate, after
+	// NGINX applies limit_rate only to buffered responses: proxying without buffering (proxy_buffering
+	// off, the default of every location as in ingress-nginx, and always for gRPC) resets it.
+	// ingress-nginx documents that limit-rate "must be used with proxy-buffering enabled"; say so.
+	if t.out.Profile.usesGRPC() {
+		t.out.Warnings = append(t.out.Warnings, fmt.Sprintf("metadata.annotations[%s]: has no effect with a gRPC backend "+
+			"(NGINX does not buffer gRPC responses, and limits the rate of buffered responses only)", AnnotationLimitRate))
+	} else if strings.ToLower(strings.TrimSpace(t.ing.Annotations[AnnotationProxyBuffering])) != "on" {
+		t.out.Warnings = append(t.out.Warnings, fmt.Sprintf("metadata.annotations[%s]: has an effect only with %s: \"on\" "+
+			"(NGINX limits the rate of buffered responses only, and proxy buffering is off by default)", AnnotationLimitRate, AnnotationProxyBuffering))
+	}
 }
 
 // warnIgnored reports an annotation value that is ignored because it is not what the annotation takes

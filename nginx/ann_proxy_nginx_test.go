@@ -396,3 +396,49 @@ func TestProxyBufferBehaviourNginx(t *testing.T) {
 		}
 	}
 }
+
+// TestLimitRateNginx: limit-rate slows a buffered response (proxy-buffering: "on") to its rate; NGINX
+// does not limit an unbuffered one (the default), which is why the translation warns about it.
+func TestLimitRateNginx(t *testing.T) {
+	requireNginx(t)
+	cfg := testRenderConfig(t, nginxDir(t))
+	cfg.HTTPSPort = 0
+	rt := testRuntime(t, cfg, nil)
+	const size = 2100 // 1k/s: NGINX sends 1024 bytes in the first second, the rest after it
+	app := httpServer(t, func(w http.ResponseWriter, r *http.Request) { _, _ = io.WriteString(w, strings.Repeat("y", size)) })
+	m, _ := buildModel(t, []any{
+		service("default", "app", port(80, "http")),
+		ingress("default", "buffered", annotate(AnnotationLimitRate, "1", AnnotationProxyBuffering, "on"),
+			rule("buffered.example.com", prefix("/", "app", 80))),
+		ingress("default", "unbuffered", annotate(AnnotationLimitRate, "1"), rule("unbuffered.example.com", prefix("/", "app", 80))),
+	}, nil)
+	applyModel(t, rt, m, cfg)
+	if err := rt.Client().PushEndpoints(context.Background(), map[UpstreamName][]Endpoint{up("default", "app", 80).Name: {app}}); err != nil {
+		t.Fatal(err)
+	}
+	get := func(host string) time.Duration {
+		t.Helper()
+		req, err := http.NewRequest(http.MethodGet, fmt.Sprintf("http://127.0.0.1:%d/", cfg.HTTPPort), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Host = host
+		start := time.Now()
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		if resp.StatusCode != 200 || len(b) != size {
+			t.Fatalf("%s: %d, %d bytes; want 200 and %d bytes", host, resp.StatusCode, len(b), size)
+		}
+		return time.Since(start)
+	}
+	if d := get("buffered.example.com"); d < 900*time.Millisecond {
+		t.Errorf("limit-rate 1 with proxy buffering: %d bytes in %v, want at least a second", size, d)
+	}
+	if d := get("unbuffered.example.com"); d > 500*time.Millisecond {
+		t.Errorf("limit-rate 1 without proxy buffering: %d bytes in %v; NGINX limits it now: drop the Warning", size, d)
+	}
+}
