@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"strings"
 	"sync/atomic"
 	"testing"
 )
@@ -192,6 +193,21 @@ func TestCORSThroughNginx(t *testing.T) {
 		if resp.StatusCode != tc.status || resp.Header.Get("Access-Control-Allow-Origin") != tc.allowOrigin {
 			t.Errorf("%s %s from %s: %d with Access-Control-Allow-Origin %q, want %d with %q", tc.method, tc.host, tc.origin,
 				resp.StatusCode, resp.Header.Get("Access-Control-Allow-Origin"), tc.status, tc.allowOrigin)
+		}
+	}
+
+	// A body over the limit: 413, with the CORS headers (as ingress-nginx, whose 413 came from the location
+	// that set them).
+	big, _ := http.NewRequest(http.MethodPost, fmt.Sprintf("http://127.0.0.1:%d/x", cfg.HTTPPort), strings.NewReader(strings.Repeat("b", 2<<20)))
+	big.Host = "list.example.com"
+	big.Header.Set("Origin", "https://app.example.com")
+	if resp, err := noRedirect.Do(big); err != nil {
+		t.Fatal(err)
+	} else {
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusRequestEntityTooLarge || resp.Header.Get("Access-Control-Allow-Origin") != "https://app.example.com" {
+			t.Errorf("a body over the limit: %d with Access-Control-Allow-Origin %q, want 413 with the origin", resp.StatusCode,
+				resp.Header.Get("Access-Control-Allow-Origin"))
 		}
 	}
 

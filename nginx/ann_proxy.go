@@ -67,7 +67,10 @@ func init() {
 				"its route's limit before it enters the route's named location, and the location's `client_max_body_size` stops a body " +
 				"without `Content-Length` (chunked, or HTTP/2) at the limit. Each distinct size is part of a profile: the first Ingress " +
 				"with a new combination of profile settings reloads NGINX once. An invalid value **rejects the Ingress** (ingress-nginx " +
-				"used the default, which turns away the uploads the owner meant to allow while the Ingress looks served).",
+				"used the default, which turns away the uploads the owner meant to allow while the Ingress looks served). The 413 carries " +
+				"the route's CORS headers, as in ingress-nginx. On routes without a profile, a request without `Content-Length` " +
+				"(chunked HTTP/1.1, and any HTTP/2 request without one, GETs included, since NGINX does not tell Lua whether an HTTP/2 " +
+				"request has a body) is read in a named location that applies the default limit: one internal redirect per such request.",
 		}, {
 			Name: "connection-proxy-header", Origin: OriginDocumented, Status: AnnotationSupported, Kind: KindRouteData,
 			Values:  "comma-separated header tokens (letters, digits and `-`), such as `keep-alive`; at most 256 bytes",

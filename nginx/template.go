@@ -315,6 +315,8 @@ func ParseTemplate(text string) (*Template, error) {
 		{`require("ingress_reactor.router").header_filter()`, "the header_filter_by_lua_block that calls require(\"ingress_reactor.router\").header_filter() in the public location and each profile's: custom-headers and enable-cors set their headers there"},
 		{"upstream upstream_balancer_https {", "an upstream block per backend protocol ({{range .ProtocolUpstreams}} upstream {{.}} ...) " +
 			"and the map $scheme $ingress_reactor_auto_upstream: protocols must not share idle connections"},
+		{`require("ingress_reactor.router").set_body_limit(`, "the init_by_lua_block's require(\"ingress_reactor.router\").set_body_limit({{.ClientMaxBodySize}}): " +
+			"without it no route's Content-Length is checked against its proxy-body-size (named locations skip NGINX's own check)"},
 		{"map $scheme $ingress_reactor_auto_upstream", "the map $scheme $ingress_reactor_auto_upstream that picks the pool of backend-protocol AUTO_HTTP"},
 		{"upstream " + tlsProfile.OwnUpstream() + " {", "an upstream block per profile that has one ({{range .Profiles}}{{if .Upstream}} upstream {{.Upstream}} ...): " +
 			"backend TLS profiles must not share idle connections with other profiles"},

@@ -271,6 +271,7 @@ const routerCall = ` rewrite_by_lua_block { require("ingress_reactor.router").ro
 	{{range .Profiles}}location @{{.Name}} { }{{end}} {{range .ErrorCodes}}location @ingress_reactor_error_{{.}} { }{{end}}
 	set_profiles({ {{- range .Profiles}}"{{.Name}}", {{end -}} }) set $ingress_reactor_error_upstream "";
 	log_by_lua_block { require("ingress_reactor.router").log() } set $ingress_reactor_limit_conn "";
+	require("ingress_reactor.router").set_body_limit({{.ClientMaxBodySize}})
 	{{range .ProtocolUpstreams}}upstream {{.}} { }{{end}} map $scheme $ingress_reactor_auto_upstream { }
 	{{range .Profiles}}{{if .Upstream}}upstream {{.Upstream}} { }{{end}}{{end}} set $ingress_reactor_response_headers "";
 	header_filter_by_lua_block { require("ingress_reactor.router").header_filter() } {{range .Profiles}}require("ingress_reactor.router").header_filter(){{end}}`
@@ -296,6 +297,8 @@ func TestParseTemplate(t *testing.T) {
 			strings.Replace(routerCall, `log_by_lua_block { require("ingress_reactor.router").log() }`, "", 1), wantErr: "limit-connections gives connections back"},
 		"no header filter": {text: "/configuration/hash {{.ConfigHash}} set $ingress_reactor_token {{.StatusToken}}; " + statusAuthorize +
 			strings.Replace(routerCall, `header_filter_by_lua_block { require("ingress_reactor.router").header_filter() }`, "", 1), wantErr: "header_filter_by_lua_block"},
+		"no body limit": {text: "/configuration/hash {{.ConfigHash}} set $ingress_reactor_token {{.StatusToken}}; " + statusAuthorize +
+			strings.Replace(routerCall, `require("ingress_reactor.router").set_body_limit({{.ClientMaxBodySize}})`, "", 1), wantErr: "proxy-body-size"},
 		"no upstream per protocol": {text: "/configuration/hash {{.ConfigHash}} set $ingress_reactor_token {{.StatusToken}}; " + statusAuthorize +
 			strings.Replace(routerCall, "{{range .ProtocolUpstreams}}upstream {{.}} { }{{end}}", "", 1), wantErr: "an upstream block per backend protocol"},
 		"no upstream of a TLS profile": {text: "/configuration/hash {{.ConfigHash}} set $ingress_reactor_token {{.StatusToken}}; " + statusAuthorize +

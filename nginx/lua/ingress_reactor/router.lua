@@ -11,8 +11,9 @@
 --   regex:  a host entry with "regex": true (a host with regex paths, as in ingress-nginx) lists its routes
 --           in match order, each with a PCRE "pattern" written by the controller: the first that matches
 --           $uri wins, else the fallback.
--- Then, in order: a request whose Content-Length is over the route's "body_limit" (else the default,
--- set_body_limit) gets 413, as NGINX answers on entering a location; a route with "host_redirect" (from-to-www-redirect) answers 308 to its host; "app_root"
+-- Then, in order: a route with "host_redirect" (from-to-www-redirect) answers 308 to its host; CORS (below);
+-- a request whose Content-Length is over the route's "body_limit" (else the default, set_body_limit)
+-- gets 413, as NGINX answers on entering a location; "app_root"
 -- answers "/" with 302, "redirect_url" answers everything with "redirect_code"; a route with "redirect"
 -- (when HTTPS is on) or "force_ssl_redirect" answers plain HTTP with 308 to HTTPS (one trailing slash
 -- dropped unless "preserve_trailing_slash"); source ranges answer 403 to clients they do not admit; a
@@ -659,16 +660,6 @@ function _M.route()
     else
         r = match(e, ngx_var.uri)
     end
-    if default_body_limit then
-        -- Before anything else, as NGINX checks it when it enters a location: a named location
-        -- (ngx.exec) skips that check, so the router makes it for every route.
-        local limit = r and r.body_limit or default_body_limit
-        local length = limit > 0 and tonumber(ngx_var.http_content_length)
-        if length and length > limit then
-            ngx_log(ERR, "client intended to send too large body: ", length, " bytes, limit ", limit)
-            return ngx.exit(413) -- ngx.HTTP_REQUEST_ENTITY_TOO_LARGE is not in every lua-nginx-module
-        end
-    end
     if r and r.no_access_log and not pcall(function() ngx_var.ingress_reactor_no_access_log = "1" end) then
         -- enable-access-log: false; a custom template without the variable logs the request.
         ngx_log(ERR, "enable-access-log: the catch-all location lacks \"set $ingress_reactor_no_access_log \"\";\" (start again from nginx/nginx.tmpl)")
@@ -685,6 +676,18 @@ function _M.route()
     -- preflight is answered 204, and a redirect or a 403 carries the CORS headers.
     if r and r.cors and cors(r.cors) then
         return
+    end
+    local content_length = ngx_var.http_content_length
+    if default_body_limit then
+        -- Before the route's redirects, as NGINX checks it when it enters a location (and after CORS,
+        -- whose headers the 413 carries, as in ingress-nginx): a named location (ngx.exec) skips that
+        -- check, so the router makes it for every route.
+        local limit = r and r.body_limit or default_body_limit
+        local length = limit > 0 and content_length and tonumber(content_length)
+        if length and length > limit then
+            ngx_log(ERR, "client intended to send too large body: ", length, " bytes, limit ", limit)
+            return ngx.exit(413) -- ngx.HTTP_REQUEST_ENTITY_TOO_LARGE is not in every lua-nginx-module
+        end
     end
     if r and r.redirects and route_redirect(r, host) then
         return
@@ -738,7 +741,7 @@ function _M.route()
     -- A body without Content-Length (chunked, or HTTP/2) is limited while NGINX reads it, by the
     -- location's client_max_body_size: the catch-all location has none (the check above replaces it),
     -- the default location has the default limit.
-    if default_body_limit and not ngx_var.http_content_length
+    if default_body_limit and not content_length
         and (ngx_var.http_transfer_encoding or ngx.req.http_version() == 2) then
         return ngx.exec(DEFAULT_LOCATION)
     end
