@@ -114,12 +114,8 @@ func init() {
 
 // proxyBodyDirectives sets the request body limits of p's named location.
 func proxyBodyDirectives(p ProfileSettings, out []string) []string {
-	if p.ClientMaxBodySize != "" {
-		out = append(out, "client_max_body_size "+p.ClientMaxBodySize)
-	}
-	if p.ClientBodyBufferSize != "" {
-		out = append(out, "client_body_buffer_size "+p.ClientBodyBufferSize)
-	}
+	out = appendDirective(out, "client_max_body_size", p.ClientMaxBodySize)
+	out = appendDirective(out, "client_body_buffer_size", p.ClientBodyBufferSize)
 	return out
 }
 

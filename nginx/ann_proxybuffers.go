@@ -106,23 +106,13 @@ func init() {
 // proxyBufferDirectives writes the group's directives into p's named location.
 func proxyBufferDirectives(p ProfileSettings, out []string) []string {
 	if p.usesGRPC() {
-		if p.ProxyBufferSize != "" {
-			out = append(out, "grpc_buffer_size "+p.ProxyBufferSize)
-		}
-		if p.ProxyNextUpstream != "" {
-			out = append(out, "grpc_next_upstream "+p.ProxyNextUpstream)
-		}
-		if p.ProxyNextUpstreamTimeout != "" {
-			out = append(out, "grpc_next_upstream_timeout "+p.ProxyNextUpstreamTimeout)
-		}
+		out = appendDirective(out, "grpc_buffer_size", p.ProxyBufferSize)
+		out = appendDirective(out, "grpc_next_upstream", p.ProxyNextUpstream)
+		out = appendDirective(out, "grpc_next_upstream_timeout", p.ProxyNextUpstreamTimeout)
 		return out
 	}
-	if p.ProxyBuffering != "" {
-		out = append(out, "proxy_buffering "+p.ProxyBuffering)
-	}
-	if p.ProxyRequestBuffering != "" {
-		out = append(out, "proxy_request_buffering "+p.ProxyRequestBuffering)
-	}
+	out = appendDirective(out, "proxy_buffering", p.ProxyBuffering)
+	out = appendDirective(out, "proxy_request_buffering", p.ProxyRequestBuffering)
 	if p.ProxyBufferSize != "" || p.ProxyBuffersNumber != "" {
 		size, number := p.ProxyBufferSize, p.ProxyBuffersNumber
 		if size == "" {
@@ -133,21 +123,11 @@ func proxyBufferDirectives(p ProfileSettings, out []string) []string {
 		}
 		out = append(out, "proxy_buffer_size "+size, "proxy_buffers "+number+" "+size)
 	}
-	if p.ProxyBusyBuffersSize != "" {
-		out = append(out, "proxy_busy_buffers_size "+p.ProxyBusyBuffersSize)
-	}
-	if p.ProxyMaxTempFileSize != "" {
-		out = append(out, "proxy_max_temp_file_size "+p.ProxyMaxTempFileSize)
-	}
-	if p.ProxyHTTPVersion != "" {
-		out = append(out, "proxy_http_version "+p.ProxyHTTPVersion)
-	}
-	if p.ProxyNextUpstream != "" {
-		out = append(out, "proxy_next_upstream "+p.ProxyNextUpstream)
-	}
-	if p.ProxyNextUpstreamTimeout != "" {
-		out = append(out, "proxy_next_upstream_timeout "+p.ProxyNextUpstreamTimeout)
-	}
+	out = appendDirective(out, "proxy_busy_buffers_size", p.ProxyBusyBuffersSize)
+	out = appendDirective(out, "proxy_max_temp_file_size", p.ProxyMaxTempFileSize)
+	out = appendDirective(out, "proxy_http_version", p.ProxyHTTPVersion)
+	out = appendDirective(out, "proxy_next_upstream", p.ProxyNextUpstream)
+	out = appendDirective(out, "proxy_next_upstream_timeout", p.ProxyNextUpstreamTimeout)
 	return out
 }
 

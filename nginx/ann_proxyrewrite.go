@@ -61,15 +61,9 @@ func proxyRewriteDirectives(p ProfileSettings, out []string) []string {
 	if p.usesGRPC() {
 		return out
 	}
-	if p.ProxyCookieDomain != "" {
-		out = append(out, "proxy_cookie_domain "+p.ProxyCookieDomain)
-	}
-	if p.ProxyCookiePath != "" {
-		out = append(out, "proxy_cookie_path "+p.ProxyCookiePath)
-	}
-	if p.ProxyRedirect != "" {
-		out = append(out, "proxy_redirect "+p.ProxyRedirect)
-	}
+	out = appendDirective(out, "proxy_cookie_domain", p.ProxyCookieDomain)
+	out = appendDirective(out, "proxy_cookie_path", p.ProxyCookiePath)
+	out = appendDirective(out, "proxy_redirect", p.ProxyRedirect)
 	return out
 }
 

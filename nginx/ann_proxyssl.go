@@ -364,17 +364,11 @@ func proxySSLDirectives(p ProfileSettings, out []string) []string {
 	if p.ProxySSLVerify {
 		out = append(out, pre+"verify on", pre+"verify_depth "+strconv.Itoa(p.ProxySSLVerifyDepth))
 	}
-	if p.ProxySSLName != "" {
-		out = append(out, pre+"name "+p.ProxySSLName)
-	}
+	out = appendDirective(out, pre+"name", p.ProxySSLName)
 	if p.ProxySSLServerName {
 		out = append(out, pre+"server_name on")
 	}
-	if p.ProxySSLProtocols != "" {
-		out = append(out, pre+"protocols "+p.ProxySSLProtocols)
-	}
-	if p.ProxySSLCiphers != "" {
-		out = append(out, pre+"ciphers "+p.ProxySSLCiphers)
-	}
+	out = appendDirective(out, pre+"protocols", p.ProxySSLProtocols)
+	out = appendDirective(out, pre+"ciphers", p.ProxySSLCiphers)
 	return out
 }

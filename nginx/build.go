@@ -352,24 +352,7 @@ func (b *ModelBuilder) set(key types.NamespacedName, ing *networkingv1.Ingress, 
 func (b *ModelBuilder) link(key types.NamespacedName, add, drop []types.NamespacedName) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	for _, s := range add {
-		users := b.users[s]
-		users.add(key)
-		b.users[s] = users
-	}
-	for _, s := range drop {
-		if slices.Contains(add, s) {
-			continue
-		}
-		users, ok := b.users[s]
-		switch {
-		case !ok:
-		case users.remove(key):
-			delete(b.users, s)
-		default:
-			b.users[s] = users
-		}
-	}
+	linkUsers(b.users, key, add, drop)
 }
 
 // linkObjects is link for the other objects that annotations read.
@@ -379,22 +362,28 @@ func (b *ModelBuilder) linkObjects(key types.NamespacedName, add, drop []ObjectR
 	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
+	linkUsers(b.objectUsers, key, add, drop)
+}
+
+// linkUsers lists key in index as a user of the objects in add, then as no longer a user of those in
+// drop that add lacks; an object without users leaves the index. The caller holds b.mu.
+func linkUsers[K comparable](index map[K]userSet, key types.NamespacedName, add, drop []K) {
 	for _, o := range add {
-		users := b.objectUsers[o]
+		users := index[o]
 		users.add(key)
-		b.objectUsers[o] = users
+		index[o] = users
 	}
 	for _, o := range drop {
 		if slices.Contains(add, o) {
 			continue
 		}
-		users, ok := b.objectUsers[o]
+		users, ok := index[o]
 		switch {
 		case !ok:
 		case users.remove(key):
-			delete(b.objectUsers, o)
+			delete(index, o)
 		default:
-			b.objectUsers[o] = users
+			index[o] = users
 		}
 	}
 }

@@ -90,6 +90,15 @@ func registerProfileDirectives(f func(p ProfileSettings, out []string) []string)
 	profileDirectiveFuncs = append(profileDirectiveFuncs, f)
 }
 
+// appendDirective appends the directive "name value" to out when value is set (the profile settings'
+// empty value is the default of every location).
+func appendDirective(out []string, name, value string) []string {
+	if value == "" {
+		return out
+	}
+	return append(out, name+" "+value)
+}
+
 // Directives returns the directives of p's named location before the one that passes the request
 // upstream (Pass).
 func (p ProfileSettings) Directives() []string {
