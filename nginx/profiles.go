@@ -66,6 +66,16 @@ type ProfileSettings struct {
 	// The proxy rewrite group (ann_proxyrewrite.go), each the quoted arguments of its directive, empty
 	// for none: proxy_cookie_domain, proxy_cookie_path and proxy_redirect.
 	ProxyCookieDomain, ProxyCookiePath, ProxyRedirect string
+	// External auth (ann_extauth.go), all empty without auth-url. AuthURL is the auth service's URL,
+	// validated (no NGINX variables) and with a path; AuthMethod the auth request's method, empty for the
+	// request's own; AuthSignin the URL a 401 redirects to, with AuthSigninRedirectParam the query
+	// parameter that gets the request's URL (empty when the URL has it already); AuthResponseHeaders the
+	// comma-separated names of the auth answer's headers set on the upstream request; AuthRequestRedirect
+	// the X-Auth-Request-Redirect sent, empty for the request's URI; AuthAlwaysSetCookie sends the auth
+	// answer's Set-Cookie with every answer.
+	AuthURL, AuthMethod, AuthSignin, AuthSigninRedirectParam string
+	AuthResponseHeaders, AuthRequestRedirect                 string
+	AuthAlwaysSetCookie                                      bool
 }
 
 // IsZero reports whether p is the default (no profile).
