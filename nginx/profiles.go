@@ -173,7 +173,7 @@ func appendProfile(b []byte, l *Location) []byte {
 var nginxErrorLine = regexp.MustCompile(`\.conf[^ :]*:(\d+)`)
 
 // FailingProfiles returns the profiles whose locations in conf hold the lines that an "nginx -t" error
-// message (msg) points at: a profile's own named location, or a custom error location of a code the
+// message (msg) points at: a profile's own named location or the locations beside it (external auth), or a custom error location of a code the
 // profile lists; or that a message without a line names (refusedWithoutLine). The caller takes the Ingresses that use them out (quarantine), since nothing else in
 // nginx.conf comes from an Ingress. profiles are the model's.
 func FailingProfiles(conf []byte, msg string, profiles []ProfileSettings) []ProfileSettings {
@@ -191,7 +191,7 @@ func FailingProfiles(conf []byte, msg string, profiles []ProfileSettings) []Prof
 		}
 		block := enclosingNamedLocation(lines, n-1)
 		for _, p := range profiles {
-			if block == "@"+p.Name() {
+			if block == "@"+p.Name() || (p.AuthURL != "" && (block == p.authLocation() || block == p.signinLocation())) {
 				add(p)
 			}
 			for _, c := range p.ErrorCodes() {
@@ -224,6 +224,10 @@ func enclosingNamedLocation(lines []string, i int) string {
 		if f := strings.Fields(line); len(f) >= 2 && f[0] == "location" {
 			if strings.HasPrefix(f[1], "@") {
 				return f[1]
+			}
+			// A profile's internal location (external auth's call to its service).
+			if len(f) >= 3 && f[1] == "=" && strings.HasPrefix(f[2], "/_ingress_reactor_") {
+				return f[2]
 			}
 			return ""
 		}
