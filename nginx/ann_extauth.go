@@ -56,14 +56,17 @@ func init() {
 			profile("auth-method", "`GET`, `HEAD`, `POST`, `PUT`, `PATCH`, `DELETE`, `CONNECT`, `OPTIONS` or `TRACE`",
 				"the request's own method",
 				"As ingress-nginx: with a method set, the auth request also carries `X-Original-URI` and `X-Scheme`."+needsURL+rejects),
-			profile("auth-signin", "an absolute `http://` or `https://` URL, as for `auth-url`",
+			profile("auth-signin", "an absolute `http://` or `https://` URL, as for `auth-url`, which may also name the variables "+
+				"`$host`, `$http_host`, `$best_http_host`, `$scheme`, `$pass_access_scheme`, `$request_uri` and `$escaped_request_uri` "+
+				"(also as `${name}`)",
 				"none: a 401 of the auth service reaches the client",
 				"A 401 of the auth service becomes a 302 to this URL with the redirect parameter (`rd`, see "+
 					"`auth-signin-redirect-param`) set to `$scheme://$host$escaped_request_uri`, unless the URL's query has "+
-					"that parameter already; the `Set-Cookie` of the auth answer is sent with it, as ingress-nginx does. "+
-					"**Difference, on purpose:** NGINX variables are refused (ingress-nginx expanded them), so "+
-					"`https://$host/oauth2/start?rd=$escaped_request_uri` must be written as `https://auth.example.com/oauth2/start` "+
-					"(the `rd` parameter is added)."+needsURL+rejects),
+					"that parameter already (`https://$host/oauth2/start?rd=$escaped_request_uri`, as oauth2-proxy's documentation "+
+					"writes it, works as in ingress-nginx); the `Set-Cookie` of the auth answer is sent with it, as ingress-nginx does. "+
+					"**Difference, on purpose:** any other NGINX variable is refused (ingress-nginx accepted every variable); the "+
+					"URL's own text is quoted into nginx.conf apart from the variables, so it is never read for variables or syntax."+
+					needsURL+rejects),
 			profile("auth-signin-redirect-param", "a query parameter name: letters, digits, `-`, `_` and `.`",
 				"`rd`", "As ingress-nginx."+needsURL+rejects),
 			profile("auth-response-headers", "a comma-separated list of header names (letters, digits, `-` and `_`)",
@@ -119,8 +122,23 @@ func applyExtAuth(t *translator) {
 		p.AuthMethod = m
 	}
 	if raw, set := a[AnnotationAuthSignin]; set {
-		if s, ok := t.authURL(AnnotationAuthSignin, raw); ok {
-			p.AuthSignin = s
+		v := strings.TrimSpace(raw)
+		parts, ok := splitSigninURL(v)
+		if !ok {
+			t.fail("metadata.annotations[%s]: %s names an NGINX variable other than %s", AnnotationAuthSignin, quoteValue(raw), signinVariableList())
+			return
+		}
+		// The URL's structure is checked with every variable standing for "x".
+		var checked strings.Builder
+		for _, part := range parts {
+			if part.variable {
+				checked.WriteString("x")
+			} else {
+				checked.WriteString(part.text)
+			}
+		}
+		if _, ok := t.checkAuthURL(AnnotationAuthSignin, raw, checked.String()); ok {
+			p.AuthSignin = v
 			param := "rd"
 			if rawParam, set := a[AnnotationAuthSigninRedirectParam]; set {
 				param = strings.TrimSpace(rawParam)
@@ -129,7 +147,7 @@ func applyExtAuth(t *translator) {
 				}
 			}
 			// A URL that names the parameter already is used as it is, as ingress-nginx does.
-			if pu, err := url.Parse(s); err == nil && pu.Query().Get(param) == "" {
+			if pu, err := url.Parse(checked.String()); err == nil && pu.Query().Get(param) == "" {
 				p.AuthSigninRedirectParam = param
 			}
 		}
@@ -211,7 +229,11 @@ func isHex(c byte) bool {
 // authURL checks the URL of annotation key and returns it with "/" as the path when it has none (so
 // that proxy_pass never passes the internal location's URI on). An invalid URL rejects the Ingress.
 func (t *translator) authURL(key, raw string) (string, bool) {
-	v := strings.TrimSpace(raw)
+	return t.checkAuthURL(key, raw, strings.TrimSpace(raw))
+}
+
+// checkAuthURL checks v, the value of annotation key (raw, for the message), as authURL does.
+func (t *translator) checkAuthURL(key, raw, v string) (string, bool) {
 	bad := func(why string) (string, bool) {
 		t.fail("metadata.annotations[%s]: %s: %s", key, quoteValue(raw), why)
 		return "", false
@@ -384,20 +406,7 @@ func (p ProfileSettings) auxiliaryLocations() []auxiliaryLocation {
 		"proxy_pass "+quoteValidated(p.AuthURL))
 	out := []auxiliaryLocation{{Name: "= " + loc, Directives: auth}}
 	if s := p.signinLocation(); s != "" {
-		signin := []string{"add_header Set-Cookie $ingress_reactor_auth_cookie"}
-		if p.AuthSigninRedirectParam == "" {
-			signin = append(signin, "return 302 "+quoteValidated(p.AuthSignin))
-		} else {
-			sep := "?"
-			if strings.Contains(p.AuthSignin, "?") {
-				sep = "&"
-			}
-			signin = append(signin,
-				"set $ingress_reactor_signin_url "+quoteValidated(p.AuthSignin+sep+p.AuthSigninRedirectParam+"="),
-				`set_by_lua $ingress_reactor_escaped_request_uri "return ngx.escape_uri(ngx.var.request_uri)"`,
-				"return 302 $ingress_reactor_signin_url$scheme://$ingress_reactor_host$ingress_reactor_escaped_request_uri")
-		}
-		out = append(out, auxiliaryLocation{Name: s, Directives: signin})
+		out = append(out, auxiliaryLocation{Name: s, Directives: p.signinDirectives()})
 	}
 	return out
 }
@@ -408,4 +417,93 @@ type auxiliaryLocation struct {
 	Name string
 	// Directives are its directives, each without its ";", every value validated and quoted.
 	Directives []string
+}
+
+// signinVariables are the NGINX variables that auth-signin may name, as ingress-nginx's users write them
+// (oauth2-proxy's documentation has https://$host/oauth2/start?rd=$escaped_request_uri), and the
+// variable of nginx.conf that each becomes. Their values are the request's, which NGINX has parsed (no
+// line breaks), and they only ever go into the Location of the redirect.
+var signinVariables = map[string]string{
+	"host": "host", "http_host": "http_host", "best_http_host": "ingress_reactor_host",
+	"scheme": "scheme", "pass_access_scheme": "scheme",
+	"request_uri": "request_uri", "escaped_request_uri": "ingress_reactor_escaped_request_uri",
+}
+
+// signinVariableList names signinVariables for messages and docs.
+func signinVariableList() string {
+	return "$host, $http_host, $best_http_host, $scheme, $pass_access_scheme, $request_uri and $escaped_request_uri"
+}
+
+// signinPart is literal text of a signin URL, or (variable) the name of one of signinVariables.
+type signinPart struct {
+	text     string
+	variable bool
+}
+
+// splitSigninURL splits s at its variables ("$name" or "${name}"); ok is false for a '$' that does not
+// start one of signinVariables.
+func splitSigninURL(s string) (parts []signinPart, ok bool) {
+	for {
+		i := strings.IndexByte(s, '$')
+		if i < 0 {
+			if s != "" {
+				parts = append(parts, signinPart{text: s})
+			}
+			return parts, true
+		}
+		if i > 0 {
+			parts = append(parts, signinPart{text: s[:i]})
+		}
+		s = s[i+1:]
+		var name string
+		if strings.HasPrefix(s, "{") {
+			end := strings.IndexByte(s, '}')
+			if end < 0 {
+				return nil, false
+			}
+			name, s = s[1:end], s[end+1:]
+		} else {
+			n := 0
+			for n < len(s) && (s[n] == '_' || 'a' <= s[n] && s[n] <= 'z' || 'A' <= s[n] && s[n] <= 'Z' || '0' <= s[n] && s[n] <= '9') {
+				n++
+			}
+			name, s = s[:n], s[n:]
+		}
+		if _, known := signinVariables[name]; !known {
+			return nil, false
+		}
+		parts = append(parts, signinPart{text: name, variable: true})
+	}
+}
+
+// signinDirectives redirects to auth-signin with the auth answer's Set-Cookie: the URL's literal parts
+// are quoted into variables of their own, so that no user text is ever read for variables.
+func (p ProfileSettings) signinDirectives() []string {
+	target := p.AuthSignin
+	if p.AuthSigninRedirectParam != "" {
+		sep := "?"
+		if strings.Contains(target, "?") {
+			sep = "&"
+		}
+		target += sep + p.AuthSigninRedirectParam + "=$pass_access_scheme://$best_http_host$escaped_request_uri"
+	}
+	out := []string{
+		"add_header Set-Cookie $ingress_reactor_auth_cookie",
+		`set_by_lua $ingress_reactor_escaped_request_uri "return ngx.escape_uri(ngx.var.request_uri)"`,
+	}
+	parts, ok := splitSigninURL(target)
+	if !ok {
+		return append(out, `return 302 "" invalid`) // the parser made this impossible; nginx -t quarantines it
+	}
+	var location strings.Builder
+	for i, part := range parts {
+		if part.variable {
+			location.WriteString("${" + signinVariables[part.text] + "}")
+			continue
+		}
+		v := "ingress_reactor_signin_" + strconv.Itoa(i)
+		out = append(out, "set $"+v+" "+quoteValidated(part.text))
+		location.WriteString("${" + v + "}")
+	}
+	return append(out, "return 302 "+location.String())
 }

@@ -84,11 +84,17 @@ func TestExtAuthThroughNginx(t *testing.T) {
 		ingress("default", "signin", annotate(AnnotationAuthURL, "http://"+authAddr+"/check", AnnotationAuthMethod, "GET",
 			AnnotationAuthSignin, "https://login.example.com/oauth2/start?app=1"),
 			rule("signin.example.com", prefix("/", "app", 80))),
+		ingress("default", "vars", annotate(AnnotationAuthURL, "http://"+authAddr+"/check",
+			AnnotationAuthSignin, "https://$host/oauth2/start?rd=$escaped_request_uri"),
+			rule("vars.example.com", prefix("/", "app", 80))),
+		ingress("default", "param", annotate(AnnotationAuthURL, "http://"+authAddr+"/check",
+			AnnotationAuthSignin, "https://login.example.com/start", AnnotationAuthSigninRedirectParam, "next"),
+			rule("param.example.com", prefix("/", "app", 80))),
 		ingress("default", "down", annotate(AnnotationAuthURL, "http://"+downAddr+"/auth"),
 			rule("down.example.com", prefix("/", "app", 80))),
 	}, nil)
-	if len(m.Profiles) != 3 {
-		t.Fatalf("profiles %+v, want three", m.Profiles)
+	if len(m.Profiles) != 5 {
+		t.Fatalf("profiles %+v, want five", m.Profiles)
 	}
 	applyModel(t, rt, m, cfg)
 	if err := rt.Client().PushEndpoints(ctx, map[UpstreamName][]Endpoint{up("default", "app", 80).Name: {app}}); err != nil {
@@ -227,8 +233,20 @@ func TestExtAuthThroughNginx(t *testing.T) {
 		t.Errorf("auth 403 with auth-signin: %d, want 403", resp.StatusCode)
 	}
 
+	for host, want := range map[string]string{
+		"vars.example.com":  "https://vars.example.com/oauth2/start?rd=%2Fp%3Fq%3D1",
+		"param.example.com": "https://login.example.com/start?next=http://param.example.com%2Fp%3Fq%3D1",
+	} {
+		if resp, _ := do(http.MethodGet, host, "/p?q=1", "deny", "", nil); resp.StatusCode != http.StatusFound || resp.Header.Get("Location") != want {
+			t.Errorf("%s: auth 401: %d Location %q, want 302 to %q", host, resp.StatusCode, resp.Header.Get("Location"), want)
+		}
+	}
+
 	// The internal location cannot be asked for from outside.
 	loc := m.Profiles[0].authLocation()
+	if loc == "" {
+		t.Fatal("no auth location")
+	}
 	if resp, _ := do(http.MethodGet, "plain.example.com", loc, "allow", "", nil); resp.StatusCode != http.StatusNotFound {
 		t.Errorf("GET %s from outside: %d, want 404", loc, resp.StatusCode)
 	}

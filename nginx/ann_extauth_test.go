@@ -41,6 +41,18 @@ func TestAnnotationExtAuth(t *testing.T) {
 		"redirect param without signin is ignored": {kv: []string{AnnotationAuthURL, authURL, AnnotationAuthSigninRedirectParam, "next"},
 			want:        ProfileSettings{AuthURL: authURL},
 			wantWarning: "metadata.annotations[" + p + "auth-signin-redirect-param]: applies only with " + p + "auth-signin; ignored"},
+		"signin with oauth2-proxy's variables": {kv: []string{AnnotationAuthURL, authURL, AnnotationAuthSignin, "https://$host/oauth2/start?rd=$escaped_request_uri"},
+			want: ProfileSettings{AuthURL: authURL, AuthSignin: "https://$host/oauth2/start?rd=$escaped_request_uri"}},
+		"signin with braced variables": {kv: []string{AnnotationAuthURL, authURL, AnnotationAuthSignin, "https://${best_http_host}/start"},
+			want: ProfileSettings{AuthURL: authURL, AuthSignin: "https://${best_http_host}/start", AuthSigninRedirectParam: "rd"}},
+		"signin with another variable": {kv: []string{AnnotationAuthURL, authURL, AnnotationAuthSignin, "https://a.example.com/?t=$http_authorization"},
+			wantErr: p + `auth-signin]: "https://a.example.com/?t=$http_authorization" names an NGINX variable other than $host`},
+		"signin with a variable name's prefix": {kv: []string{AnnotationAuthURL, authURL, AnnotationAuthSignin, "https://$hostname/"},
+			wantErr: p + `auth-signin]: "https://$hostname/" names an NGINX variable other than`},
+		"signin with an unclosed brace": {kv: []string{AnnotationAuthURL, authURL, AnnotationAuthSignin, "https://${host/"},
+			wantErr: p + `auth-signin]: "https://${host/" names an NGINX variable other than`},
+		"signin with a variable and a CVE payload": {kv: []string{AnnotationAuthURL, authURL, AnnotationAuthSignin, "https://$host/;}\nlocation / {return 200;}#"},
+			wantErr: p + `auth-signin]: "https://$host/;}\nlocation / {return 200;}#": want an absolute`},
 		"bad method":       {kv: []string{AnnotationAuthURL, authURL, AnnotationAuthMethod, "get"}, wantErr: p + `auth-method]: "get" is not a method`},
 		"bad header name":  {kv: []string{AnnotationAuthURL, authURL, AnnotationAuthResponseHeaders, "X-User, X User"}, wantErr: p + `auth-response-headers]: "X User" is not a header name`},
 		"bad header quote": {kv: []string{AnnotationAuthURL, authURL, AnnotationAuthResponseHeaders, `X"User`}, wantErr: p + `auth-response-headers]: "X\"User" is not a header name`},
@@ -66,6 +78,9 @@ func TestAnnotationExtAuth(t *testing.T) {
 			wantWarning string
 			wantErr     string
 		}{kv: []string{AnnotationAuthURL, bad}, wantErr: p + "auth-url]: " + quoteValue(bad) + ": want an absolute http:// or https:// URL"}
+		if strings.Contains(bad, "$") {
+			continue // auth-signin's variables: below
+		}
 		tests[fmt.Sprintf("bad auth-signin %d", i)] = struct {
 			kv          []string
 			want        ProfileSettings
@@ -124,7 +139,9 @@ func TestExtAuthDirectives(t *testing.T) {
 		"proxy_pass_request_body off;",
 		`proxy_pass "http://192.0.2.5:9000/auth?x=1";`,
 		`proxy_set_header Host "192.0.2.5";`,
-		`set $ingress_reactor_signin_url "https://login.example.com/start?app=1&rd=";`,
+		`set $ingress_reactor_signin_0 "https://login.example.com/start?app=1&rd=";`,
+		`set $ingress_reactor_signin_2 "://";`,
+		"return 302 ${ingress_reactor_signin_0}${scheme}${ingress_reactor_signin_2}${ingress_reactor_host}${ingress_reactor_escaped_request_uri};",
 	} {
 		if !strings.Contains(c, want) {
 			t.Errorf("nginx.conf lacks %q", want)
