@@ -250,4 +250,26 @@ func TestExtAuthThroughNginx(t *testing.T) {
 	if resp, _ := do(http.MethodGet, "plain.example.com", loc, "allow", "", nil); resp.StatusCode != http.StatusNotFound {
 		t.Errorf("GET %s from outside: %d, want 404", loc, resp.StatusCode)
 	}
+
+	// Routes pushed ahead of (or after) the configuration with their auth profile are refused, never
+	// served without it.
+	withoutProfiles := m
+	withoutProfiles.Profiles = nil
+	conf, hash, err := Render(withoutProfiles, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := rt.Apply(ctx, conf, hash); err != nil {
+		t.Fatal(err)
+	}
+	if err := rt.Client().ReplaceRoutes(ctx, routeTable(&m)); err != nil {
+		t.Fatal(err)
+	}
+	before = backendCount()
+	if resp, _ := do(http.MethodGet, "plain.example.com", "/x", "allow", "", nil); resp.StatusCode != http.StatusServiceUnavailable {
+		t.Errorf("a route whose auth profile the configuration lacks: %d, want 503", resp.StatusCode)
+	}
+	if n := backendCount(); n != before {
+		t.Error("a route whose auth profile the configuration lacks reached the backend")
+	}
 }

@@ -78,6 +78,10 @@ type ProfileSettings struct {
 	AuthAlwaysSetCookie                                      bool
 }
 
+// restrictsAccess reports whether p decides who gets in (external auth), so that a route must never be
+// served without it.
+func (p ProfileSettings) restrictsAccess() bool { return p.AuthURL != "" }
+
 // IsZero reports whether p is the default (no profile).
 func (p ProfileSettings) IsZero() bool { return p == ProfileSettings{} }
 
@@ -152,6 +156,10 @@ func appendProfile(b []byte, l *Location) []byte {
 	b = append(b, `,"profile":"`...)
 	b = append(b, l.Profile.Name()...)
 	b = append(b, '"')
+	if l.Profile.restrictsAccess() {
+		// The router refuses the route rather than serve it without the profile (external auth).
+		b = append(b, `,"profile_required":true`...)
+	}
 	b = appendBodyLimit(b, l.Profile)
 	if l.Profile.CustomHTTPErrors == "" {
 		return b
