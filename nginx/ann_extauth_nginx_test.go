@@ -90,11 +90,13 @@ func TestExtAuthThroughNginx(t *testing.T) {
 		ingress("default", "param", annotate(AnnotationAuthURL, "http://"+authAddr+"/check",
 			AnnotationAuthSignin, "https://login.example.com/start", AnnotationAuthSigninRedirectParam, "next"),
 			rule("param.example.com", prefix("/", "app", 80))),
+		ingress("default", "always", annotate(AnnotationAuthURL, "http://"+authAddr+"/check", AnnotationAuthAlwaysSetCookie, "true"),
+			rule("always.example.com", prefix("/", "app", 80))),
 		ingress("default", "down", annotate(AnnotationAuthURL, "http://"+downAddr+"/auth"),
 			rule("down.example.com", prefix("/", "app", 80))),
 	}, nil)
-	if len(m.Profiles) != 5 {
-		t.Fatalf("profiles %+v, want five", m.Profiles)
+	if len(m.Profiles) != 6 {
+		t.Fatalf("profiles %+v, want six", m.Profiles)
 	}
 	applyModel(t, rt, m, cfg)
 	if err := rt.Client().PushEndpoints(ctx, map[UpstreamName][]Endpoint{up("default", "app", 80).Name: {app}}); err != nil {
@@ -233,6 +235,12 @@ func TestExtAuthThroughNginx(t *testing.T) {
 		t.Errorf("auth 403 with auth-signin: %d, want 403", resp.StatusCode)
 	}
 
+	// The auth answer's Set-Cookie goes with an error answer only with auth-always-set-cookie.
+	for host, want := range map[string]string{"plain.example.com": "", "always.example.com": "session=gone"} {
+		if resp, _ := do(http.MethodGet, host, "/x", "deny", "", nil); resp.StatusCode != http.StatusUnauthorized || resp.Header.Get("Set-Cookie") != want {
+			t.Errorf("%s: auth 401: %d Set-Cookie %q, want 401 with %q", host, resp.StatusCode, resp.Header.Get("Set-Cookie"), want)
+		}
+	}
 	for host, want := range map[string]string{
 		"vars.example.com":  "https://vars.example.com/oauth2/start?rd=%2Fp%3Fq%3D1",
 		"param.example.com": "https://login.example.com/start?next=http://param.example.com%2Fp%3Fq%3D1",
