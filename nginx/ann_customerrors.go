@@ -47,6 +47,9 @@ func customErrorDirectives(p ProfileSettings, out []string) []string {
 		out = append(out, "proxy_intercept_errors on")
 	}
 	for _, c := range codes {
+		if c == 401 && p.signinLocation() != "" {
+			continue // auth-signin's redirect takes the 401s
+		}
 		out = append(out, "error_page "+strconv.Itoa(c)+" = @ingress_reactor_error_"+strconv.Itoa(c))
 	}
 	return out

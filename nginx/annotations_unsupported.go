@@ -33,11 +33,9 @@ func unsupportedAnnotations() []AnnotationSpec {
 	const refuseOpen = "On purpose: ingress-nginx applies it; here the Ingress is refused rather than served without the restriction."
 	auth := AnnotationSpec{Status: AnnotationRefused, Reason: refusedAccess, RestrictsAccess: true, Planned: "#16", Difference: refuseOpen}
 	add(auth,
-		"auth-always-set-cookie", "auth-cache-duration", "auth-cache-key", "auth-keepalive", "auth-keepalive-requests",
-		"auth-keepalive-share-vars", "auth-keepalive-timeout", "auth-method", "auth-proxy-set-headers", "auth-realm",
-		"auth-request-redirect", "auth-response-headers", "auth-secret", "auth-secret-type", "auth-signin",
-		"auth-signin-redirect-param", "auth-tls-error-page", "auth-tls-match-cn", "auth-tls-pass-certificate-to-upstream",
-		"auth-tls-secret", "auth-tls-verify-client", "auth-tls-verify-depth", "auth-type", "auth-url", "satisfy")
+		"auth-cache-duration", "auth-cache-key", "auth-proxy-set-headers", "auth-realm",
+		"auth-secret", "auth-secret-type", "auth-tls-error-page", "auth-tls-match-cn", "auth-tls-pass-certificate-to-upstream",
+		"auth-tls-secret", "auth-tls-verify-client", "auth-tls-verify-depth", "auth-type", "satisfy")
 	waf := AnnotationSpec{Status: AnnotationRefused, Reason: refusedAccess, RestrictsAccess: true,
 		Difference: refuseOpen + " There is no web application firewall (ModSecurity) here, and none is planned. `\"false\"` is accepted."}
 	wafSwitch := waf
@@ -68,6 +66,13 @@ func unsupportedAnnotations() []AnnotationSpec {
 	planned := func(issue string) AnnotationSpec {
 		return AnnotationSpec{Status: AnnotationIgnored, Planned: issue, Reason: "not supported yet"}
 	}
+	// Idle connections to the auth service only save connection set-ups: without them every auth request
+	// opens its own connection, and who gets in does not change.
+	authKeepalive := planned("#16")
+	authKeepalive.Reason = "NGINX opens a new connection to the `auth-url` service for every auth request (NGINX's " +
+		"`auth_request` cannot use an upstream's idle connections, which ingress-nginx worked around in Lua); who gets in " +
+		"is the same"
+	add(authKeepalive, "auth-keepalive", "auth-keepalive-requests", "auth-keepalive-share-vars", "auth-keepalive-timeout")
 	globalAuth := planned("#16")
 	globalAuth.Reason = "there is no global authentication yet (the ConfigMap's `global-auth-url`, issue #18) for it to turn on or off"
 	add(globalAuth, "enable-global-auth")

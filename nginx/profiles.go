@@ -66,7 +66,21 @@ type ProfileSettings struct {
 	// The proxy rewrite group (ann_proxyrewrite.go), each the quoted arguments of its directive, empty
 	// for none: proxy_cookie_domain, proxy_cookie_path and proxy_redirect.
 	ProxyCookieDomain, ProxyCookiePath, ProxyRedirect string
+	// External auth (ann_extauth.go), all empty without auth-url. AuthURL is the auth service's URL,
+	// validated (no NGINX variables) and with a path; AuthMethod the auth request's method, empty for the
+	// request's own; AuthSignin the URL a 401 redirects to, with AuthSigninRedirectParam the query
+	// parameter that gets the request's URL (empty when the URL has it already); AuthResponseHeaders the
+	// comma-separated names of the auth answer's headers set on the upstream request; AuthRequestRedirect
+	// the X-Auth-Request-Redirect sent, empty for the request's URI; AuthAlwaysSetCookie sends the auth
+	// answer's Set-Cookie with every answer.
+	AuthURL, AuthMethod, AuthSignin, AuthSigninRedirectParam string
+	AuthResponseHeaders, AuthRequestRedirect                 string
+	AuthAlwaysSetCookie                                      bool
 }
+
+// restrictsAccess reports whether p decides who gets in (external auth), so that a route must never be
+// served without it.
+func (p ProfileSettings) restrictsAccess() bool { return p.AuthURL != "" }
 
 // IsZero reports whether p is the default (no profile).
 func (p ProfileSettings) IsZero() bool { return p == ProfileSettings{} }
@@ -151,6 +165,10 @@ func appendProfile(b []byte, l *Location) []byte {
 	b = append(b, `,"profile":"`...)
 	b = append(b, l.Profile.Name()...)
 	b = append(b, '"')
+	if l.Profile.restrictsAccess() {
+		// The router refuses the route rather than serve it without the profile (external auth).
+		b = append(b, `,"profile_required":true`...)
+	}
 	b = appendBodyLimit(b, l.Profile)
 	if l.Profile.CustomHTTPErrors == "" {
 		return b
@@ -172,7 +190,7 @@ func appendProfile(b []byte, l *Location) []byte {
 var nginxErrorLine = regexp.MustCompile(`\.conf[^ :]*:(\d+)`)
 
 // FailingProfiles returns the profiles whose locations in conf hold the lines that an "nginx -t" error
-// message (msg) points at: a profile's own named location, or a custom error location of a code the
+// message (msg) points at: a profile's own named location or the locations beside it (external auth), or a custom error location of a code the
 // profile lists; or that a message without a line names (refusedWithoutLine). The caller takes the Ingresses that use them out (quarantine), since nothing else in
 // nginx.conf comes from an Ingress. profiles are the model's.
 func FailingProfiles(conf []byte, msg string, profiles []ProfileSettings) []ProfileSettings {
@@ -190,7 +208,7 @@ func FailingProfiles(conf []byte, msg string, profiles []ProfileSettings) []Prof
 		}
 		block := enclosingNamedLocation(lines, n-1)
 		for _, p := range profiles {
-			if block == "@"+p.Name() {
+			if block == "@"+p.Name() || (p.AuthURL != "" && (block == p.authLocation() || block == p.signinLocation())) {
 				add(p)
 			}
 			for _, c := range p.ErrorCodes() {
@@ -223,6 +241,10 @@ func enclosingNamedLocation(lines []string, i int) string {
 		if f := strings.Fields(line); len(f) >= 2 && f[0] == "location" {
 			if strings.HasPrefix(f[1], "@") {
 				return f[1]
+			}
+			// A profile's internal location (external auth's call to its service).
+			if len(f) >= 3 && f[1] == "=" && strings.HasPrefix(f[2], "/_ingress_reactor_") {
+				return f[2]
 			}
 			return ""
 		}

@@ -62,7 +62,10 @@ type RoutePath struct {
 	HostRedirect Hostname `json:"host_redirect,omitempty"`
 	// Profile names the named location of the route's directive-only settings (ProfileSettings.Name);
 	// with custom errors, the error page's headers name the route's Ingress and Service.
-	Profile          string `json:"profile,omitempty"`
+	Profile string `json:"profile,omitempty"`
+	// ProfileRequired marks a profile that restricts access (external auth): the router refuses the
+	// route (503) while its configuration lacks the profile, rather than serve it without.
+	ProfileRequired  bool   `json:"profile_required,omitempty"`
 	IngressNamespace string `json:"ingress_namespace,omitempty"`
 	IngressName      string `json:"ingress_name,omitempty"`
 	ServiceName      string `json:"service_name,omitempty"`

@@ -286,7 +286,9 @@ func ParseTemplate(text string) (*Template, error) {
 			Access: &SourceRanges{Deny: []netip.Prefix{netip.MustParsePrefix("192.0.2.0/24")}, Allow: []netip.Prefix{netip.MustParsePrefix("0.0.0.0/0")}}}}}}}
 	probeProfile := ProfileSettings{CustomHTTPErrors: "404"}
 	tlsProfile := ProfileSettings{BackendProtocol: "HTTPS", ProxySSLFiles: "probe_probe_0", ProxySSLCA: true}
-	m.Profiles = []ProfileSettings{probeProfile, tlsProfile}
+	authProfile := ProfileSettings{AuthURL: "http://192.0.2.1/auth", AuthSignin: "https://192.0.2.1/start", AuthSigninRedirectParam: "rd",
+		AuthResponseHeaders: "X-Probe-User"}
+	m.Profiles = []ProfileSettings{probeProfile, tlsProfile, authProfile}
 	conf, _, err := t.Render(m, probe)
 	if err != nil && strings.Contains(err.Error(), "can't evaluate field Servers") {
 		return nil, fmt.Errorf("%w (hosts and paths are no longer in nginx.conf: the Lua router serves them; start again from the embedded template, nginx/nginx.tmpl)", err)
@@ -305,7 +307,7 @@ func ParseTemplate(text string) (*Template, error) {
 		{"location = /configuration/routes", "the status server's location = /configuration/routes: the controller pushes routes through it"},
 		{"lua_shared_dict ingress_reactor_routes", "lua_shared_dict ingress_reactor_routes {{.RoutesDictMB}}m: the router reads routes from it"},
 		{"set $ingress_reactor_https 1;", "\"set $ingress_reactor_https 1;\" in the public location when HTTPS is on ({{if .HTTPS}}): without it no request is redirected to HTTPS"},
-		{`set_profiles({"` + probeProfile.Name() + `", "` + tlsProfile.Name() + `", })`, "the init_by_lua_block's require(\"ingress_reactor.router\").set_profiles({ {{range .Profiles}}\"{{.Name}}\", {{end}} }): the router enters only the profiles nginx.conf has"},
+		{`set_profiles({"` + probeProfile.Name() + `", "` + tlsProfile.Name() + `", "` + authProfile.Name() + `", })`, "the init_by_lua_block's require(\"ingress_reactor.router\").set_profiles({ {{range .Profiles}}\"{{.Name}}\", {{end}} }): the router enters only the profiles nginx.conf has"},
 		{`set $ingress_reactor_error_upstream "";`, "the public location's \"set $ingress_reactor_error_upstream \"\";\" and the other $ingress_reactor_error_* variables: custom error pages read them"},
 		{"location @" + probeProfile.Name() + " {", "a named location per profile ({{range .Profiles}} location @{{.Name}} ...): the router sends the routes that use one there"},
 		{"location @ingress_reactor_error_404 {", "a named location per custom error code ({{range .ErrorCodes}} location @ingress_reactor_error_{{.}} ...): custom-http-errors sends the errors there"},
@@ -329,6 +331,22 @@ func ParseTemplate(text string) (*Template, error) {
 	if bytes.Count(conf, []byte(`require("ingress_reactor.router").header_filter()`)) < 1+len(m.Profiles) {
 		return nil, errors.New("nginx template must keep the header_filter_by_lua_block that calls require(\"ingress_reactor.router\").header_filter() " +
 			"in the public location and in each profile's named location: custom-headers and enable-cors set their headers there")
+	}
+	for _, need := range []struct{ text, why string }{
+		{"location = " + authProfile.authLocation() + " {", "the locations beside each profile's named location ({{range .Profiles}}{{range .Auxiliary}} location {{.Name}} ...): " +
+			"external auth (auth-url) calls its service and redirects to auth-signin from them"},
+		{"location " + authProfile.signinLocation() + " {", "the locations beside each profile's named location ({{range .Profiles}}{{range .Auxiliary}} location {{.Name}} ...): " +
+			"external auth (auth-url) calls its service and redirects to auth-signin from them"},
+	} {
+		if !bytes.Contains(conf, []byte(need.text)) {
+			return nil, errors.New("nginx template must keep " + need.why)
+		}
+	}
+	// The http block, the custom error location of 404 and the auth profile's named location.
+	if bytes.Count(conf, []byte("proxy_set_header Host $ingress_reactor_proxy_host;")) < 3 {
+		return nil, errors.New("nginx template must keep the http block's proxy_set_header lines in each profile's named location that sets " +
+			"headers of its own ({{if .ProxyHeaders}}{{template \"ingress_reactor_proxy_headers\" $}}{{end}}): NGINX does not inherit them " +
+			"into a location with proxy_set_header lines, and auth-response-headers sets some")
 	}
 	return t, nil
 }
@@ -366,7 +384,8 @@ func (t *Template) Render(m Model, cfg RenderConfig) (conf []byte, hash string, 
 	}
 	data.ProtocolUpstreams = ProtocolUpstreams
 	for _, p := range m.Profiles {
-		data.Profiles = append(data.Profiles, profileView{Name: p.Name(), Directives: p.Directives(), Pass: p.Pass(), Upstream: p.OwnUpstream()})
+		data.Profiles = append(data.Profiles, profileView{Name: p.Name(), Directives: p.Directives(), Pass: p.Pass(), Upstream: p.OwnUpstream(),
+			ProxyHeaders: p.authSetsUpstreamHeaders(), Auxiliary: p.auxiliaryLocations()})
 		for _, c := range p.ErrorCodes() {
 			if !slices.Contains(data.ErrorCodes, c) {
 				data.ErrorCodes = append(data.ErrorCodes, c)
@@ -450,6 +469,11 @@ type profileView struct {
 	// Upstream, when set, is an upstream block of the profile's own that Pass names
 	// (ProfileSettings.OwnUpstream): the template renders it like upstream_balancer.
 	Upstream string
+	// ProxyHeaders repeats the http block's proxy_set_header lines in the named location, which sets
+	// request headers of its own (auth-response-headers) and so inherits none.
+	ProxyHeaders bool
+	// Auxiliary are the locations beside the named location that the settings need (external auth).
+	Auxiliary []auxiliaryLocation
 }
 
 type tempDirs struct {

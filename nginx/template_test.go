@@ -274,7 +274,10 @@ const routerCall = ` rewrite_by_lua_block { require("ingress_reactor.router").ro
 	require("ingress_reactor.router").set_body_limit({{.ClientMaxBodySize}})
 	{{range .ProtocolUpstreams}}upstream {{.}} { }{{end}} map $scheme $ingress_reactor_auto_upstream { }
 	{{range .Profiles}}{{if .Upstream}}upstream {{.Upstream}} { }{{end}}{{end}} set $ingress_reactor_response_headers "";
-	header_filter_by_lua_block { require("ingress_reactor.router").header_filter() } {{range .Profiles}}require("ingress_reactor.router").header_filter(){{end}}`
+	header_filter_by_lua_block { require("ingress_reactor.router").header_filter() } {{range .Profiles}}require("ingress_reactor.router").header_filter(){{end}}
+	{{range .Profiles}}{{if .ProxyHeaders}}{{template "ingress_reactor_proxy_headers" $}}{{end}}{{range .Auxiliary}}location {{.Name}} { }{{end}}{{end}}
+	{{define "ingress_reactor_proxy_headers"}}proxy_set_header Host $ingress_reactor_proxy_host;{{end}} {{template "ingress_reactor_proxy_headers" .}}
+	{{range .ErrorCodes}}{{template "ingress_reactor_proxy_headers" $}}{{end}}`
 
 func TestParseTemplate(t *testing.T) {
 	tests := map[string]struct {
@@ -305,6 +308,10 @@ func TestParseTemplate(t *testing.T) {
 			strings.Replace(routerCall, "upstream {{.Upstream}} { }", "", 1), wantErr: "an upstream block per profile"},
 		"no response headers variable": {text: "/configuration/hash {{.ConfigHash}} set $ingress_reactor_token {{.StatusToken}}; " + statusAuthorize +
 			strings.Replace(routerCall, `set $ingress_reactor_response_headers "";`, "", 1), wantErr: "$ingress_reactor_response_headers"},
+		"no auth locations": {text: "/configuration/hash {{.ConfigHash}} set $ingress_reactor_token {{.StatusToken}}; " + statusAuthorize +
+			strings.Replace(routerCall, "{{range .Auxiliary}}location {{.Name}} { }{{end}}", "", 1), wantErr: "external auth (auth-url) calls its service"},
+		"no proxy headers in an auth profile": {text: "/configuration/hash {{.ConfigHash}} set $ingress_reactor_token {{.StatusToken}}; " + statusAuthorize +
+			strings.Replace(routerCall, `{{if .ProxyHeaders}}{{template "ingress_reactor_proxy_headers" $}}{{end}}`, "", 1), wantErr: "auth-response-headers sets some"},
 		"no header filter in the profiles": {text: "/configuration/hash {{.ConfigHash}} set $ingress_reactor_token {{.StatusToken}}; " + statusAuthorize +
 			strings.Replace(routerCall, `{{range .Profiles}}require("ingress_reactor.router").header_filter(){{end}}`, "", 1), wantErr: "header_filter_by_lua_block"},
 		"a minimal template": {text: "/configuration/hash {{.ConfigHash}} set $ingress_reactor_token {{.StatusToken}}; " + statusAuthorize + routerCall},

@@ -802,3 +802,72 @@ func TestAnnotationsWebSocketThroughReload(t *testing.T) {
 	exchange(open("upload.example"), "on a new connection")
 	exchange(held, "and again")
 }
+
+// TestAnnotationsExternalAuth: auth-url through the binary, with an auth service on a 192.0.2.x address
+// run by the test: its 2xx lets the request through with auth-response-headers set, its 401 becomes the
+// auth-signin redirect with rd, its 403 reaches the client, and an auth-url with NGINX syntax (an auth
+// CVE payload) rejects the Ingress alone.
+func TestAnnotationsExternalAuth(t *testing.T) {
+	f := harness.New(t)
+	web := f.StartBackend("web", false)
+	f.CreateService("web", 80, web.Port)
+	f.ServeBackends("web", web)
+	l, err := net.Listen("tcp", net.JoinHostPort(web.IP, "0"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	var authURIs []string
+	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		authURIs = append(authURIs, r.Header.Get("X-Original-Url"))
+		mu.Unlock()
+		switch r.Header.Get("X-Verdict") {
+		case "deny":
+			w.WriteHeader(http.StatusUnauthorized)
+		case "forbid":
+			w.WriteHeader(http.StatusForbidden)
+		default:
+			w.Header().Set("X-Auth-Request-User", "alice")
+			w.WriteHeader(http.StatusOK)
+		}
+	})}
+	go func() { _ = srv.Serve(l) }()
+	t.Cleanup(func() { _ = srv.Close() })
+	authURL := "http://" + l.Addr().String() + "/oauth2/auth"
+
+	f.CreateIngress(annotate(f.Ingress("authed", "authed.example", harness.IngressBackend{Path: "/", Service: "web", Port: 80}),
+		"auth-url", authURL, "auth-signin", "https://login.example/start", "auth-response-headers", "X-Auth-Request-User"))
+	f.CreateIngress(annotate(f.Ingress("hostile", "hostile.example", harness.IngressBackend{Path: "/", Service: "web", Port: 80}),
+		"auth-url", "http://"+web.IP+"/#;\n}}\nserver { listen 80; location / { return 200 pwned; } }\n#"))
+	r := f.StartReactor()
+	r.WaitReady()
+
+	resp := r.WaitServedBy("authed.example", "/page", "web")
+	if got := resp.Echo.Headers["X-Auth-Request-User"]; len(got) != 1 || got[0] != "alice" {
+		t.Errorf("the backend got X-Auth-Request-User %q, want the auth service's", got)
+	}
+	for verdict, want := range map[string]int{"deny": http.StatusFound, "forbid": http.StatusForbidden} {
+		resp, err := r.Do(harness.Request{Host: "authed.example", Path: "/page?a=1", Header: http.Header{"X-Verdict": {verdict}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if resp.Status != want || resp.Echo != nil {
+			t.Errorf("auth %s: %s, want %d and not the backend", verdict, resp, want)
+		}
+		if verdict == "deny" {
+			if loc := resp.Header.Get("Location"); loc != "https://login.example/start?rd=http://authed.example%2Fpage%3Fa%3D1" {
+				t.Errorf("signin redirect to %q", loc)
+			}
+		}
+	}
+	mu.Lock()
+	seen := len(authURIs)
+	mu.Unlock()
+	if seen == 0 {
+		t.Error("the auth service saw no request")
+	}
+	if resp, err := r.Get("hostile.example", "/"); err != nil || resp.Status != http.StatusNotFound {
+		t.Errorf("an Ingress with an auth-url injection payload: %v %v, want 404 (not served)", resp, err)
+	}
+}

@@ -649,7 +649,11 @@ local function rewrite_fields(r, out, regex_host)
             return "invalid \"" .. f .. "\""
         end
     end
+    if r.profile_required ~= nil and (r.profile_required ~= true or r.profile == nil) then
+        return "invalid \"profile_required\""
+    end
     out.profile, out.ingress_namespace, out.ingress_name = r.profile, r.ingress_namespace, r.ingress_name
+    out.profile_required = r.profile_required
     out.service_name, out.service_port = r.service_name, r.service_port
     out.pattern, out.literal, out.rewrite = r.pattern, r.literal, r.rewrite
     out.x_forwarded_prefix, out.upstream_vhost = r.x_forwarded_prefix, r.upstream_vhost

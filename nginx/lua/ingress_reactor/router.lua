@@ -142,7 +142,7 @@ end
 
 -- rewrite_fields copies the rewrite group's fields of a route entry into its compiled route.
 local function rewrite_fields(route, r)
-    route.profile = r.profile
+    route.profile, route.profile_required = r.profile, r.profile_required
     route.ingress_namespace, route.ingress_name = r.ingress_namespace, r.ingress_name
     route.service_name, route.service_port = r.service_name, r.service_port
     route.rewrite = r.rewrite
@@ -723,7 +723,11 @@ function _M.route()
     if r and r.sets_vars and not set_proxy_vars(r) then
         return ngx.exit(ngx.HTTP_INTERNAL_SERVER_ERROR)
     end
-    if r and r.profile and not profiles[r.profile] then
+    if r and r.profile_required and not profiles[r.profile] then
+        -- A profile that restricts access (external auth): never served without it.
+        ngx_log(WARN, "route of host ", host, " names profile ", r.profile, ", which this configuration lacks; refused: it restricts access")
+        return ngx.exit(ngx.HTTP_SERVICE_UNAVAILABLE)
+    elseif r and r.profile and not profiles[r.profile] then
         -- Pushed for a configuration that is not (or no longer) live: served without the profile's
         -- settings until it is, rather than sent to a location this configuration lacks.
         ngx_log(WARN, "route of host ", host, " names profile ", r.profile, ", which this configuration lacks; served without it")

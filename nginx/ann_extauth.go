@@ -1,0 +1,509 @@
+package nginx
+
+import (
+	"fmt"
+	"net/netip"
+	"net/url"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+)
+
+// External authentication (auth-url and its companions): before a request goes upstream, NGINX asks an
+// auth service (oauth2-proxy, Authelia, Authentik, ...) with a subrequest that carries the request's
+// headers but not its body. 2xx lets the request through, 401 and 403 reach the client (401 as a
+// redirect to auth-signin when it is set), anything else, an unreachable service included, is 500.
+const (
+	AnnotationAuthURL                 = IngressNginxPrefix + "auth-url"
+	AnnotationAuthMethod              = IngressNginxPrefix + "auth-method"
+	AnnotationAuthSignin              = IngressNginxPrefix + "auth-signin"
+	AnnotationAuthSigninRedirectParam = IngressNginxPrefix + "auth-signin-redirect-param"
+	AnnotationAuthResponseHeaders     = IngressNginxPrefix + "auth-response-headers"
+	AnnotationAuthRequestRedirect     = IngressNginxPrefix + "auth-request-redirect"
+	AnnotationAuthAlwaysSetCookie     = IngressNginxPrefix + "auth-always-set-cookie"
+)
+
+// maxAuthURL bounds the URLs of the group.
+const maxAuthURL = 2048
+
+func init() {
+	profile := func(name, values, def, diff string) AnnotationSpec {
+		return AnnotationSpec{Name: name, Origin: OriginDocumented, Status: AnnotationSupported, Kind: KindProfile,
+			Values: values, Default: def, Difference: diff}
+	}
+	const needsURL = " Without `auth-url` it is ignored with a Warning."
+	const rejects = " An invalid value **rejects the Ingress** (it decides who gets in)."
+	registerAnnotationGroup(annotationGroup{
+		specs: []AnnotationSpec{
+			profile("auth-url", "an absolute `http://` or `https://` URL of the auth service: a host name or an IP address "+
+				"(IPv6 in brackets), an optional port, and a path and query of URL characters (letters, digits and "+
+				"`-._~/?&=%+,:@!*`); at most 2048 bytes",
+				"none: no external authentication",
+				"A **profile setting**: each distinct auth configuration is a named location with `auth_request` and an "+
+					"internal location that calls the service, so the first Ingress with a new one reloads NGINX once. "+
+					"The service gets the request's headers, no body, and `X-Original-URL`, `X-Original-Method`, "+
+					"`X-Auth-Request-Redirect`, `X-Sent-From`, `X-Real-IP`, `X-Forwarded-For` (the client's address), "+
+					"`X-Request-ID` and the URL's host as `Host`, as ingress-nginx sends them. A 2xx answer lets the request "+
+					"through; 401 and 403 reach the client (401 with the service's `WWW-Authenticate`); any other answer, and "+
+					"a service that cannot be reached, give 500 and never reach the backend. **Differences, on purpose:** "+
+					"NGINX variables (`$host`, ...) are refused, as are quotes, spaces, `;`, braces, `#` and user info "+
+					"(ingress-nginx accepted variables, the way into its configuration-injection CVEs); a host name is "+
+					"resolved when NGINX loads its configuration (no `resolver`), so an Ingress whose auth host does not "+
+					"resolve is taken out of service by the reload's check rather than failing at request time; "+
+					"an auth service in the cluster is best named by its Service's full DNS name. "+
+					"ingress-nginx's ConfigMap settings for auth (`global-auth-*`, `enable-auth-access-log`) do not exist yet."+rejects),
+			profile("auth-method", "`GET`, `HEAD`, `POST`, `PUT`, `PATCH`, `DELETE`, `CONNECT`, `OPTIONS` or `TRACE`",
+				"the request's own method",
+				"As ingress-nginx: with a method set, the auth request also carries `X-Original-URI` and `X-Scheme`."+needsURL+rejects),
+			profile("auth-signin", "an absolute `http://` or `https://` URL, as for `auth-url`, which may also name the variables "+
+				"`$host`, `$http_host`, `$best_http_host`, `$scheme`, `$pass_access_scheme`, `$request_uri` and `$escaped_request_uri` "+
+				"(also as `${name}`)",
+				"none: a 401 of the auth service reaches the client",
+				"A 401 of the auth service becomes a 302 to this URL with the redirect parameter (`rd`, see "+
+					"`auth-signin-redirect-param`) set to `$scheme://$host$escaped_request_uri`, unless the URL's query has "+
+					"that parameter already (`https://$host/oauth2/start?rd=$escaped_request_uri`, as oauth2-proxy's documentation "+
+					"writes it, works as in ingress-nginx); the `Set-Cookie` of the auth answer is sent with it, as ingress-nginx does. "+
+					"**Difference, on purpose:** any other NGINX variable is refused (ingress-nginx accepted every variable); the "+
+					"URL's own text is quoted into nginx.conf apart from the variables, so it is never read for variables or syntax."+
+					needsURL+rejects),
+			profile("auth-signin-redirect-param", "a query parameter name: letters, digits, `-`, `_` and `.`",
+				"`rd`", "As ingress-nginx."+needsURL+rejects),
+			profile("auth-response-headers", "a comma-separated list of header names (letters, digits, `-` and `_`)",
+				"none",
+				"The headers of the auth service's 2xx answer with these names are set on the request to the backend; a "+
+					"header the client sent with such a name is never passed on (the backend can trust it), a header the "+
+					"answer lacks is not sent."+needsURL+rejects),
+			profile("auth-request-redirect", "a URL or path of URL characters, as for `auth-url`",
+				"the request's URI",
+				"Sent to the auth service as `X-Auth-Request-Redirect`, as ingress-nginx does."+needsURL+rejects),
+			profile("auth-always-set-cookie", "`true` or `false`",
+				"`false`: the auth answer's `Set-Cookie` is sent with successful answers only",
+				"As ingress-nginx: `true` sends the auth service's `Set-Cookie` with every answer, errors included. "+
+					"Like ingress-nginx, only the first `Set-Cookie` of the auth answer is sent."+needsURL+rejects),
+		},
+		apply: applyExtAuth,
+	})
+	registerProfileDirectives(extAuthDirectives)
+}
+
+var (
+	authMethods       = []string{"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "CONNECT", "OPTIONS", "TRACE"}
+	authHeaderName    = regexp.MustCompile(`^[A-Za-z0-9_-]{1,128}$`)
+	authRedirectParam = regexp.MustCompile(`^[A-Za-z0-9_.-]{1,64}$`)
+	// authHostLabel is one label of a DNS name.
+	authHostLabel = regexp.MustCompile(`^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$`)
+)
+
+// applyExtAuth reads the external auth annotations into the Ingress's profile.
+func applyExtAuth(t *translator) {
+	a := t.ing.Annotations
+	rawURL, ok := a[AnnotationAuthURL]
+	if !ok {
+		for _, key := range []string{AnnotationAuthMethod, AnnotationAuthSignin, AnnotationAuthSigninRedirectParam,
+			AnnotationAuthResponseHeaders, AnnotationAuthRequestRedirect, AnnotationAuthAlwaysSetCookie} {
+			if _, set := a[key]; set {
+				t.out.Warnings = append(t.out.Warnings, fmt.Sprintf("metadata.annotations[%s]: applies only with %s; ignored", key, AnnotationAuthURL))
+			}
+		}
+		return
+	}
+	p := &t.out.Profile
+	u, ok := t.authURL(AnnotationAuthURL, rawURL)
+	if !ok {
+		return
+	}
+	p.AuthURL = u
+	if raw, set := a[AnnotationAuthMethod]; set {
+		m := strings.TrimSpace(raw)
+		if !slices.Contains(authMethods, m) {
+			t.fail("metadata.annotations[%s]: %s is not a method (want one of %s)", AnnotationAuthMethod, quoteValue(raw), strings.Join(authMethods, ", "))
+		}
+		p.AuthMethod = m
+	}
+	if raw, set := a[AnnotationAuthSignin]; set {
+		v := strings.TrimSpace(raw)
+		parts, ok := splitSigninURL(v)
+		if !ok {
+			t.fail("metadata.annotations[%s]: %s names an NGINX variable other than %s", AnnotationAuthSignin, quoteValue(raw), signinVariableList())
+			return
+		}
+		// The URL's structure is checked with every variable standing for "x".
+		var checked strings.Builder
+		for _, part := range parts {
+			if part.variable {
+				checked.WriteString("x")
+			} else {
+				checked.WriteString(part.text)
+			}
+		}
+		if _, ok := t.checkAuthURL(AnnotationAuthSignin, raw, checked.String()); ok {
+			p.AuthSignin = v
+			param := "rd"
+			if rawParam, set := a[AnnotationAuthSigninRedirectParam]; set {
+				param = strings.TrimSpace(rawParam)
+				if !authRedirectParam.MatchString(param) {
+					t.fail("metadata.annotations[%s]: %s is not a query parameter name (letters, digits, -, _ and .)", AnnotationAuthSigninRedirectParam, quoteValue(rawParam))
+				}
+			}
+			// A URL that names the parameter already is used as it is, as ingress-nginx does.
+			if pu, err := url.Parse(checked.String()); err == nil && pu.Query().Get(param) == "" {
+				p.AuthSigninRedirectParam = param
+			}
+		}
+	} else if _, set := a[AnnotationAuthSigninRedirectParam]; set {
+		t.out.Warnings = append(t.out.Warnings, fmt.Sprintf("metadata.annotations[%s]: applies only with %s; ignored", AnnotationAuthSigninRedirectParam, AnnotationAuthSignin))
+	}
+	if raw, set := a[AnnotationAuthResponseHeaders]; set {
+		var names []string
+		for f := range strings.SplitSeq(raw, ",") {
+			f = strings.TrimSpace(f)
+			if f == "" {
+				continue
+			}
+			if !authHeaderName.MatchString(f) {
+				t.fail("metadata.annotations[%s]: %s is not a header name (letters, digits, - and _)", AnnotationAuthResponseHeaders, quoteValue(f))
+				return
+			}
+			if !containsFold(names, f) {
+				names = append(names, f)
+			}
+		}
+		if len(names) > 32 {
+			t.fail("metadata.annotations[%s]: lists %d headers; at most 32", AnnotationAuthResponseHeaders, len(names))
+			return
+		}
+		p.AuthResponseHeaders = strings.Join(names, ",")
+	}
+	if raw, set := a[AnnotationAuthRequestRedirect]; set {
+		v := strings.TrimSpace(raw)
+		if v != "" {
+			if !authURLChars(v) || len(v) > maxAuthURL {
+				t.fail("metadata.annotations[%s]: %s: want a URL or path of URL characters (letters, digits and -._~/?&=%%+,:@!*), at most 2048 bytes",
+					AnnotationAuthRequestRedirect, quoteValue(raw))
+			}
+			p.AuthRequestRedirect = v
+		}
+	}
+	if _, set := a[AnnotationAuthAlwaysSetCookie]; set {
+		if b, ok := t.parseBoolAnnotation(AnnotationAuthAlwaysSetCookie); ok {
+			p.AuthAlwaysSetCookie = b
+		}
+	}
+}
+
+// containsFold reports whether list holds s, ignoring case (header names).
+func containsFold(list []string, s string) bool {
+	for _, v := range list {
+		if strings.EqualFold(v, s) {
+			return true
+		}
+	}
+	return false
+}
+
+// authURLChars reports whether s holds only URL characters that are literal in nginx.conf: no '$'
+// (variables), quotes, backslashes, spaces, ';', braces, '#', control bytes or non-ASCII; every '%' starts
+// an escape.
+func authURLChars(s string) bool {
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		switch {
+		case 'a' <= c && c <= 'z', 'A' <= c && c <= 'Z', '0' <= c && c <= '9':
+		case strings.IndexByte("-._~/?&=+,:@!*[]", c) >= 0:
+		case c == '%':
+			if i+2 >= len(s) || !isHex(s[i+1]) || !isHex(s[i+2]) {
+				return false
+			}
+		default:
+			return false
+		}
+	}
+	return true
+}
+
+func isHex(c byte) bool {
+	return '0' <= c && c <= '9' || 'a' <= c && c <= 'f' || 'A' <= c && c <= 'F'
+}
+
+// authURL checks the URL of annotation key and returns it with "/" as the path when it has none (so
+// that proxy_pass never passes the internal location's URI on). An invalid URL rejects the Ingress.
+func (t *translator) authURL(key, raw string) (string, bool) {
+	return t.checkAuthURL(key, raw, strings.TrimSpace(raw))
+}
+
+// checkAuthURL checks v, the value of annotation key (raw, for the message), as authURL does.
+func (t *translator) checkAuthURL(key, raw, v string) (string, bool) {
+	bad := func(why string) (string, bool) {
+		t.fail("metadata.annotations[%s]: %s: %s", key, quoteValue(raw), why)
+		return "", false
+	}
+	const want = "want an absolute http:// or https:// URL with a host name or IP address, an optional port and a path and query of " +
+		"letters, digits and -._~/?&=%+,:@!* (no NGINX variables, spaces, quotes, ';', braces or '#'), at most 2048 bytes"
+	if v == "" || len(v) > maxAuthURL || !authURLChars(v) {
+		return bad(want)
+	}
+	scheme, rest, ok := strings.Cut(v, "://")
+	if !ok || (scheme != "http" && scheme != "https") {
+		return bad(want)
+	}
+	u, err := url.Parse(v)
+	if err != nil || u.User != nil || u.Opaque != "" || u.Fragment != "" || strings.Contains(rest, "@") {
+		return bad(want)
+	}
+	host := u.Hostname()
+	if strings.HasPrefix(u.Host, "[") {
+		if a, err := netip.ParseAddr(host); err != nil || !a.Is6() || a.Zone() != "" {
+			return bad(want)
+		}
+	} else if _, err := netip.ParseAddr(host); err != nil && !validAuthHostName(strings.ToLower(host)) {
+		return bad(want)
+	}
+	if port := u.Port(); port != "" || strings.HasSuffix(u.Host, ":") {
+		if n, err := strconv.Atoi(port); err != nil || n < 1 || n > 65535 || len(port) > 5 {
+			return bad(want)
+		}
+	}
+	if strings.ContainsAny(u.Host, "[]") && !strings.HasPrefix(u.Host, "[") || strings.ContainsAny(u.RawQuery, "[]") ||
+		strings.ContainsAny(u.EscapedPath(), "[]") {
+		return bad(want)
+	}
+	// The path and query as written, with "/" for a missing path ("http://host?x" too).
+	i := strings.IndexAny(rest, "/?")
+	if i < 0 {
+		return scheme + "://" + rest + "/", true
+	}
+	if rest[i] == '?' {
+		return scheme + "://" + rest[:i] + "/" + rest[i:], true
+	}
+	return v, true
+}
+
+// validAuthHostName reports whether h is a DNS name: lower-case labels of letters, digits and '-'.
+func validAuthHostName(h string) bool {
+	if h == "" || len(h) > 253 {
+		return false
+	}
+	for l := range strings.SplitSeq(strings.TrimSuffix(h, "."), ".") {
+		if !authHostLabel.MatchString(l) {
+			return false
+		}
+	}
+	return true
+}
+
+// authLocation is the URI of the internal location that calls p's auth service, empty without auth-url.
+func (p ProfileSettings) authLocation() string {
+	if p.AuthURL == "" {
+		return ""
+	}
+	return "/_ingress_reactor_auth_" + strings.TrimPrefix(p.Name(), "ingress_reactor_")
+}
+
+// signinLocation is the named location that redirects a 401 of p's auth service to auth-signin.
+func (p ProfileSettings) signinLocation() string {
+	if p.AuthURL == "" || p.AuthSignin == "" {
+		return ""
+	}
+	return "@" + p.Name() + "_signin"
+}
+
+// authResponseHeaderNames returns AuthResponseHeaders as a list.
+func (p ProfileSettings) authResponseHeaderNames() []string {
+	if p.AuthResponseHeaders == "" {
+		return nil
+	}
+	return strings.Split(p.AuthResponseHeaders, ",")
+}
+
+// mustQuote quotes a value that the group's parser validated; a value that cannot be quoted (which the
+// parser makes impossible) becomes one that fails "nginx -t", so the profile is quarantined rather than
+// served with something else.
+func quoteValidated(s string) string {
+	q, err := Quote(s)
+	if err != nil {
+		return "\"\" invalid"
+	}
+	return q
+}
+
+// extAuthDirectives sends the requests of a profile with auth-url through auth_request.
+func extAuthDirectives(p ProfileSettings, out []string) []string {
+	loc := p.authLocation()
+	if loc == "" {
+		return out
+	}
+	out = append(out,
+		"auth_request "+loc,
+		"auth_request_set $ingress_reactor_auth_cookie $upstream_http_set_cookie")
+	if p.AuthAlwaysSetCookie {
+		out = append(out, "add_header Set-Cookie $ingress_reactor_auth_cookie always")
+	} else {
+		out = append(out, "add_header Set-Cookie $ingress_reactor_auth_cookie")
+	}
+	set := "proxy_set_header"
+	if p.usesGRPC() {
+		set = "grpc_set_header"
+	}
+	for i, h := range p.authResponseHeaderNames() {
+		v := "$ingress_reactor_auth_header_" + strconv.Itoa(i)
+		out = append(out,
+			"auth_request_set "+v+" $upstream_http_"+strings.ReplaceAll(strings.ToLower(h), "-", "_"),
+			set+" "+quoteValidated(h)+" "+v)
+	}
+	if s := p.signinLocation(); s != "" {
+		out = append(out, "error_page 401 = "+s)
+	}
+	return out
+}
+
+// authSetsUpstreamHeaders reports whether p's named location sets request headers of its own
+// (auth-response-headers), so that it must repeat the http block's proxy_set_header lines, which NGINX
+// no longer inherits then.
+func (p ProfileSettings) authSetsUpstreamHeaders() bool {
+	return p.AuthURL != "" && p.AuthResponseHeaders != "" && !p.usesGRPC()
+}
+
+// auxiliaryLocations returns the locations beside p's named location that its settings need: the
+// internal location that calls the auth service and the one that redirects to auth-signin.
+func (p ProfileSettings) auxiliaryLocations() []auxiliaryLocation {
+	loc := p.authLocation()
+	if loc == "" {
+		return nil
+	}
+	auth := []string{
+		"internal",
+		"proxy_pass_request_body off",
+		`proxy_set_header Content-Length ""`,
+		`proxy_set_header Transfer-Encoding ""`,
+		`proxy_set_header X-Forwarded-Proto ""`,
+		"proxy_set_header X-Request-ID $ingress_reactor_request_id",
+	}
+	if p.AuthMethod != "" {
+		auth = append(auth,
+			"proxy_method "+p.AuthMethod,
+			"proxy_set_header X-Original-URI $request_uri",
+			"proxy_set_header X-Scheme $scheme")
+	}
+	host := ""
+	if u, err := url.Parse(p.AuthURL); err == nil {
+		host = u.Hostname()
+	}
+	redirect := "$request_uri"
+	if p.AuthRequestRedirect != "" {
+		redirect = quoteValidated(p.AuthRequestRedirect)
+	}
+	auth = append(auth,
+		"proxy_set_header Host "+quoteValidated(host),
+		"proxy_set_header X-Original-URL $scheme://$ingress_reactor_host$request_uri",
+		"proxy_set_header X-Original-Method $request_method",
+		`proxy_set_header X-Sent-From "nginx-ingress-controller"`,
+		"proxy_set_header X-Real-IP $remote_addr",
+		"proxy_set_header X-Forwarded-For $remote_addr",
+		"proxy_set_header X-Auth-Request-Redirect "+redirect,
+		"proxy_intercept_errors off",
+		"proxy_ssl_server_name on",
+		"proxy_pass "+quoteValidated(p.AuthURL))
+	out := []auxiliaryLocation{{Name: "= " + loc, Directives: auth}}
+	if s := p.signinLocation(); s != "" {
+		out = append(out, auxiliaryLocation{Name: s, Directives: p.signinDirectives()})
+	}
+	return out
+}
+
+// auxiliaryLocation is a location that a profile's settings need beside its named location.
+type auxiliaryLocation struct {
+	// Name is what follows "location": "= /uri" or "@name", generated, never user text.
+	Name string
+	// Directives are its directives, each without its ";", every value validated and quoted.
+	Directives []string
+}
+
+// signinVariables are the NGINX variables that auth-signin may name, as ingress-nginx's users write them
+// (oauth2-proxy's documentation has https://$host/oauth2/start?rd=$escaped_request_uri), and the
+// variable of nginx.conf that each becomes. Their values are the request's, which NGINX has parsed (no
+// line breaks), and they only ever go into the Location of the redirect.
+var signinVariables = map[string]string{
+	"host": "host", "http_host": "http_host", "best_http_host": "ingress_reactor_host",
+	"scheme": "scheme", "pass_access_scheme": "scheme",
+	"request_uri": "request_uri", "escaped_request_uri": "ingress_reactor_escaped_request_uri",
+}
+
+// signinVariableList names signinVariables for messages and docs.
+func signinVariableList() string {
+	return "$host, $http_host, $best_http_host, $scheme, $pass_access_scheme, $request_uri and $escaped_request_uri"
+}
+
+// signinPart is literal text of a signin URL, or (variable) the name of one of signinVariables.
+type signinPart struct {
+	text     string
+	variable bool
+}
+
+// splitSigninURL splits s at its variables ("$name" or "${name}"); ok is false for a '$' that does not
+// start one of signinVariables.
+func splitSigninURL(s string) (parts []signinPart, ok bool) {
+	for {
+		i := strings.IndexByte(s, '$')
+		if i < 0 {
+			if s != "" {
+				parts = append(parts, signinPart{text: s})
+			}
+			return parts, true
+		}
+		if i > 0 {
+			parts = append(parts, signinPart{text: s[:i]})
+		}
+		s = s[i+1:]
+		var name string
+		if strings.HasPrefix(s, "{") {
+			end := strings.IndexByte(s, '}')
+			if end < 0 {
+				return nil, false
+			}
+			name, s = s[1:end], s[end+1:]
+		} else {
+			n := 0
+			for n < len(s) && (s[n] == '_' || 'a' <= s[n] && s[n] <= 'z' || 'A' <= s[n] && s[n] <= 'Z' || '0' <= s[n] && s[n] <= '9') {
+				n++
+			}
+			name, s = s[:n], s[n:]
+		}
+		if _, known := signinVariables[name]; !known {
+			return nil, false
+		}
+		parts = append(parts, signinPart{text: name, variable: true})
+	}
+}
+
+// signinDirectives redirects to auth-signin with the auth answer's Set-Cookie: the URL's literal parts
+// are quoted into variables of their own, so that no user text is ever read for variables.
+func (p ProfileSettings) signinDirectives() []string {
+	target := p.AuthSignin
+	if p.AuthSigninRedirectParam != "" {
+		sep := "?"
+		if strings.Contains(target, "?") {
+			sep = "&"
+		}
+		target += sep + p.AuthSigninRedirectParam + "=$pass_access_scheme://$best_http_host$escaped_request_uri"
+	}
+	out := []string{
+		"add_header Set-Cookie $ingress_reactor_auth_cookie",
+		`set_by_lua $ingress_reactor_escaped_request_uri "return ngx.escape_uri(ngx.var.request_uri)"`,
+	}
+	parts, ok := splitSigninURL(target)
+	if !ok {
+		return append(out, `return 302 "" invalid`) // the parser made this impossible; nginx -t quarantines it
+	}
+	var location strings.Builder
+	for i, part := range parts {
+		if part.variable {
+			location.WriteString("${" + signinVariables[part.text] + "}")
+			continue
+		}
+		v := "ingress_reactor_signin_" + strconv.Itoa(i)
+		out = append(out, "set $"+v+" "+quoteValidated(part.text))
+		location.WriteString("${" + v + "}")
+	}
+	return append(out, "return 302 "+location.String())
+}
