@@ -35,6 +35,10 @@ func injectionValues() []string {
 		"8m; }", "8m\n}", "1m 1m", "60s;", "1h 30m; return 200", "${request_time}", "error timeout; }", "error\ntimeout",
 		"on;", "off }", "1.0;", "/app/ /$uri", "a.example b.example;", "http://a/ http://b/;} #", "~^/(.*) /$1",
 		"keep-alive\r\nX-Evil: 1", "keep-alive;", "99999999999999999999", "1e9", "0x10", "-5",
+		// Basic authentication: realms that break out of the quoted string or the header, types that
+		// turn it off, Secret names out of the namespace, user names with colons.
+		`Staff" , Basic realm="x`, "Staff\r\nWWW-Authenticate: None", `realm\"`, "basic; auth_basic off", "digest", "none", "basic\n",
+		"auth-map\n", "../auth", "kube-system/admin-users", "alice:bob", "user:{PLAIN}x",
 	}
 }
 

@@ -34,10 +34,10 @@ func unsupportedAnnotations() []AnnotationSpec {
 	auth := AnnotationSpec{Status: AnnotationRefused, Reason: refusedAccess, RestrictsAccess: true, Planned: "#16", Difference: refuseOpen}
 	add(auth,
 		"auth-always-set-cookie", "auth-cache-duration", "auth-cache-key", "auth-keepalive", "auth-keepalive-requests",
-		"auth-keepalive-share-vars", "auth-keepalive-timeout", "auth-method", "auth-proxy-set-headers", "auth-realm",
-		"auth-request-redirect", "auth-response-headers", "auth-secret", "auth-secret-type", "auth-signin",
+		"auth-keepalive-share-vars", "auth-keepalive-timeout", "auth-method", "auth-proxy-set-headers",
+		"auth-request-redirect", "auth-response-headers", "auth-signin",
 		"auth-signin-redirect-param", "auth-tls-error-page", "auth-tls-match-cn", "auth-tls-pass-certificate-to-upstream",
-		"auth-tls-secret", "auth-tls-verify-client", "auth-tls-verify-depth", "auth-type", "auth-url", "satisfy")
+		"auth-tls-secret", "auth-tls-verify-client", "auth-tls-verify-depth", "auth-url", "satisfy")
 	waf := AnnotationSpec{Status: AnnotationRefused, Reason: refusedAccess, RestrictsAccess: true,
 		Difference: refuseOpen + " There is no web application firewall (ModSecurity) here, and none is planned. `\"false\"` is accepted."}
 	wafSwitch := waf
