@@ -91,7 +91,10 @@ func init() {
 				"comments and empty lines skipped, fields after a second `:` ignored, as NGINX reads them); `auth-map`: "+
 				"each key of the Secret is a user and its value that user's hash",
 				"`auth-file`", "Any other value **rejects the Ingress**. With `auth-map`, a value's surrounding "+
-					"white space (the newline of `--from-file`) is dropped. A user listed twice is checked against its first hash, as in NGINX."),
+					"white space (the newline of `--from-file`) is dropped, and traditional DES hashes are not accepted: the controller's "+
+					"cache keeps of a Secret only the keys it reads (TLS keys, `auth`, and values that are password hashes), so that "+
+					"other credentials stay out of its memory, and a key whose value is not such a hash is not seen (that user cannot "+
+					"log in). A user listed twice is checked against its first hash, as in NGINX."),
 			spec("auth-realm", "printable ASCII, at most 256 bytes", "empty (`Basic realm=\"\"`, as ingress-nginx)",
 				"Sent as a quoted string, `\"` and `\\` escaped (ingress-nginx sent them unescaped). Another value is "+
 					"ignored with a Warning (the realm is cosmetic)."),
@@ -274,6 +277,18 @@ func (l *authUserList) wire() (string, string) {
 		return "", fmt.Sprintf("lists %d bytes of users and hashes, more than the %d accepted", l.b.Len(), maxAuthUsersBytes)
 	}
 	return l.b.String(), ""
+}
+
+// KeepsBasicAuthEntry reports whether the informer cache, which drops a Secret's keys that the controller
+// does not read, keeps key of a Secret for basic authentication: the key "auth" (auth-file), and a key
+// whose value is a password hash of a supported format other than DES (an auth-map entry; DES is left
+// out because any 13 letters and digits look like one, an API token too).
+func KeepsBasicAuthEntry(key string, value []byte) bool {
+	if key == authFileKey {
+		return true
+	}
+	v := strings.TrimSpace(string(value))
+	return len(v) > 13 && checkAuthHash(v) == ""
 }
 
 // checkAuthHash says why hash is not in one of authHashFormats, or "".
