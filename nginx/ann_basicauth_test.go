@@ -376,6 +376,24 @@ func TestBasicAuthThroughNginx(t *testing.T) {
 		t.Fatalf("a remaining user: %d, want 200", resp.StatusCode)
 	}
 
+	// The router's side checks what it is pushed: a challenge that would split the header, a route naming
+	// a list the host lacks, a line without a user, a user list that is not a string.
+	for _, bad := range []string{
+		`"auth_users":{"ab":"alice:{PLAIN}x"},"routes":[{"path":"/","upstream":"","auth":{"challenge":"Basic realm=\"a\r\nX: 1\"","users":"ab"}}]`,
+		`"auth_users":{"ab":"alice:{PLAIN}x"},"routes":[{"path":"/","upstream":"","auth":{"challenge":"Basic realm=\"a\"","users":"cd"}}]`,
+		`"routes":[{"path":"/","upstream":"","auth":{"challenge":"Basic realm=\"a\"","users":"ab"}}]`,
+		`"auth_users":{"ab":":{PLAIN}x"},"routes":[{"path":"/","upstream":"","auth":{"challenge":"Basic realm=\"a\"","users":"ab"}}]`,
+		`"auth_users":{"ab":"alice:{PLAIN}x\r"},"routes":[{"path":"/","upstream":"","auth":{"challenge":"Basic realm=\"a\"","users":"ab"}}]`,
+		`"auth_users":{"ab":["alice:{PLAIN}x"]},"routes":[]`,
+	} {
+		err := rt.Client().PushRoutes(ctx, RouteUpdate{Hosts: map[Hostname][]byte{"evil.example.com": []byte("{" + bad + "}")}})
+		if refused, ok := errors.AsType[*RoutesRefusedError](err); !ok || len(refused.Refused) != 1 {
+			t.Errorf("%s: push answered %v, want the host refused", bad, err)
+		} else if strings.Contains(refused.Error(), "{PLAIN}") {
+			t.Errorf("%s: the refusal shows a hash: %v", bad, refused)
+		}
+	}
+
 	// The Secret is deleted: the Ingress is withdrawn, its host no longer routed to the backend.
 	delete(secrets, nn("default", "users"))
 	build = b.Update(UpdateInput{Objects: []ObjectRef{{Kind: KindSecret, Key: nn("default", "users")}}, Get: get, Lookup: svcs, Secrets: secrets, Options: DefaultTranslateOptions()})
