@@ -807,7 +807,7 @@ func TestAnnotationsWebSocketThroughReload(t *testing.T) {
 // whose Secret does not exist is rejected with a Warning Event and not served; once the Secret exists,
 // a request without credentials gets 401 with the realm, a wrong password 401 and the right one reaches
 // the backend; an update of the Secret that changes the password makes the old one stop working, without
-// reloading NGINX; digest is refused.
+// reloading NGINX; digest is refused; an auth-map Secret admits its users (bcrypt).
 func TestAnnotationsBasicAuth(t *testing.T) {
 	f := harness.New(t)
 	routingService(f, "web", f.StartBackend("web", false))
@@ -867,5 +867,24 @@ func TestAnnotationsBasicAuth(t *testing.T) {
 	checkServed(t, r, req("alice", "n3w-pass"), "web")
 	if got := r.WaitConfigSettled(); got != reloads {
 		t.Errorf("%s went from %g to %g for a change of the Secret; want no reload (route data)", harness.ReloadsMetric, reloads, got)
+	}
+
+	// auth-map: each key a user, its value a hash (bcrypt, checked through libcrypt); the controller's
+	// cache keeps those values, and a key that holds no hash is not a user.
+	if _, err := api.Create(f.Ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "map", Namespace: f.Namespace},
+		Data: map[string][]byte{"carol": []byte("$2y$05$abcdefghijklmnopqrstuuLK7U1u6pVRmL7L1BBM2aS35PSZnDXlK\n"), "token": []byte("s3cret")}},
+		metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	f.CreateIngress(annotate(f.Ingress("mapped", "mapped.example", prefixPath("/", "web")),
+		"auth-type", "basic", "auth-secret", "map", "auth-secret-type", "auth-map"))
+	mapped := func(user, password string) harness.Request {
+		return harness.Request{Host: "mapped.example", Path: "/", Header: basic(user, password)}
+	}
+	waitFor(r, mapped("carol", "s3cret"), "200 for carol", func(resp *harness.Response) bool { return resp.Status == http.StatusOK && resp.Echo != nil })
+	for _, c := range [][2]string{{"carol", "wrong"}, {"token", "s3cret"}, {"", ""}} {
+		if resp := send(t, r, mapped(c[0], c[1])); resp.Status != http.StatusUnauthorized || resp.Header.Get("WWW-Authenticate") != `Basic realm=""` {
+			t.Errorf("auth-map, user %q: %s WWW-Authenticate %q, want 401 with the empty realm", c[0], resp, resp.Header.Get("WWW-Authenticate"))
+		}
 	}
 }
