@@ -41,6 +41,10 @@ func injectionValues() []string {
 		"http://auth.example.com/auth;\nload_module /tmp/evil.so;#", "https://auth.example.com/\"; } ssl_engine /tmp/x.so; #",
 		"http://auth.example.com/auth?a=$http_authorization", "http://$host/oauth2/auth", "http://auth.example.com/auth}\n",
 		"http://a.example.com/ x", "X-Auth-Request-User;\nproxy_pass http://evil", "X-User, $http_cookie", "GET;", "rd\nx",
+		// Basic authentication: realms that break out of the quoted string or the header, types that
+		// turn it off, Secret names out of the namespace, user names with colons.
+		`Staff" , Basic realm="x`, "Staff\r\nWWW-Authenticate: None", `realm\"`, "basic; auth_basic off", "digest", "none", "basic\n",
+		"auth-map\n", "../auth", "kube-system/admin-users", "alice:bob", "user:{PLAIN}x",
 	}
 }
 

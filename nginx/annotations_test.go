@@ -111,10 +111,8 @@ func TestAnnotationDispatch(t *testing.T) {
 				"so that it cannot take its host and paths from the main Ingress (see docs/annotations.md)"},
 		},
 		"access restrictions are refused, each named": {
-			annotations: []string{p + "auth-type", "basic", p + "auth-secret", "users", p + "satisfy", "any", p + "enable-modsecurity", "true"},
+			annotations: []string{p + "satisfy", "any", p + "enable-modsecurity", "true"},
 			wantErrs: []string{
-				"metadata.annotations[" + p + "auth-secret]: " + refusedAccess,
-				"metadata.annotations[" + p + "auth-type]: " + refusedAccess,
 				"metadata.annotations[" + p + "enable-modsecurity]: " + refusedAccess,
 				"metadata.annotations[" + p + "satisfy]: " + refusedAccess,
 			},

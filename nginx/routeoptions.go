@@ -67,6 +67,10 @@ type RouteOptions struct {
 	LimitRate, LimitRateAfter int64
 	// ConnectionHeader replaces the Connection header that the backend gets (connection-proxy-header).
 	ConnectionHeader string
+	// AuthUsers, when set, are the only users admitted (auth-type basic, auth-secret): validated
+	// "user:hash\n" lines. They travel once per host entry (AuthUsersID names them there, a hash of
+	// their content); AuthChallenge is the WWW-Authenticate value of a 401 (auth-realm).
+	AuthUsers, AuthUsersID, AuthChallenge string
 }
 
 // options returns the translation's route options, allocating them on first use.
@@ -101,6 +105,13 @@ func appendRouteOptions(b []byte, o *RouteOptions) []byte {
 	}
 	b = appendProxyOptions(b, o)
 	b = appendProxyHeaderOptions(b, o)
+	if o.AuthUsersID != "" {
+		b = append(b, `,"auth":{"challenge":`...)
+		b = appendJSONString(b, o.AuthChallenge)
+		b = append(b, `,"users":"`...)
+		b = append(b, o.AuthUsersID...)
+		b = append(b, `"}`...)
+	}
 	return b
 }
 

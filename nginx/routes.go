@@ -34,7 +34,10 @@ type RouteHost struct {
 	Regex bool `json:"regex,omitempty"`
 	// DefaultBackend answers what no path matches instead of the default upstream (default-backend).
 	DefaultBackend UpstreamName `json:"default_backend,omitempty"`
-	Routes         []RoutePath  `json:"routes"`
+	// AuthUsers are the user lists of the host's routes with basic authentication, by their ID
+	// (RouteOptions.AuthUsersID): each list travels once per host, however many routes share it.
+	AuthUsers map[string]string `json:"auth_users,omitempty"`
+	Routes    []RoutePath       `json:"routes"`
 }
 
 // RoutePath is one path of a host.
@@ -85,6 +88,15 @@ type RoutePath struct {
 	// appendLimitOptions).
 	CORS  *RouteCORS  `json:"cors,omitempty"`
 	Limit *RouteLimit `json:"limit,omitempty"`
+	// Auth admits only the users of the host's AuthUsers list Users (basic authentication).
+	Auth *RouteAuth `json:"auth,omitempty"`
+}
+
+// RouteAuth is the wire form of a route's basic authentication: the WWW-Authenticate value of its 401
+// and the ID of its user list in the host entry.
+type RouteAuth struct {
+	Challenge string `json:"challenge"`
+	Users     string `json:"users"`
 }
 
 // RouteCORS is the wire form of CORSOptions: Origins is ["*"] for any origin.
@@ -121,6 +133,7 @@ func AppendRouteHostJSON(b []byte, s *Server) []byte {
 		b = append(b, s.DefaultBackend...)
 		b = append(b, `",`...)
 	}
+	b = appendAuthUsers(b, s)
 	if s.RegexMode() {
 		return appendRegexRoutes(b, s)
 	}
@@ -138,6 +151,32 @@ func AppendRouteHostJSON(b []byte, s *Server) []byte {
 		b = appendRouteFields(b, l)
 	}
 	return append(b, "]}"...)
+}
+
+// appendAuthUsers writes the host's user lists ("auth_users":{id:lines},), each once, in the order of
+// the locations that use them.
+func appendAuthUsers(b []byte, s *Server) []byte {
+	var written []string
+	for i := range s.Locations {
+		o := s.Locations[i].Options
+		if o == nil || o.AuthUsersID == "" || slices.Contains(written, o.AuthUsersID) {
+			continue
+		}
+		if written == nil {
+			b = append(b, `"auth_users":{`...)
+		} else {
+			b = append(b, ',')
+		}
+		written = append(written, o.AuthUsersID)
+		b = append(b, '"')
+		b = append(b, o.AuthUsersID...)
+		b = append(b, `":`...)
+		b = appendJSONString(b, o.AuthUsers)
+	}
+	if written != nil {
+		b = append(b, "},"...)
+	}
+	return b
 }
 
 // appendRouteFields writes what a route says besides its path and how it matches, and closes it.

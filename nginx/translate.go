@@ -143,6 +143,7 @@ func translate(ing *networkingv1.Ingress, lk Lookups, opts TranslateOptions) (*I
 	tr.tls()
 	tr.hostAliases()
 	tr.routeDataBudget()
+	tr.authUsersBudget()
 	if len(tr.errs) > 0 {
 		errs := tr.errs
 		if len(errs) > maxReportedErrors {

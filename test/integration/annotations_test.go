@@ -871,3 +871,89 @@ func TestAnnotationsExternalAuth(t *testing.T) {
 		t.Errorf("an Ingress with an auth-url injection payload: %v %v, want 404 (not served)", resp, err)
 	}
 }
+
+// TestAnnotationsBasicAuth: auth-type basic through the API server, the binary and NGINX. An Ingress
+// whose Secret does not exist is rejected with a Warning Event and not served; once the Secret exists,
+// a request without credentials gets 401 with the realm, a wrong password 401 and the right one reaches
+// the backend; an update of the Secret that changes the password makes the old one stop working, without
+// reloading NGINX; digest is refused; an auth-map Secret admits its users (bcrypt).
+func TestAnnotationsBasicAuth(t *testing.T) {
+	f := harness.New(t)
+	routingService(f, "web", f.StartBackend("web", false))
+	f.CreateIngress(annotate(f.Ingress("locked", "locked.example", prefixPath("/", "web")),
+		"auth-type", "basic", "auth-secret", "users", "auth-realm", "Staff only"))
+	f.CreateIngress(annotate(f.Ingress("digest", "digest.example", prefixPath("/", "web")),
+		"auth-type", "digest", "auth-secret", "users"))
+	r := f.StartReactor()
+	r.WaitReady()
+	f.WaitEvent(r, "Ingress", "locked", corev1.EventTypeWarning, reasonRejected,
+		ingressNginx+"auth-secret", "secret "+f.Namespace+"/users does not exist")
+	f.WaitEvent(r, "Ingress", "digest", corev1.EventTypeWarning, reasonRejected,
+		ingressNginx+"auth-type", "no digest authentication module")
+	r.WaitConfigSettled()
+	requireNotRouted(t, r, "locked.example", "/")
+	requireNotRouted(t, r, "digest.example", "/")
+
+	// "alice:s3cret" ($apr1$, htpasswd's default; openssl passwd -apr1 -salt saltsalt s3cret) and
+	// "bob:hunter2" ({SHA}).
+	const aliceOld = "alice:$apr1$saltsalt$64vPg1.FPS6FtcYJ7Ti1V.\n"
+	api := f.Client.CoreV1().Secrets(f.Namespace)
+	sec, err := api.Create(f.Ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "users", Namespace: f.Namespace},
+		Data: map[string][]byte{"auth": []byte(aliceOld + "bob:{SHA}87u9ZqY9S/F0eUBXjsPQEDUw4h0=\n")}}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	basic := func(user, password string) http.Header {
+		h := http.Header{}
+		if user != "" {
+			req, _ := http.NewRequest("GET", "http://x/", nil)
+			req.SetBasicAuth(user, password)
+			h.Set("Authorization", req.Header.Get("Authorization"))
+		}
+		return h
+	}
+	req := func(user, password string) harness.Request {
+		return harness.Request{Host: "locked.example", Path: "/", Header: basic(user, password)}
+	}
+	waitFor(r, req("", ""), "401 with the realm", func(resp *harness.Response) bool {
+		return resp.Status == http.StatusUnauthorized && resp.Echo == nil && resp.Header.Get("WWW-Authenticate") == `Basic realm="Staff only"`
+	})
+	if resp := send(t, r, req("alice", "wrong")); resp.Status != http.StatusUnauthorized || resp.Echo != nil {
+		t.Errorf("a wrong password: %s, want 401", resp)
+	}
+	checkServed(t, r, req("alice", "s3cret"), "web")
+	checkServed(t, r, req("bob", "hunter2"), "web")
+	reloads := r.WaitConfigSettled()
+
+	// alice's password changes ("n3w-pass", {PLAIN}): the old one stops working, without a reload.
+	sec.Data["auth"] = []byte("alice:{PLAIN}n3w-pass\nbob:{SHA}87u9ZqY9S/F0eUBXjsPQEDUw4h0=\n")
+	if _, err := api.Update(f.Ctx, sec, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(r, req("alice", "s3cret"), "401 for the old password", func(resp *harness.Response) bool {
+		return resp.Status == http.StatusUnauthorized && resp.Echo == nil
+	})
+	checkServed(t, r, req("alice", "n3w-pass"), "web")
+	if got := r.WaitConfigSettled(); got != reloads {
+		t.Errorf("%s went from %g to %g for a change of the Secret; want no reload (route data)", harness.ReloadsMetric, reloads, got)
+	}
+
+	// auth-map: each key a user, its value a hash (bcrypt, checked through libcrypt); the controller's
+	// cache keeps those values, and a key that holds no hash is not a user.
+	if _, err := api.Create(f.Ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "map", Namespace: f.Namespace},
+		Data: map[string][]byte{"carol": []byte("$2y$05$abcdefghijklmnopqrstuuLK7U1u6pVRmL7L1BBM2aS35PSZnDXlK\n"), "token": []byte("s3cret")}},
+		metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	f.CreateIngress(annotate(f.Ingress("mapped", "mapped.example", prefixPath("/", "web")),
+		"auth-type", "basic", "auth-secret", "map", "auth-secret-type", "auth-map"))
+	mapped := func(user, password string) harness.Request {
+		return harness.Request{Host: "mapped.example", Path: "/", Header: basic(user, password)}
+	}
+	waitFor(r, mapped("carol", "s3cret"), "200 for carol", func(resp *harness.Response) bool { return resp.Status == http.StatusOK && resp.Echo != nil })
+	for _, c := range [][2]string{{"carol", "wrong"}, {"token", "s3cret"}, {"", ""}} {
+		if resp := send(t, r, mapped(c[0], c[1])); resp.Status != http.StatusUnauthorized || resp.Header.Get("WWW-Authenticate") != `Basic realm=""` {
+			t.Errorf("auth-map, user %q: %s WWW-Authenticate %q, want 401 with the empty realm", c[0], resp, resp.Header.Get("WWW-Authenticate"))
+		}
+	}
+}

@@ -246,7 +246,7 @@ func TestRoutingFollowsIngressUpdatesAndDeletion(t *testing.T) {
 }
 
 // TestRoutingRejectsBadIngressAlone: Ingresses the API server accepts but the controller
-// cannot serve (a Service port that does not exist, a path with ';') are rejected with
+// cannot serve (a Service port that does not exist, a path with ';', basic auth without its Secret) are rejected with
 // a Warning Event and counted, while a good Ingress next to them keeps routing and
 // keeps following its updates; fixing a bad Ingress makes it route.
 func TestRoutingRejectsBadIngressAlone(t *testing.T) {
@@ -258,7 +258,7 @@ func TestRoutingRejectsBadIngressAlone(t *testing.T) {
 
 	f.CreateIngress(f.Ingress("bad-port", "bad-port.example", harness.IngressBackend{Service: "web", Port: 81}))
 	f.CreateIngress(f.Ingress("bad-path", "bad-path.example", harness.IngressBackend{Path: "/a;b", Service: "web", Port: 80}))
-	// Basic auth from ingress-nginx is not supported: serving it without would expose the backend.
+	// Basic auth whose Secret does not exist: serving it without would expose the backend.
 	protected := f.Ingress("protected", "protected.example", harness.IngressBackend{Path: "/", Service: "web", Port: 80})
 	protected.Annotations = map[string]string{"nginx.ingress.kubernetes.io/auth-type": "basic", "nginx.ingress.kubernetes.io/auth-secret": "htpasswd"}
 	f.CreateIngress(protected)
@@ -267,7 +267,7 @@ func TestRoutingRejectsBadIngressAlone(t *testing.T) {
 	r.WaitServedBy("good.example", "/", "web")
 	f.WaitEvent(r, "Ingress", "bad-port", corev1.EventTypeWarning, reasonRejected, "81")
 	f.WaitEvent(r, "Ingress", "bad-path", corev1.EventTypeWarning, reasonRejected, `";"`)
-	f.WaitEvent(r, "Ingress", "protected", corev1.EventTypeWarning, reasonRejected, "auth-type]: restricts access")
+	f.WaitEvent(r, "Ingress", "protected", corev1.EventTypeWarning, reasonRejected, "auth-secret]: secret "+f.Namespace+"/htpasswd does not exist")
 	r.WaitMetric(ingressesRejected, nil, "== 3", func(v float64) bool { return v == 3 })
 	r.WaitConfigSettled()
 	requireNotRouted(t, r, "bad-port.example", "/")

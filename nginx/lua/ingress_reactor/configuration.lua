@@ -18,8 +18,8 @@
 -- "preserve_trailing_slash", "use_port_in_redirects", "default_backend", "response_headers": "Name:value"
 -- lines joined by "\n"), "host_redirect", "cors" ({"origins": [...], "methods", "headers", "expose",
 -- "credentials", "max_age"}) and "limit" ({"zone", "rps", "rps_burst", "rpm", "rpm_burst", "conn",
--- "allow": [...]}); a host
--- entry may name its fallback "default_backend". A host with "regex": true lists its routes in match
+-- "allow": [...]}) and "auth" ({"challenge", "users": an ID of the host's "auth_users"}); a host
+-- entry may name its fallback "default_backend" and hold "auth_users" (ID -> "user:hash\n" lines). A host with "regex": true lists its routes in match
 -- order, each with a PCRE "pattern" (and a lower-case "literal" prefix when the pattern is one).
 -- A changed host whose new routes do
 -- not fit into the dict answers 503 until they do, rather than keep routes that may admit more.
@@ -870,6 +870,55 @@ local function normalize_proxy(r, out)
     end
 end
 
+-- MAX_AUTH_USERS bounds one user list of a host entry (nginx/ann_basicauth.go: maxAuthUsersBytes).
+local MAX_AUTH_USERS = 64 * 1024
+
+-- normalize_auth_users checks the user lists of a host entry ("auth_users": id -> "user:hash\n"
+-- lines, basic authentication) and returns them, or nil and why (never their content).
+local function normalize_auth_users(lists)
+    if lists == nil then
+        return nil
+    end
+    if type(lists) ~= "table" then
+        return nil, "\"auth_users\" must be an object"
+    end
+    local out, any = {}, false
+    for id, lines in pairs(lists) do
+        if type(id) ~= "string" or not id:match("^[0-9a-f]+$") or #id > 64 then
+            return nil, "\"auth_users\" keys must be hex IDs"
+        end
+        if type(lines) ~= "string" or lines == "" or #lines > MAX_AUTH_USERS then
+            return nil, "\"auth_users\" list " .. id .. " must be a non-empty string of at most " .. MAX_AUTH_USERS .. " bytes"
+        end
+        local n = 0
+        for line in lines:gmatch("[^\n]+") do
+            n = n + 1
+            if not line:match("^[^:%c]+:[\033-\126]+$") then
+                return nil, "\"auth_users\" list " .. id .. ", line " .. n .. ": not user:hash"
+            end
+        end
+        out[id] = lines
+        any = true
+    end
+    return any and out or nil
+end
+
+-- normalize_auth checks the basic authentication of route r against the host's user lists.
+local function normalize_auth(r, out, lists)
+    local a = r.auth
+    if a == nil then
+        return nil
+    end
+    if type(a) ~= "table" or type(a.challenge) ~= "string" or #a.challenge > 1024
+        or not a.challenge:match('^Basic realm="[\032-\126]*"$') then
+        return "\"auth\" must have a \"challenge\" Basic realm=\"...\" of printable ASCII"
+    end
+    if type(a.users) ~= "string" or not (lists and lists[a.users]) then
+        return "\"auth\" names user list " .. tostring(a.users):sub(1, 64) .. ", which the host does not have"
+    end
+    out.auth = { challenge = a.challenge, users = a.users }
+end
+
 -- normalize_host checks one host entry and returns it in the form router.lua reads, or nil, why, and
 -- the 1-based index of the route at fault (0: the entry itself).
 local function normalize_host(host, entry)
@@ -886,6 +935,10 @@ local function normalize_host(host, entry)
         if type(k) ~= "number" then
             return nil, "host " .. host .. ": \"routes\" must be a list", 0
         end
+    end
+    local auth_users, aerr = normalize_auth_users(entry.auth_users)
+    if aerr then
+        return nil, "host " .. host .. ": " .. aerr, 0
     end
     local routes = {}
     for i, r in ipairs(entry.routes) do
@@ -927,6 +980,7 @@ local function normalize_host(host, entry)
         end
         local ferr = rewrite_fields(r, out, entry.regex) or normalize_redirects(r, out) or normalize_cors(r, out)
             or normalize_limit(r, out) or normalize_response_headers(r, out) or normalize_proxy(r, out)
+            or normalize_auth(r, out, auth_users)
         if ferr then
             return nil, where .. ": " .. ferr, i
         end
@@ -944,7 +998,8 @@ local function normalize_host(host, entry)
         end
         return head .. '"routes":[]}'
     end
-    return cjson.encode({ redirect = entry.redirect or nil, regex = entry.regex or nil, default_backend = default_backend, routes = routes })
+    return cjson.encode({ redirect = entry.redirect or nil, regex = entry.regex or nil, default_backend = default_backend,
+        auth_users = auth_users, routes = routes })
 end
 
 function _M.routes()

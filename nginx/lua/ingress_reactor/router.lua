@@ -29,7 +29,9 @@
 -- so, an OPTIONS request is answered 204 with the CORS headers (a preflight), and every other response
 -- of the request (redirects and 403s included) gets them in the header filter. After source ranges, a
 -- route with "limit" counts the request against its rate and connection limits (limits.lua) and
--- answers 503 over them.
+-- answers 503 over them. Then a route with "auth" (basic authentication) answers 401 with its
+-- "challenge" as WWW-Authenticate unless the Authorization header names a user of the host's
+-- "auth_users" list with its password (auth.lua).
 --
 -- Each worker keeps the compiled entry of a host with the version it was compiled at: a request costs a
 -- few shared-dict reads, and an entry is decoded again only after it changed.
@@ -37,6 +39,7 @@ local cjson = require("cjson.safe")
 local bit = require("bit")
 local filled = require("ingress_reactor.filled")
 local limits = require("ingress_reactor.limits")
+local auth = require("ingress_reactor.auth")
 
 local ngx = ngx
 local ngx_var = ngx.var
@@ -231,6 +234,13 @@ local function compile(raw, version)
     local e = { version = version, exact = {}, prefix = {}, lens = {}, maxlen = 0, redirect = h.redirect == true,
         unavailable = h.unavailable == true, list = h.regex == true and {} or nil }
     e.default_backend = h.default_backend
+    -- Each user list is parsed once per host entry, whatever the number of routes sharing it.
+    local user_lists = {}
+    if type(h.auth_users) == "table" then
+        for id, lines in pairs(h.auth_users) do
+            user_lists[id] = auth.parse_users(lines)
+        end
+    end
     for _, r in ipairs(h.routes) do
         local route = { upstream = r.upstream or "", redirect = r.redirect == true }
         compile_redirects(r, route)
@@ -245,6 +255,10 @@ local function compile(raw, version)
         route.ranges = route.deny ~= nil or route.allow ~= nil
         rewrite_fields(route, r)
         route.cors = _M.compile_cors(r.cors)
+        if r.auth then
+            -- A route naming a list the entry lacks admits nobody (configuration.lua refuses such entries).
+            route.auth = { challenge = r.auth.challenge, users = user_lists[r.auth.users] or {} }
+        end
         route.limit, err = compile_limit(r.limit)
         if err then
             return nil, err
@@ -709,6 +723,10 @@ function _M.route()
         if status then
             return ngx.exit(status)
         end
+    end
+    if r and r.auth and not auth.check(r.auth.users, ngx_var.http_authorization) then
+        ngx.header["WWW-Authenticate"] = r.auth.challenge
+        return ngx.exit(ngx.HTTP_UNAUTHORIZED)
     end
     if upstream == "" then
         return ngx.exit(ngx.HTTP_NOT_FOUND)
