@@ -46,9 +46,14 @@ func init() {
 					"`X-Auth-Request-Redirect`, `X-Sent-From`, `X-Real-IP`, `X-Forwarded-For` (the client's address), "+
 					"`X-Request-ID` and the URL's host as `Host`, as ingress-nginx sends them. A 2xx answer lets the request "+
 					"through; 401 and 403 reach the client (401 with the service's `WWW-Authenticate`); any other answer, and "+
-					"a service that cannot be reached, give 500 and never reach the backend. **Differences, on purpose:** "+
-					"NGINX variables (`$host`, ...) are refused, as are quotes, spaces, `;`, braces, `#` and user info "+
-					"(ingress-nginx accepted variables, the way into its configuration-injection CVEs); a host name is "+
+					"a service that cannot be reached, give 500 and never reach the backend. The host may be `$host` (or "+
+					"`$http_host`, `$best_http_host`), as oauth2-proxy's documentation writes it (`https://$host/oauth2/auth`): "+
+					"the auth request is then routed by this controller's own routes for the request's host and the URL's "+
+					"path (the Ingress that serves `/oauth2`), with `Host` the request's host, as it would be when it came "+
+					"back through NGINX; that route must send to a Service over HTTP without a profile of its own, else the "+
+					"answer is 500. **Differences, on purpose:** "+
+					"other NGINX variables are refused, as are quotes, spaces, `;`, braces, `#` and user info "+
+					"(ingress-nginx accepted any variable, the way into its configuration-injection CVEs); a host name is "+
 					"resolved when NGINX loads its configuration (no `resolver`), so an Ingress whose auth host does not "+
 					"resolve is taken out of service by the reload's check rather than failing at request time; "+
 					"an auth service in the cluster is best named by its Service's full DNS name. "+
@@ -91,6 +96,8 @@ var (
 	authMethods       = []string{"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "CONNECT", "OPTIONS", "TRACE"}
 	authHeaderName    = regexp.MustCompile(`^[A-Za-z0-9_-]{1,128}$`)
 	authRedirectParam = regexp.MustCompile(`^[A-Za-z0-9_.-]{1,64}$`)
+	// selfAuthURL is an auth-url on the request's own host: the scheme, the variable and the rest.
+	selfAuthURL = regexp.MustCompile(`^(https?)://\$(host|http_host|best_http_host|\{host\}|\{http_host\}|\{best_http_host\})([/?].*)?$`)
 	// authHostLabel is one label of a DNS name.
 	authHostLabel = regexp.MustCompile(`^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$`)
 )
@@ -109,8 +116,18 @@ func applyExtAuth(t *translator) {
 		return
 	}
 	p := &t.out.Profile
-	u, ok := t.authURL(AnnotationAuthURL, rawURL)
-	if !ok {
+	var u string
+	if m := selfAuthURL.FindStringSubmatch(strings.TrimSpace(rawURL)); m != nil {
+		// The auth service on the request's own host (oauth2-proxy's documented form): its path is
+		// routed by the router's own table, as the request would be when it came back through NGINX.
+		if _, ok := t.checkAuthURL(AnnotationAuthURL, rawURL, m[1]+"://x"+m[3]); !ok {
+			return
+		}
+		u = m[1] + "://$host" + m[3]
+		if m[3] == "" || m[3][0] == '?' {
+			u = m[1] + "://$host/" + m[3]
+		}
+	} else if u, ok = t.authURL(AnnotationAuthURL, rawURL); !ok {
 		return
 	}
 	p.AuthURL = u
@@ -376,7 +393,6 @@ func (p ProfileSettings) auxiliaryLocations() []auxiliaryLocation {
 		"proxy_pass_request_body off",
 		`proxy_set_header Content-Length ""`,
 		`proxy_set_header Transfer-Encoding ""`,
-		`proxy_set_header X-Forwarded-Proto ""`,
 		"proxy_set_header X-Request-ID $ingress_reactor_request_id",
 	}
 	if p.AuthMethod != "" {
@@ -385,25 +401,43 @@ func (p ProfileSettings) auxiliaryLocations() []auxiliaryLocation {
 			"proxy_set_header X-Original-URI $request_uri",
 			"proxy_set_header X-Scheme $scheme")
 	}
-	host := ""
-	if u, err := url.Parse(p.AuthURL); err == nil {
-		host = u.Hostname()
-	}
 	redirect := "$request_uri"
 	if p.AuthRequestRedirect != "" {
 		redirect = quoteValidated(p.AuthRequestRedirect)
 	}
+	self := selfAuthURL.FindStringSubmatch(p.AuthURL)
+	host := "$host"
+	if self == nil {
+		host = ""
+		if u, err := url.Parse(p.AuthURL); err == nil {
+			host = quoteValidated(u.Hostname())
+		}
+	}
 	auth = append(auth,
-		"proxy_set_header Host "+quoteValidated(host),
+		"proxy_set_header Host "+host,
 		"proxy_set_header X-Original-URL $scheme://$ingress_reactor_host$request_uri",
 		"proxy_set_header X-Original-Method $request_method",
 		`proxy_set_header X-Sent-From "nginx-ingress-controller"`,
 		"proxy_set_header X-Real-IP $remote_addr",
 		"proxy_set_header X-Forwarded-For $remote_addr",
 		"proxy_set_header X-Auth-Request-Redirect "+redirect,
-		"proxy_intercept_errors off",
-		"proxy_ssl_server_name on",
-		"proxy_pass "+quoteValidated(p.AuthURL))
+		"proxy_intercept_errors off")
+	if self != nil {
+		// The request's own host: the router picks the route of the URL's path in its table and the
+		// balancer its endpoint, as for the request itself; the backend sees the URL's scheme.
+		auth = append(auth,
+			"proxy_set_header X-Forwarded-Proto "+self[1],
+			"set $ingress_reactor_auth_uri "+quoteValidated(self[3]),
+			`set $ingress_reactor_auth_upstream ""`,
+			// The one-line form: the template ends each directive with ";", which a block cannot take.
+			`rewrite_by_lua 'require("ingress_reactor.router").route_auth()'`,
+			"proxy_pass http://upstream_balancer")
+	} else {
+		auth = append(auth,
+			`proxy_set_header X-Forwarded-Proto ""`,
+			"proxy_ssl_server_name on",
+			"proxy_pass "+quoteValidated(p.AuthURL))
+	}
 	out := []auxiliaryLocation{{Name: "= " + loc, Directives: auth}}
 	if s := p.signinLocation(); s != "" {
 		out = append(out, auxiliaryLocation{Name: s, Directives: p.signinDirectives()})

@@ -281,3 +281,79 @@ func TestExtAuthThroughNginx(t *testing.T) {
 		t.Error("a route whose auth profile the configuration lacks reached the backend")
 	}
 }
+
+// TestExtAuthOnOwnHostThroughNginx: auth-url "https://$host/oauth2/auth" (oauth2-proxy's documented form)
+// sends the auth request to the route of /oauth2 on the request's own host, by the router's table: its
+// answer decides, the request then reaches its own backend (the auth request's upstream never replaces
+// the request's), and a host with no route for the auth path denies with 500.
+func TestExtAuthOnOwnHostThroughNginx(t *testing.T) {
+	requireNginx(t)
+	cfg := testRenderConfig(t, nginxDir(t))
+	cfg.HTTPSPort = 0
+	rt := testRuntime(t, cfg, nil)
+	ctx := context.Background()
+
+	var mu sync.Mutex
+	var seen []authSeen
+	proxy := httpServer(t, func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		seen = append(seen, authSeen{method: r.Method, uri: r.RequestURI, host: r.Host, header: r.Header.Clone()})
+		mu.Unlock()
+		if r.Header.Get("Cookie") != "session=ok" {
+			w.WriteHeader(http.StatusUnauthorized)
+			return
+		}
+		w.Header().Set("X-Auth-Request-User", "alice")
+		w.WriteHeader(http.StatusAccepted)
+	})
+	app := httpServer(t, func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.WriteString(w, "app "+r.URL.Path+" user="+r.Header.Get("X-Auth-Request-User"))
+	})
+	m, _ := buildModel(t, []any{
+		service("default", "app", port(80, "http")), service("default", "oauth2-proxy", port(4180, "http")),
+		ingress("default", "oauth2", rule("app.example.com", prefix("/oauth2", "oauth2-proxy", 4180))),
+		ingress("default", "app", annotate(AnnotationAuthURL, "https://$host/oauth2/auth", AnnotationAuthResponseHeaders, "X-Auth-Request-User"),
+			rule("app.example.com", prefix("/", "app", 80)), rule("lonely.example.com", prefix("/", "app", 80))),
+	}, nil)
+	applyModel(t, rt, m, cfg)
+	if err := rt.Client().PushEndpoints(ctx, map[UpstreamName][]Endpoint{
+		up("default", "app", 80).Name: {app}, up("default", "oauth2-proxy", 4180).Name: {proxy},
+	}); err != nil {
+		t.Fatal(err)
+	}
+	get := func(host, path, cookie string) (int, string) {
+		t.Helper()
+		req, _ := http.NewRequest(http.MethodGet, fmt.Sprintf("http://127.0.0.1:%d%s", cfg.HTTPPort, path), nil)
+		req.Host = host
+		if cookie != "" {
+			req.Header.Set("Cookie", cookie)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		body, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(body)
+	}
+	if code, body := get("app.example.com", "/page", "session=ok"); code != http.StatusOK || body != "app /page user=alice" {
+		t.Errorf("signed in: %d %q, want the app's 200 with the auth answer's user", code, body)
+	}
+	if code, body := get("app.example.com", "/page", ""); code != http.StatusUnauthorized || strings.Contains(body, "app ") {
+		t.Errorf("not signed in: %d %q, want 401 without the app", code, body)
+	}
+	mu.Lock()
+	if len(seen) != 2 || seen[0].uri != "/oauth2/auth" || seen[0].host != "app.example.com" || seen[0].header.Get("X-Forwarded-Proto") != "https" ||
+		seen[0].header.Get("X-Original-URL") != "http://app.example.com/page" {
+		t.Errorf("the auth service saw %+v; want two requests for /oauth2/auth on the request's host, with X-Forwarded-Proto https and X-Original-URL", seen)
+	}
+	mu.Unlock()
+	// The /oauth2 paths themselves are served (the sign-in flow), without auth of their own.
+	if code, _ := get("app.example.com", "/oauth2/auth", "session=ok"); code != http.StatusAccepted {
+		t.Errorf("the auth route itself: %d, want the proxy's 202", code)
+	}
+	// No route for /oauth2 on this host: denied, never the app.
+	if code, body := get("lonely.example.com", "/page", "session=ok"); code != http.StatusInternalServerError || strings.Contains(body, "app ") {
+		t.Errorf("no auth route on the host: %d %q, want 500 without the app", code, body)
+	}
+}

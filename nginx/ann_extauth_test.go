@@ -65,7 +65,8 @@ func TestAnnotationExtAuth(t *testing.T) {
 	// auth-url and auth-signin refuse, among others, ingress-nginx's auth CVE payloads.
 	for i, bad := range []string{
 		"", "ftp://auth.example.com/", "http://", "//auth.example.com/", "auth.example.com/check",
-		"http://$host/oauth2/auth", "https://auth.example.com/oauth2/start?rd=$escaped_request_uri",
+		"http://$remote_addr/oauth2/auth", "https://auth.example.com/oauth2/start?rd=$escaped_request_uri",
+		"https://$host.evil.example/", "https://$host:8443/", "https://$hostname/", "https://$host/;}",
 		"http://auth.example.com/auth;}\nlocation /x {return 200 pwned;}\n", "http://auth.example.com/#}", "http://a.example.com/\"; deny all; #",
 		"http://a.example.com/ x", "http://a.example.com/{", "http://user:pw@a.example.com/", "http://a.example.com:0/", "http://a.example.com:99999/",
 		"http://a_b.example.com/", "http://-a.example.com/", "http://a.example.com/%zz", "http://a.example.com/\\x", "http://a.example.com/'",
@@ -87,6 +88,20 @@ func TestAnnotationExtAuth(t *testing.T) {
 			wantWarning string
 			wantErr     string
 		}{kv: []string{AnnotationAuthURL, authURL, AnnotationAuthSignin, bad}, wantErr: p + "auth-signin]: " + quoteValue(bad) + ": want an absolute http:// or https:// URL"}
+	}
+	// The request's own host, as oauth2-proxy's documentation writes it: routed by this controller.
+	for raw, want := range map[string]string{
+		"https://$host/oauth2/auth":      "https://$host/oauth2/auth",
+		" http://${http_host}/auth?x=1 ": "http://$host/auth?x=1",
+		"https://$best_http_host":        "https://$host/",
+		"https://$host?check=1":          "https://$host/?check=1",
+	} {
+		tests["own host "+raw] = struct {
+			kv          []string
+			want        ProfileSettings
+			wantWarning string
+			wantErr     string
+		}{kv: []string{AnnotationAuthURL, raw}, want: ProfileSettings{AuthURL: want}}
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {

@@ -116,8 +116,10 @@ function _M.balance()
     local ctx = ngx.ctx
     local entry = ctx.ingress_reactor_upstream
     if not entry then
-        -- access() did not run (a custom template without it): look the upstream up here.
-        entry = lookup(ngx.var.proxy_upstream_name or "")
+        -- access() did not run (a subrequest, or a custom template without it): look the upstream up
+        -- here. An auth subrequest on the request's own host names its upstream apart (router.route_auth).
+        local name = ngx.is_subrequest and ngx.var.ingress_reactor_auth_upstream
+        entry = lookup((name ~= nil and name ~= "") and name or ngx.var.proxy_upstream_name or "")
         if not entry then
             return ngx.exit(ngx.HTTP_SERVICE_UNAVAILABLE)
         end

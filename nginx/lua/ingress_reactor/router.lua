@@ -769,6 +769,36 @@ function _M.route()
     end
 end
 
+-- route_auth runs in the rewrite phase of the internal location that calls an auth service on the
+-- request's own host (auth-url "https://$host/oauth2/auth"): it routes the auth request by this
+-- NGINX's routes for the host and the URL's path ($ingress_reactor_auth_uri), as the request would be
+-- routed when it came back through NGINX, and answers 500 (the auth request fails, the request is
+-- denied) when no plain route serves that path. A subrequest shares its parent's variables, so the
+-- upstream goes in $ingress_reactor_auth_upstream, which the balancer reads for subrequests, and
+-- $proxy_upstream_name stays the parent's.
+function _M.route_auth()
+    local uri = ngx_var.ingress_reactor_auth_uri or ""
+    local path, args = uri:match("^([^?]*)%??(.*)$")
+    local host = ngx_var.host or ""
+    local e = server(host)
+    local r, err
+    if e and not e.unavailable then
+        if e.list then
+            r, _, err = match_regex(e, path)
+        else
+            r = match(e, path)
+        end
+    end
+    if not r or err or not r.upstream or r.upstream == "" or r.profile or r.host_redirect or r.redirects then
+        ngx_log(ERR, "auth-url on the request's host: no route of host ", host, " sends ", path,
+            " to a Service without a profile; the request is denied")
+        return ngx.exit(ngx.HTTP_INTERNAL_SERVER_ERROR)
+    end
+    ngx_var.ingress_reactor_auth_upstream = r.upstream
+    ngx.req.set_uri(path, false)
+    ngx.req.set_uri_args(args)
+end
+
 -- custom_error runs in the rewrite phase of a custom error page's location (custom-http-errors): the
 -- route's default backend answers it, or NGINX's own page for the code when there is none.
 function _M.custom_error()
