@@ -8,6 +8,8 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+
+	"k8s.io/apimachinery/pkg/types"
 )
 
 // Basic authentication (auth-type, auth-secret, auth-secret-type, auth-realm): the Lua router checks
@@ -184,11 +186,39 @@ func applyBasicAuth(t *translator) {
 		t.fail("metadata.annotations[%s]: secret %s %s; the Ingress is not served until it is fixed", AnnotationAuthSecret, key, reason)
 		return
 	}
+	t.out.authSource = &basicAuthSource{key: key, authMap: secretType == "auth-map"}
 	o := t.options()
 	o.AuthChallenge = basicChallenge(realm)
 	o.AuthUsers = users
 	sum := sha256.Sum256([]byte(users))
 	o.AuthUsersID = hex.EncodeToString(sum[:12])
+}
+
+// basicAuthSource is where a translation's users come from: a Secret, read as auth-map or auth-file.
+type basicAuthSource struct {
+	key     types.NamespacedName
+	authMap bool
+}
+
+// staleAuthUsers reports whether tr admits users (basic authentication) other than those its Secret lists
+// now (lk): a removed user, a changed password, a Secret deleted or broken since. Such a version must
+// not stay served after a rejection of a newer one (last good, quarantine), or the removed user keeps
+// their access as long as the Ingress stays rejected.
+func (tr *IngressTranslation) staleAuthUsers(lk *Lookups) bool {
+	if tr == nil || tr.authSource == nil || tr.Options == nil {
+		return false
+	}
+	sec, ok := lk.secret(tr.authSource.key)
+	if !ok {
+		return true
+	}
+	var users, reason string
+	if tr.authSource.authMap {
+		users, reason = authMapUsers(sec.Data)
+	} else {
+		users, reason = authFileUsers(sec.Data)
+	}
+	return reason != "" || users != tr.Options.AuthUsers
 }
 
 // basicChallenge is the WWW-Authenticate value for realm (printable ASCII), as an RFC 7230 quoted string.
