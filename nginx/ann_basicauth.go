@@ -7,7 +7,10 @@ import (
 	"fmt"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
+
+	"k8s.io/apimachinery/pkg/types"
 )
 
 // Basic authentication (auth-type, auth-secret, auth-secret-type, auth-realm): the Lua router checks
@@ -73,7 +76,8 @@ func init() {
 					"is written to disk. `digest` **rejects the Ingress**: Debian's NGINX has no digest module, and the Ingress "+
 					"is not served open instead. Any other value, or `auth-secret` without `auth-type`, rejects it too "+
 					"(ingress-nginx served the latter without authentication). Hash formats: "+authFormatsText+"; a hash in "+
-					"another form (a plain-text password, for example) rejects the Ingress. Each worker caches up to 1024 "+
+					"another form (a plain-text password, for example) rejects the Ingress, and so does a costly one (bcrypt cost over 17, `$5$`/`$6$` "+
+					"with more than 1000000 rounds), which would block a worker for seconds or more per wrong password. Each worker caches up to 1024 "+
 					"successful checks (keyed by a keyed hash of the stored hash and the password), because bcrypt and "+
 					"yescrypt cost tens of milliseconds per check and block the worker meanwhile, as they do in NGINX's "+
 					"`auth_basic`: wrong passwords are not cached, so guessing costs that much per attempt (combine with "+
@@ -184,11 +188,39 @@ func applyBasicAuth(t *translator) {
 		t.fail("metadata.annotations[%s]: secret %s %s; the Ingress is not served until it is fixed", AnnotationAuthSecret, key, reason)
 		return
 	}
+	t.out.authSource = &basicAuthSource{key: key, authMap: secretType == "auth-map"}
 	o := t.options()
 	o.AuthChallenge = basicChallenge(realm)
 	o.AuthUsers = users
 	sum := sha256.Sum256([]byte(users))
 	o.AuthUsersID = hex.EncodeToString(sum[:12])
+}
+
+// basicAuthSource is where a translation's users come from: a Secret, read as auth-map or auth-file.
+type basicAuthSource struct {
+	key     types.NamespacedName
+	authMap bool
+}
+
+// staleAuthUsers reports whether tr admits users (basic authentication) other than those its Secret lists
+// now (lk): a removed user, a changed password, a Secret deleted or broken since. Such a version must
+// not stay served after a rejection of a newer one (last good, quarantine), or the removed user keeps
+// their access as long as the Ingress stays rejected.
+func (tr *IngressTranslation) staleAuthUsers(lk *Lookups) bool {
+	if tr == nil || tr.authSource == nil || tr.Options == nil {
+		return false
+	}
+	sec, ok := lk.secret(tr.authSource.key)
+	if !ok {
+		return true
+	}
+	var users, reason string
+	if tr.authSource.authMap {
+		users, reason = authMapUsers(sec.Data)
+	} else {
+		users, reason = authFileUsers(sec.Data)
+	}
+	return reason != "" || users != tr.Options.AuthUsers
 }
 
 // basicChallenge is the WWW-Authenticate value for realm (printable ASCII), as an RFC 7230 quoted string.
@@ -291,6 +323,32 @@ func KeepsBasicAuthEntry(key string, value []byte) bool {
 	return len(v) > 13 && checkAuthHash(v) == ""
 }
 
+// Bounds of a hash's cost: each wrong password costs a whole check, in an NGINX worker that serves
+// nothing else meanwhile, so that one Ingress's hash must not take it for minutes (bcrypt's cost 31 takes
+// days). htpasswd -B accepts costs up to 17; sha-crypt's default is 5000 rounds.
+const (
+	maxBcryptCost     = 17
+	maxShaCryptRounds = 1000000
+)
+
+// authHashCost says why a well-formed hash of format prefix costs too much to check, or "".
+func authHashCost(prefix, hash string) string {
+	switch prefix {
+	case "$2":
+		if cost, err := strconv.Atoi(hash[4:6]); err != nil || cost > maxBcryptCost {
+			return fmt.Sprintf("the bcrypt hash's cost is over %d (each check would block an NGINX worker for seconds or more)", maxBcryptCost)
+		}
+	case "$5$", "$6$":
+		if r, ok := strings.CutPrefix(hash[3:], "rounds="); ok {
+			n, _, _ := strings.Cut(r, "$")
+			if rounds, err := strconv.Atoi(n); err != nil || rounds > maxShaCryptRounds {
+				return fmt.Sprintf("the hash has more than %d rounds (each check would block an NGINX worker for seconds or more)", maxShaCryptRounds)
+			}
+		}
+	}
+	return ""
+}
+
 // checkAuthHash says why hash is not in one of authHashFormats, or "".
 func checkAuthHash(hash string) string {
 	if len(hash) > maxAuthHash {
@@ -305,6 +363,9 @@ func checkAuthHash(hash string) string {
 				break
 			}
 			return "the hash starts with " + f.prefix + " but is not well formed"
+		}
+		if why := authHashCost(f.prefix, hash); why != "" {
+			return why
 		}
 		if f.prefix == "{SSHA}" {
 			if raw, err := base64.StdEncoding.DecodeString(hash[len(f.prefix):]); err != nil || len(raw) <= 20 {

@@ -408,3 +408,25 @@ func TestBasicAuthThroughNginx(t *testing.T) {
 		t.Fatalf("after the deletion: %d (backend reached %v), want the built-in 404", resp.StatusCode, reached.Load() != before)
 	}
 }
+
+// TestBasicAuthHashCostBounded: a hash whose cost would block an NGINX worker for minutes to days per
+// wrong password (bcrypt cost 31, sha-crypt with a billion rounds) is refused: one Ingress of one
+// tenant must not be able to stall the data plane every other Ingress shares.
+func TestBasicAuthHashCostBounded(t *testing.T) {
+	b := authVectors["bcrypt2b"].hash // "$2b$NN$" + 53
+	for _, bad := range []string{
+		b[:4] + "31" + b[6:],
+		b[:4] + "18" + b[6:],
+		"$6$rounds=999999999$salt$" + strings.Repeat("a", 86),
+		"$5$rounds=999999999$salt$" + strings.Repeat("a", 43),
+	} {
+		if checkAuthHash(bad) == "" {
+			t.Errorf("%q accepted", bad)
+		}
+	}
+	for _, good := range []string{b[:4] + "17" + b[6:], "$6$rounds=1000000$salt$" + strings.Repeat("a", 86)} {
+		if why := checkAuthHash(good); why != "" {
+			t.Errorf("%q refused: %s", good, why)
+		}
+	}
+}

@@ -415,7 +415,16 @@ func (p ProfileSettings) auxiliaryLocations() []auxiliaryLocation {
 	}
 	auth = append(auth,
 		"proxy_set_header Host "+host,
-		"proxy_set_header X-Original-URL $scheme://$ingress_reactor_host$request_uri",
+		// The host the request was routed by ($host): a request in absolute form ("GET http://a/ HTTP/1.1")
+		// is routed by its request line whatever its Host header says, and an auth service that decides
+		// per domain (Authelia) must judge the host served, not the one the client wrote in Host. The Host
+		// header is kept (its port) only when it names that host.
+		authOriginalHostLua,
+		"proxy_set_header X-Original-URL $scheme://$ingress_reactor_auth_host$request_uri",
+		// Forward-auth services also read these; the client's own must not reach them.
+		"proxy_set_header X-Forwarded-Host $ingress_reactor_auth_host",
+		`proxy_set_header X-Forwarded-Uri ""`,
+		`proxy_set_header X-Forwarded-Method ""`,
 		"proxy_set_header X-Original-Method $request_method",
 		`proxy_set_header X-Sent-From "nginx-ingress-controller"`,
 		"proxy_set_header X-Real-IP $remote_addr",
@@ -444,6 +453,12 @@ func (p ProfileSettings) auxiliaryLocations() []auxiliaryLocation {
 	}
 	return out
 }
+
+// authOriginalHostLua sets $ingress_reactor_auth_host to the request's Host header when it names the host
+// the request was routed by ($host, lower case), with its port, and to $host otherwise.
+const authOriginalHostLua = `set_by_lua $ingress_reactor_auth_host "local h, hh = ngx.var.host or '', ngx.var.http_host ` +
+	`if hh then local l = hh:lower() if l == h or (l:sub(1, #h + 1) == h .. ':' and l:sub(#h + 2):match('^[0-9]+$')) then return hh end end ` +
+	`return h"`
 
 // auxiliaryLocation is a location that a profile's settings need beside its named location.
 type auxiliaryLocation struct {

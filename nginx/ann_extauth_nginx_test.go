@@ -325,6 +325,8 @@ func TestExtAuthOnOwnHostThroughNginx(t *testing.T) {
 		t.Helper()
 		req, _ := http.NewRequest(http.MethodGet, fmt.Sprintf("http://127.0.0.1:%d%s", cfg.HTTPPort, path), nil)
 		req.Host = host
+		req.Header.Set("X-Forwarded-Uri", "/spoofed")
+		req.Header.Set("X-Forwarded-Host", "evil.example")
 		if cookie != "" {
 			req.Header.Set("Cookie", cookie)
 		}
@@ -346,6 +348,10 @@ func TestExtAuthOnOwnHostThroughNginx(t *testing.T) {
 	if len(seen) != 2 || seen[0].uri != "/oauth2/auth" || seen[0].host != "app.example.com" || seen[0].header.Get("X-Forwarded-Proto") != "https" ||
 		seen[0].header.Get("X-Original-URL") != "http://app.example.com/page" {
 		t.Errorf("the auth service saw %+v; want two requests for /oauth2/auth on the request's host, with X-Forwarded-Proto https and X-Original-URL", seen)
+	}
+	if len(seen) > 0 && (seen[0].header.Get("X-Forwarded-Uri") != "" || seen[0].header.Get("X-Forwarded-Host") != "app.example.com") {
+		t.Errorf("the auth service got the client's X-Forwarded-Uri %q / X-Forwarded-Host %q; want none / the routed host",
+			seen[0].header.Get("X-Forwarded-Uri"), seen[0].header.Get("X-Forwarded-Host"))
 	}
 	mu.Unlock()
 	// The /oauth2 paths themselves are served (the sign-in flow), without auth of their own.

@@ -265,7 +265,8 @@ func (b *ModelBuilder) set(key types.NamespacedName, ing *networkingv1.Ingress, 
 		if in.Quarantine != nil {
 			refused = in.Quarantine(ing)
 		}
-		tr, err := b.cache.TranslateWith(ing, Lookups{Services: in.Services, Secrets: in.Secrets, ConfigMaps: in.ConfigMaps}, in.Options)
+		lk := Lookups{Services: in.Services, Secrets: in.Secrets, ConfigMaps: in.ConfigMaps}
+		tr, err := b.cache.TranslateWith(ing, lk, in.Options)
 		switch {
 		case refused != nil:
 			// Quarantined: the newest good version of this object that the data plane did not refuse
@@ -273,7 +274,8 @@ func (b *ModelBuilder) set(key types.NamespacedName, ing *networkingv1.Ingress, 
 			e.err = refused.Err
 			if old != nil {
 				for _, good := range []*IngressTranslation{old.lastGood, old.previousGood} {
-					if good != nil && good.UID == ing.UID && !refused.writes(good) {
+					// A version whose users the Secret no longer lists is not served (basic authentication).
+					if good != nil && good.UID == ing.UID && !refused.writes(good) && !good.staleAuthUsers(&lk) {
 						e.served, e.lastGood = good, good
 						for _, s := range good.Services {
 							e.services = append(e.services, s.Key)
@@ -292,6 +294,10 @@ func (b *ModelBuilder) set(key types.NamespacedName, ing *networkingv1.Ingress, 
 			for _, s := range tr.Services {
 				e.services = append(e.services, s.Key)
 			}
+		case old != nil && old.lastGood != nil && old.lastGood.UID == ing.UID && !errors.Is(err, ErrWithdrawn) && old.lastGood.staleAuthUsers(&lk):
+			// The last good version admits users (basic authentication) that its Secret no longer lists:
+			// withdrawn, not served, so that a removed user or an old password never keeps its access.
+			e.err = errors.Join(err, ErrWithdrawn)
 		case old != nil && old.lastGood != nil && old.lastGood.UID == ing.UID && !errors.Is(err, ErrWithdrawn):
 			// The update is rejected: the last good version stays served (a new object of the same name
 			// starts without a past).

@@ -70,6 +70,9 @@ type IngressTranslation struct {
 	// Warnings are problems that do not reject the Ingress (for example a Service that does not exist yet);
 	// the caller may publish them as Warning Events.
 	Warnings []string
+	// authSource is the Secret that Options.AuthUsers were read from (basic authentication), nil without:
+	// a version kept serving after a rejection is checked against that Secret as it is now.
+	authSource *basicAuthSource
 }
 
 // Route is one (host, path) of an Ingress.
