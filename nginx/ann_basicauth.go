@@ -151,20 +151,13 @@ func applyBasicAuth(t *translator) {
 			realm = raw
 		}
 	}
-	raw, ok := ann[AnnotationAuthSecret]
+	_, ok := ann[AnnotationAuthSecret]
 	if !ok {
 		t.fail("metadata.annotations[%s]: %s: \"basic\" needs %s, the Secret that lists the users", AnnotationAuthType, AnnotationAuthType, AnnotationAuthSecret)
 		return
 	}
-	key, err := parseObjectKey(t.ing.Namespace, raw)
-	if err != nil {
-		t.fail("metadata.annotations[%s]: %s is not a Secret's namespace/name (want lowercase RFC 1123 names such as "+
-			"\"default/basic-auth\")", AnnotationAuthSecret, quoteValue(raw))
-		return
-	}
-	if key.Namespace != t.ing.Namespace {
-		t.fail("metadata.annotations[%s]: %s is in namespace %s; only Secrets of the Ingress's own namespace (%s) may be used",
-			AnnotationAuthSecret, quoteValue(raw), key.Namespace, t.ing.Namespace)
+	key, ok := t.ownObjectKey(AnnotationAuthSecret, "Secret", "default/basic-auth")
+	if !ok {
 		return
 	}
 	ref := ObjectRef{Kind: KindSecret, Key: key}

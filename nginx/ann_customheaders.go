@@ -53,16 +53,8 @@ func init() {
 
 // applyCustomHeaders reads the ConfigMap of custom-headers into the Ingress's route options.
 func applyCustomHeaders(t *translator) {
-	raw := t.ing.Annotations[AnnotationCustomHeaders]
-	key, err := parseObjectKey(t.ing.Namespace, raw)
-	if err != nil {
-		t.fail("metadata.annotations[%s]: %s is not a ConfigMap's namespace/name (want lowercase RFC 1123 names such as "+
-			"\"default/security-headers\")", AnnotationCustomHeaders, quoteValue(raw))
-		return
-	}
-	if key.Namespace != t.ing.Namespace {
-		t.fail("metadata.annotations[%s]: %s is in namespace %s; only ConfigMaps of the Ingress's own namespace (%s) may be used",
-			AnnotationCustomHeaders, quoteValue(raw), key.Namespace, t.ing.Namespace)
+	key, ok := t.ownObjectKey(AnnotationCustomHeaders, "ConfigMap", "default/security-headers")
+	if !ok {
 		return
 	}
 	ref := ObjectRef{Kind: KindConfigMap, Key: key}

@@ -210,18 +210,11 @@ func applyProxySSL(t *translator) {
 		s.ProxySSLCiphers = v
 	}
 
-	raw, hasSecret := ann[AnnotationProxySSLSecret]
+	_, hasSecret := ann[AnnotationProxySSLSecret]
 	var key types.NamespacedName
 	if hasSecret {
-		var err error
-		if key, err = parseObjectKey(t.ing.Namespace, raw); err != nil {
-			t.fail("metadata.annotations[%s]: %s is not a Secret's namespace/name (want lowercase RFC 1123 names such as "+
-				"\"default/backend-tls\")", AnnotationProxySSLSecret, quoteValue(raw))
-			return
-		}
-		if key.Namespace != t.ing.Namespace {
-			t.fail("metadata.annotations[%s]: %s is in namespace %s; only Secrets of the Ingress's own namespace (%s) may be used",
-				AnnotationProxySSLSecret, quoteValue(raw), key.Namespace, t.ing.Namespace)
+		var ok bool
+		if key, ok = t.ownObjectKey(AnnotationProxySSLSecret, "Secret", "default/backend-tls"); !ok {
 			return
 		}
 	}

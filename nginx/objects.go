@@ -163,3 +163,23 @@ func parseObjectKey(namespace, raw string) (types.NamespacedName, error) {
 	}
 	return types.NamespacedName{Namespace: ns, Name: name}, nil
 }
+
+// ownObjectKey parses the value of an annotation that names an object ("namespace/name", or "name" for
+// the Ingress's namespace) of kind ("Secret", "ConfigMap"), which must be in the Ingress's own namespace:
+// one tenant never uses another's credentials or data. It rejects the Ingress otherwise; example is a
+// valid value for the message.
+func (t *translator) ownObjectKey(annotation, kind, example string) (types.NamespacedName, bool) {
+	raw := t.ing.Annotations[annotation]
+	key, err := parseObjectKey(t.ing.Namespace, raw)
+	if err != nil {
+		t.fail("metadata.annotations[%s]: %s is not a %s's namespace/name (want lowercase RFC 1123 names such as %q)",
+			annotation, quoteValue(raw), kind, example)
+		return key, false
+	}
+	if key.Namespace != t.ing.Namespace {
+		t.fail("metadata.annotations[%s]: %s is in namespace %s; only %ss of the Ingress's own namespace (%s) may be used",
+			annotation, quoteValue(raw), key.Namespace, kind, t.ing.Namespace)
+		return key, false
+	}
+	return key, true
+}
