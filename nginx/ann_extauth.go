@@ -362,11 +362,17 @@ func extAuthDirectives(p ProfileSettings, out []string) []string {
 	if p.usesGRPC() {
 		set = "grpc_set_header"
 	}
-	for i, h := range p.authResponseHeaderNames() {
+	names := p.authResponseHeaderNames()
+	for i, h := range names {
 		v := "$ingress_reactor_auth_header_" + strconv.Itoa(i)
 		out = append(out,
 			"auth_request_set "+v+" $upstream_http_"+strings.ReplaceAll(strings.ToLower(h), "-", "_"),
 			set+" "+quoteValidated(h)+" "+v)
+		// Many backends read X_User and X-User as one header: a client's X-User must not stand in for
+		// the auth answer's X_User.
+		if dashed := strings.ReplaceAll(h, "_", "-"); dashed != h && !containsFold(names, dashed) {
+			out = append(out, set+" "+quoteValidated(dashed)+" "+v)
+		}
 	}
 	if s := p.signinLocation(); s != "" {
 		out = append(out, "error_page 401 = "+s)

@@ -138,7 +138,7 @@ func TestAnnotationExtAuth(t *testing.T) {
 // TestExtAuthDirectives: what a profile with external auth renders.
 func TestExtAuthDirectives(t *testing.T) {
 	p := ProfileSettings{AuthURL: "http://192.0.2.5:9000/auth?x=1", AuthSignin: "https://login.example.com/start?app=1",
-		AuthSigninRedirectParam: "rd", AuthResponseHeaders: "X-User,X-Email", CustomHTTPErrors: "401,503"}
+		AuthSigninRedirectParam: "rd", AuthResponseHeaders: "X-User,X-Email,X_Groups", CustomHTTPErrors: "401,503"}
 	conf, _, err := Render(Model{Servers: []Server{{Host: ""}}, Profiles: []ProfileSettings{p}}, baseRenderConfig())
 	if err != nil {
 		t.Fatal(err)
@@ -148,6 +148,9 @@ func TestExtAuthDirectives(t *testing.T) {
 		"auth_request " + p.authLocation() + ";",
 		"auth_request_set $ingress_reactor_auth_header_1 $upstream_http_x_email;",
 		`proxy_set_header "X-Email" $ingress_reactor_auth_header_1;`,
+		// An underscore name also replaces the client's dashed spelling, which backends often merge.
+		`proxy_set_header "X_Groups" $ingress_reactor_auth_header_2;`,
+		`proxy_set_header "X-Groups" $ingress_reactor_auth_header_2;`,
 		"error_page 401 = @" + p.Name() + "_signin;",
 		"error_page 503 = @ingress_reactor_error_503;",
 		"location = " + p.authLocation() + " {",
