@@ -77,8 +77,8 @@ func init() {
 			profile("auth-response-headers", "a comma-separated list of header names (letters, digits, `-` and `_`)",
 				"none",
 				"The headers of the auth service's 2xx answer with these names are set on the request to the backend; a "+
-					"header the client sent with such a name is never passed on (the backend can trust it), a header the "+
-					"answer lacks is not sent."+needsURL+rejects),
+					"header the client sent with such a name is never passed on (the backend can trust it; for a name with `_`, "+
+					"the client's spelling with `-` is replaced too), a header the answer lacks is not sent."+needsURL+rejects),
 			profile("auth-request-redirect", "a URL or path of URL characters, as for `auth-url`",
 				"the request's URI",
 				"Sent to the auth service as `X-Auth-Request-Redirect`, as ingress-nginx does."+needsURL+rejects),
