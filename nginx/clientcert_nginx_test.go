@@ -2,11 +2,17 @@ package nginx
 
 import (
 	"bufio"
+	"bytes"
+	"context"
 	"crypto/tls"
+	"encoding/json"
+	"encoding/pem"
+	"errors"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -15,6 +21,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	networkingv1 "k8s.io/api/networking/v1"
 )
 
 // The tests in this file record what the installed NGINX and lua-nginx-module do with client
@@ -298,6 +306,207 @@ func TestVerifyClientWithoutSessionCache(t *testing.T) {
 		}
 		if want := "sni=" + sni + " verify=NONE subject=nil reused=."; again.body != want {
 			t.Errorf("NGINX says %q, want %q", again.body, want)
+		}
+	}
+}
+
+// clientCertRequest is one HTTPS request of TestClientCertThroughNginx and what came of it.
+type clientCertRequest struct {
+	status    int
+	location  string
+	requested bool
+	resumed   bool
+	backend   http.Header // the headers the backend got; nil when it got nothing
+}
+
+// TestClientCertThroughNginx: auth-tls-* through the Lua router and ngx.ssl.verify_client in a real
+// NGINX, with the status codes of ingress-nginx (400 without or with an unverified certificate, or a
+// 302 to the error page; 403 when the CN does not match), the ssl-client-* headers the backend gets, a
+// path of an Ingress without auth-tls on the same host, a host without auth-tls (never asked), a
+// connection negotiated for another name (421), and no session resumption across names.
+func TestClientCertThroughNginx(t *testing.T) {
+	requireNginx(t)
+	cfg := testRenderConfig(t, nginxDir(t))
+	rt := testRuntime(t, cfg, nil)
+	ctx := context.Background()
+
+	good := newTestCA(t, "good-ca")
+	bad := newTestCA(t, "bad-ca")
+	alice, carol := clientPair(t, good, "alice"), clientPair(t, good, "carol")
+	mallory := clientPair(t, bad, "mallory")
+	app := echoBackend(t, "app")
+	secrets := secretLookup{nn("default", "client-ca"): clientCASecret("client-ca", map[string][]byte{"ca.crt": good.pem})}
+	svcs := servicesOf(service("default", "app", port(80, "http")))
+	tlsAnn := func(kv ...string) ingressOption {
+		return annotate(append([]string{AnnotationAuthTLSSecret, "client-ca"}, kv...)...)
+	}
+	ings := []*networkingv1.Ingress{
+		ingress("default", "mtls", tlsAnn(AnnotationAuthTLSPassCert, "true"), rule("mtls.example.com", prefix("/", "app", 80))),
+		ingress("default", "mtls-cn", tlsAnn(AnnotationAuthTLSMatchCN, "CN=(alice|bob)$"), rule("mtls.example.com", prefix("/cn", "app", 80))),
+		ingress("default", "mtls-open", rule("mtls.example.com", prefix("/open", "app", 80))),
+		ingress("default", "errpage", tlsAnn(AnnotationAuthTLSErrorPage, "https://errors.example.com/cert"), rule("err.example.com", prefix("/", "app", 80))),
+		ingress("default", "opt", tlsAnn(AnnotationAuthTLSVerifyClient, "optional"), rule("opt.example.com", prefix("/", "app", 80))),
+		ingress("default", "noca", tlsAnn(AnnotationAuthTLSVerifyClient, "optional_no_ca"), rule("noca.example.com", prefix("/", "app", 80))),
+		ingress("default", "plain", rule("plain.example.com", prefix("/", "app", 80))),
+	}
+	build := NewModelBuilder().Build(BuildInput{Ingresses: ings, Services: svcs, Secrets: secrets, Options: DefaultTranslateOptions()})
+	if len(build.Rejected) != 0 || len(build.Conflicts) != 0 {
+		t.Fatalf("rejected %+v, conflicts %+v", build.Rejected, build.Conflicts)
+	}
+	applyModel(t, rt, build.Model, cfg)
+	if err := rt.Client().ReplaceCertificates(ctx, CertificateUpdate{}); err != nil { // the default certificate, filled
+		t.Fatal(err)
+	}
+	if err := rt.Client().PushEndpoints(ctx, map[UpstreamName][]Endpoint{up("default", "app", 80).Name: {app}}); err != nil {
+		t.Fatal(err)
+	}
+
+	cache := &oneSessionCache{}
+	do := func(sni, host, path string, cert *tls.Certificate, header map[string]string) clientCertRequest {
+		t.Helper()
+		var out clientCertRequest
+		conf := &tls.Config{ServerName: sni, InsecureSkipVerify: true, ClientSessionCache: cache,
+			GetClientCertificate: func(*tls.CertificateRequestInfo) (*tls.Certificate, error) {
+				out.requested = true
+				if cert == nil {
+					return &tls.Certificate{}, nil
+				}
+				return cert, nil
+			}}
+		conn, err := tls.DialWithDialer(&net.Dialer{Timeout: 5 * time.Second}, "tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(cfg.HTTPSPort)), conf)
+		if err != nil {
+			t.Fatalf("handshake for %s: %v", sni, err)
+		}
+		defer conn.Close()
+		out.resumed = conn.ConnectionState().DidResume
+		req, _ := http.NewRequest("GET", "https://"+host+path, nil)
+		for k, v := range header {
+			req.Header.Set(k, v)
+		}
+		if err := req.Write(conn); err != nil {
+			t.Fatal(err)
+		}
+		resp, err := http.ReadResponse(bufio.NewReader(conn), req)
+		if err != nil {
+			t.Fatalf("%s%s: %v", host, path, err)
+		}
+		defer resp.Body.Close()
+		out.status, out.location = resp.StatusCode, resp.Header.Get("Location")
+		var e echo
+		if resp.StatusCode == http.StatusOK {
+			if err := json.NewDecoder(resp.Body).Decode(&e); err != nil {
+				t.Fatalf("%s%s: the answer is not the backend's: %v", host, path, err)
+			}
+			out.backend = e.Header
+		}
+		return out
+	}
+	want := func(got clientCertRequest, status int, what string) {
+		t.Helper()
+		if got.status != status {
+			t.Fatalf("%s: %d, want %d", what, got.status, status)
+		}
+	}
+
+	// auth-tls-verify-client on: no certificate, or one of another CA, gets 400.
+	r := do("mtls.example.com", "mtls.example.com", "/", nil, nil)
+	want(r, http.StatusBadRequest, "no certificate")
+	if !r.requested {
+		t.Fatal("the handshake of a host with auth-tls-secret asked for no certificate")
+	}
+	want(do("mtls.example.com", "mtls.example.com", "/", mallory, nil), http.StatusBadRequest, "a certificate of another CA")
+	// The CA's certificate passes, and the backend gets the connection's verdict, not the client's
+	// headers.
+	r = do("mtls.example.com", "mtls.example.com", "/", alice, map[string]string{"ssl-client-verify": "FORGED", "ssl-client-subject-dn": "CN=admin"})
+	want(r, http.StatusOK, "the CA's certificate")
+	if v, s, i := r.backend.Get("ssl-client-verify"), r.backend.Get("ssl-client-subject-dn"), r.backend.Get("ssl-client-issuer-dn"); v != "SUCCESS" || s != "CN=alice" || i != "CN=good-ca" {
+		t.Fatalf("the backend got verify %q subject %q issuer %q", v, s, i)
+	}
+	pemText, err := url.QueryUnescape(r.backend.Get("ssl-client-cert"))
+	if err != nil || !strings.Contains(r.backend.Get("ssl-client-cert"), "-----BEGIN%20CERTIFICATE-----%0A") {
+		t.Fatalf("ssl-client-cert %.80q is not the URL-escaped PEM (%v)", r.backend.Get("ssl-client-cert"), err)
+	}
+	if block, _ := pem.Decode([]byte(pemText)); block == nil || !bytes.Equal(block.Bytes, alice.Certificate[0]) {
+		t.Fatal("ssl-client-cert is not the client's certificate")
+	}
+	// auth-tls-match-cn: alice matches, carol (same CA) gets 403; without pass-certificate the client's
+	// own ssl-client-cert is removed.
+	r = do("mtls.example.com", "mtls.example.com", "/cn", alice, map[string]string{"ssl-client-cert": "forged"})
+	want(r, http.StatusOK, "a matching CN")
+	if _, ok := r.backend["Ssl-Client-Cert"]; ok {
+		t.Fatalf("the backend got ssl-client-cert %q without auth-tls-pass-certificate-to-upstream", r.backend.Get("ssl-client-cert"))
+	}
+	want(do("mtls.example.com", "mtls.example.com", "/cn", carol, nil), http.StatusForbidden, "a CN that does not match")
+	want(do("mtls.example.com", "mtls.example.com", "/cn", nil, nil), http.StatusBadRequest, "no certificate on a match-cn path")
+	// A path of an Ingress without auth-tls on the same host is neither opened nor closed by it.
+	r = do("mtls.example.com", "mtls.example.com", "/open", nil, nil)
+	want(r, http.StatusOK, "an Ingress without auth-tls on the host")
+	if v := r.backend.Get("ssl-client-verify"); v != "" {
+		t.Fatalf("the open path's backend got ssl-client-verify %q", v)
+	}
+	// Plain HTTP carries no certificate.
+	resp, err := proxyClient(cfg.HTTPPort, nil).Get("http://mtls.example.com/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusBadRequest {
+		t.Fatalf("plain HTTP: %d, want 400", resp.StatusCode)
+	}
+
+	// auth-tls-error-page: a 302 to it instead of the 400.
+	r = do("err.example.com", "err.example.com", "/", nil, nil)
+	if r.status != http.StatusFound || r.location != "https://errors.example.com/cert" {
+		t.Fatalf("error page: %d %q, want 302 to it", r.status, r.location)
+	}
+	want(do("err.example.com", "err.example.com", "/", alice, nil), http.StatusOK, "the CA's certificate with an error page")
+	// optional: no certificate passes (verify NONE), another CA's does not; optional_no_ca passes it.
+	r = do("opt.example.com", "opt.example.com", "/", nil, nil)
+	want(r, http.StatusOK, "optional without a certificate")
+	if v := r.backend.Get("ssl-client-verify"); v != "NONE" {
+		t.Fatalf("optional without a certificate: ssl-client-verify %q", v)
+	}
+	want(do("opt.example.com", "opt.example.com", "/", mallory, nil), http.StatusBadRequest, "optional with another CA's certificate")
+	r = do("noca.example.com", "noca.example.com", "/", mallory, nil)
+	want(r, http.StatusOK, "optional_no_ca with another CA's certificate")
+	if v := r.backend.Get("ssl-client-verify"); !strings.HasPrefix(v, "FAILED:") || r.backend.Get("ssl-client-subject-dn") != "CN=mallory" {
+		t.Fatalf("optional_no_ca: ssl-client-verify %q", v)
+	}
+
+	// A host without auth-tls never asks.
+	r = do("plain.example.com", "plain.example.com", "/", alice, nil)
+	want(r, http.StatusOK, "a host without auth-tls")
+	if r.requested {
+		t.Fatal("a host without auth-tls asked for a client certificate")
+	}
+	// A connection negotiated for that host does not reach the mTLS host (421), even with a certificate
+	// of the CA: nothing verified it.
+	want(do("plain.example.com", "mtls.example.com", "/", alice, nil), http.StatusMisdirectedRequest, "another name's connection")
+
+	// No session resumption: a session of the mTLS host is not resumed under the plain host's name nor
+	// its own, so every handshake verifies again.
+	_ = do("mtls.example.com", "mtls.example.com", "/", alice, nil)
+	for _, sni := range []string{"plain.example.com", "mtls.example.com"} {
+		if r := do(sni, sni, "/", nil, nil); r.resumed {
+			t.Fatalf("a TLS session was resumed for %s", sni)
+		}
+	}
+
+	// The router checks what it is pushed: a route naming a CA the host lacks, a CA that is no PEM, a
+	// mode it does not know, a match-cn that does not compile.
+	ca := `"client_ca":{"id":"ab","pem":` + strconv.Quote(string(good.pem)) + `,"depth":1},`
+	for _, bad := range []string{
+		ca + `"routes":[{"path":"/","upstream":"","client_cert":{"mode":"on","ca":"cd"}}]`,
+		`"routes":[{"path":"/","upstream":"","client_cert":{"mode":"on","ca":"ab"}}]`,
+		`"client_ca":{"id":"ab","pem":"-----BEGIN CERTIFICATE-----\nAAAA\n-----END CERTIFICATE-----\n","depth":1},"routes":[]`,
+		`"client_ca":{"id":"ab","pem":` + strconv.Quote(string(good.pem)) + `,"depth":0},"routes":[]`,
+		ca + `"routes":[{"path":"/","upstream":"","client_cert":{"mode":"sometimes","ca":"ab"}}]`,
+		ca + `"routes":[{"path":"/","upstream":"","client_cert":{"mode":"on","ca":"ab","match_cn":"CN=(a"}}]`,
+		ca + `"routes":[{"path":"/","upstream":"","client_cert":{"mode":"on","ca":"ab","error_page":"https://e/\r\nX: 1"}}]`,
+	} {
+		err := rt.Client().PushRoutes(ctx, RouteUpdate{Hosts: map[Hostname][]byte{"evil.example.com": []byte("{" + bad + "}")}})
+		if refused, ok := errors.AsType[*RoutesRefusedError](err); !ok || len(refused.Refused) != 1 {
+			t.Errorf("%.120s: push answered %v, want the host refused", bad, err)
 		}
 	}
 }

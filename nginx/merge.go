@@ -37,6 +37,10 @@ const (
 	// ConflictAliasNamespace: Ingresses of several namespaces have a host as an alias and none names it
 	// in its rules; only the namespace of the oldest (Winner) serves it.
 	ConflictAliasNamespace ConflictKind = "alias-namespace"
+	// ConflictClientCA: an Ingress verifies client certificates (auth-tls-secret) on a host whose
+	// handshakes verify them with another CA or depth, chosen by an older Ingress (Winner); its rules for
+	// the host are not served, since its routes would admit certificates of the other CA.
+	ConflictClientCA ConflictKind = "client-ca"
 )
 
 // Conflict records a part of an Ingress that lost to an older Ingress. The caller emits a Warning Event
@@ -64,6 +68,10 @@ func (c Conflict) Message() string {
 	if c.Kind == ConflictAliasNamespace {
 		return fmt.Sprintf("alias host %s (server-alias or from-to-www-redirect) is not served by this Ingress: Ingress %s of namespace %s, which is older, has it as an alias, and an alias host is served for one namespace",
 			hostForMessage(c.Host), c.Winner, c.Winner.Namespace)
+	}
+	if c.Kind == ConflictClientCA {
+		return fmt.Sprintf("rules for host %s are not served: the host verifies client certificates with the CA of Ingress %s (auth-tls-secret and auth-tls-verify-depth), which is older, and a host's handshakes verify with one CA; use the same ca.crt and depth, or another host",
+			hostForMessage(c.Host), c.Winner)
 	}
 	if c.Kind == ConflictHostOwner {
 		return fmt.Sprintf("rules for host %s are not served: namespace %s owns the host (its Ingress %s is the oldest routing it) and hosts are owned by one namespace (--host-ownership=namespace)",
@@ -557,6 +565,7 @@ func (m *Merger) mergeHost(host Hostname) *hostMerge {
 		}
 		cands = own
 	}
+	cands = hostClientCA(out, host, cands)
 
 	// The oldest Ingress claiming a path and path type wins it; spec.defaultBackend's "/" yields to any
 	// explicit path without a conflict.
@@ -637,6 +646,37 @@ func (m *Merger) mergeHost(host Hostname) *hostMerge {
 	}
 	m.hostTLS(out, namespaces, oldest)
 	return out
+}
+
+// hostClientCA leaves out of a host's candidates (oldest first) those that verify client certificates
+// with another CA or depth than the oldest that verifies any (auth-tls-secret): the TLS handshake of a
+// host verifies with one CA, and their routes would take its verdict for their own.
+func hostClientCA(out *hostMerge, host Hostname, cands []*IngressTranslation) []*IngressTranslation {
+	caOf := func(t *IngressTranslation) string {
+		if t.Options == nil {
+			return ""
+		}
+		return t.Options.ClientCAID
+	}
+	var chosen *IngressTranslation
+	for _, t := range cands {
+		if caOf(t) != "" {
+			chosen = t
+			break
+		}
+	}
+	if chosen == nil {
+		return cands
+	}
+	kept := make([]*IngressTranslation, 0, len(cands))
+	for _, t := range cands {
+		if id := caOf(t); id != "" && id != caOf(chosen) {
+			out.conflicts = append(out.conflicts, Conflict{Kind: ConflictClientCA, Loser: t.Ingress, Winner: chosen.Ingress, Host: host})
+			continue
+		}
+		kept = append(kept, t)
+	}
+	return kept
 }
 
 // winnerTranslations lists the distinct translations of a host's winning routes.
