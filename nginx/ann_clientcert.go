@@ -42,8 +42,10 @@ const (
 
 // Bounds of client certificate authentication.
 const (
-	// maxClientCABytes bounds the CA certificates of one Secret; they travel once per host.
-	maxClientCABytes = 64 << 10
+	// maxClientCABytes bounds the CA certificates of one Secret; they travel once per host entry, and
+	// maxClientCAPushBytes bounds them times the hosts of the Ingress.
+	maxClientCABytes     = 64 << 10
+	maxClientCAPushBytes = 256 << 10
 	maxClientDepth   = 16
 	maxMatchCN       = 1024
 	maxErrorPageURL  = 2048
@@ -65,10 +67,11 @@ func init() {
 					"stays as its own Ingress says (ingress-nginx applied the check to the whole host). A host verifies with one "+
 					"CA: when Ingresses of a host name Secrets with different `ca.crt` (or depths), the oldest decides and the "+
 					"others' rules for the host are **not served**, with a Warning. A request whose TLS connection was "+
-					"negotiated for another name (SNI) than its Host, when that name's handshake did not verify with the "+
-					"route's CA, gets **421** (NGINX does the same when `ssl_verify_client` is on). A Secret in **another "+
+					"negotiated for another name (SNI) than its Host, or without SNI, when that name's handshake did not verify "+
+					"with the route's CA, gets **421** (NGINX does the same when `ssl_verify_client` is on). A Secret in **another "+
 					"namespace is refused**; a missing Secret, no or invalid `ca.crt`, or more than 64 KiB of it, **rejects the "+
-					"Ingress** and its last good version is not kept serving. A `ca.crl` **rejects the Ingress**: this NGINX "+
+					"Ingress** and its last good version is not kept serving; so does a `ca.crt` that, times the Ingress's hosts, "+
+					"exceeds 256 KiB (it travels once per host). A `ca.crl` **rejects the Ingress**: this NGINX "+
 					"cannot check revocation lists per host (ingress-nginx applied it with `ssl_crl`). A change of the "+
 					"Secret is a push and applies to new TLS connections. While any host verifies client certificates, "+
 					"NGINX's TLS session cache is **off for every host** (turning it off or on again reloads NGINX once): "+
@@ -223,6 +226,24 @@ func applyClientCert(t *translator) {
 	o.ClientCADepth = depth
 	sum := sha256.Sum256(fmt.Appendf(nil, "%d\n%s", depth, ca))
 	o.ClientCAID = hex.EncodeToString(sum[:12])
+}
+
+// clientCABudget rejects an Ingress whose client CA, carried once per host entry, would take more than
+// maxClientCAPushBytes of the routes dict.
+func (t *translator) clientCABudget() {
+	o := t.out.Options
+	if o == nil || o.ClientCA == "" {
+		return
+	}
+	hosts := map[Hostname]bool{}
+	for _, r := range t.out.Routes {
+		hosts[r.Host] = true
+	}
+	if n := len(o.ClientCA) * len(hosts); n > maxClientCAPushBytes {
+		t.fail("metadata.annotations[%s]: its CA certificates (%d bytes) travel with each of the Ingress's %d hosts, %d bytes in all, more "+
+			"than the %d one Ingress may add to the data plane's routes; use fewer CA certificates or hosts", AnnotationAuthTLSSecret,
+			len(o.ClientCA), len(hosts), n, maxClientCAPushBytes)
+	}
 }
 
 // compileMatchCN parses an auth-tls-match-cn pattern with Go's regexp (case-sensitive, unanchored, as

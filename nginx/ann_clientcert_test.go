@@ -234,3 +234,21 @@ func TestClientCAHostMerge(t *testing.T) {
 		t.Errorf("without client certificates the session cache is not on (%v)", err)
 	}
 }
+
+// TestClientCABudget: the CA travels once per host of the Ingress; more than 256 KiB in all rejects it.
+func TestClientCABudget(t *testing.T) {
+	ca := newTestCA(t, "ca")
+	bundle := []byte(strings.Repeat(string(ca.pem), 60000/len(ca.pem)))
+	secrets := secretLookup{nn("default", "ca"): clientCASecret("ca", map[string][]byte{"ca.crt": bundle})}
+	svcs := servicesOf(service("default", "web", port(80, "http")))
+	var rules []ingressOption
+	for _, h := range []string{"a", "b", "c", "d", "e"} {
+		rules = append(rules, rule(h+".example.com", prefix("/", "web", 80)))
+		opts := append([]ingressOption{annotate(AnnotationAuthTLSSecret, "ca")}, rules...)
+		_, err := TranslateIngressWith(ingress("default", "a", opts...), Lookups{Services: svcs, Secrets: secrets}, DefaultTranslateOptions())
+		over := len(bundle)*len(rules) > 256<<10
+		if (err != nil) != over || over && !strings.Contains(err.Error(), "travel with each of the Ingress's 5 hosts") {
+			t.Fatalf("%d hosts of %d bytes: err = %v", len(rules), len(bundle), err)
+		}
+	}
+}
