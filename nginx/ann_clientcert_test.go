@@ -252,3 +252,15 @@ func TestClientCABudget(t *testing.T) {
 		}
 	}
 }
+
+// TestClientCASecretIsWatched: the builder lists an Ingress as a user of its auth-tls-secret before
+// translating it, so that the Secret's creation or change translates the Ingress again.
+func TestClientCASecretIsWatched(t *testing.T) {
+	ing := ingress("default", "a", annotate(AnnotationAuthTLSSecret, "client-ca"), rule("a.example.com", prefix("/", "web", 80)))
+	b := NewModelBuilder()
+	b.Build(BuildInput{Ingresses: []*networkingv1.Ingress{ing}, Services: servicesOf(service("default", "web", port(80, "http"))),
+		Secrets: secretLookup{}, Options: DefaultTranslateOptions()})
+	if !b.DependsOnObject(ObjectRef{Kind: KindSecret, Key: nn("default", "client-ca")}) {
+		t.Fatal("the builder does not depend on the auth-tls-secret")
+	}
+}
