@@ -46,9 +46,9 @@ const (
 	// maxClientCAPushBytes bounds them times the hosts of the Ingress.
 	maxClientCABytes     = 64 << 10
 	maxClientCAPushBytes = 256 << 10
-	maxClientDepth   = 16
-	maxMatchCN       = 1024
-	maxErrorPageURL  = 2048
+	maxClientDepth       = 16
+	maxMatchCN           = 1024
+	maxErrorPageURL      = 2048
 )
 
 func init() {
