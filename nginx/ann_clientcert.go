@@ -63,7 +63,8 @@ func init() {
 				"none: no client certificate authentication",
 				"**Route data**, checked per Ingress, not per host: the handshake of a host asks for a client certificate "+
 					"of the host's CA (from Lua, `ngx.ssl.verify_client`, since one TLS server serves every host), and only the "+
-					"routes of Ingresses with `auth-tls-secret` check the verdict; a path of another Ingress on the same host "+
+					"routes of Ingresses with `auth-tls-secret` (and the requests that fall back to such an Ingress's "+
+					"`default-backend`) check the verdict; a path of another Ingress on the same host "+
 					"stays as its own Ingress says (ingress-nginx applied the check to the whole host). A host verifies with one "+
 					"CA: when Ingresses of a host name Secrets with different `ca.crt` (or depths), the oldest decides and the "+
 					"others' rules for the host are **not served**, with a Warning. A request whose TLS connection was "+

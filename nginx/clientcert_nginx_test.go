@@ -348,6 +348,7 @@ func TestClientCertThroughNginx(t *testing.T) {
 		ingress("default", "opt", tlsAnn(AnnotationAuthTLSVerifyClient, "optional"), rule("opt.example.com", prefix("/", "app", 80))),
 		ingress("default", "noca", tlsAnn(AnnotationAuthTLSVerifyClient, "optional_no_ca"), rule("noca.example.com", prefix("/", "app", 80))),
 		ingress("default", "plain", rule("plain.example.com", prefix("/", "app", 80))),
+		ingress("default", "fallback", tlsAnn(AnnotationDefaultBackend, "app"), rule("fb.example.com", prefix("/x", "app", 80))),
 	}
 	build := NewModelBuilder().Build(BuildInput{Ingresses: ings, Services: svcs, Secrets: secrets, Options: DefaultTranslateOptions()})
 	if len(build.Rejected) != 0 || len(build.Conflicts) != 0 {
@@ -472,6 +473,10 @@ func TestClientCertThroughNginx(t *testing.T) {
 	if v := r.backend.Get("ssl-client-verify"); !strings.HasPrefix(v, "FAILED:") || r.backend.Get("ssl-client-subject-dn") != "CN=mallory" {
 		t.Fatalf("optional_no_ca: ssl-client-verify %q", v)
 	}
+
+	// The fallback of an Ingress's default-backend (a path it does not list) is checked as its paths are.
+	want(do("fb.example.com", "fb.example.com", "/elsewhere", nil, nil), http.StatusBadRequest, "the default-backend fallback without a certificate")
+	want(do("fb.example.com", "fb.example.com", "/elsewhere", alice, nil), http.StatusOK, "the default-backend fallback with the CA's certificate")
 
 	// A host without auth-tls never asks.
 	r = do("plain.example.com", "plain.example.com", "/", alice, nil)

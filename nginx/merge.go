@@ -710,6 +710,9 @@ func (m *Merger) hostDefaultBackend(out *hostMerge, ts []*IngressTranslation, ol
 	}
 	if chosen != nil && out.server.Host != "" {
 		out.server.DefaultBackend = chosen.Options.DefaultBackend
+		if chosen.Options.ClientCertMode != "" {
+			out.server.DefaultBackendOptions = chosen.Options
+		}
 	}
 }
 

@@ -52,6 +52,9 @@ type Server struct {
 	// DefaultBackend answers requests that no location matches instead of the model's (an Ingress's
 	// default-backend annotation); empty means the model's.
 	DefaultBackend UpstreamName
+	// DefaultBackendOptions are the route options of the Ingress whose default-backend is DefaultBackend,
+	// when they check client certificates (auth-tls-secret): its fallback is checked as its paths are.
+	DefaultBackendOptions *RouteOptions
 }
 
 // ServerTLS says how a host is served over HTTPS.

@@ -133,7 +133,13 @@ func appendClientCertOptions(b []byte, o *RouteOptions) []byte {
 	if o.ClientCertMode == "" {
 		return b
 	}
-	b = append(b, `,"client_cert":{"mode":`...)
+	b = append(b, `,"client_cert":`...)
+	return appendClientCertObject(b, o)
+}
+
+// appendClientCertObject writes o's client certificate check as an object: {"mode":..,"ca":..,...}.
+func appendClientCertObject(b []byte, o *RouteOptions) []byte {
+	b = append(b, `{"mode":`...)
 	b = appendJSONString(b, o.ClientCertMode)
 	if o.ClientCAID != "" {
 		b = append(b, `,"ca":"`...)

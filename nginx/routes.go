@@ -132,6 +132,11 @@ func AppendRouteHostJSON(b []byte, s *Server) []byte {
 		b = append(b, `"default_backend":"`...)
 		b = append(b, s.DefaultBackend...)
 		b = append(b, `",`...)
+		if o := s.DefaultBackendOptions; o != nil && o.ClientCertMode != "" {
+			b = append(b, `"fallback_client_cert":`...)
+			b = appendClientCertObject(b, o)
+			b = append(b, ',')
+		}
 	}
 	b = appendAuthUsers(b, s)
 	b = appendClientCA(b, s)
@@ -275,7 +280,8 @@ func appendJSONString(b []byte, s string) []byte {
 
 // Equal reports whether s and o are the same server: same host, TLS settings and locations.
 func (s *Server) Equal(o *Server) bool {
-	if s.Host != o.Host || (s.TLS == nil) != (o.TLS == nil) || (s.TLS != nil && *s.TLS != *o.TLS) || s.DefaultBackend != o.DefaultBackend {
+	if s.Host != o.Host || (s.TLS == nil) != (o.TLS == nil) || (s.TLS != nil && *s.TLS != *o.TLS) || s.DefaultBackend != o.DefaultBackend ||
+		!s.DefaultBackendOptions.Equal(o.DefaultBackendOptions) {
 		return false
 	}
 	if len(s.Locations) == len(o.Locations) && (len(s.Locations) == 0 || &s.Locations[0] == &o.Locations[0]) {

@@ -1054,16 +1054,30 @@ local function normalize_host(host, entry)
     if default_backend ~= nil and (default_backend == "" or not valid_upstream(default_backend)) then
         return nil, "host " .. host .. ": invalid default_backend " .. tostring(default_backend), 0
     end
+    -- The client certificate check of the Ingress whose default-backend the fallback is.
+    local fallback = {}
+    if entry.fallback_client_cert ~= nil then
+        if not default_backend then
+            return nil, "host " .. host .. ": \"fallback_client_cert\" without default_backend", 0
+        end
+        local ferr = normalize_client_cert({ client_cert = entry.fallback_client_cert }, fallback, client_ca)
+        if ferr then
+            return nil, "host " .. host .. ": fallback " .. ferr, 0
+        end
+    end
     if #routes == 0 then
         -- cjson would encode the empty list as an object.
         local head = entry.redirect and '{"redirect":true,' or "{"
         if default_backend then
             head = head .. '"default_backend":' .. cjson.encode(default_backend) .. ","
         end
+        if fallback.client_cert then
+            head = head .. '"fallback_client_cert":' .. cjson.encode(fallback.client_cert) .. ","
+        end
         return head .. '"routes":[]}'
     end
     return cjson.encode({ redirect = entry.redirect or nil, regex = entry.regex or nil, default_backend = default_backend,
-        auth_users = auth_users, client_ca = client_ca, routes = routes })
+        auth_users = auth_users, client_ca = client_ca, fallback_client_cert = fallback.client_cert, routes = routes })
 end
 
 function _M.routes()

@@ -15,7 +15,8 @@
 -- SNI name is served by an entry with another "client_ca" (its handshake verified with another CA, or
 -- none), 400 (or a 302 to its "error_page") when $ssl_client_verify fails its mode, 403 when the subject
 -- DN does not match "match_cn", and sets the ssl-client-* request headers (over plain HTTP the same
--- check comes after the redirect to HTTPS, with no certificate); a route with "host_redirect" (from-to-www-redirect) answers 308 to its host; CORS (below);
+-- check comes after the redirect to HTTPS, with no certificate; the host's "fallback_client_cert" checks
+-- the requests no route matches that go to its "default_backend"); a route with "host_redirect" (from-to-www-redirect) answers 308 to its host; CORS (below);
 -- a request whose Content-Length is over the route's "body_limit" (else the default, set_body_limit)
 -- gets 413, as NGINX answers on entering a location; "app_root"
 -- answers "/" with 302, "redirect_url" answers everything with "redirect_code"; a route with "redirect"
@@ -240,6 +241,7 @@ local function compile(raw, version)
     local e = { version = version, exact = {}, prefix = {}, lens = {}, maxlen = 0, redirect = h.redirect == true,
         unavailable = h.unavailable == true, list = h.regex == true and {} or nil }
     e.default_backend = h.default_backend
+    e.fallback_client_cert = h.fallback_client_cert
     if type(h.client_ca) == "table" then
         -- Parsed once per entry version; certificates.lua hands it to verify_client per handshake.
         local cert, cerr = ssl.parse_pem_cert(h.client_ca.pem)
@@ -673,10 +675,9 @@ end
 
 local CLIENT_CERT_HEADERS = { "ssl-client-verify", "ssl-client-subject-dn", "ssl-client-issuer-dn", "ssl-client-cert" }
 
--- client_cert applies route r's client certificate check (auth-tls-*) and answers the request when it
--- fails; it returns true then. Over plain HTTP no certificate was sent.
-local function client_cert(r)
-    local c = r.client_cert
+-- client_cert applies a route's client certificate check c (auth-tls-*) and answers the request when
+-- it fails; it returns true then. Over plain HTTP no certificate was sent.
+local function client_cert(c)
     if c.mode == "off" then
         -- Asked for none: whatever another route's handshake verified is not this route's to pass on.
         for _, h in ipairs(CLIENT_CERT_HEADERS) do
@@ -763,7 +764,14 @@ function _M.route()
     -- Over HTTPS first of all, as NGINX checked client certificates before any phase; over plain HTTP
     -- after the redirect to HTTPS (below).
     local https = ngx_var.https == "on"
-    if https and r and r.client_cert and client_cert(r) then
+    -- The fallback of an Ingress's default-backend is checked as that Ingress's paths are.
+    local cc
+    if r then
+        cc = r.client_cert
+    elseif e.default_backend then
+        cc = e.fallback_client_cert
+    end
+    if https and cc and client_cert(cc) then
         return
     end
     if r and r.host_redirect then
@@ -798,7 +806,7 @@ function _M.route()
     if ngx_var.scheme == "http" and (redirect and ngx_var.ingress_reactor_https == "1" or r and r.force_ssl_redirect) then
         return ngx.redirect(https_location(host, r), 308)
     end
-    if not https and r and r.client_cert and client_cert(r) then
+    if not https and cc and client_cert(cc) then
         return
     end
     if r and r.ranges and not admits(r) then
