@@ -67,7 +67,9 @@ func init() {
 					"`default-backend`) check the verdict; a path of another Ingress on the same host "+
 					"stays as its own Ingress says (ingress-nginx applied the check to the whole host). A host verifies with one "+
 					"CA: when Ingresses of a host name Secrets with different `ca.crt` (or depths), the oldest decides and the "+
-					"others' rules for the host are **not served**, with a Warning. A request whose TLS connection was "+
+					"others' rules for the host are **not served**, with a Warning; likewise an Ingress with `auth-tls-secret` "+
+					"of another namespace than the host's oldest Ingress (a namespace never makes another's host ask its "+
+					"clients for certificates). A request whose TLS connection was "+
 					"negotiated for another name (SNI) than its Host, or without SNI, when that name's handshake did not verify "+
 					"with the route's CA, gets **421** (NGINX does the same when `ssl_verify_client` is on). A Secret in **another "+
 					"namespace is refused**; a missing Secret, no or invalid `ca.crt`, or more than 64 KiB of it, **rejects the "+

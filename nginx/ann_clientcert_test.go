@@ -2,6 +2,7 @@ package nginx
 
 import (
 	"errors"
+	"slices"
 	"strings"
 	"testing"
 
@@ -172,8 +173,9 @@ func TestClientCAHostMerge(t *testing.T) {
 		nn("default", "ca"):    clientCASecret("ca", map[string][]byte{"ca.crt": ca.pem}),
 		nn("default", "same"):  clientCASecret("same", map[string][]byte{"ca.crt": ca.pem}),
 		nn("default", "other"): clientCASecret("other", map[string][]byte{"ca.crt": other.pem}),
+		nn("tenant", "ca"):     {ObjectMeta: metav1.ObjectMeta{Namespace: "tenant", Name: "ca"}, Data: map[string][]byte{"ca.crt": ca.pem}},
 	}
-	svcs := servicesOf(service("default", "web", port(80, "http")))
+	svcs := servicesOf(service("default", "web", port(80, "http")), service("tenant", "web", port(80, "http")))
 	ings := []*networkingv1.Ingress{
 		ingress("default", "first", age(1), annotate(AnnotationAuthTLSSecret, "ca"), rule("a.example.com", prefix("/first", "web", 80))),
 		ingress("default", "open", rule("a.example.com", prefix("/open", "web", 80))), // older, without auth-tls
@@ -183,6 +185,9 @@ func TestClientCAHostMerge(t *testing.T) {
 			rule("a.example.com", prefix("/other", "web", 80)), rule("b.example.com", prefix("/", "web", 80))),
 		ingress("default", "other-depth", age(4), annotate(AnnotationAuthTLSSecret, "ca", AnnotationAuthTLSVerifyDepth, "2"),
 			rule("a.example.com", prefix("/depth", "web", 80))),
+		// Another namespace, even with the same CA, does not make default's host ask for certificates.
+		ingress("tenant", "tenant", age(5), annotate(AnnotationAuthTLSSecret, "ca"),
+			rule("a.example.com", prefix("/tenant", "web", 80)), rule("c.example.com", prefix("/", "web", 80))),
 	}
 	build := NewModelBuilder().Build(BuildInput{Ingresses: ings, Services: svcs, Secrets: secrets, Options: DefaultTranslateOptions()})
 	if len(build.Rejected) != 0 {
@@ -204,7 +209,10 @@ func TestClientCAHostMerge(t *testing.T) {
 	if got := strings.Join(paths["b.example.com"], " "); got != "/" {
 		t.Errorf("b.example.com serves %q: the other CA's Ingress keeps the hosts it alone verifies", got)
 	}
-	if cas["a.example.com"] != string(ca.pem) || cas["b.example.com"] != string(other.pem) {
+	if got := strings.Join(paths["c.example.com"], " "); got != "/" {
+		t.Errorf("c.example.com serves %q: the tenant verifies on its own host", got)
+	}
+	if cas["a.example.com"] != string(ca.pem) || cas["b.example.com"] != string(other.pem) || cas["c.example.com"] != string(ca.pem) {
 		t.Errorf("hosts verify with the wrong CA")
 	}
 	if !build.Model.ClientCertificates() {
@@ -212,6 +220,12 @@ func TestClientCAHostMerge(t *testing.T) {
 	}
 	var got []string
 	for _, c := range build.Conflicts {
+		if c.Kind == ConflictClientCANamespace {
+			got = append(got, c.Loser.Name+"<ns:"+c.Winner.Name+"@"+string(c.Host))
+			if !strings.Contains(c.Message(), "only Ingresses of that namespace may make the host's TLS handshakes ask") {
+				t.Errorf("message %q", c.Message())
+			}
+		}
 		if c.Kind == ConflictClientCA {
 			got = append(got, c.Loser.Name+"<"+c.Winner.Name+"@"+string(c.Host))
 			if !strings.Contains(c.Message(), "verifies client certificates with the CA of Ingress default/first") {
@@ -219,7 +233,8 @@ func TestClientCAHostMerge(t *testing.T) {
 			}
 		}
 	}
-	if strings.Join(got, " ") != "other-ca<first@a.example.com other-depth<first@a.example.com" {
+	slices.Sort(got)
+	if strings.Join(got, " ") != "other-ca<first@a.example.com other-depth<first@a.example.com tenant<ns:open@a.example.com" {
 		t.Errorf("conflicts %v", got)
 	}
 	conf, _, err := Render(build.Model, baseRenderConfig())

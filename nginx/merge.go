@@ -41,6 +41,10 @@ const (
 	// handshakes verify them with another CA or depth, chosen by an older Ingress (Winner); its rules for
 	// the host are not served, since its routes would admit certificates of the other CA.
 	ConflictClientCA ConflictKind = "client-ca"
+	// ConflictClientCANamespace: an Ingress verifies client certificates on a host whose oldest Ingress
+	// (Winner) is of another namespace; only that namespace's Ingresses make the host's handshakes ask
+	// for certificates, so its rules for the host are not served.
+	ConflictClientCANamespace ConflictKind = "client-ca-namespace"
 )
 
 // Conflict records a part of an Ingress that lost to an older Ingress. The caller emits a Warning Event
@@ -72,6 +76,10 @@ func (c Conflict) Message() string {
 	if c.Kind == ConflictClientCA {
 		return fmt.Sprintf("rules for host %s are not served: the host verifies client certificates with the CA of Ingress %s (auth-tls-secret and auth-tls-verify-depth), which is older, and a host's handshakes verify with one CA; use the same ca.crt and depth, or another host",
 			hostForMessage(c.Host), c.Winner)
+	}
+	if c.Kind == ConflictClientCANamespace {
+		return fmt.Sprintf("rules for host %s are not served: the host's oldest Ingress, %s, is of namespace %s, and only Ingresses of that namespace may make the host's TLS handshakes ask for client certificates (auth-tls-secret)",
+			hostForMessage(c.Host), c.Winner, c.Winner.Namespace)
 	}
 	if c.Kind == ConflictHostOwner {
 		return fmt.Sprintf("rules for host %s are not served: namespace %s owns the host (its Ingress %s is the oldest routing it) and hosts are owned by one namespace (--host-ownership=namespace)",
@@ -649,8 +657,10 @@ func (m *Merger) mergeHost(host Hostname) *hostMerge {
 }
 
 // hostClientCA leaves out of a host's candidates (oldest first) those that verify client certificates
-// with another CA or depth than the oldest that verifies any (auth-tls-secret): the TLS handshake of a
-// host verifies with one CA, and their routes would take its verdict for their own.
+// (auth-tls-secret) from another namespace than the oldest candidate's (a namespace never makes another
+// namespace's host ask its clients for certificates), and those that verify with another CA or depth
+// than the oldest that verifies any: the TLS handshake of a host verifies with one CA, and their routes
+// would take its verdict for their own.
 func hostClientCA(out *hostMerge, host Hostname, cands []*IngressTranslation) []*IngressTranslation {
 	caOf := func(t *IngressTranslation) string {
 		if t.Options == nil {
@@ -658,19 +668,22 @@ func hostClientCA(out *hostMerge, host Hostname, cands []*IngressTranslation) []
 		}
 		return t.Options.ClientCAID
 	}
-	var chosen *IngressTranslation
-	for _, t := range cands {
-		if caOf(t) != "" {
-			chosen = t
-			break
-		}
-	}
-	if chosen == nil {
+	if !slices.ContainsFunc(cands, func(t *IngressTranslation) bool { return caOf(t) != "" }) {
 		return cands
 	}
+	owner := cands[0]
+	var chosen *IngressTranslation // the oldest of the owner's namespace that verifies
 	kept := make([]*IngressTranslation, 0, len(cands))
 	for _, t := range cands {
-		if id := caOf(t); id != "" && id != caOf(chosen) {
+		id := caOf(t)
+		switch {
+		case id == "":
+		case t.Ingress.Namespace != owner.Ingress.Namespace:
+			out.conflicts = append(out.conflicts, Conflict{Kind: ConflictClientCANamespace, Loser: t.Ingress, Winner: owner.Ingress, Host: host})
+			continue
+		case chosen == nil:
+			chosen = t
+		case id != caOf(chosen):
 			out.conflicts = append(out.conflicts, Conflict{Kind: ConflictClientCA, Loser: t.Ingress, Winner: chosen.Ingress, Host: host})
 			continue
 		}
