@@ -209,7 +209,7 @@ func (s *KubeSource) shutdown(context.Context) error {
 
 // cacheTransform trims objects before they enter the informer caches: managedFields and the
 // last-applied annotation of every object (pipeline.StripTransform), and every data key of a Secret other
-// than the certificate, key and CA that TLS uses and the entries of basic authentication (the key "auth",
+// than the certificate, key and CA that TLS uses (and ca.crl, which auth-tls-secret refuses), the entries of basic authentication (the key "auth",
 // and values that are password hashes: nginx.KeepsBasicAuthEntry). Most Secrets in a cluster are not TLS Secrets (Helm
 // releases, tokens, application credentials); keeping only these keys bounds the memory they take and
 // keeps credentials the controller has no use for out of its memory. An EndpointSlice's endpoints keep
@@ -222,7 +222,8 @@ func cacheTransform(obj any) (any, error) {
 	}
 	if s, ok := obj.(*corev1.Secret); ok {
 		for k := range s.Data {
-			if k != certs.CertKey && k != certs.PrivateKeyKey && k != certs.CAKey && !nginx.KeepsBasicAuthEntry(k, s.Data[k]) {
+			if k != certs.CertKey && k != certs.PrivateKeyKey && k != certs.CAKey && k != nginx.ClientCRLKey &&
+				!nginx.KeepsBasicAuthEntry(k, s.Data[k]) {
 				delete(s.Data, k)
 			}
 		}

@@ -20,15 +20,15 @@ import (
 	"github.com/ingress-reactor/ingress-reactor/pipeline"
 )
 
-// TestCacheTransformKeepsOnlyTLSKeysOfSecrets: a Secret in the cache keeps tls.crt, tls.key and ca.crt,
-// and what basic authentication reads (the key auth, values that are password hashes other than DES),
+// TestCacheTransformKeepsOnlyTLSKeysOfSecrets: a Secret in the cache keeps tls.crt, tls.key, ca.crt and
+// ca.crl (which auth-tls-secret refuses), and what basic authentication reads (the key auth, values that are password hashes other than DES),
 // and loses every other key; other objects only lose managedFields and the last-applied annotation.
 func TestCacheTransformKeepsOnlyTLSKeysOfSecrets(t *testing.T) {
 	s := &corev1.Secret{
 		ObjectMeta: metav1.ObjectMeta{Name: "s", ManagedFields: []metav1.ManagedFieldsEntry{{Manager: "kubectl"}}},
 		Type:       corev1.SecretTypeOpaque,
 		Data: map[string][]byte{
-			"tls.crt": []byte("cert"), "tls.key": []byte("key"), "ca.crt": []byte("ca"),
+			"tls.crt": []byte("cert"), "tls.key": []byte("key"), "ca.crt": []byte("ca"), "ca.crl": []byte("crl"),
 			"password": []byte("hunter2"), "release": []byte("a large Helm release"),
 			"auth": []byte("alice:$apr1$saltsalt$64vPg1.FPS6FtcYJ7Ti1V.\n"), "bob": []byte("$2y$05$abcdefghijklmnopqrstuuLK7U1u6pVRmL7L1BBM2aS35PSZnDXlK\n"),
 			"token13chars1": []byte("abhWCwoTZY2c6"), "api-key": []byte("$apr1$not-a-hash"),
@@ -40,7 +40,7 @@ func TestCacheTransformKeepsOnlyTLSKeysOfSecrets(t *testing.T) {
 		t.Fatal(err)
 	}
 	got := out.(*corev1.Secret)
-	if keys := slices.Sorted(maps.Keys(got.Data)); !slices.Equal(keys, []string{"auth", "bob", "ca.crt", "tls.crt", "tls.key"}) {
+	if keys := slices.Sorted(maps.Keys(got.Data)); !slices.Equal(keys, []string{"auth", "bob", "ca.crl", "ca.crt", "tls.crt", "tls.key"}) {
 		t.Errorf("Secret keys after the transform: %v", keys)
 	}
 	if got.StringData != nil || got.ManagedFields != nil {

@@ -45,6 +45,10 @@ func injectionValues() []string {
 		// turn it off, Secret names out of the namespace, user names with colons.
 		`Staff" , Basic realm="x`, "Staff\r\nWWW-Authenticate: None", `realm\"`, "basic; auth_basic off", "digest", "none", "basic\n",
 		"auth-map\n", "../auth", "kube-system/admin-users", "alice:bob", "user:{PLAIN}x",
+		// Client certificates: ingress-nginx's auth-tls-match-cn CVE (CVE-2025-1097) closed the quoted
+		// regex of an "if" and the server block; modes and depths with directives after them.
+		"CN=abc$\" ) { return 200; } } load_module /tmp/evil.so; server { #", "CN=(a|b)\ninclude /etc/passwd;",
+		"on; ssl_verify_client off", "optional_no_ca;", "off\n", "1; ssl_verify_depth 100", "kube-system/root-ca", "/cert-error;}",
 	}
 }
 
@@ -78,6 +82,9 @@ func checkAnnotationValue(t *testing.T, spec AnnotationSpec, value string) {
 		for i, e := range errs {
 			if i == len(errs)-1 && moreErrors.MatchString(e) {
 				continue // the count of the errors left out after the first ones
+			}
+			if e == ErrWithdrawn.Error() {
+				continue // the controller's own line: the last good version is not served either
 			}
 			if !strings.HasPrefix(e, "metadata.annotations["+key+"]: ") {
 				t.Fatalf("%s=%.40q: rejection line %.200q does not name the annotation", key, value, e)

@@ -37,6 +37,14 @@ const (
 	// ConflictAliasNamespace: Ingresses of several namespaces have a host as an alias and none names it
 	// in its rules; only the namespace of the oldest (Winner) serves it.
 	ConflictAliasNamespace ConflictKind = "alias-namespace"
+	// ConflictClientCA: an Ingress verifies client certificates (auth-tls-secret) on a host whose
+	// handshakes verify them with another CA or depth, chosen by an older Ingress (Winner); its rules for
+	// the host are not served, since its routes would admit certificates of the other CA.
+	ConflictClientCA ConflictKind = "client-ca"
+	// ConflictClientCANamespace: an Ingress verifies client certificates on a host whose oldest Ingress
+	// (Winner) is of another namespace; only that namespace's Ingresses make the host's handshakes ask
+	// for certificates, so its rules for the host are not served.
+	ConflictClientCANamespace ConflictKind = "client-ca-namespace"
 )
 
 // Conflict records a part of an Ingress that lost to an older Ingress. The caller emits a Warning Event
@@ -63,6 +71,14 @@ func (c Conflict) Message() string {
 	}
 	if c.Kind == ConflictAliasNamespace {
 		return fmt.Sprintf("alias host %s (server-alias or from-to-www-redirect) is not served by this Ingress: Ingress %s of namespace %s, which is older, has it as an alias, and an alias host is served for one namespace",
+			hostForMessage(c.Host), c.Winner, c.Winner.Namespace)
+	}
+	if c.Kind == ConflictClientCA {
+		return fmt.Sprintf("rules for host %s are not served: the host verifies client certificates with the CA of Ingress %s (auth-tls-secret and auth-tls-verify-depth), which is older, and a host's handshakes verify with one CA; use the same ca.crt and depth, or another host",
+			hostForMessage(c.Host), c.Winner)
+	}
+	if c.Kind == ConflictClientCANamespace {
+		return fmt.Sprintf("rules for host %s are not served: the host's oldest Ingress, %s, is of namespace %s, and only Ingresses of that namespace may make the host's TLS handshakes ask for client certificates (auth-tls-secret)",
 			hostForMessage(c.Host), c.Winner, c.Winner.Namespace)
 	}
 	if c.Kind == ConflictHostOwner {
@@ -557,6 +573,7 @@ func (m *Merger) mergeHost(host Hostname) *hostMerge {
 		}
 		cands = own
 	}
+	cands = hostClientCA(out, host, cands)
 
 	// The oldest Ingress claiming a path and path type wins it; spec.defaultBackend's "/" yields to any
 	// explicit path without a conflict.
@@ -639,6 +656,42 @@ func (m *Merger) mergeHost(host Hostname) *hostMerge {
 	return out
 }
 
+// hostClientCA leaves out of a host's candidates (oldest first) those that verify client certificates
+// (auth-tls-secret) from another namespace than the oldest candidate's (a namespace never makes another
+// namespace's host ask its clients for certificates), and those that verify with another CA or depth
+// than the oldest that verifies any: the TLS handshake of a host verifies with one CA, and their routes
+// would take its verdict for their own.
+func hostClientCA(out *hostMerge, host Hostname, cands []*IngressTranslation) []*IngressTranslation {
+	caOf := func(t *IngressTranslation) string {
+		if t.Options == nil {
+			return ""
+		}
+		return t.Options.ClientCAID
+	}
+	if !slices.ContainsFunc(cands, func(t *IngressTranslation) bool { return caOf(t) != "" }) {
+		return cands
+	}
+	owner := cands[0]
+	var chosen *IngressTranslation // the oldest of the owner's namespace that verifies
+	kept := make([]*IngressTranslation, 0, len(cands))
+	for _, t := range cands {
+		id := caOf(t)
+		switch {
+		case id == "":
+		case t.Ingress.Namespace != owner.Ingress.Namespace:
+			out.conflicts = append(out.conflicts, Conflict{Kind: ConflictClientCANamespace, Loser: t.Ingress, Winner: owner.Ingress, Host: host})
+			continue
+		case chosen == nil:
+			chosen = t
+		case id != caOf(chosen):
+			out.conflicts = append(out.conflicts, Conflict{Kind: ConflictClientCA, Loser: t.Ingress, Winner: chosen.Ingress, Host: host})
+			continue
+		}
+		kept = append(kept, t)
+	}
+	return kept
+}
+
 // winnerTranslations lists the distinct translations of a host's winning routes.
 func winnerTranslations[W any](winners []W, of func(W) *IngressTranslation) []*IngressTranslation {
 	var ts []*IngressTranslation
@@ -670,6 +723,9 @@ func (m *Merger) hostDefaultBackend(out *hostMerge, ts []*IngressTranslation, ol
 	}
 	if chosen != nil && out.server.Host != "" {
 		out.server.DefaultBackend = chosen.Options.DefaultBackend
+		if chosen.Options.ClientCertMode != "" {
+			out.server.DefaultBackendOptions = chosen.Options
+		}
 	}
 }
 

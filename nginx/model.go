@@ -27,6 +27,20 @@ type Model struct {
 	Profiles []ProfileSettings
 }
 
+// ClientCertificates reports whether some host verifies client certificates (auth-tls-secret). NGINX's
+// TLS session cache must then be off: there is one TLS server for every host, so a session, and the
+// client certificate verified in its handshake, could be resumed under another host's name without
+// ssl_certificate_by_lua, which asks for and verifies certificates per name, running again
+// (TestVerifyClientSessionCrossesSNINames).
+func (m *Model) ClientCertificates() bool {
+	for i := range m.Servers {
+		if m.Servers[i].ClientCA() != nil {
+			return true
+		}
+	}
+	return false
+}
+
 // Server is one virtual host.
 type Server struct {
 	// Host is an exact hostname, a "*."-wildcard, or "" for the catch-all (default) server.
@@ -38,6 +52,9 @@ type Server struct {
 	// DefaultBackend answers requests that no location matches instead of the model's (an Ingress's
 	// default-backend annotation); empty means the model's.
 	DefaultBackend UpstreamName
+	// DefaultBackendOptions are the route options of the Ingress whose default-backend is DefaultBackend,
+	// when they check client certificates (auth-tls-secret): its fallback is checked as its paths are.
+	DefaultBackendOptions *RouteOptions
 }
 
 // ServerTLS says how a host is served over HTTPS.

@@ -134,6 +134,11 @@ func ObjectsOf(ing *networkingv1.Ingress) []ObjectRef {
 			out = append(out, ObjectRef{Kind: KindSecret, Key: key})
 		}
 	}
+	if raw, ok := ing.Annotations[AnnotationAuthTLSSecret]; ok {
+		if key, err := parseObjectKey(ing.Namespace, raw); err == nil {
+			out = append(out, ObjectRef{Kind: KindSecret, Key: key})
+		}
+	}
 	if raw, ok := ing.Annotations[AnnotationCustomHeaders]; ok {
 		if key, err := parseObjectKey(ing.Namespace, raw); err == nil {
 			out = append(out, ObjectRef{Kind: KindConfigMap, Key: key})

@@ -71,6 +71,18 @@ type RouteOptions struct {
 	// "user:hash\n" lines. They travel once per host entry (AuthUsersID names them there, a hash of
 	// their content); AuthChallenge is the WWW-Authenticate value of a 401 (auth-realm).
 	AuthUsers, AuthUsersID, AuthChallenge string
+	// ClientCertMode, when set, is the client certificate check of the Ingress's routes (auth-tls-secret,
+	// auth-tls-verify-client: ClientCertOn, ...). ClientCA are the validated PEM CA certificates the
+	// host's handshake verifies with, to ClientCADepth; they travel once per host entry, named by
+	// ClientCAID (a hash of both), and are empty with ClientCertOff. ClientCertMatchCN is the PCRE
+	// pattern the subject DN must match (auth-tls-match-cn), ClientCertErrorPage the URL of the 302 that
+	// replaces a 400 (auth-tls-error-page), ClientCertPass sends the certificate upstream
+	// (auth-tls-pass-certificate-to-upstream).
+	ClientCertMode, ClientCA, ClientCAID string
+	ClientCADepth                        int
+	ClientCertMatchCN                    string
+	ClientCertErrorPage                  string
+	ClientCertPass                       bool
 }
 
 // options returns the translation's route options, allocating them on first use.
@@ -112,7 +124,40 @@ func appendRouteOptions(b []byte, o *RouteOptions) []byte {
 		b = append(b, o.AuthUsersID...)
 		b = append(b, `"}`...)
 	}
-	return b
+	return appendClientCertOptions(b, o)
+}
+
+// appendClientCertOptions writes the client certificate group's options (ann_clientcert.go); the CA
+// itself is the host's (appendClientCA).
+func appendClientCertOptions(b []byte, o *RouteOptions) []byte {
+	if o.ClientCertMode == "" {
+		return b
+	}
+	b = append(b, `,"client_cert":`...)
+	return appendClientCertObject(b, o)
+}
+
+// appendClientCertObject writes o's client certificate check as an object: {"mode":..,"ca":..,...}.
+func appendClientCertObject(b []byte, o *RouteOptions) []byte {
+	b = append(b, `{"mode":`...)
+	b = appendJSONString(b, o.ClientCertMode)
+	if o.ClientCAID != "" {
+		b = append(b, `,"ca":"`...)
+		b = append(b, o.ClientCAID...)
+		b = append(b, '"')
+	}
+	if o.ClientCertMatchCN != "" {
+		b = append(b, `,"match_cn":`...)
+		b = appendJSONString(b, o.ClientCertMatchCN)
+	}
+	if o.ClientCertErrorPage != "" {
+		b = append(b, `,"error_page":`...)
+		b = appendJSONString(b, o.ClientCertErrorPage)
+	}
+	if o.ClientCertPass {
+		b = append(b, `,"pass_cert":true`...)
+	}
+	return append(b, '}')
 }
 
 // appendRedirectOptions writes the redirect group's options (ann_redirect.go).

@@ -132,8 +132,14 @@ func AppendRouteHostJSON(b []byte, s *Server) []byte {
 		b = append(b, `"default_backend":"`...)
 		b = append(b, s.DefaultBackend...)
 		b = append(b, `",`...)
+		if o := s.DefaultBackendOptions; o != nil && o.ClientCertMode != "" {
+			b = append(b, `"fallback_client_cert":`...)
+			b = appendClientCertObject(b, o)
+			b = append(b, ',')
+		}
 	}
 	b = appendAuthUsers(b, s)
+	b = appendClientCA(b, s)
 	if s.RegexMode() {
 		return appendRegexRoutes(b, s)
 	}
@@ -177,6 +183,33 @@ func appendAuthUsers(b []byte, s *Server) []byte {
 		b = append(b, "},"...)
 	}
 	return b
+}
+
+// appendClientCA writes the CA that the host's handshakes verify client certificates with
+// ("client_ca":{"id":..,"pem":..,"depth":n},): the merge leaves one per host (Server.ClientCA).
+func appendClientCA(b []byte, s *Server) []byte {
+	o := s.ClientCA()
+	if o == nil {
+		return b
+	}
+	b = append(b, `"client_ca":{"id":"`...)
+	b = append(b, o.ClientCAID...)
+	b = append(b, `","pem":`...)
+	b = appendJSONString(b, o.ClientCA)
+	b = append(b, `,"depth":`...)
+	b = strconv.AppendInt(b, int64(o.ClientCADepth), 10)
+	return append(b, "},"...)
+}
+
+// ClientCA returns the route options that carry the CA the host verifies client certificates with,
+// or nil when none of its locations asks for client certificates.
+func (s *Server) ClientCA() *RouteOptions {
+	for i := range s.Locations {
+		if o := s.Locations[i].Options; o != nil && o.ClientCAID != "" {
+			return o
+		}
+	}
+	return nil
 }
 
 // appendRouteFields writes what a route says besides its path and how it matches, and closes it.
@@ -247,7 +280,8 @@ func appendJSONString(b []byte, s string) []byte {
 
 // Equal reports whether s and o are the same server: same host, TLS settings and locations.
 func (s *Server) Equal(o *Server) bool {
-	if s.Host != o.Host || (s.TLS == nil) != (o.TLS == nil) || (s.TLS != nil && *s.TLS != *o.TLS) || s.DefaultBackend != o.DefaultBackend {
+	if s.Host != o.Host || (s.TLS == nil) != (o.TLS == nil) || (s.TLS != nil && *s.TLS != *o.TLS) || s.DefaultBackend != o.DefaultBackend ||
+		!s.DefaultBackendOptions.Equal(o.DefaultBackendOptions) {
 		return false
 	}
 	if len(s.Locations) == len(o.Locations) && (len(s.Locations) == 0 || &s.Locations[0] == &o.Locations[0]) {

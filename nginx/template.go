@@ -383,6 +383,7 @@ func (t *Template) Render(m Model, cfg RenderConfig) (conf []byte, hash string, 
 		return nil, "", err
 	}
 	data.ProtocolUpstreams = ProtocolUpstreams
+	data.NoSessionCache = m.ClientCertificates()
 	for _, p := range m.Profiles {
 		data.Profiles = append(data.Profiles, profileView{Name: p.Name(), Directives: p.Directives(), Pass: p.Pass(), Upstream: p.OwnUpstream(),
 			ProxyHeaders: p.authSetsUpstreamHeaders(), Auxiliary: p.auxiliaryLocations()})
@@ -456,6 +457,9 @@ type view struct {
 	// ProtocolUpstreams are the upstream blocks of the backend protocols (nginx.ProtocolUpstreams).
 	ProtocolUpstreams []string
 	ErrorCodes        []int
+	// NoSessionCache turns NGINX's TLS session cache off: some host verifies client certificates
+	// (Model.ClientCertificates).
+	NoSessionCache bool
 }
 
 // profileView is one profile's named location.

@@ -147,6 +147,7 @@ func translate(ing *networkingv1.Ingress, lk Lookups, opts TranslateOptions) (*I
 	tr.hostAliases()
 	tr.routeDataBudget()
 	tr.authUsersBudget()
+	tr.clientCABudget()
 	if len(tr.errs) > 0 {
 		errs := tr.errs
 		if len(errs) > maxReportedErrors {

@@ -5,6 +5,7 @@
 local ssl = require("ngx.ssl")
 local cjson = require("cjson.safe")
 local filled = require("ingress_reactor.filled")
+local router = require("ingress_reactor.router")
 
 local ngx = ngx
 local ngx_log = ngx.log
@@ -146,6 +147,21 @@ local function load(id)
     return entry
 end
 
+-- verify_client asks the client for a certificate when the routes entry that serves name verifies
+-- client certificates (auth-tls-secret), and has OpenSSL verify it with the entry's CA. The handshake
+-- goes on whatever the client sends; router.lua checks the verdict ($ssl_client_verify) per route.
+local function verify_client(name)
+    local ca = router.client_ca(name)
+    if not ca then
+        return
+    end
+    local ok, err = ssl.verify_client(ca.cert, ca.depth)
+    if not ok then
+        ngx_log(ERR, "asking for a client certificate for ", name, ": ", err)
+        return ngx.exit(ngx.ERROR)
+    end
+end
+
 function _M.serve()
     -- Right after a start the dict is empty until the first full push: wait for it rather than present
     -- the default certificate, which a keep-alive connection would keep for all its requests.
@@ -153,6 +169,9 @@ function _M.serve()
         ngx_log(ERR, "no certificates pushed since NGINX started ", filled.WAIT, " s ago at least; serving the default certificate")
     end
     local name = ssl.server_name()
+    if name then
+        verify_client(string_lower(name))
+    end
     local id
     if name then
         id = certificate_id(string_lower(name))

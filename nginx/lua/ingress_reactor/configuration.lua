@@ -19,7 +19,10 @@
 -- lines joined by "\n"), "host_redirect", "cors" ({"origins": [...], "methods", "headers", "expose",
 -- "credentials", "max_age"}) and "limit" ({"zone", "rps", "rps_burst", "rpm", "rpm_burst", "conn",
 -- "allow": [...]}) and "auth" ({"challenge", "users": an ID of the host's "auth_users"}); a host
--- entry may name its fallback "default_backend" and hold "auth_users" (ID -> "user:hash\n" lines). A host with "regex": true lists its routes in match
+-- entry may name its fallback "default_backend" and hold "auth_users" (ID -> "user:hash\n" lines).
+-- A route's "client_cert" ({"mode", "ca", "match_cn", "error_page", "pass_cert"}) names the host's
+-- "client_ca" ({"id", "pem", "depth"}: the CA its handshakes verify client certificates with, which
+-- certificates.lua reads through router.lua). A host with "regex": true lists its routes in match
 -- order, each with a PCRE "pattern" (and a lower-case "literal" prefix when the pattern is one).
 -- A changed host whose new routes do
 -- not fit into the dict answers 503 until they do, rather than keep routes that may admit more.
@@ -919,6 +922,63 @@ local function normalize_auth(r, out, lists)
     out.auth = { challenge = a.challenge, users = a.users }
 end
 
+-- MAX_CLIENT_CA bounds the CA certificates of a host entry (nginx/ann_clientcert.go: maxClientCABytes).
+local MAX_CLIENT_CA = 64 * 1024
+
+-- normalize_client_ca checks a host entry's "client_ca" ({"id", "pem", "depth"}: the CA that its
+-- handshakes verify client certificates with) and returns it, or nil and why.
+local function normalize_client_ca(c)
+    if c == nil then
+        return nil
+    end
+    if type(c) ~= "table" or type(c.id) ~= "string" or not c.id:match("^[0-9a-f]+$") or #c.id > 64 then
+        return nil, "\"client_ca\" must have a hex \"id\""
+    end
+    if type(c.depth) ~= "number" or c.depth < 1 or c.depth > 16 or c.depth % 1 ~= 0 then
+        return nil, "\"client_ca\" must have a \"depth\" from 1 to 16"
+    end
+    if type(c.pem) ~= "string" or c.pem == "" or #c.pem > MAX_CLIENT_CA or not ssl.parse_pem_cert(c.pem) then
+        return nil, "\"client_ca\" must have PEM certificates of at most " .. MAX_CLIENT_CA .. " bytes in \"pem\""
+    end
+    return { id = c.id, pem = c.pem, depth = c.depth }
+end
+
+local CLIENT_CERT_MODES = { on = true, off = true, optional = true, optional_no_ca = true }
+
+-- normalize_client_cert checks the client certificate check of route r ("client_cert": {"mode", "ca":
+-- the host's "client_ca" id unless mode is "off", "match_cn": a PCRE pattern, "error_page": a URL,
+-- "pass_cert": bool}).
+local function normalize_client_cert(r, out, ca)
+    local c = r.client_cert
+    if c == nil then
+        return nil
+    end
+    if type(c) ~= "table" or not CLIENT_CERT_MODES[c.mode] then
+        return "\"client_cert\" must have a \"mode\": on, off, optional or optional_no_ca"
+    end
+    if c.mode ~= "off" and (type(c.ca) ~= "string" or not ca or ca.id ~= c.ca) then
+        return "\"client_cert\" names CA " .. tostring(c.ca):sub(1, 64) .. ", which is not the host's \"client_ca\""
+    end
+    if c.match_cn ~= nil then
+        if type(c.match_cn) ~= "string" or c.match_cn == "" or #c.match_cn > 4096 then
+            return "\"client_cert\" \"match_cn\" must be a pattern"
+        end
+        local _, _, err = ngx.re.find("", c.match_cn, "jo")
+        if err then
+            return "\"client_cert\" \"match_cn\" does not compile: " .. err
+        end
+    end
+    if c.error_page ~= nil and (type(c.error_page) ~= "string" or #c.error_page > 2048
+        or not c.error_page:match("^https?://[\033-\126]+$")) then
+        return "\"client_cert\" \"error_page\" must be an http or https URL of printable ASCII"
+    end
+    if c.pass_cert ~= nil and type(c.pass_cert) ~= "boolean" then
+        return "\"client_cert\" \"pass_cert\" must be a boolean"
+    end
+    out.client_cert = { mode = c.mode, ca = c.mode ~= "off" and c.ca or nil, match_cn = c.match_cn,
+        error_page = c.error_page, pass_cert = c.pass_cert or nil }
+end
+
 -- normalize_host checks one host entry and returns it in the form router.lua reads, or nil, why, and
 -- the 1-based index of the route at fault (0: the entry itself).
 local function normalize_host(host, entry)
@@ -939,6 +999,10 @@ local function normalize_host(host, entry)
     local auth_users, aerr = normalize_auth_users(entry.auth_users)
     if aerr then
         return nil, "host " .. host .. ": " .. aerr, 0
+    end
+    local client_ca, cerr = normalize_client_ca(entry.client_ca)
+    if cerr then
+        return nil, "host " .. host .. ": " .. cerr, 0
     end
     local routes = {}
     for i, r in ipairs(entry.routes) do
@@ -980,7 +1044,7 @@ local function normalize_host(host, entry)
         end
         local ferr = rewrite_fields(r, out, entry.regex) or normalize_redirects(r, out) or normalize_cors(r, out)
             or normalize_limit(r, out) or normalize_response_headers(r, out) or normalize_proxy(r, out)
-            or normalize_auth(r, out, auth_users)
+            or normalize_auth(r, out, auth_users) or normalize_client_cert(r, out, client_ca)
         if ferr then
             return nil, where .. ": " .. ferr, i
         end
@@ -990,16 +1054,30 @@ local function normalize_host(host, entry)
     if default_backend ~= nil and (default_backend == "" or not valid_upstream(default_backend)) then
         return nil, "host " .. host .. ": invalid default_backend " .. tostring(default_backend), 0
     end
+    -- The client certificate check of the Ingress whose default-backend the fallback is.
+    local fallback = {}
+    if entry.fallback_client_cert ~= nil then
+        if not default_backend then
+            return nil, "host " .. host .. ": \"fallback_client_cert\" without default_backend", 0
+        end
+        local ferr = normalize_client_cert({ client_cert = entry.fallback_client_cert }, fallback, client_ca)
+        if ferr then
+            return nil, "host " .. host .. ": fallback " .. ferr, 0
+        end
+    end
     if #routes == 0 then
         -- cjson would encode the empty list as an object.
         local head = entry.redirect and '{"redirect":true,' or "{"
         if default_backend then
             head = head .. '"default_backend":' .. cjson.encode(default_backend) .. ","
         end
+        if fallback.client_cert then
+            head = head .. '"fallback_client_cert":' .. cjson.encode(fallback.client_cert) .. ","
+        end
         return head .. '"routes":[]}'
     end
     return cjson.encode({ redirect = entry.redirect or nil, regex = entry.regex or nil, default_backend = default_backend,
-        auth_users = auth_users, routes = routes })
+        auth_users = auth_users, client_ca = client_ca, fallback_client_cert = fallback.client_cert, routes = routes })
 end
 
 function _M.routes()

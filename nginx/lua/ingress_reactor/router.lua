@@ -11,7 +11,12 @@
 --   regex:  a host entry with "regex": true (a host with regex paths, as in ingress-nginx) lists its routes
 --           in match order, each with a PCRE "pattern" written by the controller: the first that matches
 --           $uri wins, else the fallback.
--- Then, in order: a route with "host_redirect" (from-to-www-redirect) answers 308 to its host; CORS (below);
+-- Then, in order: over HTTPS, a route with "client_cert" (auth-tls-*) answers 421 when the connection's
+-- SNI name is served by an entry with another "client_ca" (its handshake verified with another CA, or
+-- none), 400 (or a 302 to its "error_page") when $ssl_client_verify fails its mode, 403 when the subject
+-- DN does not match "match_cn", and sets the ssl-client-* request headers (over plain HTTP the same
+-- check comes after the redirect to HTTPS, with no certificate; the host's "fallback_client_cert" checks
+-- the requests no route matches that go to its "default_backend"); a route with "host_redirect" (from-to-www-redirect) answers 308 to its host; CORS (below);
 -- a request whose Content-Length is over the route's "body_limit" (else the default, set_body_limit)
 -- gets 413, as NGINX answers on entering a location; "app_root"
 -- answers "/" with 302, "redirect_url" answers everything with "redirect_code"; a route with "redirect"
@@ -40,6 +45,7 @@ local bit = require("bit")
 local filled = require("ingress_reactor.filled")
 local limits = require("ingress_reactor.limits")
 local auth = require("ingress_reactor.auth")
+local ssl = require("ngx.ssl")
 
 local ngx = ngx
 local ngx_var = ngx.var
@@ -51,6 +57,7 @@ local sub = string.sub
 local find = string.find
 local gsub = string.gsub
 local re_match = ngx.re.match
+local re_find = ngx.re.find
 local lower = string.lower
 local band = bit.band
 local lshift = bit.lshift
@@ -234,6 +241,15 @@ local function compile(raw, version)
     local e = { version = version, exact = {}, prefix = {}, lens = {}, maxlen = 0, redirect = h.redirect == true,
         unavailable = h.unavailable == true, list = h.regex == true and {} or nil }
     e.default_backend = h.default_backend
+    e.fallback_client_cert = h.fallback_client_cert
+    if type(h.client_ca) == "table" then
+        -- Parsed once per entry version; certificates.lua hands it to verify_client per handshake.
+        local cert, cerr = ssl.parse_pem_cert(h.client_ca.pem)
+        if not cert then
+            return nil, "client_ca: " .. tostring(cerr)
+        end
+        e.client_ca = { id = h.client_ca.id, depth = h.client_ca.depth, cert = cert }
+    end
     -- Each user list is parsed once per host entry, whatever the number of routes sharing it.
     local user_lists = {}
     if type(h.auth_users) == "table" then
@@ -259,6 +275,7 @@ local function compile(raw, version)
             -- A route naming a list the entry lacks admits nobody (configuration.lua refuses such entries).
             route.auth = { challenge = r.auth.challenge, users = user_lists[r.auth.users] or {} }
         end
+        route.client_cert = r.client_cert
         route.limit, err = compile_limit(r.limit)
         if err then
             return nil, err
@@ -316,6 +333,13 @@ local function server(host)
         end
     end
     return lookup("")
+end
+
+-- client_ca returns the CA that the handshakes for the SNI name (lower case) verify client certificates
+-- with, {id, depth, cert}, or nil: that of the entry that serves the name, as route() finds it.
+function _M.client_ca(name)
+    local e = server(name)
+    return e and e.client_ca
 end
 
 -- match returns the route of uri in entry e, or nil for the fallback. A Prefix path p matches uri
@@ -649,6 +673,60 @@ local function set_proxy_vars(r)
     return ok
 end
 
+local CLIENT_CERT_HEADERS = { "ssl-client-verify", "ssl-client-subject-dn", "ssl-client-issuer-dn", "ssl-client-cert" }
+
+-- client_cert applies a route's client certificate check c (auth-tls-*) and answers the request when
+-- it fails; it returns true then. Over plain HTTP no certificate was sent.
+local function client_cert(c)
+    if c.mode == "off" then
+        -- Asked for none: whatever another route's handshake verified is not this route's to pass on.
+        for _, h in ipairs(CLIENT_CERT_HEADERS) do
+            ngx.req.clear_header(h)
+        end
+        ngx.req.set_header("ssl-client-verify", "NONE")
+        return false
+    end
+    local verify = "NONE"
+    if ngx_var.https == "on" then
+        -- The handshake verified with the CA of the entry that serves its SNI name: it must be this
+        -- route's, or the verdict is another host's (NGINX answers 421 in the same case).
+        local sni = ngx_var.ssl_server_name
+        local ca = sni and sni ~= "" and _M.client_ca(lower(sni))
+        if not ca or ca.id ~= c.ca then
+            return true, ngx.exit(421)
+        end
+        if ngx_var.ssl_session_reused == "r" then
+            -- nginx.conf turns the session cache off while a host verifies client certificates: a
+            -- resumed session did not run verify_client for this name.
+            ngx_log(ERR, "client certificate check on a resumed TLS session; answering 421 (a custom template must keep \"ssl_session_cache off\" while hosts verify client certificates)")
+            return true, ngx.exit(421)
+        end
+        verify = ngx_var.ssl_client_verify or "NONE"
+    end
+    if verify ~= "SUCCESS" and (c.mode == "on" or c.mode == "optional" and verify ~= "NONE") then
+        if c.error_page then
+            return true, ngx.redirect(c.error_page, 302)
+        end
+        return true, ngx.exit(ngx.HTTP_BAD_REQUEST)
+    end
+    local subject = verify ~= "NONE" and ngx_var.ssl_client_s_dn or nil
+    if c.match_cn then
+        local from, _, err = re_find(subject or "", c.match_cn, "jo")
+        if err then
+            ngx_log(ERR, "auth-tls-match-cn: ", err)
+            return true, ngx.exit(ngx.HTTP_INTERNAL_SERVER_ERROR)
+        end
+        if not from then
+            return true, ngx.exit(ngx.HTTP_FORBIDDEN)
+        end
+    end
+    ngx.req.set_header("ssl-client-verify", verify)
+    ngx.req.set_header("ssl-client-subject-dn", subject)
+    ngx.req.set_header("ssl-client-issuer-dn", verify ~= "NONE" and ngx_var.ssl_client_i_dn or nil)
+    ngx.req.set_header("ssl-client-cert", c.pass_cert and verify ~= "NONE" and ngx_var.ssl_client_escaped_cert or nil)
+    return false
+end
+
 -- route runs in the rewrite phase of the catch-all location.
 function _M.route()
     local host = ngx_var.host or ""
@@ -683,6 +761,19 @@ function _M.route()
         -- outlives ngx.exec, ngx.ctx does not).
         ngx_var.ingress_reactor_response_headers = r.response_headers
     end
+    -- Over HTTPS first of all, as NGINX checked client certificates before any phase; over plain HTTP
+    -- after the redirect to HTTPS (below).
+    local https = ngx_var.https == "on"
+    -- The fallback of an Ingress's default-backend is checked as that Ingress's paths are.
+    local cc
+    if r then
+        cc = r.client_cert
+    elseif e.default_backend then
+        cc = e.fallback_client_cert
+    end
+    if https and cc and client_cert(cc) then
+        return
+    end
     if r and r.host_redirect then
         return host_redirect(r)
     end
@@ -714,6 +805,9 @@ function _M.route()
     end
     if ngx_var.scheme == "http" and (redirect and ngx_var.ingress_reactor_https == "1" or r and r.force_ssl_redirect) then
         return ngx.redirect(https_location(host, r), 308)
+    end
+    if not https and cc and client_cert(cc) then
+        return
     end
     if r and r.ranges and not admits(r) then
         return ngx.exit(ngx.HTTP_FORBIDDEN)

@@ -35,6 +35,8 @@ type Request struct {
 	Header http.Header
 	// Body is sent as the request body when not nil.
 	Body []byte
+	// ClientCertificate is offered when the server asks for a client certificate (HTTPS only).
+	ClientCertificate *tls.Certificate
 }
 
 // Response is what came back. Redirects are not followed.
@@ -167,7 +169,11 @@ func DoRequestTo(addr string, req Request) (*Response, error) {
 			}
 			// ServerName "" sends no SNI; verification is off so that tests can look at
 			// whatever certificate was served.
-			conn := tls.Client(raw, &tls.Config{ServerName: sni, InsecureSkipVerify: true, NextProtos: []string{"http/1.1"}}) //nolint:gosec // tests inspect the served certificate themselves
+			conf := &tls.Config{ServerName: sni, InsecureSkipVerify: true, NextProtos: []string{"http/1.1"}} //nolint:gosec // tests inspect the served certificate themselves
+			if req.ClientCertificate != nil {
+				conf.Certificates = []tls.Certificate{*req.ClientCertificate}
+			}
+			conn := tls.Client(raw, conf)
 			if err := conn.HandshakeContext(ctx); err != nil {
 				_ = raw.Close()
 				return nil, fmt.Errorf("TLS handshake with SNI %q: %w", sni, err)
