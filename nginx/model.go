@@ -1,9 +1,12 @@
 package nginx
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
 	"hash/fnv"
 	"net/netip"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -39,6 +42,28 @@ func (m *Model) ClientCertificates() bool {
 		}
 	}
 	return false
+}
+
+// ClientCADigest names which CA each host's handshakes verify client certificates with (its SNI name
+// and ClientCAID), "" when none does. nginx.conf carries it, so that a change reloads NGINX: a
+// connection keeps the verdict of its handshake, and the router can only compare a route's CA with the
+// CA the SNI name has now, so a host whose CA changed (a Secret rotated, a host passing to another
+// Ingress or namespace, an exact host appearing over a wildcard or the catch-all) would otherwise go on
+// admitting, on connections opened before, certificates of the CA it had then. The reload drains them
+// (worker_shutdown_timeout), as ingress-nginx's reload on a CA change did.
+func (m *Model) ClientCADigest() string {
+	var pairs []string
+	for i := range m.Servers {
+		if o := m.Servers[i].ClientCA(); o != nil {
+			pairs = append(pairs, string(m.Servers[i].Host)+"\x00"+o.ClientCAID)
+		}
+	}
+	if len(pairs) == 0 {
+		return ""
+	}
+	slices.Sort(pairs)
+	sum := sha256.Sum256([]byte(strings.Join(pairs, "\n")))
+	return hex.EncodeToString(sum[:16])
 }
 
 // Server is one virtual host.

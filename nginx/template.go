@@ -384,6 +384,7 @@ func (t *Template) Render(m Model, cfg RenderConfig) (conf []byte, hash string, 
 	}
 	data.ProtocolUpstreams = ProtocolUpstreams
 	data.NoSessionCache = m.ClientCertificates()
+	data.ClientCADigest = m.ClientCADigest()
 	for _, p := range m.Profiles {
 		data.Profiles = append(data.Profiles, profileView{Name: p.Name(), Directives: p.Directives(), Pass: p.Pass(), Upstream: p.OwnUpstream(),
 			ProxyHeaders: p.authSetsUpstreamHeaders(), Auxiliary: p.auxiliaryLocations()})
@@ -460,6 +461,9 @@ type view struct {
 	// NoSessionCache turns NGINX's TLS session cache off: some host verifies client certificates
 	// (Model.ClientCertificates).
 	NoSessionCache bool
+	// ClientCADigest changes with the CA of any host that verifies client certificates, so that the
+	// change reloads NGINX (Model.ClientCADigest).
+	ClientCADigest string
 }
 
 // profileView is one profile's named location.
