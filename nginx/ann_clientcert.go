@@ -65,7 +65,9 @@ func init() {
 					"of the host's CA (from Lua, `ngx.ssl.verify_client`, since one TLS server serves every host), and only the "+
 					"routes of Ingresses with `auth-tls-secret` (and the requests that fall back to such an Ingress's "+
 					"`default-backend`) check the verdict; a path of another Ingress on the same host "+
-					"stays as its own Ingress says (ingress-nginx applied the check to the whole host). A host verifies with one "+
+					"stays as its own Ingress says (**ingress-nginx applied the check to the whole host**: when migrating, give "+
+					"every Ingress of a protected host the annotation), and its backend never gets a client's own `ssl-client-*` "+
+					"headers. A host verifies with one "+
 					"CA: when Ingresses of a host name Secrets with different `ca.crt` (or depths), the oldest decides and the "+
 					"others' rules for the host are **not served**, with a Warning; likewise an Ingress with `auth-tls-secret` "+
 					"of another namespace than the host's oldest Ingress (a namespace never makes another's host ask its "+
@@ -75,8 +77,8 @@ func init() {
 					"namespace is refused**; a missing Secret, no or invalid `ca.crt`, or more than 64 KiB of it, **rejects the "+
 					"Ingress** and its last good version is not kept serving; so does a `ca.crt` that, times the Ingress's hosts, "+
 					"exceeds 256 KiB (it travels once per host). A `ca.crl` **rejects the Ingress**: this NGINX "+
-					"cannot check revocation lists per host (ingress-nginx applied it with `ssl_crl`). A change of the "+
-					"Secret is a push and applies to new TLS connections. While any host verifies client certificates, "+
+					"cannot check revocation lists per host (ingress-nginx applied it with `ssl_crl`). A change of a host's CA "+
+					"reloads NGINX once (as in ingress-nginx), so that connections verified with the old CA are closed. While any host verifies client certificates, "+
 					"NGINX's TLS session cache is **off for every host** (turning it off or on again reloads NGINX once): "+
 					"with one TLS server, a session verified for one host could otherwise be resumed on another host "+
 					"without verification."),

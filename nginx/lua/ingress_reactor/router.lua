@@ -774,6 +774,13 @@ function _M.route()
     if https and cc and client_cert(cc) then
         return
     end
+    if not cc and e.client_ca then
+        -- A path of this host that another Ingress serves without client certificates: its backend must
+        -- not take a client's own ssl-client-* headers for a verdict.
+        for _, h in ipairs(CLIENT_CERT_HEADERS) do
+            ngx.req.clear_header(h)
+        end
+    end
     if r and r.host_redirect then
         return host_redirect(r)
     end
