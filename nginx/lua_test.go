@@ -653,9 +653,16 @@ func TestSharedDictsReportAFullPush(t *testing.T) {
 	if f := filled(); !f.Endpoints || !f.Certificates {
 		t.Errorf("after a reload: %+v, want both still filled", f)
 	}
-	// A reload that resizes the endpoints dict empties it, and only it.
+	// A reload that resizes the endpoints dict empties it, and only it. Workers of the previous
+	// configuration may still answer a status request for a moment (their dict is the old one), so the
+	// check waits, within a bound, for the new ones.
 	cfg.EndpointsDictMB++
 	applyModel(t, rt, Model{}, cfg)
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		if f, err := rt.Client().Filled(ctx); err == nil && !f.Endpoints {
+			break
+		}
+	}
 	if f := filled(); f.Endpoints || !f.Certificates {
 		t.Errorf("after resizing the endpoints dict: %+v, want only the certificates filled", f)
 	}
