@@ -3,6 +3,7 @@ package nginx
 import (
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"net/url"
 	"regexp/syntax"
@@ -260,24 +261,8 @@ func compileMatchCN(p string) (string, error) {
 	if strings.ContainsFunc(p, func(r rune) bool { return r < ' ' || r > '~' }) {
 		return "", fmt.Errorf("only printable ASCII and spaces are allowed")
 	}
-	if strings.Contains(p, "{,") {
-		return "", fmt.Errorf("\"{,\" is a literal for RE2 and a repetition for newer PCRE; write {0,n} or \\{")
-	}
-	for i := 0; i+1 < len(p); i++ {
-		if p[i] != '\\' {
-			continue
-		}
-		i++
-		switch c := p[i]; {
-		case c >= '0' && c <= '9':
-			return "", fmt.Errorf("\\%c is an octal escape for RE2 and a back-reference for PCRE; neither is supported", c)
-		case c == 'p' || c == 'P':
-			return "", fmt.Errorf("\\%c (Unicode classes) reads UTF-8 for RE2 and single bytes for NGINX's PCRE; use ASCII classes", c)
-		case c == 's' || c == 'S':
-			return "", fmt.Errorf("\\%c differs between RE2 and PCRE (vertical tab); use a class such as [ \\t]", c)
-		case c == 'x':
-			return "", fmt.Errorf("\\x escapes are not supported (bytes above 0x7f differ between RE2 and NGINX's PCRE)")
-		}
+	if why := pcreTextProblem(p); why != "" {
+		return "", errors.New(why)
 	}
 	tree, err := syntax.Parse(p, syntax.Perl)
 	if err != nil {

@@ -104,8 +104,17 @@ func validateRegexText(p string) error {
 		return fmt.Errorf("path %q: character %s is not allowed in a regular expression path (allowed: letters, digits and %s)",
 			p, describeByte(c), regexSyntaxChars)
 	}
+	if why := pcreTextProblem(p); why != "" {
+		return fmt.Errorf("path %q: %s", p, why)
+	}
+	return nil
+}
+
+// pcreTextProblem returns why the text of regex p reads differently for RE2 and NGINX's PCRE before it
+// is parsed ("{," and escapes), or "" when it does not.
+func pcreTextProblem(p string) string {
 	if strings.Contains(p, "{,") {
-		return fmt.Errorf("path %q: \"{,\" is a literal for RE2 and a repetition for newer PCRE; write {0,n} or \\{", p)
+		return "\"{,\" is a literal for RE2 and a repetition for newer PCRE; write {0,n} or \\{"
 	}
 	for i := 0; i+1 < len(p); i++ {
 		if p[i] != '\\' {
@@ -114,16 +123,16 @@ func validateRegexText(p string) error {
 		i++
 		switch c := p[i]; {
 		case c >= '0' && c <= '9':
-			return fmt.Errorf("path %q: \\%c is an octal escape for RE2 and a back-reference for PCRE; neither is supported", p, c)
+			return fmt.Sprintf("\\%c is an octal escape for RE2 and a back-reference for PCRE; neither is supported", c)
 		case c == 'p' || c == 'P':
-			return fmt.Errorf("path %q: \\%c (Unicode classes) reads UTF-8 for RE2 and single bytes for NGINX's PCRE; use ASCII classes such as [a-z]", p, c)
+			return fmt.Sprintf("\\%c (Unicode classes) reads UTF-8 for RE2 and single bytes for NGINX's PCRE; use ASCII classes such as [a-z]", c)
 		case c == 's' || c == 'S':
-			return fmt.Errorf("path %q: \\%c differs between RE2 and PCRE (vertical tab); use a class such as [ \\t]", p, c)
+			return fmt.Sprintf("\\%c differs between RE2 and PCRE (vertical tab); use a class such as [ \\t]", c)
 		case c == 'x':
-			return fmt.Errorf("path %q: \\x escapes are not supported (bytes above 0x7f differ between RE2 and NGINX's PCRE); write ASCII characters, escaped with \\ where needed", p)
+			return "\\x escapes are not supported (bytes above 0x7f differ between RE2 and NGINX's PCRE); write ASCII characters, escaped with \\ where needed"
 		}
 	}
-	return nil
+	return ""
 }
 
 // checkRegexTree refuses parsed constructs that RE2 and PCRE match differently.

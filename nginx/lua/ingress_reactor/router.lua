@@ -459,22 +459,10 @@ end
 
 local function admits(route)
     local addr = client()
-    if route.deny then
-        for _, p in ipairs(route.deny) do
-            if contains(p, addr) then
-                return false
-            end
-        end
-    end
-    if route.allow then
-        for _, p in ipairs(route.allow) do
-            if contains(p, addr) then
-                return true
-            end
-        end
+    if route.deny and in_ranges(route.deny, addr) then
         return false
     end
-    return true
+    return not route.allow or in_ranges(route.allow, addr)
 end
 
 -- sweep drops compiled entries whose host changed or is gone, so that hosts that come and go do not
