@@ -69,6 +69,9 @@ func Run(cfg Config) error {
 	}
 	defer func() { _ = log.Sync() }()
 	log.Info("starting ingress-reactor", zap.String("version", cfg.Version), zap.String("commit", cfg.Commit))
+	if w := cfg.IgnoredFlagsWarning(); w != "" {
+		log.Warn(w)
+	}
 
 	var drain *Drain
 	a := New(cfg, log, fx.Populate(&drain))

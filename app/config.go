@@ -86,6 +86,19 @@ type Config struct {
 	UseProxyProtocol          bool
 	EnableAutoIngress         bool
 
+	// ingress-nginx's flags (see compatflags.go).
+	APIServerHost              string
+	CertificateAuthority       string
+	AnnotationsPrefix          string
+	HealthCheckPath            string
+	DisableCatchAll            bool
+	DisableServiceExternalName bool
+	ReportNodeInternalIP       bool
+	WatchNamespaceSelector     string
+	KlogVerbosity              int
+	// IgnoredFlags are the ingress-nginx flags without effect that were given, in order.
+	IgnoredFlags []string
+
 	// Version information, set by main from linker flags; not a flag.
 	Version string
 	Commit  string
@@ -97,6 +110,8 @@ func DefaultConfig() Config {
 		SyncPeriod:                0,
 		HealthzPort:               10254,
 		LogLevel:                  "info",
+		AnnotationsPrefix:         ingressNginxAnnotationsPrefix,
+		HealthCheckPath:           "/healthz",
 		LogFormat:                 "json",
 		StartTimeout:              5 * time.Minute,
 		ShutdownTimeout:           30 * time.Second,
@@ -192,6 +207,7 @@ func BindFlags(fs *flag.FlagSet, c *Config) {
 	bindAutoIngressFlags(fs, c)
 	bindStatusFlags(fs, c)
 	bindPassthroughFlags(fs, c)
+	bindCompatFlags(fs, c)
 }
 
 // maxDictSizeMB bounds --endpoints-dict-size, --certificates-dict-size, --routes-dict-size and
@@ -206,7 +222,7 @@ func (c *Config) Validate() error {
 	if c.KubeConfig != "" && c.LocalManifests != "" {
 		errs = append(errs, errors.New("--kubeconfig and --local-manifests are mutually exclusive"))
 	}
-	if _, err := zapcore.ParseLevel(c.LogLevel); err != nil {
+	if _, err := zapcore.ParseLevel(c.logLevel()); err != nil {
 		errs = append(errs, fmt.Errorf("--log-level: %w", err))
 	}
 	if _, err := nginx.ParseHostOwnership(c.HostOwnership); err != nil {
@@ -274,6 +290,7 @@ func (c *Config) Validate() error {
 	}
 	errs = append(errs, validateStatus(c)...)
 	errs = append(errs, c.validatePassthrough()...)
+	errs = append(errs, c.validateCompat()...)
 	return errors.Join(errs...)
 }
 

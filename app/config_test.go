@@ -23,6 +23,18 @@ func parseFlags(t *testing.T, args ...string) Config {
 	return cfg
 }
 
+// requireValidateError fails t unless cfg.Validate's error contains wantErr, or there is none and wantErr is "".
+func requireValidateError(t *testing.T, cfg Config, wantErr string) {
+	t.Helper()
+	err := cfg.Validate()
+	switch {
+	case wantErr == "" && err != nil:
+		t.Fatalf("want no error, got %v", err)
+	case wantErr != "" && (err == nil || !strings.Contains(err.Error(), wantErr)):
+		t.Fatalf("want error containing %q, got %v", wantErr, err)
+	}
+}
+
 func TestConfigValidate(t *testing.T) {
 	tests := map[string]struct {
 		args    []string
@@ -54,13 +66,7 @@ func TestConfigValidate(t *testing.T) {
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
 			cfg := parseFlags(t, tc.args...)
-			err := cfg.Validate()
-			switch {
-			case tc.wantErr == "" && err != nil:
-				t.Fatalf("want no error, got %v", err)
-			case tc.wantErr != "" && (err == nil || !strings.Contains(err.Error(), tc.wantErr)):
-				t.Fatalf("want error containing %q, got %v", tc.wantErr, err)
-			}
+			requireValidateError(t, cfg, tc.wantErr)
 		})
 	}
 }

@@ -155,7 +155,7 @@ func dataPlaneModules(cfg Config) []fx.Option {
 				Render:         dp.Render,
 				Template:       dp.Template,
 				DefaultBackend: defaultBackend,
-				Translate:      nginx.DefaultTranslateOptions(),
+				Translate:      translateOptions(cfg),
 				Ownership:      nginx.HostOwnership(cfg.HostOwnership),
 			}
 		}),
@@ -234,4 +234,12 @@ func watchTemplate(cfg Config, r *renderer.Renderer, log *zap.Logger, lc fx.Life
 	}()
 	lc.Append(fx.Hook{OnStop: func(context.Context) error { close(done); return w.Close() }})
 	return nil
+}
+
+// translateOptions are the controller-wide settings of Ingress translation that flags set.
+func translateOptions(cfg Config) nginx.TranslateOptions {
+	o := nginx.DefaultTranslateOptions()
+	o.DisableCatchAll = cfg.DisableCatchAll
+	o.DisableExternalName = cfg.DisableServiceExternalName
+	return o
 }

@@ -57,6 +57,18 @@ type KubeSourceResult struct {
 
 // restConfig builds the client configuration from --kubeconfig or the in-cluster environment.
 func restConfig(c Config) (*rest.Config, error) {
+	if c.APIServerHost != "" {
+		// As ingress-nginx: the address overrides the kubeconfig's server, and without a kubeconfig the
+		// client sends no credentials.
+		cfg, err := clientcmd.BuildConfigFromFlags(c.APIServerHost, c.KubeConfig)
+		if err != nil {
+			return nil, fmt.Errorf("--apiserver-host %s: %w", c.APIServerHost, err)
+		}
+		if c.CertificateAuthority != "" {
+			cfg.CAFile, cfg.CAData = c.CertificateAuthority, nil
+		}
+		return cfg, nil
+	}
 	if c.KubeConfig != "" {
 		cfg, err := clientcmd.BuildConfigFromFlags("", c.KubeConfig)
 		if err != nil {

@@ -12,7 +12,7 @@ import (
 
 // NewLogger builds the process logger from --log-level and --log-format and routes klog (client-go's logger) into it.
 func NewLogger(c Config) (*zap.Logger, error) {
-	level, err := zapcore.ParseLevel(c.LogLevel)
+	level, err := zapcore.ParseLevel(c.logLevel())
 	if err != nil {
 		return nil, fmt.Errorf("log level: %w", err)
 	}

@@ -40,10 +40,14 @@ type HealthServerParams struct {
 	Server    *healthServer
 }
 
-// NewHealthMux builds the handler of the healthz port: /healthz, /readyz, /metrics and, with --profiling, /debug/pprof/.
-func NewHealthMux(profiling bool, reg *prometheus.Registry, ready, live []modules.ReadyCheck) http.Handler {
+// NewHealthMux builds the handler of the healthz port: /healthz (and healthPath, --health-check-path, when
+// it is another path), /readyz, /metrics and, with --profiling, /debug/pprof/.
+func NewHealthMux(profiling bool, healthPath string, reg *prometheus.Registry, ready, live []modules.ReadyCheck) http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("/healthz", checksHandler("healthz", live))
+	if healthPath != "" && healthPath != "/healthz" {
+		mux.HandleFunc(healthPath, checksHandler("healthz", live))
+	}
 	mux.HandleFunc("/readyz", checksHandler("readyz", ready))
 	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
 	if profiling {
@@ -116,7 +120,7 @@ func RunHealthServer(p HealthServerParams) {
 	log := p.Log.Named("healthz")
 	srv := &http.Server{
 		Addr:              net.JoinHostPort(p.Config.HealthzHost, strconv.Itoa(p.Config.HealthzPort)),
-		Handler:           NewHealthMux(p.Config.Profiling, p.Registry, p.Checks, p.Live),
+		Handler:           NewHealthMux(p.Config.Profiling, p.Config.HealthCheckPath, p.Registry, p.Checks, p.Live),
 		ReadHeaderTimeout: 10 * time.Second,
 	}
 	p.Server.srv = srv

@@ -1,17 +1,20 @@
 package app
 
 import (
+	"errors"
 	"net/http"
 	"net/http/httptest"
 	"testing"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/ingress-reactor/ingress-reactor/modules"
 )
 
 // TestProfilingOnlyForLoopbackClients: with --profiling, /debug/pprof/ answers clients on loopback (kubectl
 // port-forward) and refuses the rest of the cluster, while /metrics stays open to everyone.
 func TestProfilingOnlyForLoopbackClients(t *testing.T) {
-	mux := NewHealthMux(true, prometheus.NewRegistry(), nil, nil)
+	mux := NewHealthMux(true, "/healthz", prometheus.NewRegistry(), nil, nil)
 	for remote, want := range map[string]int{
 		"127.0.0.1:40000":      http.StatusOK,
 		"[::1]:40000":          http.StatusOK,
@@ -34,5 +37,34 @@ func TestProfilingOnlyForLoopbackClients(t *testing.T) {
 	mux.ServeHTTP(rec, req)
 	if rec.Code != http.StatusOK {
 		t.Errorf("/metrics from the cluster: %d, want 200", rec.Code)
+	}
+}
+
+// TestHealthCheckPathAnswersLikeHealthz: --health-check-path (ingress-nginx's probes may use another path)
+// runs the same checks as /healthz, which keeps answering.
+func TestHealthCheckPathAnswersLikeHealthz(t *testing.T) {
+	failing := true
+	live := []modules.ReadyCheck{{Name: "nginx", Check: func() error {
+		if failing {
+			return errors.New("not running")
+		}
+		return nil
+	}}}
+	mux := NewHealthMux(false, "/custom-health", prometheus.NewRegistry(), nil, live)
+	get := func(path string) int {
+		rec := httptest.NewRecorder()
+		mux.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, path, nil))
+		return rec.Code
+	}
+	for _, path := range []string{"/healthz", "/custom-health"} {
+		if code := get(path); code != http.StatusServiceUnavailable {
+			t.Errorf("%s with a failing check: %d, want 503", path, code)
+		}
+	}
+	failing = false
+	for _, path := range []string{"/healthz", "/custom-health"} {
+		if code := get(path); code != http.StatusOK {
+			t.Errorf("%s with passing checks: %d, want 200", path, code)
+		}
 	}
 }

@@ -109,7 +109,7 @@ func statusModules(cfg Config) []fx.Option {
 	pod := statusPodFromEnv()
 	return []fx.Option{
 		fx.Supply(statusleader.Options{
-			Discovery: status.DiscoveryOptions{Static: static, PublishService: publish, Pod: pod},
+			Discovery: status.DiscoveryOptions{Static: static, PublishService: publish, Pod: pod, NodeInternalIP: cfg.ReportNodeInternalIP},
 			Election: status.ElectionOptions{
 				Disabled:      cfg.DisableLeaderElection,
 				Namespace:     pod.Namespace,

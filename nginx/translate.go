@@ -31,6 +31,10 @@ func (f ServiceLookupFunc) Service(key types.NamespacedName) (*corev1.Service, b
 type TranslateOptions struct {
 	// SSLRedirect redirects plain HTTP to HTTPS on hosts with TLS (ingress-nginx's ssl-redirect, on by default).
 	SSLRedirect bool
+	// DisableCatchAll rejects Ingresses with spec.defaultBackend (--disable-catch-all).
+	DisableCatchAll bool
+	// DisableExternalName rejects backends that are ExternalName Services (--disable-svc-external-name).
+	DisableExternalName bool
 }
 
 // DefaultTranslateOptions returns ingress-nginx's defaults.
@@ -129,9 +133,10 @@ func TranslateIngressWith(ing *networkingv1.Ingress, lk Lookups, opts TranslateO
 // translate also returns the Services and other objects looked at, which a rejection depends on too.
 func translate(ing *networkingv1.Ingress, lk Lookups, opts TranslateOptions) (*IngressTranslation, []ServiceVersion, []ObjectVersion, error) {
 	tr := &translator{
-		ing: ing,
-		svc: lk.Services,
-		lk:  lk,
+		ing:  ing,
+		svc:  lk.Services,
+		lk:   lk,
+		opts: opts,
 		out: &IngressTranslation{
 			Ingress:           types.NamespacedName{Namespace: ing.Namespace, Name: ing.Name},
 			UID:               ing.UID,
@@ -172,6 +177,7 @@ type translator struct {
 	ing  *networkingv1.Ingress
 	svc  ServiceLookup
 	lk   Lookups
+	opts TranslateOptions
 	out  *IngressTranslation
 	errs []error
 	// seen maps a route to its index in out.Routes, to drop duplicates within the Ingress. It is built
@@ -325,6 +331,9 @@ func (t *translator) backend(field fieldRef, b *networkingv1.IngressBackend) (Up
 	switch {
 	case !found:
 		t.out.Warnings = append(t.out.Warnings, fmt.Sprintf("%s: service %s does not exist; requests get 503 until it does", field, key))
+	case svc.Spec.Type == corev1.ServiceTypeExternalName && t.opts.DisableExternalName:
+		t.fail("%s: service %s is of type ExternalName, which --disable-svc-external-name refuses", field, key)
+		return Upstream{}, false
 	case svc.Spec.Type == corev1.ServiceTypeExternalName:
 		// ExternalName Services may list no ports; the Ingress's port is the one to connect to.
 	case !hasServicePort(svc, port):
@@ -410,6 +419,10 @@ func DescribePorts(ports []corev1.ServicePort) string {
 func (t *translator) defaultBackend() {
 	b := t.ing.Spec.DefaultBackend
 	if b == nil {
+		return
+	}
+	if t.opts.DisableCatchAll {
+		t.fail("spec.defaultBackend: catch-all Ingresses are refused by --disable-catch-all")
 		return
 	}
 	up, ok := t.backend(fieldRef{rule: -1}, b)

@@ -386,3 +386,52 @@ func TestUpstreamNames(t *testing.T) {
 		t.Errorf("hand-made names must still be sanitized, got %q", n)
 	}
 }
+
+// TestTranslateOptionsRefuse: --disable-catch-all and --disable-svc-external-name reject the Ingresses they
+// concern, naming the flag; without the options the same Ingresses translate.
+func TestTranslateOptionsRefuse(t *testing.T) {
+	svcs := servicesOf(service("default", "web", port(80, "http")),
+		&corev1.Service{ObjectMeta: service("default", "ext").ObjectMeta, Spec: corev1.ServiceSpec{Type: corev1.ServiceTypeExternalName, ExternalName: "example.net"}})
+	tests := map[string]struct {
+		ing     *networkingv1.Ingress
+		opts    TranslateOptions
+		wantErr string
+	}{
+		"catch-all": {
+			ing:     ingress("default", "a", withDefaultBackend("web", 80)),
+			opts:    TranslateOptions{DisableCatchAll: true},
+			wantErr: "spec.defaultBackend: catch-all Ingresses are refused by --disable-catch-all",
+		},
+		"default backend beside rules": {
+			ing:     ingress("default", "a", withDefaultBackend("web", 80), rule("a.example.com", prefix("/", "web", 80))),
+			opts:    TranslateOptions{DisableCatchAll: true},
+			wantErr: "--disable-catch-all",
+		},
+		"ExternalName backend": {
+			ing:     ingress("default", "a", rule("a.example.com", prefix("/", "ext", 443))),
+			opts:    TranslateOptions{DisableExternalName: true},
+			wantErr: "spec.rules[0].http.paths[0].backend: service default/ext is of type ExternalName, which --disable-svc-external-name refuses",
+		},
+		"rules without default backend": {
+			ing:  ingress("default", "a", rule("a.example.com", prefix("/", "web", 80))),
+			opts: TranslateOptions{DisableCatchAll: true, DisableExternalName: true},
+		},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			_, err := TranslateIngress(tc.ing, svcs, tc.opts)
+			if tc.wantErr == "" {
+				if err != nil {
+					t.Fatalf("want no error, got %v", err)
+				}
+				return
+			}
+			if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+				t.Fatalf("want error containing %q, got %v", tc.wantErr, err)
+			}
+			if _, err := TranslateIngress(tc.ing, svcs, TranslateOptions{}); err != nil {
+				t.Errorf("without the option: %v", err)
+			}
+		})
+	}
+}

@@ -131,12 +131,17 @@ func ServiceAddresses(svc *corev1.Service) []Address {
 }
 
 // NodeAddresses returns a node's ExternalIP addresses or, when it has none, its InternalIP addresses
-// (every one of the chosen type, so dual-stack nodes publish both families).
-func NodeAddresses(node *corev1.Node) []Address {
+// (every one of the chosen type, so dual-stack nodes publish both families). With internalFirst
+// (--report-node-internal-ip-address) the order is the other way round.
+func NodeAddresses(node *corev1.Node, internalFirst bool) []Address {
 	if node == nil {
 		return nil
 	}
-	for _, typ := range []corev1.NodeAddressType{corev1.NodeExternalIP, corev1.NodeInternalIP} {
+	order := []corev1.NodeAddressType{corev1.NodeExternalIP, corev1.NodeInternalIP}
+	if internalFirst {
+		order[0], order[1] = order[1], order[0]
+	}
+	for _, typ := range order {
 		var out []Address
 		for _, a := range node.Status.Addresses {
 			if a.Type == typ && a.Address != "" {

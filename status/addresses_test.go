@@ -166,9 +166,20 @@ func TestServiceAddresses(t *testing.T) {
 
 func TestNodeAddresses(t *testing.T) {
 	tests := map[string]struct {
-		node *corev1.Node
-		want []Address
+		node          *corev1.Node
+		internalFirst bool
+		want          []Address
 	}{
+		"internal first (--report-node-internal-ip-address)": {
+			node:          node("n", "ExternalIP=203.0.113.1", "InternalIP=10.0.0.1"),
+			internalFirst: true,
+			want:          []Address{ip("10.0.0.1")},
+		},
+		"internal first falls back to external": {
+			node:          node("n", "ExternalIP=203.0.113.1", "Hostname=n"),
+			internalFirst: true,
+			want:          []Address{ip("203.0.113.1")},
+		},
 		"external preferred": {
 			node: node("n", "InternalIP=10.0.0.1", "ExternalIP=203.0.113.1", "Hostname=n"),
 			want: []Address{ip("203.0.113.1")},
@@ -183,7 +194,7 @@ func TestNodeAddresses(t *testing.T) {
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
-			if got := NodeAddresses(tc.node); !reflect.DeepEqual(got, tc.want) {
+			if got := NodeAddresses(tc.node, tc.internalFirst); !reflect.DeepEqual(got, tc.want) {
 				t.Errorf("NodeAddresses = %v, want %v", got, tc.want)
 			}
 		})

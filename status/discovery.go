@@ -38,6 +38,9 @@ type DiscoveryOptions struct {
 	// Pod is the controller's own pod (POD_NAMESPACE, POD_NAME). Without Static or PublishService, the
 	// controller's pods are those in Pod's namespace that carry Pod's labels (see ReplicaSelector).
 	Pod types.NamespacedName
+	// NodeInternalIP publishes nodes' InternalIP addresses even where they have ExternalIP ones
+	// (--report-node-internal-ip-address).
+	NodeInternalIP bool
 }
 
 // Discovery finds the addresses to publish. It watches only what its source needs, with informers of its
@@ -178,7 +181,7 @@ func (d *Discovery) Addresses() ([]Address, error) {
 				return nil
 			}
 			return n
-		})
+		}, d.opts.NodeInternalIP)
 		if len(addrs) == 0 {
 			return nil, fmt.Errorf("%w: neither the node of controller pod %s (%q) nor those of its other running replicas have an ExternalIP or InternalIP",
 				ErrNoNodeAddresses, d.opts.Pod, self.Spec.NodeName)

@@ -102,8 +102,9 @@ func IsLastReplica(ctx context.Context, client kubernetes.Interface, self types.
 // node, and the nodes of the other active replicas (see IsActiveReplica) among the pods in pods that
 // ReplicaSelector(self) selects. self counts whatever its phase and even while it is being deleted: the
 // process asking is running and still serves until it exits. node looks a node up by name; a node it
-// does not know contributes nothing.
-func ReplicaNodeAddresses(self *corev1.Pod, pods []*corev1.Pod, node func(name string) *corev1.Node) []Address {
+// does not know contributes nothing. internalFirst picks nodes' InternalIP addresses before their
+// ExternalIP ones (see NodeAddresses).
+func ReplicaNodeAddresses(self *corev1.Pod, pods []*corev1.Pod, node func(name string) *corev1.Node, internalFirst bool) []Address {
 	sel, ok := ReplicaSelector(self)
 	seen := map[string]bool{}
 	var out []Address
@@ -112,7 +113,7 @@ func ReplicaNodeAddresses(self *corev1.Pod, pods []*corev1.Pod, node func(name s
 			return
 		}
 		seen[nodeName] = true
-		out = append(out, NodeAddresses(node(nodeName))...)
+		out = append(out, NodeAddresses(node(nodeName), internalFirst)...)
 	}
 	add(self.Spec.NodeName)
 	for _, p := range pods {

@@ -70,7 +70,7 @@ func TestReplicaNodeAddresses(t *testing.T) {
 			if tc.self != nil {
 				self = tc.self
 			}
-			if got := ReplicaNodeAddresses(self, tc.pods, lookup); !reflect.DeepEqual(got, tc.want) {
+			if got := ReplicaNodeAddresses(self, tc.pods, lookup, false); !reflect.DeepEqual(got, tc.want) {
 				t.Errorf("ReplicaNodeAddresses = %v, want %v", String(got), String(tc.want))
 			}
 		})
