@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"slices"
 	"strings"
@@ -197,6 +198,21 @@ func TestCustomHeadersNginx(t *testing.T) {
 		if h.Get("X_Under") != "u" || h.Get("X-Under") != "" {
 			t.Errorf("%s: X_Under %q, X-Under %q; want the name as written", host, h.Get("X_Under"), h.Get("X-Under"))
 		}
+	}
+	// A body without Content-Length (chunked here; every HTTP/2 request without one) on a route without a
+	// profile goes through location @ingress_reactor_default, which must set the headers too.
+	req, err := http.NewRequest(http.MethodPost, fmt.Sprintf("http://127.0.0.1:%d/x", cfg.HTTPPort), io.NopCloser(strings.NewReader("chunked body")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Host, req.ContentLength = "plain.example.com", -1
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.Header.Get("X-Backend") != "yes" || resp.Header.Get("X-Custom") != "one: two" {
+		t.Errorf("chunked POST: X-Backend %q, X-Custom %q; want the backend's answer with the custom header", resp.Header.Get("X-Backend"), resp.Header.Get("X-Custom"))
 	}
 	if h := get("none.example.com"); h.Get("X-Frame-Options") != "from the backend" || h.Get("X-Custom") != "" {
 		t.Errorf("an Ingress without custom-headers got X-Frame-Options %q, X-Custom %q", h.Get("X-Frame-Options"), h.Get("X-Custom"))

@@ -136,6 +136,15 @@ func applyRedirects(t *translator) {
 	}
 }
 
+// settingsDefaults applies the ConfigMap's defaults of route data that no annotation of the Ingress
+// overrides (the annotation's group runs only when one of its annotations is present): an Ingress with
+// force-ssl-redirect "false" keeps plain HTTP whatever the ConfigMap says.
+func (t *translator) settingsDefaults() {
+	if _, set := t.ing.Annotations[AnnotationForceSSLRedirect]; t.opts.ForceSSLRedirect && !set {
+		t.options().ForceSSLRedirect = true
+	}
+}
+
 // redirectURL checks the redirect target of annotation key: an absolute http or https URL with a host,
 // printable ASCII only (no spaces or control bytes, so it cannot split or extend the Location header).
 func (t *translator) redirectURL(key string) (string, bool) {

@@ -86,9 +86,16 @@ type RenderConfig struct {
 	ProxyConnectTimeout time.Duration
 	ProxyReadTimeout    time.Duration
 	ProxySendTimeout    time.Duration
-	// ClientMaxBodySize is in bytes; default 1 MiB as with ingress-nginx.
+	// ClientMaxBodySize is in bytes; default 1 MiB as with ingress-nginx; NoBodyLimit for none.
 	ClientMaxBodySize int64
+
+	// Settings are the ConfigMap's (--configmap); zero means DefaultSettings. Keys that replace a field
+	// above (worker-processes, proxy-body-size, ...) win over it when the ConfigMap sets them.
+	Settings Settings
 }
+
+// NoBodyLimit as RenderConfig.ClientMaxBodySize lets request bodies of any size through.
+const NoBodyLimit = -1
 
 var logLevels = map[string]bool{"debug": true, "info": true, "notice": true, "warn": true, "error": true, "crit": true, "alert": true, "emerg": true}
 
@@ -214,7 +221,7 @@ func (c RenderConfig) withDefaults() (RenderConfig, error) {
 			errs = append(errs, fmt.Errorf("%s must be at least 1ms, got %s", name, d))
 		}
 	}
-	if c.ClientMaxBodySize < 0 {
+	if c.ClientMaxBodySize < NoBodyLimit {
 		errs = append(errs, fmt.Errorf("client max body size must not be negative"))
 	}
 	if len(errs) > 0 {
@@ -328,9 +335,10 @@ func ParseTemplate(text string) (*Template, error) {
 			return nil, errors.New("nginx template must keep " + need.why)
 		}
 	}
-	if bytes.Count(conf, []byte(`require("ingress_reactor.router").header_filter()`)) < 1+len(m.Profiles) {
+	if bytes.Count(conf, []byte(`require("ingress_reactor.router").header_filter()`)) < 2+len(m.Profiles) {
 		return nil, errors.New("nginx template must keep the header_filter_by_lua_block that calls require(\"ingress_reactor.router\").header_filter() " +
-			"in the public location and in each profile's named location: custom-headers and enable-cors set their headers there")
+			"in the public location, in location @ingress_reactor_default and in each profile's named location: custom-headers, enable-cors " +
+			"and HSTS set their headers there")
 	}
 	for _, need := range []struct{ text, why string }{
 		{"location = " + authProfile.authLocation() + " {", "the locations beside each profile's named location ({{range .Profiles}}{{range .Auxiliary}} location {{.Name}} ...): " +
@@ -374,6 +382,10 @@ const tokenPlaceholder = "%ingress-reactor-status-token%"
 // same configuration, which the reloader does not reload. m stays a parameter for the settings that
 // NGINX can only take as directives.
 func (t *Template) Render(m Model, cfg RenderConfig) (conf []byte, hash string, err error) {
+	if !cfg.Settings.loaded {
+		cfg.Settings = DefaultSettings()
+	}
+	cfg = cfg.Settings.overlay(cfg)
 	cfg, err = cfg.withDefaults()
 	if err != nil {
 		return nil, "", err
@@ -435,6 +447,8 @@ type view struct {
 	ProxyReadTimeoutMS       int64
 	ProxySendTimeoutMS       int64
 	ClientMaxBodySize        int64
+	// Settings are the ConfigMap's, ready to print.
+	Settings settingsView
 
 	// HTTPListen and HTTPSListen are the quoted listen addresses ("80", "127.0.0.1:80", "[::]:80").
 	HTTPListen  []string
@@ -516,7 +530,8 @@ func newView(cfg RenderConfig) (*view, error) {
 		ProxyConnectTimeoutMS: cfg.ProxyConnectTimeout.Milliseconds(),
 		ProxyReadTimeoutMS:    cfg.ProxyReadTimeout.Milliseconds(),
 		ProxySendTimeoutMS:    cfg.ProxySendTimeout.Milliseconds(),
-		ClientMaxBodySize:     cfg.ClientMaxBodySize,
+		ClientMaxBodySize:     max(cfg.ClientMaxBodySize, 0),
+		Settings:              newSettingsView(&q, cfg.Settings),
 		HTTPS:                 cfg.HTTPSPort != 0,
 		StatusListen:          q.quote(fmt.Sprintf("127.0.0.1:%d", cfg.StatusPort)),
 		StatusToken:           q.quote(tokenPlaceholder),

@@ -31,6 +31,8 @@ func (f ServiceLookupFunc) Service(key types.NamespacedName) (*corev1.Service, b
 type TranslateOptions struct {
 	// SSLRedirect redirects plain HTTP to HTTPS on hosts with TLS (ingress-nginx's ssl-redirect, on by default).
 	SSLRedirect bool
+	// ForceSSLRedirect is the default of the force-ssl-redirect annotation (the ConfigMap key of that name).
+	ForceSSLRedirect bool
 	// DisableCatchAll rejects Ingresses with spec.defaultBackend (--disable-catch-all).
 	DisableCatchAll bool
 	// DisableExternalName rejects backends that are ExternalName Services (--disable-svc-external-name).
@@ -146,6 +148,7 @@ func translate(ing *networkingv1.Ingress, lk Lookups, opts TranslateOptions) (*I
 		},
 	}
 	tr.annotations()
+	tr.settingsDefaults()
 	tr.rules()
 	tr.defaultBackend()
 	tr.tls()

@@ -87,6 +87,8 @@ local profiles = {}
 -- configuration has the location that limits their bodies without Content-Length; nil when the
 -- template leaves the Content-Length check to NGINX.
 local default_body_limit
+-- The Strict-Transport-Security value of HTTPS responses (set_hsts), or nil.
+local hsts
 local DEFAULT_LOCATION = "@ingress_reactor_default"
 
 -- host -> { version, exact = { path -> route }, prefix = { path -> route }, fallback_redirect }
@@ -621,6 +623,9 @@ end
 -- location: it sets the route's custom-headers (validated "Name:value" lines, each replacing a header
 -- of the same name), then the CORS headers the router decided on.
 function _M.header_filter()
+    if hsts and ngx_var.https == "on" then -- the ConfigMap's hsts; custom-headers below may replace it
+        ngx.header["Strict-Transport-Security"] = hsts
+    end
     local h = ngx_var.ingress_reactor_response_headers
     if h and h ~= "" then -- custom-headers
         for name, value in h:gmatch("([^:\n]+):([^\n]*)") do
@@ -906,6 +911,12 @@ end
 -- none); init_by_lua calls it when the catch-all location leaves the Content-Length check to the router.
 function _M.set_body_limit(limit)
     default_body_limit = limit
+end
+
+-- set_hsts sets the Strict-Transport-Security value of HTTPS responses (the ConfigMap's hsts keys), or
+-- nil for none; init_by_lua calls it.
+function _M.set_hsts(value)
+    hsts = value
 end
 
 -- set_profiles records the profiles (named locations) of the configuration being loaded; init_by_lua
