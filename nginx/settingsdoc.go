@@ -71,4 +71,3 @@ func SettingsMarkdown() string {
 	}
 	return b.String()
 }
-
