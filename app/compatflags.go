@@ -47,7 +47,6 @@ type ignoredFlag struct {
 // its flags is bound.
 var ignoredFlags = []ignoredFlag{
 	{"bucket-factor", kindFloat, "0", "request metrics are not exported yet (issue #19)"},
-	{"configmap", kindString, "", "the ingress-nginx ConfigMap is not read yet (issue #18); its settings are not applied"},
 	{"deep-inspect", kindBool, "true", "every annotation value is always validated and Ingresses that fail are rejected"},
 	{"default-server-port", kindInt, "8181", "the catch-all server answers on --http-port and --https-port; there is no separate port"},
 	{"disable-full-test", kindBool, "false", "nginx.conf carries no Ingress rules (the Lua router serves them), so every test is a full one and cheap"},
@@ -154,6 +153,8 @@ func checkKind(k flagKind, s string) error {
 // bindCompatFlags registers ingress-nginx's flags that have no flag of the same name here: the aliases and
 // the flags that change behaviour are bound to Config, the rest to ignoredValue.
 func bindCompatFlags(fs *flag.FlagSet, c *Config) {
+	fs.StringVar(&c.ConfigMap, "configmap", c.ConfigMap, "ingress-nginx's ConfigMap (namespace/name) with controller-wide NGINX settings, watched; "+
+		"docs/configmap.md lists its keys. The controller reads it in its own namespace even outside --watch-namespace. Empty means ingress-nginx's defaults.")
 	fs.StringVar(&c.APIServerHost, "apiserver-host", c.APIServerHost, "Address of the Kubernetes API server (https://host:port), used instead of the in-cluster "+
 		"configuration or the server of --kubeconfig. Without --kubeconfig no credentials are sent, as in ingress-nginx.")
 	fs.StringVar(&c.CertificateAuthority, "certificate-authority", c.CertificateAuthority, "PEM file with the CA that signs the API server's certificate; only with --apiserver-host.")
@@ -184,6 +185,11 @@ func (c *Config) validateCompat() []error {
 	var errs []error
 	if c.AnnotationsPrefix != ingressNginxAnnotationsPrefix {
 		errs = append(errs, fmt.Errorf("--annotations-prefix %q: only %s is supported", c.AnnotationsPrefix, ingressNginxAnnotationsPrefix))
+	}
+	if c.ConfigMap != "" {
+		if _, err := ParseNamespacedName(c.ConfigMap); err != nil {
+			errs = append(errs, fmt.Errorf("--configmap: %w", err))
+		}
 	}
 	if c.WatchNamespaceSelector != "" {
 		errs = append(errs, fmt.Errorf("--watch-namespace-selector %q: not supported; use --watch-namespace", c.WatchNamespaceSelector))

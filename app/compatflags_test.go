@@ -64,12 +64,15 @@ func TestHelmChartArguments(t *testing.T) {
 		t.Errorf("flags with an equivalent not applied: %+v", cfg)
 	}
 	w := cfg.IgnoredFlagsWarning()
-	for _, name := range []string{"--configmap", "--validating-webhook", "--validating-webhook-certificate", "--validating-webhook-key"} {
+	for _, name := range []string{"--validating-webhook", "--validating-webhook-certificate", "--validating-webhook-key"} {
 		if !strings.Contains(w, name+" (") {
 			t.Errorf("the Warning does not name %s: %s", name, w)
 		}
 	}
-	if strings.Contains(w, "--election-id") || strings.Contains(w, "--v ") {
+	if cfg.ConfigMap != "ingress-nginx/ingress-nginx-controller" {
+		t.Errorf("--configmap: %q", cfg.ConfigMap)
+	}
+	if strings.Contains(w, "--election-id") || strings.Contains(w, "--configmap") || strings.Contains(w, "--v ") {
 		t.Errorf("the Warning names a flag that has an effect: %s", w)
 	}
 	if cfg.logLevel() != "info" {
@@ -122,6 +125,7 @@ func TestCompatFlags(t *testing.T) {
 			}},
 		"default annotations prefix": {args: []string{"--annotations-prefix=nginx.ingress.kubernetes.io"}},
 		"other annotations prefix":   {args: []string{"--annotations-prefix=example.com"}, wantErr: `--annotations-prefix "example.com": only nginx.ingress.kubernetes.io`},
+		"bad configmap":              {args: []string{"--configmap=settings"}, wantErr: "--configmap: want namespace/name"},
 		"namespace selector":         {args: []string{"--watch-namespace-selector=team=a"}, wantErr: "--watch-namespace-selector"},
 		"CA without API server":      {args: []string{"--certificate-authority=/ca.pem"}, wantErr: "--certificate-authority needs --apiserver-host"},
 		"API server in local mode":   {args: []string{"--apiserver-host=https://10.0.0.1:6443", "--local-manifests=d"}, wantErr: "mutually exclusive"},

@@ -87,6 +87,7 @@ type Config struct {
 	EnableAutoIngress         bool
 
 	// ingress-nginx's flags (see compatflags.go).
+	ConfigMap                  string
 	APIServerHost              string
 	CertificateAuthority       string
 	AnnotationsPrefix          string

@@ -6,9 +6,11 @@ import (
 
 	"go.uber.org/fx"
 	"go.uber.org/zap"
+	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/ingress-reactor/ingress-reactor/modules"
 	"github.com/ingress-reactor/ingress-reactor/modules/classfilter"
+	"github.com/ingress-reactor/ingress-reactor/modules/settings"
 	"github.com/ingress-reactor/ingress-reactor/pipeline"
 )
 
@@ -23,6 +25,8 @@ func Modules(cfg Config) []fx.Option {
 			WatchWithoutClass: cfg.WatchIngressWithoutClass,
 		}),
 		classfilter.Module,
+		fx.Supply(settings.Options{ConfigMap: configMapKey(cfg)}),
+		settings.Module,
 	}, slices.Concat(dataPlaneModules(cfg), autoIngressModules(cfg), statusModules(cfg), passthroughModules(cfg))...)
 }
 
@@ -34,7 +38,9 @@ var topics = []any{
 	newTopic[modules.Rendered]("rendered"),
 	newTopic[modules.CertChange]("cert-changes"),
 	newTopic[modules.RoutesRefused]("routes-refused"),
+	newTopic[modules.SettingsChange]("settings-changes"),
 	modules.NewIngressesAnnounced,
+	modules.NewSettingsLoaded,
 }
 
 func newTopic[T any](name string) func(*zap.Logger, *pipeline.Metrics, fx.Lifecycle) *pipeline.Topic[T] {
@@ -43,4 +49,13 @@ func newTopic[T any](name string) func(*zap.Logger, *pipeline.Metrics, fx.Lifecy
 		lc.Append(fx.Hook{OnStop: func(context.Context) error { t.Close(); return nil }})
 		return t
 	}
+}
+
+// configMapKey is --configmap, validated by Config.Validate; zero without it.
+func configMapKey(cfg Config) types.NamespacedName {
+	if cfg.ConfigMap == "" {
+		return types.NamespacedName{}
+	}
+	key, _ := ParseNamespacedName(cfg.ConfigMap)
+	return key
 }

@@ -23,21 +23,45 @@ type IngressChange struct {
 // every subscriber of that topic has taken those announcements in. Consumers that must not act on a
 // partial view wait for it: the renderer before its first render (NGINX never goes live, and ready, with
 // a configuration that lacks existing Ingresses), the passthrough proxy before it accepts connections.
-type IngressesAnnounced struct {
-	once sync.Once
-	done chan struct{}
-}
+type IngressesAnnounced struct{ oneShot }
 
 // NewIngressesAnnounced returns a signal that has not fired.
 func NewIngressesAnnounced() *IngressesAnnounced {
-	return &IngressesAnnounced{done: make(chan struct{})}
+	return &IngressesAnnounced{newOneShot()}
 }
 
 // Announce fires the signal; later calls do nothing.
-func (a *IngressesAnnounced) Announce() { a.once.Do(func() { close(a.done) }) }
+func (a *IngressesAnnounced) Announce() { a.fire() }
+
+// oneShot is a signal that fires once.
+type oneShot struct {
+	once *sync.Once
+	done chan struct{}
+}
+
+func newOneShot() oneShot { return oneShot{once: new(sync.Once), done: make(chan struct{})} }
+
+func (o oneShot) fire() { o.once.Do(func() { close(o.done) }) }
 
 // Done is closed once the signal has fired.
-func (a *IngressesAnnounced) Done() <-chan struct{} { return a.done }
+func (o oneShot) Done() <-chan struct{} { return o.done }
+
+// SettingsChange carries the complete controller-wide settings of ingress-nginx's ConfigMap (--configmap)
+// each time they change: the settings module publishes the first one (ingress-nginx's defaults when no
+// ConfigMap is configured or it does not exist) before SettingsLoaded fires.
+type SettingsChange struct {
+	Settings nginx.Settings
+}
+
+// SettingsLoaded fires once the first SettingsChange was delivered to every subscriber. The renderer
+// waits for it before its first render, so NGINX never goes live with defaults the ConfigMap overrides.
+type SettingsLoaded struct{ oneShot }
+
+// NewSettingsLoaded returns a signal that has not fired.
+func NewSettingsLoaded() *SettingsLoaded { return &SettingsLoaded{newOneShot()} }
+
+// Load fires the signal; later calls do nothing.
+func (l *SettingsLoaded) Load() { l.fire() }
 
 // EndpointsChange carries the complete, current endpoint list of one upstream. It is the endpoint lane's
 // message: consumers apply it without touching NGINX's structure (no reload).

@@ -221,7 +221,7 @@ func init() {
 			Doc: "ssl_ecdh_curve.",
 			set: func(s *Settings, v string) error {
 				if !isSettingToken(v) || strings.ContainsAny(v, "!@=*+/") {
-					return fmt.Errorf("want auto or curve names separated by :")
+					return fmt.Errorf("want auto or curve names separated by colons")
 				}
 				s.SSLECDHCurve = v
 				return nil

@@ -76,8 +76,12 @@ func TestRenderPublicServer(t *testing.T) {
 			}
 			proxy_pass http://upstream_balancer;
 		}
-		# Routes without a profile, for request bodies without Content-Length: the default body limit.
+		# Routes without a profile, for request bodies without Content-Length (HTTP/2 requests among
+		# them): the default body limit.
 		location @ingress_reactor_default {
+			header_filter_by_lua_block {
+				require("ingress_reactor.router").header_filter()
+			}
 			proxy_pass http://upstream_balancer;
 		}
 	}
@@ -121,8 +125,12 @@ func TestRenderPublicServer(t *testing.T) {
 			}
 			proxy_pass http://upstream_balancer;
 		}
-		# Routes without a profile, for request bodies without Content-Length: the default body limit.
+		# Routes without a profile, for request bodies without Content-Length (HTTP/2 requests among
+		# them): the default body limit.
 		location @ingress_reactor_default {
+			header_filter_by_lua_block {
+				require("ingress_reactor.router").header_filter()
+			}
 			proxy_pass http://upstream_balancer;
 		}
 	}
@@ -164,8 +172,12 @@ func TestRenderPublicServer(t *testing.T) {
 			}
 			proxy_pass http://upstream_balancer;
 		}
-		# Routes without a profile, for request bodies without Content-Length: the default body limit.
+		# Routes without a profile, for request bodies without Content-Length (HTTP/2 requests among
+		# them): the default body limit.
 		location @ingress_reactor_default {
+			header_filter_by_lua_block {
+				require("ingress_reactor.router").header_filter()
+			}
 			proxy_pass http://upstream_balancer;
 		}
 	}
@@ -274,7 +286,7 @@ const routerCall = ` rewrite_by_lua_block { require("ingress_reactor.router").ro
 	require("ingress_reactor.router").set_body_limit({{.ClientMaxBodySize}})
 	{{range .ProtocolUpstreams}}upstream {{.}} { }{{end}} map $scheme $ingress_reactor_auto_upstream { }
 	{{range .Profiles}}{{if .Upstream}}upstream {{.Upstream}} { }{{end}}{{end}} set $ingress_reactor_response_headers "";
-	header_filter_by_lua_block { require("ingress_reactor.router").header_filter() } {{range .Profiles}}require("ingress_reactor.router").header_filter(){{end}}
+	header_filter_by_lua_block { require("ingress_reactor.router").header_filter() } require("ingress_reactor.router").header_filter() {{range .Profiles}}require("ingress_reactor.router").header_filter(){{end}}
 	{{range .Profiles}}{{if .ProxyHeaders}}{{template "ingress_reactor_proxy_headers" $}}{{end}}{{range .Auxiliary}}location {{.Name}} { }{{end}}{{end}}
 	{{define "ingress_reactor_proxy_headers"}}proxy_set_header Host $ingress_reactor_proxy_host;{{end}} {{template "ingress_reactor_proxy_headers" .}}
 	{{range .ErrorCodes}}{{template "ingress_reactor_proxy_headers" $}}{{end}}`

@@ -435,3 +435,31 @@ func TestTranslateOptionsRefuse(t *testing.T) {
 		})
 	}
 }
+
+// TestForceSSLRedirectDefault: the ConfigMap's force-ssl-redirect applies to Ingresses without the
+// annotation; the annotation overrides it either way.
+func TestForceSSLRedirectDefault(t *testing.T) {
+	svcs := servicesOf(service("default", "web", port(80, "http")))
+	for name, tc := range map[string]struct {
+		def        bool
+		annotation []string
+		want       bool
+	}{
+		"default off":                       {},
+		"ConfigMap on":                      {def: true, want: true},
+		"ConfigMap on, annotation false":    {def: true, annotation: []string{AnnotationForceSSLRedirect, "false"}},
+		"ConfigMap off, annotation true":    {annotation: []string{AnnotationForceSSLRedirect, "true"}, want: true},
+		"ConfigMap on, annotation true too": {def: true, annotation: []string{AnnotationForceSSLRedirect, "true"}, want: true},
+	} {
+		t.Run(name, func(t *testing.T) {
+			ing := ingress("default", "a", rule("a.example.com", prefix("/", "web", 80)), annotate(tc.annotation...))
+			tr, err := TranslateIngress(ing, svcs, TranslateOptions{SSLRedirect: true, ForceSSLRedirect: tc.def})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := tr.Options != nil && tr.Options.ForceSSLRedirect; got != tc.want {
+				t.Errorf("force-ssl-redirect %v, want %v", got, tc.want)
+			}
+		})
+	}
+}

@@ -73,12 +73,16 @@ type Params struct {
 	Announced      *modules.IngressesAnnounced
 	Rendered       *pipeline.Topic[modules.Rendered]
 	// Refused are the routes the data plane refused: their Ingresses are quarantined.
-	Refused   *pipeline.Topic[modules.RoutesRefused] `optional:"true"`
-	Recorder  record.EventRecorder
-	Metrics   *pipeline.Metrics
-	Registry  prometheus.Registerer
-	Log       *zap.Logger
-	Lifecycle fx.Lifecycle `optional:"true"`
+	Refused *pipeline.Topic[modules.RoutesRefused] `optional:"true"`
+	// Settings are the ConfigMap's (--configmap); without the topic the defaults apply. The first
+	// render waits for SettingsLoaded when it is given.
+	Settings       *pipeline.Topic[modules.SettingsChange] `optional:"true"`
+	SettingsLoaded *modules.SettingsLoaded                 `optional:"true"`
+	Recorder       record.EventRecorder
+	Metrics        *pipeline.Metrics
+	Registry       prometheus.Registerer
+	Log            *zap.Logger
+	Lifecycle      fx.Lifecycle `optional:"true"`
 }
 
 // renderKey is the structure lane's single work item: every change coalesces into one render.
@@ -100,8 +104,12 @@ type Renderer struct {
 	log        *zap.Logger
 	metrics    rendererMetrics
 
+	settingsLoaded *modules.SettingsLoaded
+
 	mu       sync.Mutex
 	accepted map[types.NamespacedName]struct{}
+	// settings are the ConfigMap's latest; they shape the translation and nginx.conf.
+	settings nginx.Settings
 	// changedIngresses and changedServices are what changed since the last render began; the next one
 	// builds only what they touch (ModelBuilder.Update). built is false until a render has built every
 	// accepted Ingress (ModelBuilder.Build).
@@ -265,6 +273,18 @@ func New(p Params) (*Renderer, error) {
 		r.mu.Unlock()
 		q.Add(renderKey{})
 	})
+	r.settingsLoaded = p.SettingsLoaded
+	if p.Settings != nil {
+		p.Settings.Subscribe(func(c modules.SettingsChange) {
+			r.mu.Lock()
+			if c.Settings.TranslateOptions(r.opts.Translate) != r.settings.TranslateOptions(r.opts.Translate) {
+				r.built = false // every Ingress is translated again with the new defaults
+			}
+			r.settings = c.Settings
+			r.mu.Unlock()
+			r.Trigger()
+		})
+	}
 	if p.Refused != nil {
 		p.Refused.Subscribe(func(q modules.RoutesRefused) {
 			r.mu.Lock()
@@ -339,9 +359,17 @@ func (r *Renderer) Start(ctx context.Context) {
 		r.ctrl.Start(ctx)
 		select {
 		case <-r.announced.Done():
-			r.Trigger() // the first render
 		case <-ctx.Done():
+			return
 		}
+		if r.settingsLoaded != nil {
+			select {
+			case <-r.settingsLoaded.Done():
+			case <-ctx.Done():
+				return
+			}
+		}
+		r.Trigger() // the first render
 	}()
 }
 
@@ -457,6 +485,13 @@ func (r *Renderer) sync(context.Context, renderKey) error {
 	default:
 		return nil // Start triggers the first render once the class filter has announced every Ingress
 	}
+	if r.settingsLoaded != nil {
+		select {
+		case <-r.settingsLoaded.Done():
+		default:
+			return nil // ... and the ConfigMap's settings are known
+		}
+	}
 	timer := prometheus.NewTimer(r.metrics.duration)
 	r.takeRefusals()
 	r.mu.Lock()
@@ -477,7 +512,11 @@ func (r *Renderer) sync(context.Context, renderKey) error {
 	r.changedObjects = map[nginx.ObjectRef]struct{}{}
 	r.built = true
 	tmpl := r.opts.Template
+	settings := r.settings
 	r.mu.Unlock()
+	translate := settings.TranslateOptions(r.opts.Translate)
+	renderCfg := r.opts.Render
+	renderCfg.Settings = settings
 	// A build that does not finish (a panic, which the controller recovers and retries) must not lose
 	// what it was given: the retry builds everything again.
 	finished := false
@@ -501,7 +540,7 @@ func (r *Renderer) sync(context.Context, renderKey) error {
 			Lookup:         nginx.ServiceLookupFunc(r.lookupService),
 			Secrets:        nginx.SecretLookupFunc(r.lookupSecret),
 			ConfigMaps:     nginx.ConfigMapLookupFunc(r.lookupConfigMap),
-			Options:        r.opts.Translate,
+			Options:        translate,
 			DefaultBackend: r.opts.DefaultBackend,
 			Ownership:      r.opts.Ownership,
 			Quarantine:     r.quarantined,
@@ -522,7 +561,7 @@ func (r *Renderer) sync(context.Context, renderKey) error {
 			Services:       nginx.ServiceLookupFunc(r.lookupService),
 			Secrets:        nginx.SecretLookupFunc(r.lookupSecret),
 			ConfigMaps:     nginx.ConfigMapLookupFunc(r.lookupConfigMap),
-			Options:        r.opts.Translate,
+			Options:        translate,
 			DefaultBackend: r.opts.DefaultBackend,
 			Ownership:      r.opts.Ownership,
 			Quarantine:     r.quarantined,
@@ -544,9 +583,9 @@ func (r *Renderer) sync(context.Context, renderKey) error {
 		err  error
 	)
 	if tmpl != nil {
-		conf, hash, err = tmpl.Render(model, r.opts.Render)
+		conf, hash, err = tmpl.Render(model, renderCfg)
 	} else {
-		conf, hash, err = nginx.Render(model, r.opts.Render)
+		conf, hash, err = nginx.Render(model, renderCfg)
 	}
 	timer.ObserveDuration()
 	if err != nil {

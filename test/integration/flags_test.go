@@ -29,7 +29,7 @@ func TestHelmChartArgumentsStartTheController(t *testing.T) {
 	)
 	r.WaitReady()
 	line := r.WaitLog("ingress-nginx flags accepted without effect")
-	for _, name := range []string{"--configmap", "--validating-webhook", "--validating-webhook-certificate", "--validating-webhook-key"} {
+	for _, name := range []string{"--validating-webhook", "--validating-webhook-certificate", "--validating-webhook-key"} {
 		if !strings.Contains(line, name+" (") {
 			t.Errorf("the start-up Warning does not name %s: %s", name, line)
 		}

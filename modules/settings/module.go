@@ -1,0 +1,262 @@
+// Package settings watches ingress-nginx's ConfigMap (--configmap) and publishes the controller-wide
+// settings it holds as SettingsChange. Invalid values keep their key's last good value; they, and keys
+// without effect, get a Warning Event on the ConfigMap, a log line and a metric, and everything else
+// applies. Without --configmap, or while the ConfigMap does not exist, ingress-nginx's defaults apply.
+package settings
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"reflect"
+	"strings"
+	"sync"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"go.uber.org/fx"
+	"go.uber.org/zap"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/tools/record"
+
+	"github.com/ingress-reactor/ingress-reactor/modules"
+	"github.com/ingress-reactor/ingress-reactor/nginx"
+	"github.com/ingress-reactor/ingress-reactor/pipeline"
+)
+
+// Module wires the settings watcher into the application.
+var Module = fx.Module("settings",
+	fx.Provide(New),
+	fx.Invoke(func(*Watcher) {}),
+)
+
+// ReasonInvalidSetting is the Warning Event reason on the ConfigMap.
+const ReasonInvalidSetting = "InvalidSetting"
+
+// maxEventProblems bounds the problems one Event lists; the log has them all.
+const maxEventProblems = 10
+
+// Options configure the watcher.
+type Options struct {
+	// ConfigMap is --configmap; zero means none: the defaults are published once.
+	ConfigMap types.NamespacedName
+}
+
+// Params are the watcher's fx inputs.
+type Params struct {
+	fx.In
+	Options   Options
+	Client    kubernetes.Interface `optional:"true"`
+	Changes   *pipeline.Topic[modules.SettingsChange]
+	Loaded    *modules.SettingsLoaded
+	Recorder  record.EventRecorder
+	Registry  prometheus.Registerer
+	Log       *zap.Logger
+	Lifecycle fx.Lifecycle `optional:"true"`
+}
+
+// Watcher follows the ConfigMap.
+type Watcher struct {
+	opts     Options
+	changes  *pipeline.Topic[modules.SettingsChange]
+	loaded   *modules.SettingsLoaded
+	recorder record.EventRecorder
+	log      *zap.Logger
+	factory  informers.SharedInformerFactory
+	informer cache.SharedIndexInformer
+	problems prometheus.Gauge
+	loads    *prometheus.CounterVec
+	stop     chan struct{}
+	stopOnce sync.Once
+
+	mu sync.Mutex
+	// lastGood are the values applied last time, per key; current the settings published last.
+	lastGood map[string]string
+	current  nginx.Settings
+	// data is the ConfigMap's data last applied, nil when it did not exist: an event that changes
+	// nothing else (labels, a resync) repeats no Event.
+	data map[string]string
+}
+
+// New builds the watcher and, with --configmap, its informer on that one ConfigMap (in its own
+// namespace, whatever --watch-namespace says).
+func New(p Params) (*Watcher, error) {
+	w := &Watcher{
+		opts:     p.Options,
+		changes:  p.Changes,
+		loaded:   p.Loaded,
+		recorder: p.Recorder,
+		log:      p.Log.Named("settings"),
+		stop:     make(chan struct{}),
+		problems: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "ingress_reactor_configmap_problems",
+			Help: "Keys of the --configmap ConfigMap not applied as written: invalid values (their last good value applies), keys without effect and unknown keys.",
+		}),
+		loads: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "ingress_reactor_configmap_loads_total",
+			Help: "Versions of the --configmap ConfigMap read, by result: applied (every key as written), partial (some keys not), absent (the ConfigMap does not exist: defaults).",
+		}, []string{"result"}),
+	}
+	if p.Registry != nil {
+		if err := p.Registry.Register(w.problems); err != nil {
+			return nil, err
+		}
+		if err := p.Registry.Register(w.loads); err != nil {
+			return nil, err
+		}
+	}
+	if w.opts.ConfigMap.Name != "" {
+		if p.Client == nil {
+			return nil, fmt.Errorf("--configmap %s needs a Kubernetes client", w.opts.ConfigMap)
+		}
+		w.factory = informers.NewSharedInformerFactoryWithOptions(p.Client, 0,
+			informers.WithNamespace(w.opts.ConfigMap.Namespace),
+			informers.WithTweakListOptions(func(o *metav1.ListOptions) {
+				o.FieldSelector = fields.OneTermEqualSelector("metadata.name", w.opts.ConfigMap.Name).String()
+			}))
+		w.informer = w.factory.Core().V1().ConfigMaps().Informer()
+		if _, err := w.informer.AddEventHandler(cache.ResourceEventHandlerFuncs{
+			AddFunc:    func(any) { w.sync() },
+			UpdateFunc: func(any, any) { w.sync() },
+			DeleteFunc: func(any) { w.sync() },
+		}); err != nil {
+			return nil, err
+		}
+	}
+	if p.Lifecycle != nil {
+		p.Lifecycle.Append(fx.Hook{OnStart: w.Start, OnStop: w.Stop})
+	}
+	return w, nil
+}
+
+// Start publishes the defaults at once without --configmap; with it, it starts the informer and publishes
+// the ConfigMap's settings once the informer has synced (waiting for the API is not part of the start:
+// the renderer's first render waits for SettingsLoaded, and /readyz with it).
+func (w *Watcher) Start(context.Context) error {
+	if w.factory == nil {
+		w.publish(nginx.DefaultSettings())
+		w.problems.Set(0)
+		return nil
+	}
+	w.factory.Start(w.stop)
+	go func() {
+		if !cache.WaitForCacheSync(w.stop, w.informer.HasSynced) {
+			return
+		}
+		w.sync()
+	}()
+	return nil
+}
+
+// Stop ends the informer.
+func (w *Watcher) Stop(context.Context) error {
+	w.stopOnce.Do(func() { close(w.stop) })
+	if w.factory != nil {
+		w.factory.Shutdown()
+	}
+	return nil
+}
+
+// sync reads the ConfigMap from the cache and publishes its settings when they changed. Before the cache
+// has synced it does nothing: the first publication must see the ConfigMap if it exists.
+func (w *Watcher) sync() {
+	if !w.informer.HasSynced() {
+		return
+	}
+	var cm *corev1.ConfigMap
+	obj, exists, err := w.informer.GetStore().GetByKey(w.opts.ConfigMap.String())
+	if err == nil && exists {
+		cm, _ = obj.(*corev1.ConfigMap)
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	var data map[string]string
+	if cm != nil {
+		data = cm.Data
+		if data == nil {
+			data = map[string]string{}
+		}
+	}
+	if w.current.Loaded() && (data == nil) == (w.data == nil) && maps.Equal(data, w.data) {
+		return
+	}
+	w.data = data
+	if cm == nil {
+		w.log.Info("ConfigMap does not exist; ingress-nginx's defaults apply until it does", zap.Stringer("configmap", w.opts.ConfigMap))
+		w.lastGood = nil
+		w.problems.Set(0)
+		w.loads.WithLabelValues("absent").Inc()
+		w.publishLocked(nginx.DefaultSettings())
+		return
+	}
+	s, good, problems := nginx.ParseSettings(cm.Data, w.lastGood)
+	w.lastGood = good
+	w.problems.Set(float64(len(problems)))
+	if len(problems) == 0 {
+		w.loads.WithLabelValues("applied").Inc()
+	} else {
+		w.loads.WithLabelValues("partial").Inc()
+		w.report(cm, problems)
+	}
+	w.log.Info("ConfigMap read", zap.Stringer("configmap", w.opts.ConfigMap), zap.String("resourceVersion", cm.ResourceVersion),
+		zap.Int("keys", len(cm.Data)), zap.Int("problems", len(problems)))
+	w.publishLocked(s)
+}
+
+// report logs every problem and records one Warning Event on the ConfigMap listing them.
+func (w *Watcher) report(cm *corev1.ConfigMap, problems []nginx.SettingProblem) {
+	lines := make([]string, 0, maxEventProblems+1)
+	for i, p := range problems {
+		w.log.Warn("ConfigMap key not applied as written", zap.Stringer("configmap", w.opts.ConfigMap), zap.String("key", p.Key),
+			zap.String("reason", p.Reason), zap.Bool("lastGoodKept", p.KeptLastGood))
+		if i < maxEventProblems {
+			lines = append(lines, p.String())
+		}
+	}
+	if len(problems) > maxEventProblems {
+		lines = append(lines, fmt.Sprintf("and %d more (see the controller's log)", len(problems)-maxEventProblems))
+	}
+	if w.recorder != nil {
+		w.recorder.Eventf(cm, corev1.EventTypeWarning, ReasonInvalidSetting, "%d key(s) not applied as written; the rest applies: %s",
+			len(problems), strings.Join(lines, "; "))
+	}
+}
+
+func (w *Watcher) publish(s nginx.Settings) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.publishLocked(s)
+}
+
+// publishLocked publishes s unless it equals what was published, then fires SettingsLoaded once the
+// subscribers have it.
+func (w *Watcher) publishLocked(s nginx.Settings) {
+	if w.current.Loaded() && reflect.DeepEqual(s, w.current) {
+		return
+	}
+	w.current = s
+	w.changes.Publish(modules.SettingsChange{Settings: s})
+	select {
+	case <-w.loaded.Done():
+		return
+	default:
+	}
+	// The renderer must hold the first settings before it hears that they are loaded.
+	ctx, cancel := context.WithCancel(context.Background())
+	go func() {
+		select {
+		case <-w.stop:
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
+	if err := w.changes.Flush(ctx); err == nil {
+		w.loaded.Load()
+	}
+	cancel()
+}

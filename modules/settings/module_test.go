@@ -1,0 +1,102 @@
+package settings
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/ingress-reactor/ingress-reactor/modules"
+	"github.com/ingress-reactor/ingress-reactor/modules/moduletest"
+	"github.com/ingress-reactor/ingress-reactor/pipeline"
+)
+
+func startWatcher(t *testing.T, key types.NamespacedName, objs ...*corev1.ConfigMap) (*moduletest.Harness, *Watcher, *moduletest.Collector[modules.SettingsChange], *modules.SettingsLoaded) {
+	t.Helper()
+	h := moduletest.New(t)
+	for _, o := range objs {
+		if _, err := h.Client.CoreV1().ConfigMaps(o.Namespace).Create(context.Background(), o, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	topic := pipeline.NewTopic[modules.SettingsChange]("settings")
+	t.Cleanup(topic.Close)
+	got := moduletest.Collect(topic)
+	loaded := modules.NewSettingsLoaded()
+	w, err := New(Params{Options: Options{ConfigMap: key}, Client: h.Client, Changes: topic, Loaded: loaded,
+		Recorder: h.Recorder, Registry: h.Registry, Log: h.Log})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = w.Stop(context.Background()) })
+	select {
+	case <-loaded.Done():
+	case <-time.After(moduletest.WaitLimit):
+		t.Fatal("SettingsLoaded did not fire")
+	}
+	return h, w, got, loaded
+}
+
+func configMap(data map[string]string) *corev1.ConfigMap {
+	return &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "ingress", Name: "settings"}, Data: data}
+}
+
+func TestWithoutConfigMapTheDefaultsAreLoaded(t *testing.T) {
+	_, _, got, _ := startWatcher(t, types.NamespacedName{})
+	all := got.All()
+	if len(all) != 1 || !all[0].Settings.Loaded() || !all[0].Settings.HSTS || all[0].Settings.UseGzip {
+		t.Fatalf("published %+v, want the defaults once", all)
+	}
+}
+
+func TestConfigMapChangesApplyWithLastGoodValues(t *testing.T) {
+	key := types.NamespacedName{Namespace: "ingress", Name: "settings"}
+	h, _, got, _ := startWatcher(t, key, configMap(map[string]string{"use-gzip": "true", "gzip-level": "4"}))
+	if all := got.All(); len(all) != 1 || !all[0].Settings.UseGzip || all[0].Settings.GzipLevel != 4 {
+		t.Fatalf("first publication %+v", all)
+	}
+	if ev := h.Recorder.All(); len(ev) != 0 {
+		t.Errorf("Events for a valid ConfigMap: %+v", ev)
+	}
+
+	// An invalid gzip-level keeps 4; the rest of the change applies; one Warning names the key.
+	if _, err := h.Client.CoreV1().ConfigMaps("ingress").Update(context.Background(),
+		configMap(map[string]string{"use-gzip": "true", "gzip-level": "11", "server-tokens": "true", "http-snippet": "x"}), metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	latest := got.WaitFor(t, "the change", func(c modules.SettingsChange) bool { return c.Settings.ServerTokens })
+	if s := latest[len(latest)-1].Settings; s.GzipLevel != 4 || !s.UseGzip {
+		t.Errorf("gzip-level %d, use-gzip %v; want the last good 4 and true", s.GzipLevel, s.UseGzip)
+	}
+	moduletest.Eventually(t, "the Warning Event", func() bool { return len(h.Recorder.WithReason(ReasonInvalidSetting)) == 1 })
+	ev := h.Recorder.WithReason(ReasonInvalidSetting)[0]
+	if ev.Object != "ingress/settings" || ev.Kind != corev1.EventTypeWarning || !strings.Contains(ev.Message, "gzip-level: invalid value \"11\"") ||
+		!strings.Contains(ev.Message, "last good value") || !strings.Contains(ev.Message, "http-snippet: refused") {
+		t.Errorf("Event %+v", ev)
+	}
+	if v := moduletest.MetricValue(t, h.Registry, "ingress_reactor_configmap_problems"); v != 2 {
+		t.Errorf("ingress_reactor_configmap_problems = %v, want 2", v)
+	}
+
+	// Deleting the ConfigMap brings the defaults back.
+	if err := h.Client.CoreV1().ConfigMaps("ingress").Delete(context.Background(), "settings", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	got.WaitFor(t, "the defaults after the deletion", func(c modules.SettingsChange) bool {
+		return !c.Settings.UseGzip && !c.Settings.ServerTokens && c.Settings.GzipLevel == 1
+	})
+}
+
+func TestMissingConfigMapLoadsDefaults(t *testing.T) {
+	_, _, got, _ := startWatcher(t, types.NamespacedName{Namespace: "ingress", Name: "settings"})
+	if all := got.All(); len(all) != 1 || all[0].Settings.UseGzip {
+		t.Fatalf("published %+v, want the defaults", all)
+	}
+}
