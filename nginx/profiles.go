@@ -76,6 +76,9 @@ type ProfileSettings struct {
 	AuthURL, AuthMethod, AuthSignin, AuthSigninRedirectParam string
 	AuthResponseHeaders, AuthRequestRedirect                 string
 	AuthAlwaysSetCookie                                      bool
+	// AuthProxySetHeaders are the headers set on the auth request (auth-proxy-set-headers): validated
+	// "Name:value" lines, sorted by name, joined by "\n"; empty for none.
+	AuthProxySetHeaders string
 }
 
 // restrictsAccess reports whether p decides who gets in (external auth), so that a route must never be

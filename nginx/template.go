@@ -323,6 +323,7 @@ func ParseTemplate(text string) (*Template, error) {
 		{"upstream " + tlsProfile.OwnUpstream() + " {", "an upstream block per profile that has one ({{range .Profiles}}{{if .Upstream}} upstream {{.Upstream}} ...): " +
 			"backend TLS profiles must not share idle connections with other profiles"},
 		{`set $ingress_reactor_response_headers "";`, "the public location's \"set $ingress_reactor_response_headers \"\";\": custom-headers travel in it"},
+		{`set $ingress_reactor_satisfied "";`, "the public location's \"set $ingress_reactor_satisfied \"\";\": satisfy any tells the auth request in it that the router let the request in"},
 	} {
 		if !bytes.Contains(conf, []byte(need.text)) {
 			return nil, errors.New("nginx template must keep " + need.why)

@@ -68,6 +68,7 @@ func TestRenderPublicServer(t *testing.T) {
 			set $ingress_reactor_cors "";
 			set $ingress_reactor_limit_conn "";
 			set $ingress_reactor_response_headers "";
+			set $ingress_reactor_satisfied "";
 			rewrite_by_lua_block {
 				require("ingress_reactor.router").route()
 			}
@@ -113,6 +114,7 @@ func TestRenderPublicServer(t *testing.T) {
 			set $ingress_reactor_cors "";
 			set $ingress_reactor_limit_conn "";
 			set $ingress_reactor_response_headers "";
+			set $ingress_reactor_satisfied "";
 			rewrite_by_lua_block {
 				require("ingress_reactor.router").route()
 			}
@@ -156,6 +158,7 @@ func TestRenderPublicServer(t *testing.T) {
 			set $ingress_reactor_cors "";
 			set $ingress_reactor_limit_conn "";
 			set $ingress_reactor_response_headers "";
+			set $ingress_reactor_satisfied "";
 			rewrite_by_lua_block {
 				require("ingress_reactor.router").route()
 			}
@@ -273,7 +276,7 @@ const routerCall = ` rewrite_by_lua_block { require("ingress_reactor.router").ro
 	log_by_lua_block { require("ingress_reactor.router").log() } set $ingress_reactor_limit_conn "";
 	require("ingress_reactor.router").set_body_limit({{.ClientMaxBodySize}})
 	{{range .ProtocolUpstreams}}upstream {{.}} { }{{end}} map $scheme $ingress_reactor_auto_upstream { }
-	{{range .Profiles}}{{if .Upstream}}upstream {{.Upstream}} { }{{end}}{{end}} set $ingress_reactor_response_headers "";
+	{{range .Profiles}}{{if .Upstream}}upstream {{.Upstream}} { }{{end}}{{end}} set $ingress_reactor_response_headers ""; set $ingress_reactor_satisfied "";
 	header_filter_by_lua_block { require("ingress_reactor.router").header_filter() } {{range .Profiles}}require("ingress_reactor.router").header_filter(){{end}}
 	{{range .Profiles}}{{if .ProxyHeaders}}{{template "ingress_reactor_proxy_headers" $}}{{end}}{{range .Auxiliary}}location {{.Name}} { }{{end}}{{end}}
 	{{define "ingress_reactor_proxy_headers"}}proxy_set_header Host $ingress_reactor_proxy_host;{{end}} {{template "ingress_reactor_proxy_headers" .}}
@@ -308,6 +311,8 @@ func TestParseTemplate(t *testing.T) {
 			strings.Replace(routerCall, "upstream {{.Upstream}} { }", "", 1), wantErr: "an upstream block per profile"},
 		"no response headers variable": {text: "/configuration/hash {{.ConfigHash}} set $ingress_reactor_token {{.StatusToken}}; " + statusAuthorize +
 			strings.Replace(routerCall, `set $ingress_reactor_response_headers "";`, "", 1), wantErr: "$ingress_reactor_response_headers"},
+		"no satisfied variable": {text: "/configuration/hash {{.ConfigHash}} set $ingress_reactor_token {{.StatusToken}}; " + statusAuthorize +
+			strings.Replace(routerCall, `set $ingress_reactor_satisfied "";`, "", 1), wantErr: "$ingress_reactor_satisfied"},
 		"no auth locations": {text: "/configuration/hash {{.ConfigHash}} set $ingress_reactor_token {{.StatusToken}}; " + statusAuthorize +
 			strings.Replace(routerCall, "{{range .Auxiliary}}location {{.Name}} { }{{end}}", "", 1), wantErr: "external auth (auth-url) calls its service"},
 		"no proxy headers in an auth profile": {text: "/configuration/hash {{.ConfigHash}} set $ingress_reactor_token {{.StatusToken}}; " + statusAuthorize +
