@@ -37,7 +37,7 @@ func init() {
 	const needsURL = " Without `auth-url` it is ignored with a Warning."
 	const rejects = " An invalid value **rejects the Ingress** (it decides who gets in)."
 	registerAnnotationGroup(annotationGroup{
-		specs: []AnnotationSpec{
+		specs: append([]AnnotationSpec{
 			profile("auth-url", "an absolute `http://` or `https://` URL of the auth service: a host name or an IP address "+
 				"(IPv6 in brackets), an optional port, and a path and query of URL characters (letters, digits and "+
 				"`-._~/?&=%+,:@!*`); at most 2048 bytes",
@@ -104,7 +104,7 @@ func init() {
 					"`X-Original-Method`, `X-Original-URI`, `X-Scheme`, `X-Auth-Request-Redirect`, `X-Sent-From`, `X-Real-IP`, "+
 					"`X-Request-ID`, `X-Forwarded-*`) and those that frame the message (`Content-Length`, `Transfer-Encoding`, "+
 					"`Connection`, ...) are refused (ingress-nginx sent such a header twice)."+needsURL),
-		},
+		}, authCacheSpecs()...),
 		apply: applyExtAuth,
 	})
 	registerProfileDirectives(extAuthDirectives)
@@ -126,7 +126,8 @@ func applyExtAuth(t *translator) {
 	rawURL, ok := a[AnnotationAuthURL]
 	if !ok {
 		for _, key := range []string{AnnotationAuthMethod, AnnotationAuthSignin, AnnotationAuthSigninRedirectParam,
-			AnnotationAuthResponseHeaders, AnnotationAuthRequestRedirect, AnnotationAuthAlwaysSetCookie, AnnotationAuthProxySetHeaders} {
+			AnnotationAuthResponseHeaders, AnnotationAuthRequestRedirect, AnnotationAuthAlwaysSetCookie, AnnotationAuthProxySetHeaders,
+			AnnotationAuthCacheKey, AnnotationAuthCacheDuration} {
 			if _, set := a[key]; set {
 				t.out.Warnings = append(t.out.Warnings, fmt.Sprintf("metadata.annotations[%s]: applies only with %s; ignored", key, AnnotationAuthURL))
 			}
@@ -228,6 +229,7 @@ func applyExtAuth(t *translator) {
 	if _, set := a[AnnotationAuthProxySetHeaders]; set {
 		p.AuthProxySetHeaders = t.authProxySetHeaders()
 	}
+	t.applyAuthCache(p)
 }
 
 // Bounds of auth-proxy-set-headers.
@@ -532,6 +534,7 @@ func (p ProfileSettings) auxiliaryLocations() []auxiliaryLocation {
 	for _, h := range p.authProxySetHeaderLines() {
 		auth = append(auth, "proxy_set_header "+quoteValidated(h[0])+" "+quoteValidated(h[1]))
 	}
+	auth = append(auth, p.authCacheDirectives()...)
 	if self != nil {
 		// The request's own host: the router picks the route of the URL's path in its table and the
 		// balancer its endpoint, as for the request itself; the backend sees the URL's scheme.

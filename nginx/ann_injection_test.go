@@ -51,6 +51,8 @@ func injectionValues() []string {
 		"on; ssl_verify_client off", "optional_no_ca;", "off\n", "1; ssl_verify_depth 100", "kube-system/root-ca", "/cert-error;}",
 		// satisfy: the directive's own syntax after a valid value, case and white space.
 		"any; allow all", "any;\n}\nlocation / { satisfy any; allow all; }", "ANY", "any\n", "all\r\n", "all any",
+		// auth-cache-key and auth-cache-duration: variables that read more than the request, directive syntax.
+		"$remote_user$http_authorization;}", "${request_body}", "$http_authorization\nproxy_cache off", "200 202 5m; proxy_cache off", "200 5m\n}",
 	}
 }
 
