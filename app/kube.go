@@ -242,7 +242,7 @@ func cacheTransform(obj any) (any, error) {
 		s.StringData = nil
 	}
 	if c, ok := obj.(*corev1.ConfigMap); ok {
-		// Only custom-headers reads ConfigMaps (their data, at most nginx.MaxConfigMapData bytes):
+		// Only custom-headers and auth-proxy-set-headers read ConfigMaps (their data, at most nginx.MaxConfigMapData bytes):
 		// a larger one is kept without its data, marked so that the translation can say why.
 		c.Labels, c.OwnerReferences, c.BinaryData = nil, nil, nil
 		size := 0

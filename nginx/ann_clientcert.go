@@ -77,8 +77,11 @@ func init() {
 					"with the route's CA, gets **421** (NGINX does the same when `ssl_verify_client` is on). A Secret in **another "+
 					"namespace is refused**; a missing Secret, no or invalid `ca.crt`, or more than 64 KiB of it, **rejects the "+
 					"Ingress** and its last good version is not kept serving; so does a `ca.crt` that, times the Ingress's hosts, "+
-					"exceeds 256 KiB (it travels once per host). A `ca.crl` **rejects the Ingress**: this NGINX "+
-					"cannot check revocation lists per host (ingress-nginx applied it with `ssl_crl`). A change of a host's CA "+
+					"exceeds 256 KiB (it travels once per host). A `ca.crl` **rejects the Ingress** (ingress-nginx "+
+					"applied it with `ssl_crl`): the handshake verifies with `ngx.ssl.verify_client` (lua-nginx-module 0.10.23, "+
+					"lua-resty-core 0.1.25), which takes CA certificates and a depth but no revocation list and gives each connection "+
+					"a certificate store of its own, so neither it nor an `ssl_crl` of nginx.conf (the TLS server's store, which that "+
+					"replaces) checks revocation; serving the Ingress without the list would admit revoked certificates. A change of a host's CA "+
 					"reloads NGINX once (as in ingress-nginx), so that connections verified with the old CA are closed. While any host verifies client certificates, "+
 					"NGINX's TLS session cache is **off for every host** (turning it off or on again reloads NGINX once): "+
 					"with one TLS server, a session verified for one host could otherwise be resumed on another host "+

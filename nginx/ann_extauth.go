@@ -2,6 +2,7 @@ package nginx
 
 import (
 	"fmt"
+	"maps"
 	"net/netip"
 	"net/url"
 	"regexp"
@@ -22,6 +23,7 @@ const (
 	AnnotationAuthResponseHeaders     = IngressNginxPrefix + "auth-response-headers"
 	AnnotationAuthRequestRedirect     = IngressNginxPrefix + "auth-request-redirect"
 	AnnotationAuthAlwaysSetCookie     = IngressNginxPrefix + "auth-always-set-cookie"
+	AnnotationAuthProxySetHeaders     = IngressNginxPrefix + "auth-proxy-set-headers"
 )
 
 // maxAuthURL bounds the URLs of the group.
@@ -35,7 +37,7 @@ func init() {
 	const needsURL = " Without `auth-url` it is ignored with a Warning."
 	const rejects = " An invalid value **rejects the Ingress** (it decides who gets in)."
 	registerAnnotationGroup(annotationGroup{
-		specs: []AnnotationSpec{
+		specs: append([]AnnotationSpec{
 			profile("auth-url", "an absolute `http://` or `https://` URL of the auth service: a host name or an IP address "+
 				"(IPv6 in brackets), an optional port, and a path and query of URL characters (letters, digits and "+
 				"`-._~/?&=%+,:@!*`); at most 2048 bytes",
@@ -86,7 +88,23 @@ func init() {
 				"`false`: the auth answer's `Set-Cookie` is sent with successful answers only",
 				"As ingress-nginx: `true` sends the auth service's `Set-Cookie` with every answer, errors included. "+
 					"Like ingress-nginx, only the first `Set-Cookie` of the auth answer is sent."+needsURL+rejects),
-		},
+			profile("auth-proxy-set-headers", "`namespace/name` of a ConfigMap in the Ingress's own namespace (a bare `name` means "+
+				"that namespace too); each entry of its `data` is a header of the auth request: the key its name (letters, digits, "+
+				"`-` and `_`, as ingress-nginx accepts, at most 128 bytes), the value its value (printable ASCII and tabs, at most "+
+				"4096 bytes, no `$`); at most 64 entries and 16 KiB",
+				"none",
+				"The headers are set on the request to the auth service (an empty value removes the client's header of that "+
+					"name), as ingress-nginx's `proxy_set_header` lines in the auth location; the values are quoted into nginx.conf, so "+
+					"a change of the ConfigMap is a new profile (one reload). A ConfigMap in **another namespace is refused** (as "+
+					"ingress-nginx without `--allow-cross-namespace-resources`); a missing one, one larger than 16 KiB, a `binaryData` "+
+					"entry, a key that is not a header name or a value that is not a header value **rejects the Ingress** with a "+
+					"Warning (its last good version keeps being served), as ingress-nginx denied the location. **Differences, on "+
+					"purpose:** a value with `$` is refused: ingress-nginx let NGINX expand variables in the values, the way of its "+
+					"configuration injections; the headers this controller sets on the auth request itself (`Host`, `X-Original-URL`, "+
+					"`X-Original-Method`, `X-Original-URI`, `X-Scheme`, `X-Auth-Request-Redirect`, `X-Sent-From`, `X-Real-IP`, "+
+					"`X-Request-ID`, `X-Forwarded-*`) and those that frame the message (`Content-Length`, `Transfer-Encoding`, "+
+					"`Connection`, ...) are refused (ingress-nginx sent such a header twice)."+needsURL),
+		}, authCacheSpecs()...),
 		apply: applyExtAuth,
 	})
 	registerProfileDirectives(extAuthDirectives)
@@ -108,7 +126,8 @@ func applyExtAuth(t *translator) {
 	rawURL, ok := a[AnnotationAuthURL]
 	if !ok {
 		for _, key := range []string{AnnotationAuthMethod, AnnotationAuthSignin, AnnotationAuthSigninRedirectParam,
-			AnnotationAuthResponseHeaders, AnnotationAuthRequestRedirect, AnnotationAuthAlwaysSetCookie} {
+			AnnotationAuthResponseHeaders, AnnotationAuthRequestRedirect, AnnotationAuthAlwaysSetCookie, AnnotationAuthProxySetHeaders,
+			AnnotationAuthCacheKey, AnnotationAuthCacheDuration} {
 			if _, set := a[key]; set {
 				t.out.Warnings = append(t.out.Warnings, fmt.Sprintf("metadata.annotations[%s]: applies only with %s; ignored", key, AnnotationAuthURL))
 			}
@@ -207,6 +226,81 @@ func applyExtAuth(t *translator) {
 			p.AuthAlwaysSetCookie = b
 		}
 	}
+	if _, set := a[AnnotationAuthProxySetHeaders]; set {
+		p.AuthProxySetHeaders = t.authProxySetHeaders()
+	}
+	t.applyAuthCache(p)
+}
+
+// Bounds of auth-proxy-set-headers.
+const maxAuthProxySetHeaders = 64
+
+// authRequestOwnHeaders are the headers that the auth location sets itself (auxiliaryLocations) and
+// those that frame the message: auth-proxy-set-headers may not set them (lower case).
+var authRequestOwnHeaders = []string{
+	"host", "x-original-url", "x-original-method", "x-original-uri", "x-scheme", "x-auth-request-redirect", "x-sent-from",
+	"x-real-ip", "x-request-id", "x-forwarded-for", "x-forwarded-host", "x-forwarded-uri", "x-forwarded-method",
+	"x-forwarded-proto", "x-forwarded-port", "content-length", "transfer-encoding", "connection", "keep-alive",
+	"proxy-connection", "te", "trailer", "upgrade", "expect",
+}
+
+// authProxySetHeaders reads the ConfigMap of auth-proxy-set-headers into "Name:value" lines, sorted by
+// name and joined by "\n", or rejects the Ingress.
+func (t *translator) authProxySetHeaders() string {
+	key, ok := t.ownObjectKey(AnnotationAuthProxySetHeaders, "ConfigMap", "default/auth-headers")
+	if !ok {
+		return ""
+	}
+	ref := ObjectRef{Kind: KindConfigMap, Key: key}
+	cm, ok := t.lk.configMap(key)
+	if !ok {
+		t.recordObject(ref, "")
+		t.fail("metadata.annotations[%s]: configmap %s does not exist; the Ingress is not served until it does", AnnotationAuthProxySetHeaders, key)
+		return ""
+	}
+	t.recordObject(ref, cm.ResourceVersion)
+	fail := func(format string, args ...any) string {
+		t.fail("metadata.annotations[%s]: configmap %s: %s; the Ingress is not served until it is fixed", AnnotationAuthProxySetHeaders, key, fmt.Sprintf(format, args...))
+		return ""
+	}
+	if size, dropped := cm.Annotations[ConfigMapDataDroppedAnnotation]; dropped {
+		return fail("its data (%s bytes) is larger than the %d bytes accepted", quoteValue(size), MaxConfigMapData)
+	}
+	if len(cm.Data) > maxAuthProxySetHeaders {
+		return fail("%d entries, more than the %d accepted", len(cm.Data), maxAuthProxySetHeaders)
+	}
+	if len(cm.BinaryData) > 0 {
+		return fail("binaryData cannot be a header value")
+	}
+	var lines []string
+	for _, name := range slices.Sorted(maps.Keys(cm.Data)) {
+		value := strings.Trim(cm.Data[name], " \t")
+		switch {
+		case !authHeaderName.MatchString(name):
+			return fail("key %s is not a header name (letters, digits, - and _, at most 128 bytes)", quoteValue(name))
+		case slices.Contains(authRequestOwnHeaders, strings.ToLower(name)):
+			return fail("header %s is set by the controller or frames the request, and cannot be set", name)
+		case strings.Contains(value, "$"):
+			return fail("the value of %s has a '$': NGINX variables are not expanded here, and no value with one is sent", name)
+		case len(value) > maxHeaderValue || strings.ContainsFunc(value, func(r rune) bool { return r != '\t' && (r < 0x20 || r > 0x7e) }):
+			return fail("the value of %s is not a header value (printable ASCII and tabs, at most %d bytes)", name, maxHeaderValue)
+		}
+		lines = append(lines, name+":"+value)
+	}
+	return strings.Join(lines, "\n")
+}
+
+// authProxySetHeaderLines returns AuthProxySetHeaders as name and value pairs.
+func (p ProfileSettings) authProxySetHeaderLines() [][2]string {
+	if p.AuthProxySetHeaders == "" {
+		return nil
+	}
+	var out [][2]string
+	for line := range strings.SplitSeq(p.AuthProxySetHeaders, "\n") {
+		name, value, _ := strings.Cut(line, ":")
+		out = append(out, [2]string{name, value})
+	}
+	return out
 }
 
 // containsFold reports whether list holds s, ignoring case (header names).
@@ -437,6 +531,10 @@ func (p ProfileSettings) auxiliaryLocations() []auxiliaryLocation {
 		"proxy_set_header X-Forwarded-For $remote_addr",
 		"proxy_set_header X-Auth-Request-Redirect "+redirect,
 		"proxy_intercept_errors off")
+	for _, h := range p.authProxySetHeaderLines() {
+		auth = append(auth, "proxy_set_header "+quoteValidated(h[0])+" "+quoteValidated(h[1]))
+	}
+	auth = append(auth, p.authCacheDirectives()...)
 	if self != nil {
 		// The request's own host: the router picks the route of the URL's path in its table and the
 		// balancer its endpoint, as for the request itself; the backend sees the URL's scheme.
@@ -449,6 +547,8 @@ func (p ProfileSettings) auxiliaryLocations() []auxiliaryLocation {
 			"proxy_pass http://upstream_balancer")
 	} else {
 		auth = append(auth,
+			// satisfy any: the router let the request in already, the service is not asked.
+			`rewrite_by_lua 'require("ingress_reactor.router").auth_satisfied()'`,
 			`proxy_set_header X-Forwarded-Proto ""`,
 			"proxy_ssl_server_name on",
 			"proxy_pass "+quoteValidated(p.AuthURL))

@@ -10,6 +10,9 @@ import (
 	"strings"
 	"sync"
 	"testing"
+
+	networkingv1 "k8s.io/api/networking/v1"
+	"k8s.io/apimachinery/pkg/types"
 )
 
 // authSeen is what the test's auth service saw of one auth request.
@@ -361,5 +364,102 @@ func TestExtAuthOnOwnHostThroughNginx(t *testing.T) {
 	// No route for /oauth2 on this host: denied, never the app.
 	if code, body := get("lonely.example.com", "/page", "session=ok"); code != http.StatusInternalServerError || strings.Contains(body, "app ") {
 		t.Errorf("no auth route on the host: %d %q, want 500 without the app", code, body)
+	}
+}
+
+// TestAuthProxySetHeadersThroughNginx: the auth service gets the ConfigMap's headers (replacing the
+// client's of the same name, an empty value removing it), the backend does not, and a change of the
+// ConfigMap reaches the auth service after its (one) reload.
+func TestAuthProxySetHeadersThroughNginx(t *testing.T) {
+	requireNginx(t)
+	cfg := testRenderConfig(t, nginxDir(t))
+	cfg.HTTPSPort = 0
+	rt := testRuntime(t, cfg, nil)
+	ctx := context.Background()
+
+	var mu sync.Mutex
+	var authSaw, backendSaw http.Header
+	auth := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		authSaw = r.Header.Clone()
+		mu.Unlock()
+		if r.Header.Get("X-Tenant") != "acme" {
+			w.WriteHeader(http.StatusForbidden)
+			return
+		}
+		w.WriteHeader(http.StatusOK)
+	}))
+	t.Cleanup(auth.Close)
+	app := httpServer(t, func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		backendSaw = r.Header.Clone()
+		mu.Unlock()
+		_, _ = io.WriteString(w, "app")
+	})
+	cms := configMapLookup{nn("default", "auth-headers"): configMap("default", "auth-headers", "1",
+		"X-Tenant", "acme", "X-Empty", "", "X-Quoted", `a "b" \c; }`)}
+	svcs := servicesOf(service("default", "app", port(80, "http")))
+	ing := ingress("default", "site", annotate(AnnotationAuthURL, "http://"+auth.Listener.Addr().String()+"/check",
+		AnnotationAuthProxySetHeaders, "auth-headers"), rule("site.example.com", prefix("/", "app", 80)))
+	b := NewModelBuilder()
+	build := b.Build(BuildInput{Ingresses: []*networkingv1.Ingress{ing}, Services: svcs, ConfigMaps: cms, Options: DefaultTranslateOptions()})
+	if len(build.Rejected) != 0 {
+		t.Fatalf("rejected %+v", build.Rejected)
+	}
+	applyModel(t, rt, build.Model, cfg)
+	if err := rt.Client().PushEndpoints(ctx, map[UpstreamName][]Endpoint{up("default", "app", 80).Name: {app}}); err != nil {
+		t.Fatal(err)
+	}
+	get := func() int {
+		t.Helper()
+		req, err := http.NewRequest("GET", fmt.Sprintf("http://127.0.0.1:%d/x", cfg.HTTPPort), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Host = "site.example.com"
+		req.Header.Set("X-Tenant", "forged")
+		req.Header.Set("X-Empty", "from-client")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, _ = io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	if code := get(); code != http.StatusOK {
+		t.Fatalf("%d, want 200 (the auth service got X-Tenant %q)", code, authSaw.Values("X-Tenant"))
+	}
+	mu.Lock()
+	if v := authSaw.Values("X-Tenant"); len(v) != 1 || v[0] != "acme" {
+		t.Errorf("auth service saw X-Tenant %q, want only the ConfigMap's", v)
+	}
+	if v := authSaw.Values("X-Empty"); len(v) != 0 {
+		t.Errorf("auth service saw X-Empty %q, want it removed", v)
+	}
+	if v := authSaw.Get("X-Quoted"); v != `a "b" \c; }` {
+		t.Errorf("auth service saw X-Quoted %q", v)
+	}
+	if v := backendSaw.Get("X-Tenant"); v != "forged" || backendSaw.Get("X-Quoted") != "" {
+		t.Errorf("backend saw X-Tenant %q, X-Quoted %q: the auth request's headers leaked", v, backendSaw.Get("X-Quoted"))
+	}
+	mu.Unlock()
+
+	// The ConfigMap changes: a new profile (its headers are in nginx.conf), applied with a reload.
+	changed := configMap("default", "auth-headers", "2", "X-Tenant", "other")
+	cms[nn("default", "auth-headers")] = changed
+	build = b.Update(UpdateInput{Objects: []ObjectRef{{Kind: KindConfigMap, Key: nn("default", "auth-headers")}},
+		Get: func(types.NamespacedName) (*networkingv1.Ingress, bool) { return ing, true }, Lookup: svcs, ConfigMaps: cms, Options: DefaultTranslateOptions()})
+	if len(build.Rejected) != 0 {
+		t.Fatalf("rejected %+v", build.Rejected)
+	}
+	applyModel(t, rt, build.Model, cfg)
+	if code := get(); code != http.StatusForbidden {
+		t.Fatalf("after the change: %d, want 403 from the auth service", code)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if v := authSaw.Values("X-Tenant"); len(v) != 1 || v[0] != "other" {
+		t.Errorf("auth service saw X-Tenant %q after the change, want \"other\"", v)
 	}
 }

@@ -187,3 +187,98 @@ func TestExtAuthDirectives(t *testing.T) {
 		}
 	}
 }
+
+// TestAnnotationAuthProxySetHeaders: auth-proxy-set-headers and its ConfigMap -> the profile's header
+// lines and the auth location's proxy_set_header lines, or -> the exact rejection.
+func TestAnnotationAuthProxySetHeaders(t *testing.T) {
+	const ann = "metadata.annotations[" + AnnotationAuthProxySetHeaders + "]: "
+	const authURL = "http://auth.example.com/check"
+	many := configMap("default", "many", "1")
+	for i := range maxAuthProxySetHeaders + 1 {
+		many.Data[fmt.Sprintf("X-H%d", i)] = "v"
+	}
+	dropped := configMap("default", "dropped", "1")
+	dropped.Annotations = map[string]string{ConfigMapDataDroppedAnnotation: "20000"}
+	cms := configMapLookup{
+		nn("default", "headers"):  configMap("default", "headers", "1", "X-Tenant", " acme ", "x_team", "blue \"team\" \\ 1", "X-Empty", ""),
+		nn("default", "many"):     many,
+		nn("default", "dropped"):  dropped,
+		nn("default", "token"):    configMap("default", "token", "1", "X.Dot", "v"),
+		nn("default", "host"):     configMap("default", "host", "1", "host", "evil.example.com"),
+		nn("default", "xff"):      configMap("default", "xff", "1", "X-Forwarded-For", "10.0.0.1"),
+		nn("default", "framing"):  configMap("default", "framing", "1", "Content-Length", "0"),
+		nn("default", "variable"): configMap("default", "variable", "1", "X-Auth", "$http_authorization"),
+		nn("default", "crlf"):     configMap("default", "crlf", "1", "X-Evil", "a\r\nX-Admin: 1"),
+		nn("default", "inject"):   configMap("default", "inject", "1", "X-Evil", "a\"; } location / { return 200; } #"),
+		nn("default", "utf8"):     configMap("default", "utf8", "1", "X-Name", "é"),
+		nn("other", "headers"):    configMap("other", "headers", "1", "X-Tenant", "other"),
+	}
+	tests := map[string]struct {
+		value   string
+		want    string
+		wantErr string
+		noURL   bool
+	}{
+		"headers sorted by name, values trimmed, quotes and backslashes kept": {value: "headers",
+			want: "X-Empty:\nX-Tenant:acme\nx_team:blue \"team\" \\ 1"},
+		"namespace/name":               {value: "default/headers", want: "X-Empty:\nX-Tenant:acme\nx_team:blue \"team\" \\ 1"},
+		"another namespace":            {value: "other/headers", wantErr: ann + `"other/headers" is in namespace other; only ConfigMaps of the Ingress's own namespace (default) may be used`},
+		"missing":                      {value: "gone", wantErr: ann + "configmap default/gone does not exist; the Ingress is not served until it does"},
+		"too many entries":             {value: "many", wantErr: ann + "configmap default/many: 65 entries, more than the 64 accepted"},
+		"data dropped by the cache":    {value: "dropped", wantErr: ann + `configmap default/dropped: its data ("20000" bytes) is larger than the 16384 bytes accepted`},
+		"a name ingress-nginx refuses": {value: "token", wantErr: ann + `configmap default/token: key "X.Dot" is not a header name`},
+		"Host is the controller's":     {value: "host", wantErr: ann + "configmap default/host: header host is set by the controller or frames the request"},
+		"X-Forwarded-For too":          {value: "xff", wantErr: ann + "configmap default/xff: header X-Forwarded-For is set by the controller"},
+		"framing":                      {value: "framing", wantErr: ann + "configmap default/framing: header Content-Length is set by the controller or frames the request"},
+		"a variable is refused":        {value: "variable", wantErr: ann + "configmap default/variable: the value of X-Auth has a '$'"},
+		"CRLF":                         {value: "crlf", wantErr: ann + "configmap default/crlf: the value of X-Evil is not a header value"},
+		"non-ASCII":                    {value: "utf8", wantErr: ann + "configmap default/utf8: the value of X-Name is not a header value"},
+		"an injection is quoted":       {value: "inject", want: "X-Evil:a\"; } location / { return 200; } #"},
+		"without auth-url: ignored":    {value: "headers", noURL: true},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			kv := []string{AnnotationAuthURL, authURL, AnnotationAuthProxySetHeaders, tc.value}
+			if tc.noURL {
+				kv = kv[2:]
+			}
+			ing := ingress("default", "a", rule("a.example.com", prefix("/", "web", 80)), annotate(kv...))
+			got, err := TranslateIngressWith(ing, Lookups{Services: servicesOf(service("default", "web", port(80, "http"))), ConfigMaps: cms}, DefaultTranslateOptions())
+			if tc.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+					t.Fatalf("err = %v, want %q", err, tc.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got.Profile.AuthProxySetHeaders != tc.want {
+				t.Fatalf("headers %q, want %q", got.Profile.AuthProxySetHeaders, tc.want)
+			}
+			if tc.noURL {
+				if !slices.Contains(got.Warnings, "metadata.annotations["+AnnotationAuthProxySetHeaders+"]: applies only with "+AnnotationAuthURL+"; ignored") {
+					t.Fatalf("warnings %q", got.Warnings)
+				}
+				return
+			}
+			// The ConfigMap is a dependency: a change of it translates the Ingress again.
+			if !slices.ContainsFunc(got.Objects, func(o ObjectVersion) bool {
+				return o.Kind == KindConfigMap && o.Key == nn("default", "headers") || o.Key == nn("default", "inject")
+			}) {
+				t.Fatalf("objects %+v lack the ConfigMap", got.Objects)
+			}
+			conf, _, err := Render(Model{Servers: []Server{{Host: ""}}, Profiles: []ProfileSettings{got.Profile}}, baseRenderConfig())
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, line := range strings.Split(tc.want, "\n") {
+				name, value, _ := strings.Cut(line, ":")
+				want := "proxy_set_header " + quoteValidated(name) + " " + quoteValidated(value) + ";"
+				if !strings.Contains(string(conf), want) {
+					t.Errorf("nginx.conf lacks %q", want)
+				}
+			}
+		})
+	}
+}

@@ -49,6 +49,10 @@ func injectionValues() []string {
 		// regex of an "if" and the server block; modes and depths with directives after them.
 		"CN=abc$\" ) { return 200; } } load_module /tmp/evil.so; server { #", "CN=(a|b)\ninclude /etc/passwd;",
 		"on; ssl_verify_client off", "optional_no_ca;", "off\n", "1; ssl_verify_depth 100", "kube-system/root-ca", "/cert-error;}",
+		// satisfy: the directive's own syntax after a valid value, case and white space.
+		"any; allow all", "any;\n}\nlocation / { satisfy any; allow all; }", "ANY", "any\n", "all\r\n", "all any",
+		// auth-cache-key and auth-cache-duration: variables that read more than the request, directive syntax.
+		"$remote_user$http_authorization;}", "${request_body}", "$http_authorization\nproxy_cache off", "200 202 5m; proxy_cache off", "200 5m\n}",
 	}
 }
 

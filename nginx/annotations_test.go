@@ -111,10 +111,10 @@ func TestAnnotationDispatch(t *testing.T) {
 				"so that it cannot take its host and paths from the main Ingress (see docs/annotations.md)"},
 		},
 		"access restrictions are refused, each named": {
-			annotations: []string{p + "satisfy", "any", p + "enable-modsecurity", "true"},
+			annotations: []string{p + "modsecurity-transaction-id", "x", p + "enable-modsecurity", "true"},
 			wantErrs: []string{
 				"metadata.annotations[" + p + "enable-modsecurity]: " + refusedAccess,
-				"metadata.annotations[" + p + "satisfy]: " + refusedAccess,
+				"metadata.annotations[" + p + "modsecurity-transaction-id]: " + refusedAccess,
 			},
 		},
 		"a firewall switched off asks for nothing": {

@@ -31,9 +31,6 @@ func unsupportedAnnotations() []AnnotationSpec {
 	// Access restrictions: refused until supported, because serving the Ingress without them would open
 	// what its owner closed.
 	const refuseOpen = "On purpose: ingress-nginx applies it; here the Ingress is refused rather than served without the restriction."
-	auth := AnnotationSpec{Status: AnnotationRefused, Reason: refusedAccess, RestrictsAccess: true, Planned: "#16", Difference: refuseOpen}
-	add(auth,
-		"auth-cache-duration", "auth-cache-key", "auth-proxy-set-headers", "satisfy")
 	waf := AnnotationSpec{Status: AnnotationRefused, Reason: refusedAccess, RestrictsAccess: true,
 		Difference: refuseOpen + " There is no web application firewall (ModSecurity) here, and none is planned. `\"false\"` is accepted."}
 	wafSwitch := waf

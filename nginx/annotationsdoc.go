@@ -50,7 +50,7 @@ func AnnotationsMarkdown() string {
 - **Snippets are never applied.** Raw NGINX configuration from Ingress owners is the injection path this
   project removes; an Ingress with a snippet is refused rather than served without what the snippet did.
 - **Access restrictions refuse rather than silently open.** An Ingress with an access restriction that is not
-  supported yet (some authentication settings, ModSecurity, ` + "`satisfy`" + `) is not served; an invalid source
+  supported yet (some authentication settings, ModSecurity) is not served; an invalid source
   range rejects the Ingress instead of being dropped.
 - **Tenancy.** A namespace's TLS entry and its HTTPS redirect never apply to another namespace's paths on a
   shared host (see [migration.md](migration.md)); annotations act on the Ingress's own paths.

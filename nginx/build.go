@@ -85,7 +85,7 @@ type BuildInput struct {
 	Services ServiceLookup
 	// Secrets finds the Secrets that annotations name (proxy-ssl-secret); nil finds none.
 	Secrets SecretLookup
-	// ConfigMaps finds the ConfigMaps that annotations name (custom-headers); nil finds none.
+	// ConfigMaps finds the ConfigMaps that annotations name (custom-headers, auth-proxy-set-headers); nil finds none.
 	ConfigMaps ConfigMapLookup
 	// Options shape every translation.
 	Options TranslateOptions

@@ -60,7 +60,7 @@ type SecretLookupFunc func(key types.NamespacedName) (*corev1.Secret, bool)
 // Secret calls f.
 func (f SecretLookupFunc) Secret(key types.NamespacedName) (*corev1.Secret, bool) { return f(key) }
 
-// ConfigMapLookup finds the ConfigMaps that annotations name (custom-headers).
+// ConfigMapLookup finds the ConfigMaps that annotations name (custom-headers, auth-proxy-set-headers).
 type ConfigMapLookup interface {
 	// ConfigMap returns the ConfigMap, or false when it does not exist.
 	ConfigMap(key types.NamespacedName) (*corev1.ConfigMap, bool)
@@ -139,9 +139,11 @@ func ObjectsOf(ing *networkingv1.Ingress) []ObjectRef {
 			out = append(out, ObjectRef{Kind: KindSecret, Key: key})
 		}
 	}
-	if raw, ok := ing.Annotations[AnnotationCustomHeaders]; ok {
-		if key, err := parseObjectKey(ing.Namespace, raw); err == nil {
-			out = append(out, ObjectRef{Kind: KindConfigMap, Key: key})
+	for _, a := range []string{AnnotationCustomHeaders, AnnotationAuthProxySetHeaders} {
+		if raw, ok := ing.Annotations[a]; ok {
+			if key, err := parseObjectKey(ing.Namespace, raw); err == nil {
+				out = append(out, ObjectRef{Kind: KindConfigMap, Key: key})
+			}
 		}
 	}
 	slices.SortFunc(out, compareObjectRefs)

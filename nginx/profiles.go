@@ -76,6 +76,13 @@ type ProfileSettings struct {
 	AuthURL, AuthMethod, AuthSignin, AuthSigninRedirectParam string
 	AuthResponseHeaders, AuthRequestRedirect                 string
 	AuthAlwaysSetCookie                                      bool
+	// AuthProxySetHeaders are the headers set on the auth request (auth-proxy-set-headers): validated
+	// "Name:value" lines, sorted by name, joined by "\n"; empty for none.
+	AuthProxySetHeaders string
+	// AuthCacheKey, when set, caches the auth service's answers under this key (auth-cache-key): validated
+	// variables, each braced ("${remote_user}${http_authorization}"), and the characters A-Z a-z 0-9 - _;
+	// AuthCacheDuration are the proxy_cache_valid entries, comma-separated ("200 202 401 5m").
+	AuthCacheKey, AuthCacheDuration string
 }
 
 // restrictsAccess reports whether p decides who gets in (external auth), so that a route must never be

@@ -71,6 +71,9 @@ type RouteOptions struct {
 	// "user:hash\n" lines. They travel once per host entry (AuthUsersID names them there, a hash of
 	// their content); AuthChallenge is the WWW-Authenticate value of a 401 (auth-realm).
 	AuthUsers, AuthUsersID, AuthChallenge string
+	// SatisfyAny lets a client on the source allowlist in without authentication, and any other client
+	// with it (satisfy: any); set only with an allowlist and basic or external authentication.
+	SatisfyAny bool
 	// ClientCertMode, when set, is the client certificate check of the Ingress's routes (auth-tls-secret,
 	// auth-tls-verify-client: ClientCertOn, ...). ClientCA are the validated PEM CA certificates the
 	// host's handshake verifies with, to ClientCADepth; they travel once per host entry, named by
@@ -123,6 +126,9 @@ func appendRouteOptions(b []byte, o *RouteOptions) []byte {
 		b = append(b, `,"users":"`...)
 		b = append(b, o.AuthUsersID...)
 		b = append(b, `"}`...)
+	}
+	if o.SatisfyAny {
+		b = append(b, `,"satisfy_any":true`...)
 	}
 	return appendClientCertOptions(b, o)
 }

@@ -294,7 +294,7 @@ func ParseTemplate(text string) (*Template, error) {
 	probeProfile := ProfileSettings{CustomHTTPErrors: "404"}
 	tlsProfile := ProfileSettings{BackendProtocol: "HTTPS", ProxySSLFiles: "probe_probe_0", ProxySSLCA: true}
 	authProfile := ProfileSettings{AuthURL: "http://192.0.2.1/auth", AuthSignin: "https://192.0.2.1/start", AuthSigninRedirectParam: "rd",
-		AuthResponseHeaders: "X-Probe-User"}
+		AuthResponseHeaders: "X-Probe-User", AuthCacheKey: "${http_authorization}", AuthCacheDuration: "200 5m"}
 	m.Profiles = []ProfileSettings{probeProfile, tlsProfile, authProfile}
 	conf, _, err := t.Render(m, probe)
 	if err != nil && strings.Contains(err.Error(), "can't evaluate field Servers") {
@@ -330,6 +330,7 @@ func ParseTemplate(text string) (*Template, error) {
 		{"upstream " + tlsProfile.OwnUpstream() + " {", "an upstream block per profile that has one ({{range .Profiles}}{{if .Upstream}} upstream {{.Upstream}} ...): " +
 			"backend TLS profiles must not share idle connections with other profiles"},
 		{`set $ingress_reactor_response_headers "";`, "the public location's \"set $ingress_reactor_response_headers \"\";\": custom-headers travel in it"},
+		{`set $ingress_reactor_satisfied "";`, "the public location's \"set $ingress_reactor_satisfied \"\";\": satisfy any tells the auth request in it that the router let the request in"},
 	} {
 		if !bytes.Contains(conf, []byte(need.text)) {
 			return nil, errors.New("nginx template must keep " + need.why)
@@ -345,6 +346,8 @@ func ParseTemplate(text string) (*Template, error) {
 			"external auth (auth-url) calls its service and redirects to auth-signin from them"},
 		{"location " + authProfile.signinLocation() + " {", "the locations beside each profile's named location ({{range .Profiles}}{{range .Auxiliary}} location {{.Name}} ...): " +
 			"external auth (auth-url) calls its service and redirects to auth-signin from them"},
+		{"keys_zone=" + authCacheZone + ":", "the http block's {{if .AuthCache}} proxy_cache_path {{.AuthCache}} ... keys_zone=" + authCacheZone +
+			":...: auth-cache-key caches the auth service's answers there"},
 	} {
 		if !bytes.Contains(conf, []byte(need.text)) {
 			return nil, errors.New("nginx template must keep " + need.why)
@@ -395,6 +398,12 @@ func (t *Template) Render(m Model, cfg RenderConfig) (conf []byte, hash string, 
 		return nil, "", err
 	}
 	data.ProtocolUpstreams = ProtocolUpstreams
+	if m.usesAuthCache() {
+		q := quoter{}
+		if data.AuthCache = q.quote(cfg.Paths.AuthCacheDir()); q.err != nil {
+			return nil, "", q.err
+		}
+	}
 	data.NoSessionCache = m.ClientCertificates()
 	data.ClientCADigest = m.ClientCADigest()
 	for _, p := range m.Profiles {
@@ -478,6 +487,9 @@ type view struct {
 	// ClientCADigest changes with the CA of any host that verifies client certificates, so that the
 	// change reloads NGINX (Model.ClientCADigest).
 	ClientCADigest string
+	// AuthCache is the quoted directory of external auth's answer cache while some profile uses it
+	// (auth-cache-key), else "".
+	AuthCache string
 }
 
 // profileView is one profile's named location.

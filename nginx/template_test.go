@@ -68,6 +68,7 @@ func TestRenderPublicServer(t *testing.T) {
 			set $ingress_reactor_cors "";
 			set $ingress_reactor_limit_conn "";
 			set $ingress_reactor_response_headers "";
+			set $ingress_reactor_satisfied "";
 			rewrite_by_lua_block {
 				require("ingress_reactor.router").route()
 			}
@@ -117,6 +118,7 @@ func TestRenderPublicServer(t *testing.T) {
 			set $ingress_reactor_cors "";
 			set $ingress_reactor_limit_conn "";
 			set $ingress_reactor_response_headers "";
+			set $ingress_reactor_satisfied "";
 			rewrite_by_lua_block {
 				require("ingress_reactor.router").route()
 			}
@@ -164,6 +166,7 @@ func TestRenderPublicServer(t *testing.T) {
 			set $ingress_reactor_cors "";
 			set $ingress_reactor_limit_conn "";
 			set $ingress_reactor_response_headers "";
+			set $ingress_reactor_satisfied "";
 			rewrite_by_lua_block {
 				require("ingress_reactor.router").route()
 			}
@@ -282,10 +285,10 @@ const routerCall = ` rewrite_by_lua_block { require("ingress_reactor.router").ro
 	lua_shared_dict ingress_reactor_routes {{.RoutesDictMB}}m; {{if .HTTPS}}set $ingress_reactor_https 1;{{end}}
 	{{range .Profiles}}location @{{.Name}} { }{{end}} {{range .ErrorCodes}}location @ingress_reactor_error_{{.}} { }{{end}}
 	set_profiles({ {{- range .Profiles}}"{{.Name}}", {{end -}} }) set $ingress_reactor_error_upstream "";
-	log_by_lua_block { require("ingress_reactor.router").log() } set $ingress_reactor_limit_conn "";
+	log_by_lua_block { require("ingress_reactor.router").log() } set $ingress_reactor_limit_conn ""; {{if .AuthCache}}keys_zone=ingress_reactor_auth_cache:1m{{end}}
 	require("ingress_reactor.router").set_body_limit({{.ClientMaxBodySize}})
 	{{range .ProtocolUpstreams}}upstream {{.}} { }{{end}} map $scheme $ingress_reactor_auto_upstream { }
-	{{range .Profiles}}{{if .Upstream}}upstream {{.Upstream}} { }{{end}}{{end}} set $ingress_reactor_response_headers "";
+	{{range .Profiles}}{{if .Upstream}}upstream {{.Upstream}} { }{{end}}{{end}} set $ingress_reactor_response_headers ""; set $ingress_reactor_satisfied "";
 	header_filter_by_lua_block { require("ingress_reactor.router").header_filter() } require("ingress_reactor.router").header_filter() {{range .Profiles}}require("ingress_reactor.router").header_filter(){{end}}
 	{{range .Profiles}}{{if .ProxyHeaders}}{{template "ingress_reactor_proxy_headers" $}}{{end}}{{range .Auxiliary}}location {{.Name}} { }{{end}}{{end}}
 	{{define "ingress_reactor_proxy_headers"}}proxy_set_header Host $ingress_reactor_proxy_host;{{end}} {{template "ingress_reactor_proxy_headers" .}}
@@ -320,6 +323,10 @@ func TestParseTemplate(t *testing.T) {
 			strings.Replace(routerCall, "upstream {{.Upstream}} { }", "", 1), wantErr: "an upstream block per profile"},
 		"no response headers variable": {text: "/configuration/hash {{.ConfigHash}} set $ingress_reactor_token {{.StatusToken}}; " + statusAuthorize +
 			strings.Replace(routerCall, `set $ingress_reactor_response_headers "";`, "", 1), wantErr: "$ingress_reactor_response_headers"},
+		"no satisfied variable": {text: "/configuration/hash {{.ConfigHash}} set $ingress_reactor_token {{.StatusToken}}; " + statusAuthorize +
+			strings.Replace(routerCall, `set $ingress_reactor_satisfied "";`, "", 1), wantErr: "$ingress_reactor_satisfied"},
+		"no auth cache zone": {text: "/configuration/hash {{.ConfigHash}} set $ingress_reactor_token {{.StatusToken}}; " + statusAuthorize +
+			strings.Replace(routerCall, "{{if .AuthCache}}keys_zone=ingress_reactor_auth_cache:1m{{end}}", "", 1), wantErr: "auth-cache-key caches"},
 		"no auth locations": {text: "/configuration/hash {{.ConfigHash}} set $ingress_reactor_token {{.StatusToken}}; " + statusAuthorize +
 			strings.Replace(routerCall, "{{range .Auxiliary}}location {{.Name}} { }{{end}}", "", 1), wantErr: "external auth (auth-url) calls its service"},
 		"no proxy headers in an auth profile": {text: "/configuration/hash {{.ConfigHash}} set $ingress_reactor_token {{.StatusToken}}; " + statusAuthorize +

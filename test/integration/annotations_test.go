@@ -806,7 +806,8 @@ func TestAnnotationsWebSocketThroughReload(t *testing.T) {
 // TestAnnotationsExternalAuth: auth-url through the binary, with an auth service on a 192.0.2.x address
 // run by the test: its 2xx lets the request through with auth-response-headers set, its 401 becomes the
 // auth-signin redirect with rd, its 403 reaches the client, and an auth-url with NGINX syntax (an auth
-// CVE payload) rejects the Ingress alone.
+// CVE payload) rejects the Ingress alone. satisfy any lets an allowlisted client in without asking the
+// service; auth-proxy-set-headers follows its ConfigMap (missing: rejected; changed: applied).
 func TestAnnotationsExternalAuth(t *testing.T) {
 	f := harness.New(t)
 	web := f.StartBackend("web", false)
@@ -870,6 +871,39 @@ func TestAnnotationsExternalAuth(t *testing.T) {
 	if resp, err := r.Get("hostile.example", "/"); err != nil || resp.Status != http.StatusNotFound {
 		t.Errorf("an Ingress with an auth-url injection payload: %v %v, want 404 (not served)", resp, err)
 	}
+
+	// satisfy any: the client's address (127.0.0.1) is on the allowlist, so the auth service is not asked
+	// and its "deny" does not apply.
+	f.CreateIngress(annotate(f.Ingress("office", "office.example", harness.IngressBackend{Path: "/", Service: "web", Port: 80}),
+		"auth-url", authURL, "allowlist-source-range", "127.0.0.1", "satisfy", "any"))
+	deny := http.Header{"X-Verdict": {"deny"}}
+	waitFor(r, harness.Request{Host: "office.example", Path: "/", Header: deny}, "200 without asking the auth service", func(resp *harness.Response) bool {
+		return resp.Status == http.StatusOK && resp.Echo != nil
+	})
+
+	// auth-proxy-set-headers: a missing ConfigMap rejects the Ingress; once it exists, its X-Verdict
+	// replaces the client's on the auth request, and a change of it is applied.
+	f.CreateIngress(annotate(f.Ingress("tenant", "tenant.example", harness.IngressBackend{Path: "/", Service: "web", Port: 80}),
+		"auth-url", authURL, "auth-proxy-set-headers", "auth-headers"))
+	f.WaitEvent(r, "Ingress", "tenant", corev1.EventTypeWarning, reasonRejected,
+		ingressNginx+"auth-proxy-set-headers", "configmap "+f.Namespace+"/auth-headers does not exist")
+	api := f.Client.CoreV1().ConfigMaps(f.Namespace)
+	cm, err := api.Create(f.Ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "auth-headers", Namespace: f.Namespace},
+		Data: map[string]string{"X-Verdict": "forbid"}}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	allow := harness.Request{Host: "tenant.example", Path: "/", Header: http.Header{"X-Verdict": {"allow"}}}
+	waitFor(r, allow, "403: the ConfigMap's X-Verdict replaces the client's", func(resp *harness.Response) bool {
+		return resp.Status == http.StatusForbidden && resp.Echo == nil
+	})
+	cm.Data = map[string]string{"X-Verdict": "allow"}
+	if _, err := api.Update(f.Ctx, cm, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(r, harness.Request{Host: "tenant.example", Path: "/", Header: deny}, "200 after the ConfigMap's change", func(resp *harness.Response) bool {
+		return resp.Status == http.StatusOK && resp.Echo != nil
+	})
 }
 
 // TestAnnotationsBasicAuth: auth-type basic through the API server, the binary and NGINX. An Ingress

@@ -18,7 +18,8 @@
 -- "preserve_trailing_slash", "use_port_in_redirects", "default_backend", "response_headers": "Name:value"
 -- lines joined by "\n"), "host_redirect", "cors" ({"origins": [...], "methods", "headers", "expose",
 -- "credentials", "max_age"}) and "limit" ({"zone", "rps", "rps_burst", "rpm", "rpm_burst", "conn",
--- "allow": [...]}) and "auth" ({"challenge", "users": an ID of the host's "auth_users"}); a host
+-- "allow": [...]}) and "auth" ({"challenge", "users": an ID of the host's "auth_users"}), "satisfy_any"
+-- (true: an address on "allow" needs no authentication, others need it instead of 403); a host
 -- entry may name its fallback "default_backend" and hold "auth_users" (ID -> "user:hash\n" lines).
 -- A route's "client_cert" ({"mode", "ca", "match_cn", "error_page", "pass_cert"}) names the host's
 -- "client_ca" ({"id", "pem", "depth"}: the CA its handshakes verify client certificates with, which
@@ -922,6 +923,20 @@ local function normalize_auth(r, out, lists)
     out.auth = { challenge = a.challenge, users = a.users }
 end
 
+-- normalize_satisfy checks "satisfy_any" (satisfy: any) of route r, after its source ranges, basic
+-- authentication and profile were normalized into out: it needs an allowlist and authentication, since
+-- without authentication it would let every address in.
+local function normalize_satisfy(r, out)
+    local s = r.satisfy_any
+    if s == nil then
+        return nil
+    end
+    if s ~= true or out.allow == nil or (out.auth == nil and out.profile_required ~= true) then
+        return "\"satisfy_any\" must be true, and needs \"allow\" and \"auth\" or \"profile_required\""
+    end
+    out.satisfy_any = true
+end
+
 -- MAX_CLIENT_CA bounds the CA certificates of a host entry (nginx/ann_clientcert.go: maxClientCABytes).
 local MAX_CLIENT_CA = 64 * 1024
 
@@ -1045,6 +1060,7 @@ local function normalize_host(host, entry)
         local ferr = rewrite_fields(r, out, entry.regex) or normalize_redirects(r, out) or normalize_cors(r, out)
             or normalize_limit(r, out) or normalize_response_headers(r, out) or normalize_proxy(r, out)
             or normalize_auth(r, out, auth_users) or normalize_client_cert(r, out, client_ca)
+            or normalize_satisfy(r, out)
         if ferr then
             return nil, where .. ": " .. ferr, i
         end

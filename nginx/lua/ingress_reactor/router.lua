@@ -36,7 +36,10 @@
 -- route with "limit" counts the request against its rate and connection limits (limits.lua) and
 -- answers 503 over them. Then a route with "auth" (basic authentication) answers 401 with its
 -- "challenge" as WWW-Authenticate unless the Authorization header names a user of the host's
--- "auth_users" list with its password (auth.lua).
+-- "auth_users" list with its password (auth.lua). A route with "satisfy_any" (satisfy: any) lets a
+-- client on its "allow" list in without authentication, and one off the list gets the authentication's
+-- answer instead of 403 (basic, else the external auth of its profile; either suffices); the router
+-- tells the profile's auth request through $ingress_reactor_satisfied (auth_satisfied).
 --
 -- Each worker keeps the compiled entry of a host with the version it was compiled at: a request costs a
 -- few shared-dict reads, and an entry is decoded again only after it changed.
@@ -271,6 +274,9 @@ local function compile(raw, version)
             return nil, err
         end
         route.ranges = route.deny ~= nil or route.allow ~= nil
+        -- satisfy any takes effect only with an allowlist and authentication (configuration.lua checks
+        -- it too): without authentication it would let every address in.
+        route.satisfy_any = r.satisfy_any == true and route.allow ~= nil and (r.auth ~= nil or r.profile_required == true)
         rewrite_fields(route, r)
         route.cors = _M.compile_cors(r.cors)
         if r.auth then
@@ -457,14 +463,6 @@ local function in_ranges(list, addr)
         end
     end
     return false
-end
-
-local function admits(route)
-    local addr = client()
-    if route.deny and in_ranges(route.deny, addr) then
-        return false
-    end
-    return not route.allow or in_ranges(route.allow, addr)
 end
 
 -- sweep drops compiled entries whose host changed or is gone, so that hosts that come and go do not
@@ -809,8 +807,20 @@ function _M.route()
     if not https and cc and client_cert(cc) then
         return
     end
-    if r and r.ranges and not admits(r) then
-        return ngx.exit(ngx.HTTP_FORBIDDEN)
+    -- satisfied: with satisfy any, an access check has let the request in, so the others are skipped.
+    local satisfied = false
+    if r and r.ranges then
+        local addr = client()
+        if r.deny and in_ranges(r.deny, addr) then
+            return ngx.exit(ngx.HTTP_FORBIDDEN) -- satisfy any or not: credentials never override a deny
+        end
+        if r.allow then
+            if in_ranges(r.allow, addr) then
+                satisfied = r.satisfy_any
+            elseif not r.satisfy_any then
+                return ngx.exit(ngx.HTTP_FORBIDDEN)
+            end
+        end
     end
     if r and r.limit then
         local status = limits.enter(r.limit, client(), in_ranges)
@@ -818,9 +828,18 @@ function _M.route()
             return ngx.exit(status)
         end
     end
-    if r and r.auth and not auth.check(r.auth.users, ngx_var.http_authorization) then
-        ngx.header["WWW-Authenticate"] = r.auth.challenge
-        return ngx.exit(ngx.HTTP_UNAUTHORIZED)
+    if r and r.auth and not satisfied then
+        if auth.check(r.auth.users, ngx_var.http_authorization) then
+            satisfied = r.satisfy_any
+        elseif not (r.satisfy_any and r.profile_required) then
+            ngx.header["WWW-Authenticate"] = r.auth.challenge
+            return ngx.exit(ngx.HTTP_UNAUTHORIZED)
+        end
+        -- satisfy any with external auth as well: the auth service decides.
+    end
+    if satisfied and r.profile_required and not pcall(function() ngx_var.ingress_reactor_satisfied = "1" end) then
+        -- The profile's auth request then asks the auth service, as with satisfy all.
+        ngx_log(ERR, "satisfy: the catch-all location lacks \"set $ingress_reactor_satisfied \"\";\" (start again from nginx/nginx.tmpl)")
     end
     if upstream == "" then
         return ngx.exit(ngx.HTTP_NOT_FOUND)
@@ -863,6 +882,20 @@ function _M.route()
     end
 end
 
+-- auth_satisfied runs in the rewrite phase of the internal location that calls an auth service (and
+-- first in route_auth): when the router let the request in already (satisfy any, the client's address on
+-- the allowlist, or valid basic credentials), it answers the auth request 200 without asking the
+-- service, as NGINX's satisfy any skips auth_request then. The auth answer's headers are then empty, so
+-- the request carries none of auth-response-headers. Returns whether it answered.
+function _M.auth_satisfied()
+    if ngx_var.ingress_reactor_satisfied ~= "1" then
+        return false
+    end
+    ngx.status = ngx.HTTP_OK
+    ngx.exit(ngx.HTTP_OK)
+    return true
+end
+
 -- route_auth runs in the rewrite phase of the internal location that calls an auth service on the
 -- request's own host (auth-url "https://$host/oauth2/auth"): it routes the auth request by this
 -- NGINX's routes for the host and the URL's path ($ingress_reactor_auth_uri), as the request would be
@@ -871,6 +904,9 @@ end
 -- upstream goes in $ingress_reactor_auth_upstream, which the balancer reads for subrequests, and
 -- $proxy_upstream_name stays the parent's.
 function _M.route_auth()
+    if _M.auth_satisfied() then
+        return
+    end
     local uri = ngx_var.ingress_reactor_auth_uri or ""
     local path, args = uri:match("^([^?]*)%??(.*)$")
     local host = ngx_var.host or ""
