@@ -6,6 +6,7 @@ import (
 	"strconv"
 	"strings"
 
+	networkingv1 "k8s.io/api/networking/v1"
 	"k8s.io/apimachinery/pkg/types"
 )
 
@@ -149,10 +150,17 @@ func canaryEnabled(annotations map[string]string) bool {
 	return err != nil || b
 }
 
-// appliesToCanary reports whether a supported annotation takes effect on a canary Ingress: the canary
-// group's, and service-upstream, which decides the canary upstream's endpoints.
+// IsCanary reports whether ing is a canary Ingress (canary "true", or a value the translation rejects):
+// it serves no route of its own.
+func IsCanary(ing *networkingv1.Ingress) bool { return canaryEnabled(ing.Annotations) }
+
+// appliesToCanary reports whether a supported annotation is read on a canary Ingress: the canary group's,
+// service-upstream, which decides the canary upstream's endpoints, and use-regex and rewrite-target, which
+// decide how its paths are read (a canary copied from a main Ingress with regex paths, as Flagger makes
+// them, has the same paths); their effect on requests is the main Ingress's (canaryOnly drops the
+// options).
 func appliesToCanary(name string) bool {
-	return name == "canary" || strings.HasPrefix(name, "canary-") || name == "service-upstream"
+	return name == "canary" || strings.HasPrefix(name, "canary-") || name == "service-upstream" || name == "use-regex" || name == "rewrite-target"
 }
 
 // applyCanary reads the canary annotations into t.out.Canary. Without canary "true" the rules have
@@ -261,12 +269,13 @@ func canaryName(v string, cookie bool) bool {
 	return true
 }
 
-// canaryOnly applies to a canary Ingress what only a main Ingress may have: its spec.tls is left out
-// with a Warning (a canary never chooses a host's certificate).
+// canaryOnly leaves out of a canary Ingress what only a main Ingress may have: its route options, and its
+// spec.tls, with a Warning (a canary never chooses a host's certificate).
 func (t *translator) canaryOnly() {
 	if t.out.Canary == nil {
 		return
 	}
+	t.out.Options = nil // read for the paths only: the main Ingress's options apply
 	if len(t.out.TLS) > 0 {
 		t.out.TLS = nil
 		t.out.Warnings = append(t.out.Warnings, "spec.tls: ignored on a canary Ingress: the main Ingress's TLS serves its requests, as in ingress-nginx")

@@ -4,6 +4,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	networkingv1 "k8s.io/api/networking/v1"
 )
 
 // TestAnnotationCanary: canary annotations -> the translation's canary rule, its warnings, or the exact
@@ -59,12 +61,12 @@ func TestAnnotationCanary(t *testing.T) {
 				"spec.tls: ignored on a canary Ingress: the main Ingress's TLS serves its requests, as in ingress-nginx",
 			},
 		},
-		"other annotations are ignored on a canary, service-upstream applies": {
+		"other annotations are ignored on a canary, service-upstream applies, use-regex and rewrite-target read its paths": {
 			kv: []string{AnnotationCanary, "true", AnnotationCanaryWeight, "100", AnnotationRewriteTarget, "/x", AnnotationBackendProtocol, "GRPC",
-				AnnotationServiceUpstream, "true", AnnotationSSLPassthrough, "false"},
+				AnnotationServiceUpstream, "true", AnnotationSSLPassthrough, "false", AnnotationUseRegex, "true", AnnotationEnableCORS, "true"},
 			want: def(CanaryRule{Weight: 100}), noTLS: true,
 			warnings: []string{
-				"metadata.annotations: " + p + "backend-protocol, " + p + "rewrite-target: ignored on a canary Ingress: the main Ingress's settings " +
+				"metadata.annotations: " + p + "backend-protocol, " + p + "enable-cors: ignored on a canary Ingress: the main Ingress's settings " +
 					"apply to the canary's requests, as in ingress-nginx",
 				"spec.tls: ignored on a canary Ingress: the main Ingress's TLS serves its requests, as in ingress-nginx",
 			},
@@ -186,6 +188,7 @@ func TestMergeCanary(t *testing.T) {
 			wantConflicts: []Conflict{
 				{Kind: ConflictCanaryNoMain, Loser: nn("default", "canary"), Host: host, Path: "/api", PathType: PathPrefix},
 				{Kind: ConflictCanaryNoMain, Loser: nn("default", "canary"), Host: host, Path: "/new", PathType: PathPrefix},
+				{Kind: ConflictCanaryNoMain, Loser: nn("default", "lonely"), Host: "nomain.example.com", Path: "/", PathType: PathPrefix},
 			},
 		},
 		"one canary per path: the oldest; another namespace's canary is refused": {
@@ -238,5 +241,32 @@ func TestMergeCanary(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestMergeCanaryRegexPaths: a canary copied from a main Ingress with regex paths (use-regex and
+// rewrite-target, as Flagger copies every annotation) has the same paths, and is the canary of each.
+func TestMergeCanaryRegexPaths(t *testing.T) {
+	const host = "regex.example.com"
+	specific := func(p, svc string) networkingv1.HTTPIngressPath {
+		return path(networkingv1.PathTypeImplementationSpecific, p, svc, 80)
+	}
+	m, conflicts := buildModel(t, []any{service("default", "web", port(80, "")), service("default", "web-v2", port(80, "")),
+		ingress("default", "main", annotate(AnnotationUseRegex, "true", AnnotationRewriteTarget, "/$2"),
+			rule(host, specific("/v[0-9]+/items", "web"), specific("/something(/|$)(.*)", "web"))),
+		ingress("default", "canary", annotate(AnnotationCanary, "true", AnnotationCanaryWeight, "10", AnnotationUseRegex, "true", AnnotationRewriteTarget, "/$2"),
+			rule(host, specific("/v[0-9]+/items", "web-v2"), specific("/something(/|$)(.*)", "web-v2"))),
+	}, nil)
+	if len(conflicts) != 0 {
+		t.Fatalf("conflicts %+v", conflicts)
+	}
+	s := m.server(host)
+	if s == nil || len(s.Locations) != 2 {
+		t.Fatalf("server %+v", s)
+	}
+	for _, l := range s.Locations {
+		if l.Canary == nil || l.Canary.Upstream != up("default", "web-v2", 80).Name || l.Options == nil || l.Options.RewriteTarget != "/$2" {
+			t.Errorf("location %s: canary %+v, options %+v; want the canary's upstream and the main's rewrite", l.Path, l.Canary, l.Options)
+		}
 	}
 }

@@ -335,6 +335,10 @@ func (m *Merger) Apply(changes map[types.NamespacedName]*IngressTranslation, opt
 		}
 		_, hadProblems := m.problems[h]
 		hasProblems := next != nil && (len(next.conflicts) > 0 || len(next.takeovers) > 0)
+		var orphans []Conflict // canary paths of a host that no main Ingress routes
+		if next == nil {
+			orphans = m.orphanCanaries(h)
+		}
 		if hadProblems || hasProblems {
 			problemsChanged = true
 		}
@@ -378,9 +382,13 @@ func (m *Merger) Apply(changes map[types.NamespacedName]*IngressTranslation, opt
 		case next != nil && old == nil:
 			added++
 		}
-		if hasProblems {
+		switch {
+		case hasProblems:
 			m.problems[h] = next.hostProblems
-		} else {
+		case len(orphans) > 0:
+			problemsChanged = true
+			m.problems[h] = hostProblems{conflicts: orphans}
+		default:
 			delete(m.problems, h)
 		}
 	}
@@ -738,6 +746,19 @@ func (m *Merger) hostCanaries(out *hostMerge) {
 			}
 		}
 	}
+}
+
+// orphanCanaries reports the canary paths of a host that no main Ingress routes: none of them is served.
+func (m *Merger) orphanCanaries(host Hostname) []Conflict {
+	var out []Conflict
+	for _, c := range m.canaries[host] {
+		for i := range c.Routes {
+			if r := &c.Routes[i]; r.Host == host && r.Upstream != "" && !r.FromDefaultBackend {
+				out = append(out, Conflict{Kind: ConflictCanaryNoMain, Loser: c.Ingress, Host: host, Path: r.Path, PathType: r.PathType})
+			}
+		}
+	}
+	return out
 }
 
 // hostClientCA leaves out of a host's candidates (oldest first) those that verify client certificates
