@@ -158,3 +158,46 @@ func TestCanaryThroughNginx(t *testing.T) {
 }
 
 func sq(x float64) float64 { return x * x }
+
+// TestCanaryRouteDataIsChecked: the data plane refuses a route whose canary object is malformed (which a
+// hand-built or corrupted push could carry), naming the route, and keeps the hosts around it.
+func TestCanaryRouteDataIsChecked(t *testing.T) {
+	requireNginx(t)
+	cfg := testRenderConfig(t, nginxDir(t))
+	cfg.HTTPSPort = 0
+	rt := testRuntime(t, cfg, nil)
+	ctx := context.Background()
+	applyModel(t, rt, Model{}, cfg)
+
+	bad := map[string]string{
+		"no upstream":              `"canary":{"weight":1,"total":100}`,
+		"upstream with a slash":    `"canary":{"upstream":"a/b","weight":1,"total":100}`,
+		"weight over the total":    `"canary":{"upstream":"up-2","weight":101,"total":100}`,
+		"fractional weight":        `"canary":{"upstream":"up-2","weight":1.5,"total":100}`,
+		"header with a colon":      `"canary":{"upstream":"up-2","weight":0,"total":100,"header":"a:b"}`,
+		"cookie with a semicolon":  `"canary":{"upstream":"up-2","weight":0,"total":100,"cookie":"a;b"}`,
+		"value without header":     `"canary":{"upstream":"up-2","weight":0,"total":100,"header_value":"x"}`,
+		"value with a newline":     `"canary":{"upstream":"up-2","weight":0,"total":100,"header":"X","header_value":"a\nb"}`,
+		"pattern that won't build": `"canary":{"upstream":"up-2","weight":0,"total":100,"header":"X","header_pattern":"(a"}`,
+	}
+	hosts := map[Hostname][]byte{}
+	names := map[Hostname]string{}
+	i := 0
+	for what, field := range bad {
+		i++
+		h := Hostname(fmt.Sprintf("h%d.example.com", i))
+		hosts[h] = []byte(`{"routes":[{"path":"/","upstream":"up-1",` + field + `}]}`)
+		names[h] = what
+	}
+	hosts["good.example.com"] = []byte(`{"routes":[{"path":"/","upstream":"up-1","canary":{"upstream":"up-2","weight":3,"total":1000,` +
+		`"header":"X-Canary","header_pattern":"\\A(a|b)\\z","cookie":"c.v2"}}]}`)
+	refused := RefusedRoutes(rt.Client().PushRoutes(ctx, RouteUpdate{Hosts: hosts}))
+	for h, what := range names {
+		if r, ok := refused[h]; !ok || r.Route != 1 || !strings.Contains(r.Error, "canary") {
+			t.Errorf("%s: not refused (%+v)", what, r)
+		}
+	}
+	if _, ok := refused["good.example.com"]; ok || len(refused) != len(bad) {
+		t.Errorf("refused %d hosts (%+v), want exactly the %d bad ones", len(refused), refused["good.example.com"], len(bad))
+	}
+}
