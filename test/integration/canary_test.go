@@ -15,7 +15,8 @@ import (
 // TestCanaryFlaggerSequence drives a canary as Flagger and Argo Rollouts do, through the API server, the
 // binary and NGINX: a canary Ingress appears with weight 0 (only its header reaches it), its weight moves
 // to 50 and 100, then it goes away, and the main Ingress serves everything again. None of it reloads
-// NGINX. A second canary for the same path is not used and gets a Conflict Event.
+// NGINX. The canary's other annotations are ignored with a Warning Event, and a second canary for the same
+// path is not used and gets a Conflict Event.
 func TestCanaryFlaggerSequence(t *testing.T) {
 	f := harness.New(t)
 	routingService(f, "app", f.StartBackend("stable", false))
@@ -32,12 +33,13 @@ func TestCanaryFlaggerSequence(t *testing.T) {
 		return harness.Request{Host: "canary.example", Path: "/", Header: http.Header{"X-Canary": {v}}}
 	}
 	canary := annotate(f.Ingress("app-canary", "canary.example", prefixPath("/", "app-canary")),
-		"canary", "true", "canary-weight", "0", "canary-by-header", "X-Canary")
+		"canary", "true", "canary-weight", "0", "canary-by-header", "X-Canary", "proxy-read-timeout", "5")
 	f.CreateIngress(canary)
 	waitFor(r, header("always"), "200 from the canary", func(resp *harness.Response) bool {
 		return resp.Status == http.StatusOK && resp.Echo != nil && resp.Echo.Name == "canary"
 	})
 	requireOnly(t, r, "canary.example", "/", "stable") // weight 0
+	f.WaitEvent(r, "Ingress", "app-canary", corev1.EventTypeWarning, reasonWarning, ingressNginx+"proxy-read-timeout: ignored on a canary Ingress")
 	checkServed(t, r, header("never"), "stable")
 
 	setWeight := func(w string) {
