@@ -81,7 +81,8 @@ func init() {
 					"On purpose: the canary must be in the **main Ingress's namespace** (ingress-nginx let any namespace split another's " +
 					"traffic). On a canary Ingress the other annotations (but `service-upstream`), `spec.tls` and the " +
 					"`default-backend`'s fallback are ignored with a Warning, as ingress-nginx ignored them. A request for the canary " +
-					"whose canary Service has no ready endpoint goes to the main backend, as in ingress-nginx. A value that is not a " +
+					"whose canary Service has no ready endpoint goes to the main backend, as in ingress-nginx; one for the canary while " +
+					"the main Service has none is served by the canary (ingress-nginx answered 503 before looking at the canary). A value that is not a " +
 					"boolean **rejects the Ingress** (ingress-nginx served it as a plain Ingress, which took the main Ingress's paths).",
 			},
 			{

@@ -40,6 +40,7 @@ func TestCanaryThroughNginx(t *testing.T) {
 		mainIngress("header.example.com"), mainIngress("value.example.com"), mainIngress("pattern.example.com"),
 		mainIngress("w0.example.com"), mainIngress("w30.example.com"), mainIngress("w100.example.com"), mainIngress("empty.example.com"),
 		mainIngress("profile.example.com", AnnotationCustomHTTPErrors, "418"),
+		ingress("default", "main-down", rule("down.example.com", prefix("/", "empty", 80))),
 	}
 	canaries := []any{
 		canary("header.example.com", "canary", AnnotationCanaryByHeader, "X-Canary", AnnotationCanaryByCookie, "canary_cookie"),
@@ -50,6 +51,7 @@ func TestCanaryThroughNginx(t *testing.T) {
 		canary("w100.example.com", "canary", AnnotationCanaryWeight, "100", AnnotationCanaryByHeader, "X-Canary"),
 		canary("empty.example.com", "empty", AnnotationCanaryWeight, "100"),
 		canary("profile.example.com", "canary", AnnotationCanaryWeight, "100"),
+		canary("down.example.com", "canary", AnnotationCanaryByHeader, "X-Canary"),
 	}
 	without, _ := buildModel(t, append(svcs, mains...), nil)
 	m, conflicts := buildModel(t, append(append(svcs, mains...), canaries...), nil)
@@ -113,10 +115,14 @@ func TestCanaryThroughNginx(t *testing.T) {
 		{"pattern does not match", "pattern.example.com", []string{"X-User", "bobby"}, "main"},
 		{"header never beats weight 100", "w100.example.com", []string{"X-Canary", "never"}, "main"},
 		{"a canary without endpoints leaves its requests to the main backend", "empty.example.com", nil, "main"},
+		{"the canary serves its requests while the main backend has no endpoints", "down.example.com", []string{"X-Canary", "always"}, "canary"},
 	} {
 		if code, body := get(tc.host, "/", tc.header...); code != http.StatusOK || body != tc.want {
 			t.Errorf("%s: %d %q, want %q", tc.name, code, body, tc.want)
 		}
+	}
+	if code, _ := get("down.example.com", "/"); code != http.StatusServiceUnavailable {
+		t.Errorf("a main request while the main backend has no endpoints: %d, want 503", code)
 	}
 	// The main route's profile (custom-http-errors 418) applies to the canary's requests: NGINX's own
 	// page replaces the canary's 418.
