@@ -257,9 +257,13 @@ func (t *translator) clientCABudget() {
 
 // compileMatchCN parses an auth-tls-match-cn pattern with Go's regexp (case-sensitive, unanchored, as
 // NGINX's "!~" matched it) and writes it anew for NGINX's PCRE, refusing what the two read differently.
-func compileMatchCN(p string) (string, error) {
-	if len(p) > maxMatchCN {
-		return "", fmt.Errorf("%d bytes long, more than the limit of %d", len(p), maxMatchCN)
+func compileMatchCN(p string) (string, error) { return compileUserPCRE(p, maxMatchCN) }
+
+// compileUserPCRE parses a pattern of an annotation with Go's regexp and writes it anew for NGINX's
+// PCRE, refusing what the two read differently, and patterns longer than limit bytes.
+func compileUserPCRE(p string, limit int) (string, error) {
+	if len(p) > limit {
+		return "", fmt.Errorf("%d bytes long, more than the limit of %d", len(p), limit)
 	}
 	if strings.ContainsFunc(p, func(r rune) bool { return r < ' ' || r > '~' }) {
 		return "", fmt.Errorf("only printable ASCII and spaces are allowed")

@@ -53,6 +53,10 @@ func injectionValues() []string {
 		"any; allow all", "any;\n}\nlocation / { satisfy any; allow all; }", "ANY", "any\n", "all\r\n", "all any",
 		// auth-cache-key and auth-cache-duration: variables that read more than the request, directive syntax.
 		"$remote_user$http_authorization;}", "${request_body}", "$http_authorization\nproxy_cache off", "200 202 5m; proxy_cache off", "200 5m\n}",
+		// Canary rules: header and cookie names that would read another variable or break the push, header
+		// values and patterns that close the JSON string or the header, weights out of range.
+		"X-Canary\r\nX-Evil: 1", "host:x", "a\",\"upstream\":\"evil\"}", "cookie_session", "always\n", "^(a|b)$\"}", "(?m)^a$", "\\1",
+		"(a", ".*\x00", "101", "100\n", "50%",
 	}
 }
 
@@ -81,7 +85,11 @@ var moreErrors = regexp.MustCompile(`^and [0-9]+ more errors$`)
 func checkAnnotationValue(t *testing.T, spec AnnotationSpec, value string) {
 	t.Helper()
 	key := spec.Key()
-	got, errs := translateAnnotated(t, DefaultTranslateOptions(), key, value)
+	kv := []string{key, value}
+	if strings.HasPrefix(spec.Name, "canary-") {
+		kv = append(kv, AnnotationCanary, "true") // the rules apply to canaries only
+	}
+	got, errs := translateAnnotated(t, DefaultTranslateOptions(), kv...)
 	if got == nil {
 		for i, e := range errs {
 			if i == len(errs)-1 && moreErrors.MatchString(e) {
@@ -102,6 +110,16 @@ func checkAnnotationValue(t *testing.T, spec AnnotationSpec, value string) {
 	base, _ := translateAnnotated(t, DefaultTranslateOptions())
 	baseModel, _ := Merge([]*IngressTranslation{base}, nil)
 	model, _ := Merge([]*IngressTranslation{got}, nil)
+	if got.Canary != nil {
+		// A canary serves nothing alone: merged with a main Ingress of the same path, it adds its
+		// rule to the main's route, and nothing else.
+		main := *base
+		main.Ingress = nn("default", "main")
+		model, _ = Merge([]*IngressTranslation{&main, got}, nil)
+		if l := model.Servers[1].Locations[0]; l.Canary == nil || l.Canary.Rule != got.Canary {
+			t.Fatalf("%s=%.40q: the canary is not the main route's: %+v", key, value, l)
+		}
+	}
 	if spec.Kind == KindProfile {
 		conf, _, err := Render(model, baseRenderConfig())
 		if err != nil {

@@ -73,7 +73,7 @@ type AnnotationSpec struct {
 	// RestrictsAccess marks annotations that narrow who reaches the backends. An unknown name close to one
 	// of them rejects the Ingress (a misspelt allowlist must not open it), and so does a refused one.
 	RestrictsAccess bool
-	// inert reports values that ask for nothing, so that a refused annotation set to them (canary
+	// inert reports values that ask for nothing, so that a refused annotation set to them (enable-modsecurity
 	// "false") is not a reason to reject the Ingress.
 	inert func(value string) bool
 	// group is the index of the supported group that reads the annotation in the registry, or -1.
@@ -154,7 +154,8 @@ func (t *translator) annotations() {
 	}
 	reg := annotationRegistry()
 	var present []bool
-	var ignored []string
+	var ignored, canaryIgnored []string
+	canary := canaryEnabled(t.ing.Annotations)
 	for _, key := range slices.Sorted(maps.Keys(t.ing.Annotations)) {
 		name, ok := strings.CutPrefix(key, IngressNginxPrefix)
 		if !ok {
@@ -167,6 +168,12 @@ func (t *translator) annotations() {
 		}
 		switch spec.Status {
 		case AnnotationSupported:
+			if canary && !appliesToCanary(name) {
+				if spec.Kind != KindModule {
+					canaryIgnored = append(canaryIgnored, key)
+				}
+				continue
+			}
 			if spec.group >= 0 && reg.groups[spec.group].apply != nil {
 				if present == nil {
 					present = make([]bool, len(reg.groups))
@@ -187,6 +194,7 @@ func (t *translator) annotations() {
 			reg.groups[i].apply(t)
 		}
 	}
+	t.canaryIgnoredWarning(canaryIgnored)
 	if len(ignored) > 0 {
 		t.out.Warnings = append(t.out.Warnings, fmt.Sprintf(
 			"metadata.annotations: %s: not supported yet and ignored; the Ingress is served with the defaults (docs/annotations.md says why for each)",

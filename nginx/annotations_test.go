@@ -97,18 +97,13 @@ func TestAnnotationDispatch(t *testing.T) {
 			wantWarnings: []string{"metadata.annotations: " + p + "enable-opentelemetry, " + p + "enable-opentracing, " + p + "opentelemetry-trust-incoming-span" + ignoredTail},
 		},
 		"canary false is a plain Ingress; its rules are ignored": {
-			annotations:  []string{AnnotationCanary, " False ", p + "canary-weight", "10"},
-			wantWarnings: []string{"metadata.annotations: " + p + "canary-weight" + ignoredTail},
-		},
-		"canary true is refused": {
-			annotations: []string{AnnotationCanary, "true"},
-			wantErrs: []string{"metadata.annotations[" + p + "canary]: canary Ingresses are not supported yet; the Ingress is not served, " +
-				"so that it cannot take its host and paths from the main Ingress (see docs/annotations.md)"},
+			annotations: []string{AnnotationCanary, " False ", p + "canary-weight", "10"},
+			wantWarnings: []string{"metadata.annotations: " + p + "canary-weight: ignored, because the Ingress is no canary (" +
+				p + "canary is not \"true\")"},
 		},
 		"canary with a value that is not a boolean is refused": {
 			annotations: []string{AnnotationCanary, "yes"},
-			wantErrs: []string{"metadata.annotations[" + p + "canary]: canary Ingresses are not supported yet; the Ingress is not served, " +
-				"so that it cannot take its host and paths from the main Ingress (see docs/annotations.md)"},
+			wantErrs:    []string{"metadata.annotations[" + p + "canary]: \"yes\" is not a boolean (want \"true\" or \"false\")"},
 		},
 		"access restrictions are refused, each named": {
 			annotations: []string{p + "modsecurity-transaction-id", "x", p + "enable-modsecurity", "true"},

@@ -5,10 +5,6 @@ import (
 	"strings"
 )
 
-// AnnotationCanary marks an ingress-nginx canary Ingress: a second Ingress for the same host and path
-// that gets only a share of the traffic. Refused until canaries are supported (#17), except "false".
-const AnnotationCanary = IngressNginxPrefix + "canary"
-
 // unsupportedAnnotations lists the ingress-nginx annotations that are not supported (yet), with the
 // reason and the issue that plans them. Supporting one moves it from here to its group file (ann_*.go).
 //
@@ -49,14 +45,6 @@ func unsupportedAnnotations() []AnnotationSpec {
 	add(AnnotationSpec{Status: AnnotationRefused, Reason: refusedSnippet, Difference: neverSnippet},
 		"configuration-snippet", "server-snippet", "stream-snippet")
 
-	// Canary: a canary Ingress served as a plain one would take its paths' traffic.
-	add(AnnotationSpec{
-		Status: AnnotationRefused, Planned: "#17", inert: isFalse,
-		Reason: "canary Ingresses are not supported yet; the Ingress is not served, so that it cannot take its host and " +
-			"paths from the main Ingress (see docs/annotations.md)",
-		Difference: "`\"false\"` is a plain Ingress and is served.",
-	}, "canary")
-
 	// Ignored, planned.
 	planned := func(issue string) AnnotationSpec {
 		return AnnotationSpec{Status: AnnotationIgnored, Planned: issue, Reason: "not supported yet"}
@@ -71,10 +59,6 @@ func unsupportedAnnotations() []AnnotationSpec {
 	globalAuth := planned("#16")
 	globalAuth.Reason = "there is no global authentication yet (the ConfigMap's `global-auth-url`, issue #18) for it to turn on or off"
 	add(globalAuth, "enable-global-auth")
-	canaryRule := planned("#17")
-	canaryRule.Reason = "canary rules apply only to an Ingress with `canary: \"true\"`, which is refused until canaries are supported"
-	add(canaryRule, "canary-by-cookie", "canary-by-header", "canary-by-header-pattern", "canary-by-header-value",
-		"canary-weight", "canary-weight-total")
 	add(planned("#17"),
 		"affinity", "affinity-canary-behavior", "affinity-mode", "load-balance", "session-cookie-change-on-failure",
 		"session-cookie-conditional-samesite-none", "session-cookie-domain", "session-cookie-expires",

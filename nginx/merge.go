@@ -45,6 +45,15 @@ const (
 	// (Winner) is of another namespace; only that namespace's Ingresses make the host's handshakes ask
 	// for certificates, so its rules for the host are not served.
 	ConflictClientCANamespace ConflictKind = "client-ca-namespace"
+	// ConflictCanary: a canary Ingress has a path for which an older canary (Winner) is the canary
+	// already; a path has one canary.
+	ConflictCanary ConflictKind = "canary"
+	// ConflictCanaryNamespace: a canary Ingress has a path whose main Ingress (Winner) is of another
+	// namespace; a canary splits only its own namespace's traffic.
+	ConflictCanaryNamespace ConflictKind = "canary-namespace"
+	// ConflictCanaryNoMain: a canary Ingress has a path that no main Ingress serves on the host; the
+	// path is not served (a canary never serves a path by itself). Winner is empty.
+	ConflictCanaryNoMain ConflictKind = "canary-no-main"
 )
 
 // Conflict records a part of an Ingress that lost to an older Ingress. The caller emits a Warning Event
@@ -61,6 +70,17 @@ type Conflict struct {
 
 // Message explains the conflict to the owner of the losing Ingress.
 func (c Conflict) Message() string {
+	switch c.Kind {
+	case ConflictCanary:
+		return fmt.Sprintf("canary path %q (%s) on host %s is not used: Ingress %s, which is older, is its canary already, and a path has one canary",
+			c.Path, c.PathType, hostForMessage(c.Host), c.Winner)
+	case ConflictCanaryNamespace:
+		return fmt.Sprintf("canary path %q (%s) on host %s is not used: its main Ingress, %s, is of another namespace, and a canary splits only its own namespace's traffic",
+			c.Path, c.PathType, hostForMessage(c.Host), c.Winner)
+	case ConflictCanaryNoMain:
+		return fmt.Sprintf("canary path %q (%s) on host %s is not served: no main (non-canary) Ingress serves it, and a canary only adds a backend to a main Ingress's path",
+			c.Path, c.PathType, hostForMessage(c.Host))
+	}
 	if c.Kind == ConflictTLSNamespace {
 		return fmt.Sprintf("TLS for host %s is ignored: only Ingresses in other namespaces route this host, and a TLS entry applies only to hosts its own namespace routes",
 			hostForMessage(c.Host))
@@ -149,6 +169,9 @@ type Merger struct {
 	byKey   map[types.NamespacedName]*IngressTranslation
 	// routing lists, per host, the translations with a route on it, oldest first (olderFirst).
 	routing map[Hostname][]*IngressTranslation
+	// canaries lists, per host, the canary translations (canary: "true") with a route on it, oldest
+	// first; they are not in routing, since they serve no route of their own.
+	canaries map[Hostname][]*IngressTranslation
 	// tlsFor lists, per TLS host of spec.tls (exact or wildcard), the translations naming it, oldest first.
 	tlsFor map[Hostname][]*IngressTranslation
 	// below lists, per wildcard "*.d", the routed hosts one label under d, which its TLS entries can cover.
@@ -191,6 +214,7 @@ func (m *Merger) reset(opts MergeOptions) {
 		started:      true,
 		byKey:        map[types.NamespacedName]*IngressTranslation{},
 		routing:      map[Hostname][]*IngressTranslation{},
+		canaries:     map[Hostname][]*IngressTranslation{},
 		tlsFor:       map[Hostname][]*IngressTranslation{},
 		below:        map[Hostname]map[Hostname]struct{}{},
 		upstreams:    map[UpstreamName]int{},
@@ -311,6 +335,10 @@ func (m *Merger) Apply(changes map[types.NamespacedName]*IngressTranslation, opt
 		}
 		_, hadProblems := m.problems[h]
 		hasProblems := next != nil && (len(next.conflicts) > 0 || len(next.takeovers) > 0)
+		var orphans []Conflict // canary paths of a host that no main Ingress routes
+		if next == nil {
+			orphans = m.orphanCanaries(h)
+		}
 		if hadProblems || hasProblems {
 			problemsChanged = true
 		}
@@ -354,9 +382,13 @@ func (m *Merger) Apply(changes map[types.NamespacedName]*IngressTranslation, opt
 		case next != nil && old == nil:
 			added++
 		}
-		if hasProblems {
+		switch {
+		case hasProblems:
 			m.problems[h] = next.hostProblems
-		} else {
+		case len(orphans) > 0:
+			problemsChanged = true
+			m.problems[h] = hostProblems{conflicts: orphans}
+		default:
 			delete(m.problems, h)
 		}
 	}
@@ -418,6 +450,15 @@ func (m *Merger) Apply(changes map[types.NamespacedName]*IngressTranslation, opt
 
 // index adds t to the host and TLS indexes and marks the hosts it routes dirty.
 func (m *Merger) index(t *IngressTranslation, dirty map[Hostname]struct{}) {
+	if t.Canary != nil {
+		for _, h := range routedHostsOf(t) {
+			dirty[h] = struct{}{}
+			list := m.canaries[h]
+			i, _ := slices.BinarySearchFunc(list, t, olderFirst)
+			m.canaries[h] = slices.Insert(list, i, t)
+		}
+		return
+	}
 	for _, h := range routedHostsOf(t) {
 		dirty[h] = struct{}{}
 		list := m.routing[h]
@@ -448,6 +489,13 @@ func (m *Merger) unindex(t *IngressTranslation, dirty map[Hostname]struct{}) {
 		} else {
 			index[h] = list
 		}
+	}
+	if t.Canary != nil {
+		for _, h := range routedHostsOf(t) {
+			dirty[h] = struct{}{}
+			drop(m.canaries, h)
+		}
+		return
 	}
 	for _, h := range routedHostsOf(t) {
 		dirty[h] = struct{}{}
@@ -480,6 +528,9 @@ func upstreamNamesOf(s *Server) []UpstreamName {
 	for i := range s.Locations {
 		l := &s.Locations[i]
 		add(l.Upstream)
+		if l.Canary != nil {
+			add(l.Canary.Upstream)
+		}
 		if l.Options != nil {
 			add(l.Options.DefaultBackend)
 		}
@@ -638,6 +689,7 @@ func (m *Merger) mergeHost(host Hostname) *hostMerge {
 	slices.SortFunc(s.Locations, func(a, b Location) int {
 		return cmp.Or(strings.Compare(a.Path, b.Path), strings.Compare(string(a.PathType), string(b.PathType)))
 	})
+	m.hostCanaries(out)
 	m.hostDefaultBackend(out, winnerTranslations(winners, func(w winner) *IngressTranslation { return w.t }), oldest)
 	if host == "" { // the catch-all server has no TLS of its own
 		for i := range s.Locations {
@@ -653,6 +705,59 @@ func (m *Merger) mergeHost(host Hostname) *hostMerge {
 		out.takeovers = hostTakeovers(host, rs)
 	}
 	m.hostTLS(out, namespaces, oldest)
+	return out
+}
+
+// hostCanaries gives each location of a host's server (out) its canary: the route with the same path and
+// path type of the oldest canary Ingress of the location's namespace that has one. Later canaries of the
+// path, canaries of other namespaces and canary paths without a location are reported.
+func (m *Merger) hostCanaries(out *hostMerge) {
+	host := out.server.Host
+	s := &out.server
+	for _, c := range m.canaries[host] {
+		for i := range c.Routes {
+			r := &c.Routes[i]
+			if r.Host != host || r.Upstream == "" {
+				continue
+			}
+			li, found := slices.BinarySearchFunc(s.Locations, r, func(l Location, r *Route) int {
+				return cmp.Or(strings.Compare(l.Path, r.Path), strings.Compare(string(l.PathType), string(r.PathType)))
+			})
+			var l *Location
+			if found {
+				l = &s.Locations[li]
+			}
+			switch {
+			case l == nil || l.Upstream == "" || l.RedirectHost != "":
+				if !r.FromDefaultBackend {
+					out.conflicts = append(out.conflicts, Conflict{Kind: ConflictCanaryNoMain, Loser: c.Ingress, Host: host, Path: r.Path, PathType: r.PathType})
+				}
+			case l.Ingress.Namespace != c.Ingress.Namespace:
+				out.conflicts = append(out.conflicts, Conflict{Kind: ConflictCanaryNamespace, Loser: c.Ingress, Winner: l.Ingress, Host: host, Path: r.Path, PathType: r.PathType})
+			case l.Canary != nil:
+				if l.Canary.Ingress != c.Ingress {
+					out.conflicts = append(out.conflicts, Conflict{Kind: ConflictCanary, Loser: c.Ingress, Winner: l.Canary.Ingress, Host: host, Path: r.Path, PathType: r.PathType})
+				}
+			default:
+				l.Canary = &LocationCanary{Upstream: r.Upstream, Ingress: c.Ingress, Rule: c.Canary}
+				if !slices.ContainsFunc(out.upstreams, func(u Upstream) bool { return u.Name == r.Upstream }) {
+					out.upstreams = append(out.upstreams, c.upstream(r.Upstream))
+				}
+			}
+		}
+	}
+}
+
+// orphanCanaries reports the canary paths of a host that no main Ingress routes: none of them is served.
+func (m *Merger) orphanCanaries(host Hostname) []Conflict {
+	var out []Conflict
+	for _, c := range m.canaries[host] {
+		for i := range c.Routes {
+			if r := &c.Routes[i]; r.Host == host && r.Upstream != "" && !r.FromDefaultBackend {
+				out = append(out, Conflict{Kind: ConflictCanaryNoMain, Loser: c.Ingress, Host: host, Path: r.Path, PathType: r.PathType})
+			}
+		}
+	}
 	return out
 }
 

@@ -34,7 +34,13 @@ func TestMergerMatchesFullMerge(t *testing.T) {
 
 	random := func(r *rand.Rand, key types.NamespacedName, created time.Time) *IngressTranslation {
 		tr := &IngressTranslation{Ingress: key, CreationTimestamp: created, SSLRedirect: r.IntN(3) > 0, Access: accesses[r.IntN(len(accesses))]}
-		if r.IntN(4) == 0 { // profiles come and go with the Ingresses that use them
+		// A canary (canary: "true") has routes only: no aliases, options, profile or TLS.
+		canary := r.IntN(5) == 0
+		if canary {
+			tr.Canary = &CanaryRule{Weight: r.IntN(101), WeightTotal: 100}
+			tr.Access = nil
+		}
+		if !canary && r.IntN(4) == 0 { // profiles come and go with the Ingresses that use them
 			tr.Profile = ProfileSettings{CustomHTTPErrors: []string{"404", "502", "404,502"}[r.IntN(3)]}
 		}
 		for range r.IntN(5) {
@@ -51,7 +57,7 @@ func TestMergerMatchesFullMerge(t *testing.T) {
 		}
 		// Aliases (server-alias, from-to-www-redirect): hosts the translation's rules do not name, with a
 		// copy of its first host's routes or a redirect to it.
-		if len(tr.Routes) > 0 && r.IntN(3) == 0 {
+		if !canary && len(tr.Routes) > 0 && r.IntN(3) == 0 {
 			first := tr.Routes[0].Host
 			ruled := func(h Hostname) bool {
 				return slices.ContainsFunc(tr.Routes, func(x Route) bool { return x.Host == h })
@@ -73,7 +79,7 @@ func TestMergerMatchesFullMerge(t *testing.T) {
 				}
 			}
 		}
-		if r.IntN(4) == 0 { // default-backend
+		if !canary && r.IntN(4) == 0 { // default-backend
 			tr.Options = &RouteOptions{DefaultBackend: upstreams[r.IntN(len(upstreams))].Name}
 		}
 		for _, u := range upstreams {
@@ -82,7 +88,11 @@ func TestMergerMatchesFullMerge(t *testing.T) {
 			}
 		}
 		slices.SortFunc(tr.Upstreams, func(a, b Upstream) int { return cmpString(string(a.Name), string(b.Name)) })
-		for range r.IntN(3) {
+		tlsEntries := r.IntN(3)
+		if canary {
+			tlsEntries = 0
+		}
+		for range tlsEntries {
 			h := tlsHosts[r.IntN(len(tlsHosts))]
 			if !slices.ContainsFunc(tr.TLS, func(x TLSHost) bool { return x.Host == h }) {
 				tr.TLS = append(tr.TLS, TLSHost{Host: h, Secret: types.NamespacedName{Namespace: key.Namespace, Name: fmt.Sprintf("cert-%d", r.IntN(2))}})

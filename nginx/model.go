@@ -115,6 +115,9 @@ type Location struct {
 	RedirectHost Hostname
 	// Profile are the location's directive-only settings (see ProfileSettings); zero for none.
 	Profile ProfileSettings
+	// Canary, when set, is the location's canary (a canary Ingress's route for the same path): the
+	// router sends the requests its rule picks to its upstream.
+	Canary *LocationCanary
 	// Backend is the Service and port of Upstream, for the headers of a custom error page
 	// (custom-http-errors); set only when Profile has custom errors.
 	Backend *Upstream

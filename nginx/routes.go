@@ -231,6 +231,7 @@ func appendRouteFields(b []byte, l *Location) []byte {
 	b = appendRouteOptions(b, l.Options)
 	b = appendRewriteOptions(b, l)
 	b = appendProfile(b, l)
+	b = appendCanary(b, l.Canary)
 	return append(b, '}')
 }
 
@@ -293,7 +294,7 @@ func (s *Server) Equal(o *Server) bool {
 // Equal reports whether l and o route alike: same path, upstream, Ingress and settings.
 func (l *Location) Equal(o *Location) bool {
 	if l.Path != o.Path || l.PathType != o.PathType || l.Upstream != o.Upstream || l.SSLRedirect != o.SSLRedirect || l.Ingress != o.Ingress ||
-		!l.Options.Equal(o.Options) || l.RedirectHost != o.RedirectHost || l.Profile != o.Profile {
+		!l.Options.Equal(o.Options) || l.RedirectHost != o.RedirectHost || l.Profile != o.Profile || !l.Canary.Equal(o.Canary) {
 		return false
 	}
 	return sameRanges(l.Access, o.Access)

@@ -73,6 +73,9 @@ type IngressTranslation struct {
 	Objects []ObjectVersion
 	// BackendTLS is the material of the backend TLS files its profile names (proxy-ssl-secret), or nil.
 	BackendTLS *BackendTLSFiles
+	// Canary, when set, makes the Ingress a canary (canary: "true"): its routes serve no request of their
+	// own, each adds its upstream to the main Ingress's route with the same host, path and path type.
+	Canary *CanaryRule
 	// Warnings are problems that do not reject the Ingress (for example a Service that does not exist yet);
 	// the caller may publish them as Warning Events.
 	Warnings []string
@@ -152,6 +155,7 @@ func translate(ing *networkingv1.Ingress, lk Lookups, opts TranslateOptions) (*I
 	tr.rules()
 	tr.defaultBackend()
 	tr.tls()
+	tr.canaryOnly()
 	tr.hostAliases()
 	tr.routeDataBudget()
 	tr.authUsersBudget()

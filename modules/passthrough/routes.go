@@ -52,6 +52,11 @@ func RoutesOf(ing *networkingv1.Ingress) (routes []HostRoute, enabled bool, prob
 	if !on {
 		return nil, false, nil
 	}
+	if nginx.IsCanary(ing) {
+		// A canary adds a backend to its main Ingress's HTTP paths; passing a host through is no HTTP.
+		return nil, false, []string{fmt.Sprintf("annotation %s: ignored on a canary Ingress (%s), as in ingress-nginx; the canary is served by NGINX",
+			AnnotationSSLPassthrough, nginx.AnnotationCanary)}
+	}
 	var proto tlsproxy.ProxyProtocol
 	switch v := strings.TrimSpace(ing.Annotations[AnnotationProxyProtocol]); v {
 	case "", "none":

@@ -58,6 +58,10 @@ func TestRoutesOf(t *testing.T) {
 		"no annotation": {
 			ing: gen.Ingress("ns", "a", rule("a.example.com", "/=web:443")),
 		},
+		"a canary is never passed through": {
+			ing:          gen.Ingress("ns", "a", gen.Annotations(AnnotationSSLPassthrough, "true", nginx.AnnotationCanary, "true"), rule("a.example.com", "/=web:443")),
+			wantProblems: []string{"ignored on a canary Ingress"},
+		},
 		"annotation false": {
 			ing: gen.Ingress("ns", "a", gen.Annotations(AnnotationSSLPassthrough, "false"), rule("a.example.com", "/=web:443")),
 		},

@@ -994,6 +994,43 @@ local function normalize_client_cert(r, out, ca)
         error_page = c.error_page, pass_cert = c.pass_cert or nil }
 end
 
+-- normalize_canary checks the canary of route r (nginx/ann_canary.go: "canary": {"upstream", "weight",
+-- "total", "header", "header_value", "header_pattern": a PCRE pattern, "cookie"}) and copies it to out,
+-- or returns why not.
+local function normalize_canary(r, out)
+    local c = r.canary
+    if c == nil then
+        return nil
+    end
+    if type(c) ~= "table" or c.upstream == "" or not valid_upstream(c.upstream) then
+        return "\"canary\" must have an \"upstream\""
+    end
+    if not whole_in(c.total, 1, 1000000) or not whole_in(c.weight, 0, c.total) then
+        return "\"canary\" must have a \"weight\" from 0 to its \"total\""
+    end
+    if c.header ~= nil and (type(c.header) ~= "string" or #c.header > 256 or not c.header:match("^[%w_%-]+$")) then
+        return "\"canary\" \"header\" must be a header name"
+    end
+    if c.cookie ~= nil and (type(c.cookie) ~= "string" or #c.cookie > 256 or not c.cookie:match("^[%w_%-%.]+$")) then
+        return "\"canary\" \"cookie\" must be a cookie name"
+    end
+    if c.header_value ~= nil and (type(c.header_value) ~= "string" or c.header_value == "" or #c.header_value > 1024
+        or not c.header_value:match("^[\032-\126]+$") or not c.header) then
+        return "\"canary\" \"header_value\" must be printable ASCII, with a \"header\""
+    end
+    if c.header_pattern ~= nil then
+        if type(c.header_pattern) ~= "string" or c.header_pattern == "" or #c.header_pattern > 4096 or not c.header then
+            return "\"canary\" \"header_pattern\" must be a pattern, with a \"header\""
+        end
+        local _, _, err = ngx.re.find("", c.header_pattern, "jo")
+        if err then
+            return "\"canary\" \"header_pattern\" does not compile: " .. err
+        end
+    end
+    out.canary = { upstream = c.upstream, weight = c.weight, total = c.total, header = c.header,
+        header_value = c.header_value, header_pattern = c.header_pattern, cookie = c.cookie }
+end
+
 -- normalize_host checks one host entry and returns it in the form router.lua reads, or nil, why, and
 -- the 1-based index of the route at fault (0: the entry itself).
 local function normalize_host(host, entry)
@@ -1060,7 +1097,7 @@ local function normalize_host(host, entry)
         local ferr = rewrite_fields(r, out, entry.regex) or normalize_redirects(r, out) or normalize_cors(r, out)
             or normalize_limit(r, out) or normalize_response_headers(r, out) or normalize_proxy(r, out)
             or normalize_auth(r, out, auth_users) or normalize_client_cert(r, out, client_ca)
-            or normalize_satisfy(r, out)
+            or normalize_satisfy(r, out) or normalize_canary(r, out)
         if ferr then
             return nil, where .. ": " .. ferr, i
         end

@@ -25,7 +25,8 @@
 -- route without upstream answers 404; a route whose upstream has no endpoints goes to its
 -- "default_backend" when it has one; a route with "rewrite" changes the path the backend sees, and
 -- "upstream_vhost" its Host header; "upstream_options" (timeouts and tries) go to balancer.lua, and
--- "limit_rate" and "connection_header" into NGINX variables. A
+-- "limit_rate" and "connection_header" into NGINX variables; a route with a "canary" sends the requests
+-- its rule picks (canary_wanted) to the canary's upstream when that has endpoints. A
 -- route with a "profile" continues in the profile's named location; a body without Content-Length of a
 -- route without one is read in the default named location, which limits it. The fallback is the host's
 -- "default_backend", else the default.
@@ -236,6 +237,60 @@ compile_limit = function(l)
     return out
 end
 
+-- compile_canary adds to a route's "canary" object (validated when stored) the names of the NGINX
+-- variables that hold its header and cookie.
+local function compile_canary(c)
+    if type(c) ~= "table" then
+        return nil
+    end
+    local out = { upstream = c.upstream, weight = c.weight, total = c.total, header_value = c.header_value,
+        header_pattern = c.header_pattern }
+    if c.header then
+        out.header_var = "http_" .. gsub(lower(c.header), "-", "_")
+    end
+    if c.cookie then
+        out.cookie_var = "cookie_" .. c.cookie
+    end
+    return out
+end
+
+-- canary_wanted decides whether the request goes to the route's canary c, as ingress-nginx's balancer
+-- did: the header first (its value, else its pattern, else "always" and "never"), then the cookie
+-- ("always" and "never"), then the weight, at random; a value that decides nothing falls through.
+function _M.canary_wanted(c)
+    if c.header_var then
+        local v = ngx_var[c.header_var]
+        if v then
+            if c.header_value then
+                if v == c.header_value then
+                    return true
+                end
+            elseif c.header_pattern then
+                local from, _, err = re_find(v, c.header_pattern, "jo")
+                if from then
+                    return true
+                elseif err then
+                    ngx_log(ERR, "canary-by-header-pattern: ", err)
+                    return false
+                end
+            elseif v == "always" then
+                return true
+            elseif v == "never" then
+                return false
+            end
+        end
+    end
+    if c.cookie_var then
+        local v = ngx_var[c.cookie_var]
+        if v == "always" then
+            return true
+        elseif v == "never" then
+            return false
+        end
+    end
+    return c.weight > 0 and math.random(c.total) <= c.weight
+end
+
 -- compile builds the lookup tables of a host entry (validated by configuration.lua when stored). A
 -- regex host ("regex": true) keeps its routes as a list in match order instead.
 local function compile(raw, version)
@@ -284,6 +339,7 @@ local function compile(raw, version)
             route.auth = { challenge = r.auth.challenge, users = user_lists[r.auth.users] or {} }
         end
         route.client_cert = r.client_cert
+        route.canary = compile_canary(r.canary)
         route.limit, err = compile_limit(r.limit)
         if err then
             return nil, err
@@ -844,7 +900,9 @@ function _M.route()
     if upstream == "" then
         return ngx.exit(ngx.HTTP_NOT_FOUND)
     end
-    if r and r.default_backend and not endpoints:get(ENDPOINTS_VERSION_PREFIX .. upstream) then
+    if r and r.canary and _M.canary_wanted(r.canary) and endpoints:get(ENDPOINTS_VERSION_PREFIX .. r.canary.upstream) then
+        upstream = r.canary.upstream -- canary: a canary without endpoints leaves the request to the main backend
+    elseif r and r.default_backend and not endpoints:get(ENDPOINTS_VERSION_PREFIX .. upstream) then
         upstream = r.default_backend -- default-backend: the route's Service has no endpoints
     end
     if r and (r.rewrite or r.upstream_vhost) and not apply_rewrite_fields(r, captures) then
