@@ -78,11 +78,7 @@ func unsupportedAnnotations() []AnnotationSpec {
 	canaryRule.Reason = "canary rules apply only to an Ingress with `canary: \"true\"`, which is refused until canaries are supported"
 	add(canaryRule, "canary-by-cookie", "canary-by-header", "canary-by-header-pattern", "canary-by-header-value",
 		"canary-weight", "canary-weight-total")
-	add(planned("#17"),
-		"affinity", "affinity-canary-behavior", "affinity-mode", "load-balance", "session-cookie-change-on-failure",
-		"session-cookie-conditional-samesite-none", "session-cookie-domain", "session-cookie-expires",
-		"session-cookie-max-age", "session-cookie-name", "session-cookie-path", "session-cookie-samesite",
-		"session-cookie-secure", "upstream-hash-by", "upstream-hash-by-subset", "upstream-hash-by-subset-size")
+	add(planned("#17"), "affinity-canary-behavior")
 
 	// Ignored, not planned.
 	notPlanned := func(why string) AnnotationSpec { return AnnotationSpec{Status: AnnotationIgnored, Reason: why} }
