@@ -111,33 +111,39 @@ end
 -- ring builds the hash ring of an endpoint list: ids[i] is endpoint i's id ("address:port"). Every
 -- endpoint gets 160 points, fewer from 100 endpoints up (at least 40), so that building the ring of a
 -- large upstream stays short.
+local RANKS = 65536 -- endpoints of one upstream, at most
 function _M.ring(ids)
-    local n = #ids
+    local n = math.min(#ids, RANKS)
     local per = 160
     if n > 100 then
         per = math.max(40, floor(16000 / n / 4) * 4)
     end
+    -- Each point is one number, hash * RANKS + the rank of its endpoint's id, so that a plain sort
+    -- orders points by hash and ties (rare) by id: every worker and replica builds the same ring
+    -- whatever the order of the endpoint list.
+    local order = {}
+    for i = 1, n do
+        order[i] = i
+    end
+    table.sort(order, function(a, b)
+        return ids[a] < ids[b]
+    end)
     local points = {}
-    for i, id in ipairs(ids) do
+    for rank, i in ipairs(order) do
+        local id = ids[i]
         for j = 0, per / 4 - 1 do
             local d = md5_bin(id .. "-" .. j)
             for k = 0, 12, 4 do
                 local b1, b2, b3, b4 = byte(d, k + 1, k + 4)
-                points[#points + 1] = { ((b1 * 256 + b2) * 256 + b3) * 256 + b4, i }
+                points[#points + 1] = (((b1 * 256 + b2) * 256 + b3) * 256 + b4) * RANKS + (rank - 1)
             end
         end
     end
-    -- Ties (rare) are ordered by id, so that every worker and replica builds the same ring whatever
-    -- the order of the endpoint list.
-    table.sort(points, function(a, b)
-        if a[1] ~= b[1] then
-            return a[1] < b[1]
-        end
-        return ids[a[2]] < ids[b[2]]
-    end)
+    table.sort(points)
     local hashes, owners = {}, {}
     for i, p in ipairs(points) do
-        hashes[i], owners[i] = p[1], p[2]
+        local rank = p % RANKS
+        hashes[i], owners[i] = (p - rank) / RANKS, order[rank + 1]
     end
     return { hashes = hashes, owners = owners, n = n }
 end
