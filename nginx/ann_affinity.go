@@ -49,15 +49,15 @@ type BalanceOptions struct {
 	HashBy         string
 	HashSubsetSize int
 	// Affinity turns cookie affinity on (affinity: cookie); the Cookie* fields describe the cookie.
-	// CookiePath "" is the route's path; CookieSecure is "" (over HTTPS), "true" or "false";
-	// CookieExpires and CookieMaxAge are seconds as digits, "" for none. CookieKey keys the endpoint
+	// CookiePath "" is the route's path; CookieSecure marks every cookie Secure (else those set over
+	// HTTPS are); CookieExpires and CookieMaxAge are seconds as digits, "" for none. CookieKey keys the endpoint
 	// tokens of persistent affinity.
-	Affinity                                             bool
-	CookiePersistent                                     bool
-	CookieName, CookiePath, CookieDomain, CookieSameSite string
-	CookieSameSiteNoneConditional, CookieChangeOnFailure bool
-	CookieExpires, CookieMaxAge, CookieSecure            string
-	CookieKey                                            string
+	Affinity                                                           bool
+	CookiePersistent                                                   bool
+	CookieName, CookiePath, CookieDomain, CookieSameSite               string
+	CookieSameSiteNoneConditional, CookieChangeOnFailure, CookieSecure bool
+	CookieExpires, CookieMaxAge                                        string
+	CookieKey                                                          string
 }
 
 var (
@@ -123,7 +123,8 @@ func init() {
 			cookieSpec("session-cookie-max-age", "whole seconds, up to 2147483647", "none: a session cookie",
 				"Sets `Max-Age`. An invalid value is ignored with a Warning."),
 			cookieSpec("session-cookie-secure", "`\"true\"` or `\"false\"`", "`Secure` on cookies set over HTTPS",
-				"`true` marks every cookie `Secure`, `false` none. An invalid value is ignored with a Warning."),
+				"`true` marks every cookie `Secure`; otherwise those set over HTTPS are, as in ingress-nginx. An invalid value is "+
+					"ignored with a Warning."),
 			cookieSpec("session-cookie-change-on-failure", "`\"true\"` or `\"false\"`", "`false`: retries go to the cookie's endpoint again",
 				"`true`: a retry (`proxy-next-upstream`) goes to another endpoint, and the cookie follows it when its first try failed "+
 					"before any response (NGINX may refuse a `Set-Cookie` from a later retry; the next request then picks again). An "+
@@ -285,9 +286,7 @@ func (t *translator) cookieAffinity(b *BalanceOptions) {
 	}
 	b.CookieSameSiteNoneConditional, _ = t.warnBool(AnnotationSessionCookieConditionalSSN)
 	b.CookieChangeOnFailure, _ = t.warnBool(AnnotationSessionCookieChangeOnFailure)
-	if secure, ok := t.warnBool(AnnotationSessionCookieSecure); ok {
-		b.CookieSecure = strconv.FormatBool(secure)
-	}
+	b.CookieSecure, _ = t.warnBool(AnnotationSessionCookieSecure)
 	for _, f := range []struct {
 		key string
 		to  *string
@@ -426,9 +425,8 @@ func appendBalanceOptions(b []byte, l *Location) []byte {
 			b = append(b, `,"max_age":`...)
 			b = append(b, bo.CookieMaxAge...)
 		}
-		if bo.CookieSecure != "" {
-			b = append(b, `,"secure":`...)
-			b = append(b, bo.CookieSecure...)
+		if bo.CookieSecure {
+			b = append(b, `,"secure":true`...)
 		}
 		if bo.CookieChangeOnFailure {
 			b = append(b, `,"change_on_failure":true`...)

@@ -329,7 +329,7 @@ function _M.samesite_none_ok(ua)
 end
 
 -- cookie_header returns the Set-Cookie value for cookie settings c (name, path, domain, expires and
--- max_age in seconds, secure: true, false or nil for "over HTTPS", samesite, samesite_none_conditional)
+-- max_age in seconds, secure: true for always, else over HTTPS; samesite, samesite_none_conditional)
 -- and value. Every field was validated when it was pushed (configuration.lua).
 function _M.cookie_header(c, value, https, ua, now)
     local parts = { c.name .. "=" .. value, "Path=" .. c.path }
@@ -342,11 +342,7 @@ function _M.cookie_header(c, value, https, ua, now)
     if c.max_age then
         parts[#parts + 1] = "Max-Age=" .. c.max_age
     end
-    local secure = c.secure
-    if secure == nil then
-        secure = https
-    end
-    if secure then
+    if c.secure or https then
         parts[#parts + 1] = "Secure"
     end
     parts[#parts + 1] = "HttpOnly"

@@ -933,7 +933,7 @@ local function normalize_balance(r, out)
             return "\"balance\" persistent cookie needs a hex \"key\" of 32 to 128 digits"
         end
         n.cookie = { name = c.name, path = c.path, domain = c.domain, samesite = c.samesite, expires = c.expires,
-            max_age = c.max_age, secure = c.secure, samesite_none_conditional = c.samesite_none_conditional or nil,
+            max_age = c.max_age, secure = c.secure or nil, samesite_none_conditional = c.samesite_none_conditional or nil,
             change_on_failure = c.change_on_failure or nil, persistent = c.persistent or nil,
             key = c.persistent and c.key or nil }
     else

@@ -172,9 +172,12 @@ check(balancing.cookie_header(c, "v", true, "curl/8", 0) == "S=v; Path=/app; Dom
 local old_chrome = "Mozilla/5.0 (X11; Linux x86_64) AppleWebKit/537.36 Chrome/59.0.3071.115 Safari/537.36"
 check(balancing.cookie_header(c, "v", false, old_chrome, 0) == "S=v; Path=/app; Domain=.example.com; Max-Age=60; HttpOnly",
     "cookie for Chrome 59:", balancing.cookie_header(c, "v", false, old_chrome, 0))
-c = { name = "S", path = "/", expires = 3600, secure = false }
-check(balancing.cookie_header(c, "v", true, nil, 0) == "S=v; Path=/; Expires=Thu, 01-Jan-70 01:00:00 GMT; HttpOnly",
-    "cookie with expires, secure false:", balancing.cookie_header(c, "v", true, nil, 0))
+c = { name = "S", path = "/", expires = 3600 }
+check(balancing.cookie_header(c, "v", false, nil, 0) == "S=v; Path=/; Expires=Thu, 01-Jan-70 01:00:00 GMT; HttpOnly",
+    "cookie with expires over plain HTTP:", balancing.cookie_header(c, "v", false, nil, 0))
+c.secure = true
+check(balancing.cookie_header(c, "v", false, nil, 0) == "S=v; Path=/; Expires=Thu, 01-Jan-70 01:00:00 GMT; Secure; HttpOnly",
+    "secure cookie over plain HTTP:", balancing.cookie_header(c, "v", false, nil, 0))
 check(not balancing.samesite_none_ok("Mozilla/5.0 (iPhone; CPU iPhone OS 12_0 like Mac OS X) Safari/604.1"), "iOS 12")
 check(balancing.samesite_none_ok("Mozilla/5.0 (X11; Linux x86_64) Chrome/120.0 Safari/537.36"), "Chrome 120")
 
