@@ -2,6 +2,7 @@ package nginx
 
 import (
 	"context"
+	"crypto/tls"
 	"fmt"
 	"io"
 	"net/http"
@@ -94,6 +95,13 @@ func TestAffinityNginx(t *testing.T) {
 				t.Fatalf("%s: request %d with cookie %s went to %s (Set-Cookie %q), the first to %s", tc.host, i, c.cookie, got, set, first)
 			}
 		}
+	}
+
+	// Over HTTPS the cookie is Secure without session-cookie-secure.
+	hs := proxyClient(cfg.HTTPSPort, &tls.Config{InsecureSkipVerify: true})
+	if _, set, status := (&stickyClient{}).get(t, hs, fmt.Sprintf("https://balanced.example.com:%d/app", cfg.HTTPSPort), "INGRESSCOOKIE"); status != http.StatusOK ||
+		!strings.HasSuffix(set, "; Path=/app; Max-Age=3600; Secure; HttpOnly; SameSite=Lax") {
+		t.Errorf("over HTTPS: %d, Set-Cookie %q; want a Secure cookie", status, set)
 	}
 
 	// 40 clients per mode; then an endpoint is added, then one removed.
