@@ -244,7 +244,8 @@ func endpointOf(srv *httptest.Server) Endpoint {
 }
 
 // TestUpstreamHashByNginx: upstream-hash-by $arg_x sends equal x to equal endpoints, different x to
-// several; with a subset of 2, a key goes to at most 2 endpoints.
+// several, and the keys of an endpoint that refuses connections to the next one; with a subset of 2, a
+// key goes to at most 2 endpoints (the refusing one's are retried elsewhere).
 func TestUpstreamHashByNginx(t *testing.T) {
 	requireNginx(t)
 	cfg := testRenderConfig(t, nginxDir(t))
@@ -260,6 +261,8 @@ func TestUpstreamHashByNginx(t *testing.T) {
 	for _, name := range []string{"a", "b", "c", "d", "e"} {
 		eps = append(eps, echoBackend(t, name))
 	}
+	// And one that refuses connections: its keys are retried on the next endpoint of the ring.
+	eps = append(eps, Endpoint{Address: "127.0.0.1", Port: int32(freePort(t))})
 	if err := rt.Client().PushEndpoints(ctx, map[UpstreamName][]Endpoint{up("default", "app", 80).Name: eps}); err != nil {
 		t.Fatal(err)
 	}
@@ -267,11 +270,15 @@ func TestUpstreamHashByNginx(t *testing.T) {
 	seen := map[string]bool{}
 	for x := range 30 {
 		url := fmt.Sprintf("http://hash.example.com:%d/?x=%d", cfg.HTTPPort, x)
-		first := fetch(t, hc, url).echo.Backend
+		r := fetch(t, hc, url)
+		if r.status != http.StatusOK {
+			t.Fatalf("x=%d: %d, want 200 (a failed endpoint's keys go to the next one)", x, r.status)
+		}
+		first := r.echo.Backend
 		seen[first] = true
 		for range 5 {
-			if got := fetch(t, hc, url).echo.Backend; got != first {
-				t.Fatalf("x=%d went to %s, then to %s", x, first, got)
+			if got := fetch(t, hc, url); got.echo.Backend != first {
+				t.Fatalf("x=%d went to %s, then to %q (%d)", x, first, got.echo.Backend, got.status)
 			}
 		}
 	}
