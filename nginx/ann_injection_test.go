@@ -57,6 +57,11 @@ func injectionValues() []string {
 		// values and patterns that close the JSON string or the header, weights out of range.
 		"X-Canary\r\nX-Evil: 1", "host:x", "a\",\"upstream\":\"evil\"}", "cookie_session", "always\n", "^(a|b)$\"}", "(?m)^a$", "\\1",
 		"(a", ".*\x00", "101", "100\n", "50%",
+		// Affinity cookies and hash keys: attributes that add attributes or headers to Set-Cookie, and
+		// variables outside upstream-hash-by's allow-list (secrets of the configuration, the body).
+		"SESSION; Domain=evil.example", "name=value", "/app; HttpOnly=false", "/app\r\nSet-Cookie: admin=1", ".example.com;Secure",
+		"a.example,b.example", "None; Domain=x", "$ingress_reactor_token", "$request_body", "$ssl_client_cert", "$arg_x;$host",
+		"${arg_x\"}", "$arg_x'", "cookie\n", "persistent;",
 	}
 }
 
@@ -204,15 +209,17 @@ func TestAnnotationInjection(t *testing.T) {
 		}
 		// Values that are accepted: the check above covers their output too.
 		for _, v := range []string{"true", "false", "10.0.0.0/8", " 192.0.2.7 , ::/0 ", manyRanges(5000),
-			"8m", "16k", "0", "60", "500ms", "on", "off", "1.0", "error http_503", "a.example b.example", "/app/ /", "keep-alive"} {
+			"8m", "16k", "0", "60", "500ms", "on", "off", "1.0", "error http_503", "a.example b.example", "/app/ /", "keep-alive",
+			"cookie", "persistent", "ewma", "$arg_x", "${request_uri}-v1", "$remote_addr$http_x_user", "Lax", ".example.com", "/app"} {
 			checkAnnotationValue(t, s, v)
 		}
 	}
 	// Apart from URLs and paths (in which ';', '{', '}', '$' and '#' are legal, and which are route data
-	// that checkAnnotationValue keeps out of nginx.conf), no annotation read today takes free text, so a
-	// value with NGINX syntax in it is refused outright. (Whitespace around a value is trimmed: YAML block
-	// scalars end in a newline.)
-	takesURL := map[string]bool{"permanent-redirect": true, "temporal-redirect": true, "app-root": true}
+	// that checkAnnotationValue keeps out of nginx.conf) and upstream-hash-by (allow-listed variables as
+	// "$name" or "${name}", route data too), no annotation read today takes free text, so a value with
+	// NGINX syntax in it is refused outright. (Whitespace around a value is trimmed: YAML block scalars
+	// end in a newline.)
+	takesURL := map[string]bool{"permanent-redirect": true, "temporal-redirect": true, "app-root": true, "upstream-hash-by": true}
 	for _, s := range specs {
 		if takesURL[s.Name] {
 			continue
@@ -265,7 +272,8 @@ func FuzzAnnotationValue(f *testing.F) {
 	}
 	for i := range readingAnnotations() {
 		for _, v := range []string{"true", "False", "10.0.0.0/8", "2001:db8::1, 192.0.2.0/24", " , ", "::ffff:10.0.0.0/104",
-			"8m", "0", "60", "1h 30m", "1500ms", "on", "off", "1.0", "error timeout http_503", "/app/ /", "keep-alive"} {
+			"8m", "0", "60", "1h 30m", "1500ms", "on", "off", "1.0", "error timeout http_503", "/app/ /", "keep-alive",
+			"cookie", "persistent", "$arg_x", "${request_uri}-v1", "Lax", ".example.com"} {
 			f.Add(uint8(i), v)
 		}
 	}

@@ -59,11 +59,7 @@ func unsupportedAnnotations() []AnnotationSpec {
 	globalAuth := planned("#16")
 	globalAuth.Reason = "there is no global authentication yet (the ConfigMap's `global-auth-url`, issue #18) for it to turn on or off"
 	add(globalAuth, "enable-global-auth")
-	add(planned("#17"),
-		"affinity", "affinity-canary-behavior", "affinity-mode", "load-balance", "session-cookie-change-on-failure",
-		"session-cookie-conditional-samesite-none", "session-cookie-domain", "session-cookie-expires",
-		"session-cookie-max-age", "session-cookie-name", "session-cookie-path", "session-cookie-samesite",
-		"session-cookie-secure", "upstream-hash-by", "upstream-hash-by-subset", "upstream-hash-by-subset-size")
+	add(planned("#17"), "affinity-canary-behavior")
 
 	// Ignored, not planned.
 	notPlanned := func(why string) AnnotationSpec { return AnnotationSpec{Status: AnnotationIgnored, Reason: why} }

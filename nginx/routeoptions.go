@@ -86,6 +86,10 @@ type RouteOptions struct {
 	ClientCertMatchCN                    string
 	ClientCertErrorPage                  string
 	ClientCertPass                       bool
+	// Balance are the route's balancing settings (affinity, upstream-hash-by, load-balance); the zero
+	// value is round robin. They depend on the path (the cookie's default path), so
+	// AppendRouteHostJSON writes them per location (appendBalanceOptions).
+	Balance BalanceOptions
 }
 
 // options returns the translation's route options, allocating them on first use.

@@ -230,6 +230,7 @@ func appendRouteFields(b []byte, l *Location) []byte {
 	}
 	b = appendRouteOptions(b, l.Options)
 	b = appendRewriteOptions(b, l)
+	b = appendBalanceOptions(b, l)
 	b = appendProfile(b, l)
 	b = appendCanary(b, l.Canary)
 	return append(b, '}')

@@ -331,6 +331,8 @@ func ParseTemplate(text string) (*Template, error) {
 			"backend TLS profiles must not share idle connections with other profiles"},
 		{`set $ingress_reactor_response_headers "";`, "the public location's \"set $ingress_reactor_response_headers \"\";\": custom-headers travel in it"},
 		{`set $ingress_reactor_satisfied "";`, "the public location's \"set $ingress_reactor_satisfied \"\";\": satisfy any tells the auth request in it that the router let the request in"},
+		{`set $ingress_reactor_balance "";`, "the public location's \"set $ingress_reactor_balance \"\";\": affinity, upstream-hash-by and load-balance travel in it"},
+		{`require("ingress_reactor.balancer").log()`, "the http block's log_by_lua_block that calls require(\"ingress_reactor.balancer\").log(): load-balance ewma measures endpoints in it"},
 	} {
 		if !bytes.Contains(conf, []byte(need.text)) {
 			return nil, errors.New("nginx template must keep " + need.why)

@@ -53,6 +53,7 @@ func TestRenderPublicServer(t *testing.T) {
 			client_max_body_size 0;
 			set $proxy_upstream_name "";
 			set $ingress_reactor_upstream_options "";
+			set $ingress_reactor_balance "";
 			set $ingress_reactor_connection_header "";
 			set $ingress_reactor_limit_rate_after 0;
 			set $ingress_reactor_upstream_vhost "";
@@ -103,6 +104,7 @@ func TestRenderPublicServer(t *testing.T) {
 			client_max_body_size 0;
 			set $proxy_upstream_name "";
 			set $ingress_reactor_upstream_options "";
+			set $ingress_reactor_balance "";
 			set $ingress_reactor_connection_header "";
 			set $ingress_reactor_limit_rate_after 0;
 			set $ingress_reactor_upstream_vhost "";
@@ -153,6 +155,7 @@ func TestRenderPublicServer(t *testing.T) {
 			client_max_body_size 0;
 			set $proxy_upstream_name "";
 			set $ingress_reactor_upstream_options "";
+			set $ingress_reactor_balance "";
 			set $ingress_reactor_connection_header "";
 			set $ingress_reactor_limit_rate_after 0;
 			set $ingress_reactor_upstream_vhost "";
@@ -289,6 +292,7 @@ const routerCall = ` rewrite_by_lua_block { require("ingress_reactor.router").ro
 	require("ingress_reactor.router").set_body_limit({{.ClientMaxBodySize}})
 	{{range .ProtocolUpstreams}}upstream {{.}} { }{{end}} map $scheme $ingress_reactor_auto_upstream { }
 	{{range .Profiles}}{{if .Upstream}}upstream {{.Upstream}} { }{{end}}{{end}} set $ingress_reactor_response_headers ""; set $ingress_reactor_satisfied "";
+	set $ingress_reactor_balance ""; require("ingress_reactor.balancer").log()
 	header_filter_by_lua_block { require("ingress_reactor.router").header_filter() } require("ingress_reactor.router").header_filter() {{range .Profiles}}require("ingress_reactor.router").header_filter(){{end}}
 	{{range .Profiles}}{{if .ProxyHeaders}}{{template "ingress_reactor_proxy_headers" $}}{{end}}{{range .Auxiliary}}location {{.Name}} { }{{end}}{{end}}
 	{{define "ingress_reactor_proxy_headers"}}proxy_set_header Host $ingress_reactor_proxy_host;{{end}} {{template "ingress_reactor_proxy_headers" .}}
@@ -327,6 +331,10 @@ func TestParseTemplate(t *testing.T) {
 			strings.Replace(routerCall, `set $ingress_reactor_satisfied "";`, "", 1), wantErr: "$ingress_reactor_satisfied"},
 		"no auth cache zone": {text: "/configuration/hash {{.ConfigHash}} set $ingress_reactor_token {{.StatusToken}}; " + statusAuthorize +
 			strings.Replace(routerCall, "{{if .AuthCache}}keys_zone=ingress_reactor_auth_cache:1m{{end}}", "", 1), wantErr: "auth-cache-key caches"},
+		"no balancing variable": {text: "/configuration/hash {{.ConfigHash}} set $ingress_reactor_token {{.StatusToken}}; " + statusAuthorize +
+			strings.Replace(routerCall, `set $ingress_reactor_balance "";`, "", 1), wantErr: "$ingress_reactor_balance"},
+		"no balancer log hook": {text: "/configuration/hash {{.ConfigHash}} set $ingress_reactor_token {{.StatusToken}}; " + statusAuthorize +
+			strings.Replace(routerCall, `require("ingress_reactor.balancer").log()`, "", 1), wantErr: "load-balance ewma measures endpoints"},
 		"no auth locations": {text: "/configuration/hash {{.ConfigHash}} set $ingress_reactor_token {{.StatusToken}}; " + statusAuthorize +
 			strings.Replace(routerCall, "{{range .Auxiliary}}location {{.Name}} { }{{end}}", "", 1), wantErr: "external auth (auth-url) calls its service"},
 		"no proxy headers in an auth profile": {text: "/configuration/hash {{.ConfigHash}} set $ingress_reactor_token {{.StatusToken}}; " + statusAuthorize +

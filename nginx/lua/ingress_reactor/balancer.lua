@@ -7,11 +7,18 @@
 -- (proxy-connect-timeout, proxy-send-timeout, proxy-read-timeout) come from the router in
 -- $ingress_reactor_upstream_options: "<connect ms> <send ms> <read ms> <tries>", 0 and -1 for defaults.
 --
+-- A route's balancing settings (affinity, upstream-hash-by, load-balance) come from the router in
+-- $ingress_reactor_balance, the JSON that balancing.lua describes: cookie affinity picks the endpoint in
+-- access() (which may set the cookie), hashing and EWMA in balance(), and log() feeds EWMA its samples.
+-- Hashing and balanced affinity share one ring per upstream and endpoint list; EWMA statistics are per
+-- upstream and endpoint, and outlive changes of the list for the endpoints that remain.
+--
 -- Each worker keeps the decoded list per upstream with the version it was decoded at, so a request
 -- costs one shared-dict read of a number, and a list is decoded again only after it changed.
 local ngx_balancer = require("ngx.balancer")
 local cjson = require("cjson.safe")
 local filled = require("ingress_reactor.filled")
+local balancing = require("ingress_reactor.balancing")
 
 local ngx = ngx
 local ngx_log = ngx.log
@@ -49,22 +56,183 @@ local function lookup(name)
         ngx_log(ERR, "endpoints of upstream ", name, " are unreadable: ", err or "empty list")
         return nil
     end
-    for _, peer in ipairs(peers) do
+    local ids = {}
+    for i, peer in ipairs(peers) do
         -- ngx.balancer parses "host:port" URLs, where IPv6 addresses need brackets.
         if peer.address:find(":", 1, true) then
             peer.host = "[" .. peer.address .. "]"
         else
             peer.host = peer.address
         end
+        -- As $upstream_addr writes it.
+        ids[i] = peer.host .. ":" .. peer.port
     end
     -- Start each worker at a random position so that workers do not hit the same endpoint in lockstep.
-    entry = { version = version, peers = peers, next = math_random(#peers) }
+    entry = { name = name, version = version, peers = peers, ids = ids, next = math_random(#peers) }
     cache[name] = entry
     return entry
 end
 
 function _M.init_worker()
     math.randomseed(ngx.now() * 1000 + ngx.worker.pid())
+end
+
+-- Balancing settings by the value of $ingress_reactor_balance, compiled once per worker; the table
+-- starts again when it holds MAX_SETTINGS values (settings of routes that are gone).
+local MAX_SETTINGS = 1000
+local settings_cache, settings_count = {}, 0
+
+-- settings returns the compiled balancing settings of the request's route, or nil for round robin.
+local function settings()
+    local raw = ngx.var.ingress_reactor_balance
+    if not raw or raw == "" then
+        return nil
+    end
+    local s = settings_cache[raw]
+    if s ~= nil then
+        return s or nil
+    end
+    local v = cjson.decode(raw)
+    s = false
+    if type(v) == "table" then
+        if v.hash then
+            local parts, err = balancing.parse_expression(v.hash)
+            if parts then
+                s = { hash = parts, subset = v.subset }
+            else
+                ngx_log(ERR, "upstream-hash-by ", v.hash, ": ", err)
+            end
+        elseif type(v.cookie) == "table" then
+            s = { cookie = v.cookie }
+        elseif v.lb == "ewma" then
+            s = { ewma = true }
+        end
+    end
+    if not s then
+        ngx_log(ERR, "unreadable balancing settings ", raw, "; round robin")
+    end
+    if settings_count >= MAX_SETTINGS then
+        settings_cache, settings_count = {}, 0
+    end
+    settings_cache[raw], settings_count = s, settings_count + 1
+    return s or nil
+end
+
+-- ring returns the hash ring of entry's endpoints, built on first use.
+local function ring(entry)
+    local r = entry.ring
+    if not r then
+        r = balancing.ring(entry.ids)
+        entry.ring = r
+    end
+    return r
+end
+
+-- tokens returns the persistent-affinity cookie values of entry's endpoints under key: value -> index
+-- and index -> value.
+local function tokens(entry, key)
+    entry.tokens = entry.tokens or {}
+    local t = entry.tokens[key]
+    if not t then
+        t = { by_value = {}, by_index = {} }
+        for i, id in ipairs(entry.ids) do
+            local v = balancing.token(key, id)
+            t.by_value[v], t.by_index[i] = i, v
+        end
+        entry.tokens[key] = t
+    end
+    return t
+end
+
+-- EWMA statistics per upstream name (id -> { ewma, at }), synced to each new endpoint list.
+local ewma_stats = {}
+
+local function stats(entry)
+    local st = ewma_stats[entry.name]
+    if not st then
+        st = {}
+        ewma_stats[entry.name] = st
+    end
+    if not entry.ewma_synced then
+        balancing.sync(st, entry.ids, ngx.now())
+        entry.ewma_synced = true
+    end
+    return st
+end
+
+-- set_cookie adds the affinity cookie to the response; false when the phase does not allow it.
+local function set_cookie(c, value)
+    local ok, err = pcall(function()
+        local v = balancing.cookie_header(c, value, ngx.var.https == "on", ngx.var.http_user_agent, ngx.now())
+        local h = ngx.header["Set-Cookie"]
+        if type(h) == "table" then
+            h[#h + 1] = v
+            ngx.header["Set-Cookie"] = h
+        elseif h then
+            ngx.header["Set-Cookie"] = { h, v }
+        else
+            ngx.header["Set-Cookie"] = v
+        end
+    end)
+    if not ok then
+        ngx_log(ERR, "setting the affinity cookie: ", err)
+    end
+    return ok
+end
+
+-- new_sticky picks an endpoint for a request without a usable affinity cookie (or whose try failed,
+-- with change-on-failure), leaving out those in skip, and sets the cookie to it. Balanced affinity
+-- draws a random key and takes its endpoint on the ring; persistent affinity takes the next endpoint
+-- in round-robin order and writes its token.
+local function new_sticky(entry, c, skip)
+    local n = #entry.peers
+    local i, value
+    if c.persistent then
+        i = entry.next
+        for _ = 1, n do
+            if i > n then
+                i = 1
+            end
+            if not (skip and skip[i]) then
+                break
+            end
+            i = i + 1
+        end
+        if i > n then
+            i = 1
+        end
+        entry.next = i % n + 1
+        value = tokens(entry, c.key).by_index[i]
+    else
+        local r = ring(entry)
+        -- A few draws find a key whose endpoint is not in skip (ingress-nginx draws up to 20).
+        for _ = 1, 20 do
+            value = balancing.new_key()
+            i = balancing.find(r, balancing.hash(value))
+            if not (skip and skip[i]) then
+                break
+            end
+        end
+    end
+    set_cookie(c, value)
+    return i
+end
+
+-- sticky returns the endpoint of the request's affinity cookie, or picks one and sets the cookie.
+local function sticky(entry, c)
+    local v = ngx.var["cookie_" .. c.name]
+    local i
+    if v and v ~= "" then
+        if c.persistent then
+            -- An endpoint that is gone no longer has a token: the request gets a new one.
+            i = tokens(entry, c.key).by_value[v]
+        elseif balancing.valid_key(v) then
+            -- Balanced: the key's endpoint on the current ring, which changes for the keys that a new
+            -- endpoint takes over, and for those of an endpoint that is gone.
+            i = balancing.find(ring(entry), balancing.hash(v))
+        end
+    end
+    return i or new_sticky(entry, c)
 end
 
 -- access() runs for every proxied request (access_by_lua at http level).
@@ -82,7 +250,13 @@ function _M.access()
     if not entry then
         return ngx.exit(ngx.HTTP_SERVICE_UNAVAILABLE)
     end
-    ngx.ctx.ingress_reactor_upstream = entry
+    local ctx = ngx.ctx
+    ctx.ingress_reactor_upstream = entry
+    local s = settings()
+    if s and s.cookie then
+        -- Here rather than in balance(), where the response's headers cannot be set.
+        ctx.ingress_reactor_sticky = sticky(entry, s.cookie)
+    end
 end
 
 local DEFAULT_TRIES = 3
@@ -112,9 +286,73 @@ local function upstream_options()
     return tries
 end
 
+-- first_pick returns the endpoint of a request's first try under settings s.
+local function first_pick(entry, s, ctx)
+    local n = #entry.peers
+    if s then
+        if s.cookie and ctx.ingress_reactor_sticky then
+            return ctx.ingress_reactor_sticky
+        elseif s.hash then
+            local h = balancing.hash(balancing.evaluate(s.hash, ngx.var))
+            ctx.ingress_reactor_hash = h
+            if s.subset and s.subset > 1 then
+                local set = balancing.walk(ring(entry), h, s.subset)
+                return set[math_random(#set)]
+            end
+            return balancing.find(ring(entry), h)
+        elseif s.ewma then
+            ctx.ingress_reactor_ewma = true
+            return balancing.pick_ewma(entry.ids, stats(entry), nil, ngx.now())
+        end
+    end
+    local i = entry.next
+    if i > n then
+        i = 1
+    end
+    entry.next = i % n + 1
+    return i
+end
+
+-- retry_pick returns the endpoint of a retry (proxy_next_upstream) under settings s: one the request
+-- has not tried while there is one, except with cookie affinity without change-on-failure, which
+-- stays on the cookie's endpoint (as ingress-nginx).
+local function retry_pick(entry, s, ctx, tried)
+    local n = #entry.peers
+    local skip = tried.count < n and tried or nil
+    if s then
+        if s.cookie and ctx.ingress_reactor_sticky then
+            if not s.cookie.change_on_failure then
+                return ctx.ingress_reactor_sticky
+            end
+            -- The cookie follows the new endpoint (where the phase allows setting it).
+            local i = new_sticky(entry, s.cookie, skip)
+            ctx.ingress_reactor_sticky = i
+            return i
+        elseif s.hash and ctx.ingress_reactor_hash then
+            return balancing.find(ring(entry), ctx.ingress_reactor_hash, skip)
+        elseif s.ewma then
+            return balancing.pick_ewma(entry.ids, stats(entry), skip, ngx.now())
+        end
+    end
+    -- The round-robin position is the worker's, and its other requests moved it since this request's
+    -- last try: skip the endpoints this request already tried while others are left.
+    local i = entry.next
+    if i > n then
+        i = 1
+    end
+    if skip then
+        while skip[i] do
+            i = i % n + 1
+        end
+    end
+    entry.next = i % n + 1
+    return i
+end
+
 function _M.balance()
     local ctx = ngx.ctx
     local entry = ctx.ingress_reactor_upstream
+    local s
     if not entry then
         -- access() did not run (a subrequest, or a custom template without it): look the upstream up
         -- here. An auth subrequest on the request's own host names its upstream apart (router.route_auth).
@@ -125,14 +363,16 @@ function _M.balance()
         end
         ctx.ingress_reactor_upstream = entry
     end
+    if not ngx.is_subrequest then
+        -- A subrequest shares its parent's variables: the parent route's settings are not its own.
+        s = settings()
+    end
     local peers = entry.peers
     local n = #peers
-    local i = entry.next
-    if i > n then
-        i = 1
-    end
+    local i
     local tried = ctx.ingress_reactor_tried
     if not tried then
+        i = first_pick(entry, s, ctx)
         local tries = upstream_options() or DEFAULT_TRIES
         if tries == 0 then
             tries = n
@@ -146,23 +386,40 @@ function _M.balance()
             end
         end
     else
-        -- A retry. The round-robin position is the worker's, and its other requests moved it since
-        -- this request's last try: skip the endpoints this request already tried while others are left.
-        if tried.count < n then
-            while tried[i] do
-                i = i % n + 1
-            end
+        i = retry_pick(entry, s, ctx, tried)
+        if not tried[i] then
+            tried[i] = true
+            tried.count = tried.count + 1
         end
-        tried[i] = true
-        tried.count = tried.count + 1
     end
-    entry.next = i % n + 1
     local peer = peers[i]
     local ok, err = ngx_balancer.set_current_peer(peer.host, peer.port)
     if not ok then
         ngx_log(ERR, "set_current_peer ", peer.host, ":", peer.port, ": ", err)
         return ngx.exit(ngx.HTTP_INTERNAL_SERVER_ERROR)
     end
+end
+
+-- last returns the last value of a list variable ($upstream_addr: "a, b : c").
+local function last(v)
+    return v and v:match("([^%s,:]+)%s*$")
+end
+
+-- log runs in the log phase of every request (nginx.tmpl): a request balanced by EWMA gives the
+-- latency of its last try to its endpoint's statistics.
+function _M.log()
+    local ctx = ngx.ctx
+    if not ctx.ingress_reactor_ewma then
+        return
+    end
+    local entry = ctx.ingress_reactor_upstream
+    local addr = ngx.var.upstream_addr
+    local id = addr and addr:match("([^%s,]+)%s*$")
+    if not entry or not id then
+        return
+    end
+    local rtt = (tonumber(last(ngx.var.upstream_connect_time)) or 0) + (tonumber(last(ngx.var.upstream_response_time)) or 0)
+    balancing.observe(stats(entry), id, rtt, ngx.now())
 end
 
 return _M

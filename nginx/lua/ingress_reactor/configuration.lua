@@ -23,7 +23,9 @@
 -- entry may name its fallback "default_backend" and hold "auth_users" (ID -> "user:hash\n" lines).
 -- A route's "client_cert" ({"mode", "ca", "match_cn", "error_page", "pass_cert"}) names the host's
 -- "client_ca" ({"id", "pem", "depth"}: the CA its handshakes verify client certificates with, which
--- certificates.lua reads through router.lua). A host with "regex": true lists its routes in match
+-- certificates.lua reads through router.lua). A route's "balance" ({"hash", "subset"}, {"lb"} or
+-- {"cookie": {...}}: affinity, upstream-hash-by, load-balance, see balancing.lua) is stored as the JSON
+-- string that balancer.lua reads. A host with "regex": true lists its routes in match
 -- order, each with a PCRE "pattern" (and a lower-case "literal" prefix when the pattern is one).
 -- A changed host whose new routes do
 -- not fit into the dict answers 503 until they do, rather than keep routes that may admit more.
@@ -54,6 +56,7 @@ local ssl = require("ngx.ssl")
 local balancer = require("ingress_reactor.balancer")
 local certificates = require("ingress_reactor.certificates")
 local router = require("ingress_reactor.router")
+local balancing = require("ingress_reactor.balancing")
 
 local ngx = ngx
 local null = cjson.null
@@ -874,6 +877,72 @@ local function normalize_proxy(r, out)
     end
 end
 
+-- normalize_balance checks the balancing settings of route r (nginx/ann_affinity.go; balancing.lua
+-- describes them) and writes them to out as the JSON that the router hands to balancer.lua, or returns
+-- why not. Cookie attributes are tokens and paths without ";", "," or control characters, so that they
+-- cannot add attributes or headers to the Set-Cookie header.
+local SAMESITE = { None = true, Lax = true, Strict = true }
+local MAX_COOKIE_SECONDS = 2 ^ 31 - 1
+local function normalize_balance(r, out)
+    local b = r.balance
+    if b == nil then
+        return nil
+    end
+    if type(b) ~= "table" then
+        return "\"balance\" must be an object"
+    end
+    local n = {}
+    if b.hash ~= nil then
+        local _, err = balancing.parse_expression(b.hash)
+        if err then
+            return "\"balance\" \"hash\": " .. err
+        end
+        if b.subset ~= nil and not whole_in(b.subset, 1, 1000) then
+            return "\"balance\" \"subset\" must be a whole number from 1 to 1000"
+        end
+        n.hash, n.subset = b.hash, b.subset
+    elseif b.lb ~= nil then
+        if b.lb ~= "ewma" then
+            return "\"balance\" \"lb\" must be \"ewma\""
+        end
+        n.lb = b.lb
+    elseif b.cookie ~= nil then
+        local c = b.cookie
+        if type(c) ~= "table" or type(c.name) ~= "string" or #c.name > 128 or not c.name:match("^[%w!#%$%%&'%*%+%-%.%^_`|~]+$") then
+            return "\"balance\" \"cookie\" needs a \"name\" of token characters"
+        end
+        if type(c.path) ~= "string" or #c.path > 1024 or not c.path:match("^/[\33-\126]*$") or c.path:find("[;,]") then
+            return "\"balance\" cookie \"path\" must be a path of printable ASCII without ; and ,"
+        end
+        if c.domain ~= nil and (type(c.domain) ~= "string" or #c.domain > 253 or not c.domain:match("^%.?[%w%-%.]+$")) then
+            return "\"balance\" cookie \"domain\" must be a domain name"
+        end
+        if c.samesite ~= nil and not SAMESITE[c.samesite] then
+            return "\"balance\" cookie \"samesite\" must be None, Lax or Strict"
+        end
+        for _, f in ipairs({ "expires", "max_age" }) do
+            if c[f] ~= nil and not whole_in(c[f], 0, MAX_COOKIE_SECONDS) then
+                return "\"balance\" cookie \"" .. f .. "\" must be whole seconds"
+            end
+        end
+        for _, f in ipairs({ "secure", "samesite_none_conditional", "change_on_failure", "persistent" }) do
+            if c[f] ~= nil and type(c[f]) ~= "boolean" then
+                return "\"balance\" cookie \"" .. f .. "\" must be a boolean"
+            end
+        end
+        if c.persistent and (type(c.key) ~= "string" or not c.key:match("^%x+$") or #c.key < 32 or #c.key > 128) then
+            return "\"balance\" persistent cookie needs a hex \"key\" of 32 to 128 digits"
+        end
+        n.cookie = { name = c.name, path = c.path, domain = c.domain, samesite = c.samesite, expires = c.expires,
+            max_age = c.max_age, secure = c.secure or nil, samesite_none_conditional = c.samesite_none_conditional or nil,
+            change_on_failure = c.change_on_failure or nil, persistent = c.persistent or nil,
+            key = c.persistent and c.key or nil }
+    else
+        return "\"balance\" must have \"hash\", \"lb\" or \"cookie\""
+    end
+    out.balance = cjson.encode(n)
+end
+
 -- MAX_AUTH_USERS bounds one user list of a host entry (nginx/ann_basicauth.go: maxAuthUsersBytes).
 local MAX_AUTH_USERS = 64 * 1024
 
@@ -1097,7 +1166,7 @@ local function normalize_host(host, entry)
         local ferr = rewrite_fields(r, out, entry.regex) or normalize_redirects(r, out) or normalize_cors(r, out)
             or normalize_limit(r, out) or normalize_response_headers(r, out) or normalize_proxy(r, out)
             or normalize_auth(r, out, auth_users) or normalize_client_cert(r, out, client_ca)
-            or normalize_satisfy(r, out) or normalize_canary(r, out)
+            or normalize_satisfy(r, out) or normalize_canary(r, out) or normalize_balance(r, out)
         if ferr then
             return nil, where .. ": " .. ferr, i
         end

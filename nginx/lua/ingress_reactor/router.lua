@@ -24,9 +24,9 @@
 -- dropped unless "preserve_trailing_slash"); source ranges answer 403 to clients they do not admit; a
 -- route without upstream answers 404; a route whose upstream has no endpoints goes to its
 -- "default_backend" when it has one; a route with "rewrite" changes the path the backend sees, and
--- "upstream_vhost" its Host header; "upstream_options" (timeouts and tries) go to balancer.lua, and
--- "limit_rate" and "connection_header" into NGINX variables; a route with a "canary" sends the requests
--- its rule picks (canary_wanted) to the canary's upstream when that has endpoints. A
+-- "upstream_vhost" its Host header; "upstream_options" (timeouts and tries) and "balance" go to
+-- balancer.lua, and "limit_rate" and "connection_header" into NGINX variables; a route with a "canary"
+-- sends the requests its rule picks (canary_wanted) to the canary's upstream when that has endpoints. A
 -- route with a "profile" continues in the profile's named location; a body without Content-Length of a
 -- route without one is read in the default named location, which limits it. The fallback is the host's
 -- "default_backend", else the default.
@@ -171,7 +171,8 @@ local function rewrite_fields(route, r)
     if r.limit_rate then
         route.limit_rate, route.limit_rate_after = r.limit_rate[1], r.limit_rate[2]
     end
-    route.sets_vars = r.upstream_options ~= nil or r.limit_rate ~= nil or r.connection_header ~= nil
+    route.balance = r.balance -- affinity, upstream-hash-by, load-balance: JSON for balancer.lua
+    route.sets_vars = r.upstream_options ~= nil or r.limit_rate ~= nil or r.connection_header ~= nil or r.balance ~= nil
     if r.upstream_options then
         -- The form balancer.lua reads from $ingress_reactor_upstream_options.
         route.upstream_options = table.concat(r.upstream_options, " ")
@@ -712,6 +713,9 @@ local function set_proxy_vars(r)
         end
         if r.connection_header then
             ngx_var.ingress_reactor_connection_header = r.connection_header
+        end
+        if r.balance and ngx_var.proxy_upstream_name == r.upstream then -- not for its default-backend
+            ngx_var.ingress_reactor_balance = r.balance
         end
     end)
     if not ok then
