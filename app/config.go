@@ -86,6 +86,14 @@ type Config struct {
 	UseProxyProtocol          bool
 	EnableAutoIngress         bool
 
+	// TCP and UDP services.
+	TCPServicesConfigMap      string
+	UDPServicesConfigMap      string
+	TCPServicesIdleTimeout    time.Duration
+	TCPServicesMaxConnections int
+	UDPServicesIdleTimeout    time.Duration
+	UDPServicesMaxFlows       int
+
 	// Version information, set by main from linker flags; not a flag.
 	Version string
 	Commit  string
@@ -127,6 +135,10 @@ func DefaultConfig() Config {
 		PassthroughHelloTimeout:   10 * time.Second,
 		PassthroughMaxConnections: 10000,
 		PassthroughIdleTimeout:    10 * time.Minute,
+		TCPServicesIdleTimeout:    10 * time.Minute,
+		TCPServicesMaxConnections: 10000,
+		UDPServicesIdleTimeout:    time.Minute,
+		UDPServicesMaxFlows:       10000,
 	}
 }
 
@@ -192,6 +204,7 @@ func BindFlags(fs *flag.FlagSet, c *Config) {
 	bindAutoIngressFlags(fs, c)
 	bindStatusFlags(fs, c)
 	bindPassthroughFlags(fs, c)
+	bindStreamsFlags(fs, c)
 }
 
 // maxDictSizeMB bounds --endpoints-dict-size, --certificates-dict-size, --routes-dict-size and
@@ -274,6 +287,7 @@ func (c *Config) Validate() error {
 	}
 	errs = append(errs, validateStatus(c)...)
 	errs = append(errs, c.validatePassthrough()...)
+	errs = append(errs, c.validateStreams()...)
 	return errors.Join(errs...)
 }
 

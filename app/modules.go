@@ -23,7 +23,7 @@ func Modules(cfg Config) []fx.Option {
 			WatchWithoutClass: cfg.WatchIngressWithoutClass,
 		}),
 		classfilter.Module,
-	}, slices.Concat(dataPlaneModules(cfg), autoIngressModules(cfg), statusModules(cfg), passthroughModules(cfg))...)
+	}, slices.Concat(dataPlaneModules(cfg), autoIngressModules(cfg), statusModules(cfg), passthroughModules(cfg), streamsModules(cfg))...)
 }
 
 // topics are the typed channels between modules; each is closed when the application stops. The
@@ -34,6 +34,7 @@ var topics = []any{
 	newTopic[modules.Rendered]("rendered"),
 	newTopic[modules.CertChange]("cert-changes"),
 	newTopic[modules.RoutesRefused]("routes-refused"),
+	newTopic[modules.StreamUpstreams]("stream-upstreams"),
 	modules.NewIngressesAnnounced,
 }
 
