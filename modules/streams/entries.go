@@ -48,7 +48,9 @@ func (e Entry) Backend() string {
 }
 
 // Upstream returns the upstream whose endpoints the entry uses.
-func (e Entry) Upstream() nginx.Upstream { return nginx.NewStreamUpstream(e.Service, e.ServicePort, e.UDP) }
+func (e Entry) Upstream() nginx.Upstream {
+	return nginx.NewStreamUpstream(e.Service, e.ServicePort, e.UDP)
+}
 
 // Route returns the proxy route for the entry with the given endpoints.
 func (e Entry) Route(eps []netip.AddrPort) tlsproxy.StreamRoute {

@@ -92,7 +92,7 @@ func TestParseEntries(t *testing.T) {
 				"9004": "Service name", "9005": "namespace"},
 		},
 		"injection attempts are refused": {
-			data: map[string]string{"9000": "default/db:1;\nlisten 1", "9001": "default/db:1 proxy_pass x"},
+			data:     map[string]string{"9000": "default/db:1;\nlisten 1", "9001": "default/db:1 proxy_pass x"},
 			problems: map[string]string{"9000": "", "9001": ""},
 		},
 		"namespace not watched": {
