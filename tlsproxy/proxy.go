@@ -508,23 +508,38 @@ func (p *Proxy) handle(pc *proxyConn) {
 			zap.String("reason", reason), zap.Stringer("backend", backend.RemoteAddr()))
 	}
 
-	// Replay what was read, behind the PROXY header if any, in one write.
 	var hdrBuf [proxyV1MaxLen]byte
-	out := net.Buffers{proto.AppendHeader(hdrBuf[:0], src, dst), data}
-	if _, err := out.WriteTo(backend); err != nil {
-		pc.close()
-		p.m.copied(routeKind, int64(len(data)), 0)
-		return
-	}
-	release()
+	piped = p.pipeTo(pc, backend, proto.AppendHeader(hdrBuf[:0], src, dst), data, routeKind, start, src)
+}
 
+// pipeTo replays hdr (a PROXY protocol header) and data (bytes read before routing) to backend in one
+// write, then hands the copying of both directions to two fresh goroutines. It returns false when the
+// replay failed; the connection is then closed and counted, and the caller unregisters it.
+func (p *Proxy) pipeTo(pc *proxyConn, backend *net.TCPConn, hdr, data []byte, route string, start time.Time, client netip.AddrPort) bool {
+	if len(hdr) > 0 || len(data) > 0 {
+		out := net.Buffers{hdr, data}
+		if _, err := out.WriteTo(backend); err != nil {
+			pc.close()
+			p.copied(pc, route, int64(len(data)), 0)
+			return false
+		}
+	}
 	if p.opts.IdleTimeout > 0 {
 		p.watchIdle(pc, backend)
 	}
-	s := &pipe{p: p, pc: pc, backend: backend, route: routeKind, replayed: int64(len(data)), start: start, client: src}
-	piped = true
+	s := &pipe{p: p, pc: pc, backend: backend, route: route, replayed: int64(len(data)), start: start, client: client}
 	go s.copy(backend, pc.client, &s.received)
 	go s.copy(pc.client, backend, &s.sent)
+	return true
+}
+
+// copied counts a closed connection's bytes: in its stream's counters, or by route.
+func (p *Proxy) copied(pc *proxyConn, route string, received, sent int64) {
+	if pc.counters != nil {
+		pc.counters.copied(received, sent)
+	} else {
+		p.m.copied(route, received, sent)
+	}
 }
 
 // reject closes a connection the proxy will not serve and counts it.
@@ -589,11 +604,7 @@ func (s *pipe) copy(dst, src *net.TCPConn, count *int64) {
 	}
 	s.pc.close()
 	received := s.received + s.replayed
-	if s.pc.counters != nil {
-		s.pc.counters.copied(received, s.sent)
-	} else {
-		s.p.m.copied(s.route, received, s.sent)
-	}
+	s.p.copied(s.pc, s.route, received, s.sent)
 	if ce := s.p.log.Check(zapcore.DebugLevel, "connection closed"); ce != nil {
 		ce.Write(zap.Stringer("client", s.client), zap.String("route", s.route), zap.Int64("received", received),
 			zap.Int64("sent", s.sent), zap.Duration("duration", time.Since(s.start)))

@@ -86,7 +86,6 @@ func (p *Proxy) handleStream(pc *proxyConn, st *Stream) {
 	client := pc.client
 	src, dst := addrs(client)
 	rt := st.route.Load()
-	c := pc.counters
 
 	var data []byte
 	if rt.accept {
@@ -121,21 +120,7 @@ func (p *Proxy) handleStream(pc *proxyConn, st *Stream) {
 		ce.Write(zap.Stringer("client", src), zap.String("service", rt.Backend), zap.Stringer("backend", backend.RemoteAddr()))
 	}
 	var hdrBuf [proxyV1MaxLen]byte
-	if hdr := rt.ProxyProtocol.AppendHeader(hdrBuf[:0], src, dst); len(hdr) > 0 || len(data) > 0 {
-		out := net.Buffers{hdr, data}
-		if _, err := out.WriteTo(backend); err != nil {
-			pc.close()
-			c.copied(int64(len(data)), 0)
-			return
-		}
-	}
-	if p.opts.IdleTimeout > 0 {
-		p.watchIdle(pc, backend)
-	}
-	s := &pipe{p: p, pc: pc, backend: backend, route: rt.Backend, replayed: int64(len(data)), start: start, client: src}
-	piped = true
-	go s.copy(backend, pc.client, &s.received)
-	go s.copy(pc.client, backend, &s.sent)
+	piped = p.pipeTo(pc, backend, rt.ProxyProtocol.AppendHeader(hdrBuf[:0], src, dst), data, rt.Backend, start, src)
 }
 
 // rejectStream closes a stream connection that cannot be served and counts it.
