@@ -137,3 +137,38 @@ func TestEntryRoute(t *testing.T) {
 		t.Errorf("upstream names %q and %q: want tcp- and udp- names of their own", e.Upstream().Name, u.Upstream().Name)
 	}
 }
+
+// FuzzParseEntries: whatever a ConfigMap holds, an entry that is accepted names a valid port, namespace,
+// Service and Service port, and none is both accepted and refused.
+func FuzzParseEntries(f *testing.F) {
+	for _, seed := range [][2]string{
+		{"9000", "default/db:5432"}, {"53", "kube-system/kube-dns:dns:PROXY:PROXY"}, {"x", "a/b"},
+		{"9000", "default/db:1;\nlisten 1"}, {"9000", "default/db:1::PROXY"}, {"09000", "a/b:c:"},
+	} {
+		f.Add(seed[0], seed[1], false)
+	}
+	f.Fuzz(func(t *testing.T, key, value string, udp bool) {
+		entries, problems := ParseEntries(map[string]string{key: value}, udp, map[int]string{80: "--http-port"}, "")
+		if len(entries) > 1 {
+			t.Fatalf("one key gave %d entries", len(entries))
+		}
+		for _, e := range entries {
+			if e.Port < 1 || e.Port > 65535 || e.Port == 80 {
+				t.Fatalf("accepted port %d", e.Port)
+			}
+			for _, s := range []string{e.Service.Namespace, e.Service.Name, e.ServicePort.String()} {
+				if s == "" || strings.ContainsAny(s, " \t\r\n;:/{}\"'$\\") {
+					t.Fatalf("accepted %q from %q: %+v", s, value, e)
+				}
+			}
+			if udp && (e.DecodeProxy || e.EncodeProxy) {
+				t.Fatalf("UDP entry with PROXY: %+v", e)
+			}
+			for _, p := range problems {
+				if strings.Contains(p.Message, "not served") {
+					t.Fatalf("entry %+v both accepted and refused: %s", e, p.Message)
+				}
+			}
+		}
+	})
+}
