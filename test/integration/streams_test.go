@@ -3,10 +3,13 @@
 package integration
 
 import (
+	"bufio"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"strconv"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -267,4 +270,83 @@ func TestStreamServicesFollowEndpointsWithoutReload(t *testing.T) {
 		_ = c.Close()
 		return false, "still accepting"
 	})
+}
+
+// TestStreamServicesProxyProtocol: with both PROXY fields, the client address from a load balancer's PROXY
+// header is what the endpoint is told in the header the controller sends; a connection without a header
+// is closed.
+func TestStreamServicesProxyProtocol(t *testing.T) {
+	f := harness.New(t)
+	harness.RequireNetns(t)
+	const podPort = 17001
+	l, err := net.Listen("tcp", net.JoinHostPort(streamPodA, strconv.Itoa(podPort)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = l.Close() })
+	go func() {
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				defer c.Close()
+				_ = c.SetDeadline(time.Now().Add(harness.DefaultTimeout))
+				r := bufio.NewReader(c)
+				header, err := r.ReadString('\n')
+				if err != nil {
+					return
+				}
+				// "PROXY TCP4 <src> <dst> <srcport> <dstport>\r\n"
+				fields := strings.Fields(header)
+				if len(fields) != 6 || fields[0] != "PROXY" {
+					_, _ = c.Write([]byte("no PROXY header: " + header))
+					return
+				}
+				rest := make([]byte, 5)
+				if _, err := io.ReadFull(r, rest); err != nil {
+					return
+				}
+				_, _ = fmt.Fprintf(c, "from %s:%s %s", fields[2], fields[4], rest)
+			}()
+		}
+	}()
+	svc := &corev1.Service{
+		ObjectMeta: metav1.ObjectMeta{Name: "pp", Namespace: f.Namespace},
+		Spec: corev1.ServiceSpec{Ports: []corev1.ServicePort{
+			{Name: "pp", Protocol: corev1.ProtocolTCP, Port: 7001, TargetPort: intstr.FromInt32(podPort)},
+		}},
+	}
+	if _, err := f.Client.CoreV1().Services(f.Namespace).Create(f.Ctx, svc, metav1.CreateOptions{}); err != nil {
+		t.Fatalf("create Service pp: %v", err)
+	}
+	f.ApplyEndpointSlice(f.EndpointSlice("pp-1", "pp", "pp", podPort, harness.Endpoint{IP: streamPodA, Port: podPort, Ready: true, Serving: true}))
+	port := harness.FreePort(t)
+	applyConfigMap(f, "tcp-services", map[string]string{strconv.Itoa(port): f.Namespace + "/pp:pp:PROXY:PROXY"})
+	r := f.StartReactor("--tcp-services-configmap=" + f.Namespace + "/tcp-services")
+	r.WaitReady()
+	addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
+
+	r.Eventually(harness.DefaultTimeout, "the endpoint to be told the load balancer's client", func() (bool, string) {
+		c, err := net.DialTimeout("tcp", addr, time.Second)
+		if err != nil {
+			return false, err.Error()
+		}
+		defer c.Close()
+		got, err := tcpAsk(c, "PROXY TCP4 203.0.113.9 198.51.100.1 40000 9000\r\nhello")
+		if err != nil {
+			return false, err.Error()
+		}
+		return got == "from 203.0.113.9:40000 hello", "answered " + got
+	})
+
+	c, err := net.DialTimeout("tcp", addr, time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if got, err := tcpAsk(c, "hello without a header\r\n"); err == nil {
+		t.Errorf("a connection without a PROXY header was answered %q; want it closed", got)
+	}
 }
