@@ -200,8 +200,11 @@ func (p *Proxy) serve(l net.Listener, st *Stream) error {
 			continue
 		}
 		pc := &proxyConn{client: tc}
+		var rt *streamRoute
 		if st != nil {
-			pc.counters = st.route.Load().counters
+			// The connection keeps the route (and counters) in force when it arrived.
+			rt = st.route.Load()
+			pc.counters = rt.counters
 			pc.counters.accepted()
 		}
 		if !p.register(pc) {
@@ -209,8 +212,8 @@ func (p *Proxy) serve(l net.Listener, st *Stream) error {
 			_ = tc.Close()
 			continue
 		}
-		if st != nil {
-			go p.handleStream(pc, st)
+		if rt != nil {
+			go p.handleStream(pc, rt)
 		} else {
 			go p.handle(pc)
 		}

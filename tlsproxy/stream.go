@@ -74,8 +74,8 @@ func (s *Stream) Route() StreamRoute {
 // expects one.
 func (p *Proxy) ServeStream(l net.Listener, st *Stream) error { return p.serve(l, st) }
 
-// handleStream connects one accepted connection of st to an endpoint and starts copying.
-func (p *Proxy) handleStream(pc *proxyConn, st *Stream) {
+// handleStream connects one accepted connection to an endpoint of rt and starts copying.
+func (p *Proxy) handleStream(pc *proxyConn, rt *streamRoute) {
 	piped := false
 	defer func() {
 		if !piped {
@@ -85,7 +85,6 @@ func (p *Proxy) handleStream(pc *proxyConn, st *Stream) {
 	start := time.Now()
 	client := pc.client
 	src, dst := addrs(client)
-	rt := st.route.Load()
 
 	var data []byte
 	if rt.accept {

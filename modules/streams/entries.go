@@ -77,6 +77,7 @@ func ParseEntries(data map[string]string, udp bool, reserved map[int]string, wat
 	var (
 		entries  []Entry
 		problems []Problem
+		keys     = map[int][]string{} // the keys of the usable entries, by port
 	)
 	proto := "TCP"
 	if udp {
@@ -154,8 +155,31 @@ func ParseEntries(data map[string]string, udp bool, reserved map[int]string, wat
 			e.DecodeProxy, e.EncodeProxy = false, false
 		}
 		entries = append(entries, e)
+		keys[port] = append(keys[port], key)
 	}
+	entries, problems = dropDuplicatePorts(entries, keys, problems, proto)
 	slices.SortFunc(entries, func(a, b Entry) int { return cmp.Compare(a.Port, b.Port) })
 	slices.SortFunc(problems, func(a, b Problem) int { return cmp.Compare(a.Key, b.Key) })
 	return entries, problems
+}
+
+// dropDuplicatePorts refuses every entry whose port another key also names ("9000" and "09000"): which
+// one was meant cannot be told.
+func dropDuplicatePorts(entries []Entry, keys map[int][]string, problems []Problem, proto string) ([]Entry, []Problem) {
+	kept := entries[:0]
+	reported := map[int]bool{}
+	for _, e := range entries {
+		ks := keys[e.Port]
+		if len(ks) < 2 {
+			kept = append(kept, e)
+			continue
+		}
+		if !reported[e.Port] {
+			reported[e.Port] = true
+			slices.Sort(ks)
+			problems = append(problems, Problem{Key: ks[0], Message: fmt.Sprintf("%s service port %d is given by several keys (%q); none of them is served",
+				proto, e.Port, ks)})
+		}
+	}
+	return kept, problems
 }

@@ -95,6 +95,11 @@ func TestParseEntries(t *testing.T) {
 			data:     map[string]string{"9000": "default/db:1;\nlisten 1", "9001": "default/db:1 proxy_pass x"},
 			problems: map[string]string{"9000": "", "9001": ""},
 		},
+		"one port under two keys": {
+			data:     map[string]string{"9000": "default/db:1", "09000": "default/db:2", "9001": "default/db:3"},
+			want:     []Entry{{Port: 9001, Service: db, ServicePort: intstr.FromInt32(3)}},
+			problems: map[string]string{"09000": "port 9000 is given by several keys"},
+		},
 		"namespace not watched": {
 			data: map[string]string{"9000": "other/db:1", "9001": "default/db:1"}, watch: "default",
 			want:     []Entry{{Port: 9001, Service: db, ServicePort: intstr.FromInt32(1)}},
