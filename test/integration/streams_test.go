@@ -36,11 +36,12 @@ const (
 	streamUDPPod = 17053
 )
 
-// streamEcho runs a TCP and a UDP echo server on ip that answer "<name>:<what they got>".
-func streamEcho(t *testing.T, ip, name string) {
+// serveTCP listens on addr (a TEST-NET-1 address) until the test ends and hands each connection to
+// handle, closing it afterwards.
+func serveTCP(t *testing.T, addr string, handle func(net.Conn)) {
 	t.Helper()
 	harness.RequireNetns(t)
-	l, err := net.Listen("tcp", net.JoinHostPort(ip, strconv.Itoa(streamTCPPod)))
+	l, err := net.Listen("tcp", addr)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -53,19 +54,27 @@ func streamEcho(t *testing.T, ip, name string) {
 			}
 			go func() {
 				defer c.Close()
-				buf := make([]byte, 512)
-				for {
-					n, err := c.Read(buf)
-					if err != nil {
-						return
-					}
-					if _, err := c.Write([]byte(name + ":" + string(buf[:n]))); err != nil {
-						return
-					}
-				}
+				handle(c)
 			}()
 		}
 	}()
+}
+
+// streamEcho runs a TCP and a UDP echo server on ip that answer "<name>:<what they got>".
+func streamEcho(t *testing.T, ip, name string) {
+	t.Helper()
+	serveTCP(t, net.JoinHostPort(ip, strconv.Itoa(streamTCPPod)), func(c net.Conn) {
+		buf := make([]byte, 512)
+		for {
+			n, err := c.Read(buf)
+			if err != nil {
+				return
+			}
+			if _, err := c.Write([]byte(name + ":" + string(buf[:n]))); err != nil {
+				return
+			}
+		}
+	})
 	u, err := net.ListenPacket("udp", net.JoinHostPort(ip, strconv.Itoa(streamUDPPod)))
 	if err != nil {
 		t.Fatal(err)
@@ -277,41 +286,26 @@ func TestStreamServicesFollowEndpointsWithoutReload(t *testing.T) {
 // is closed.
 func TestStreamServicesProxyProtocol(t *testing.T) {
 	f := harness.New(t)
-	harness.RequireNetns(t)
 	const podPort = 17001
-	l, err := net.Listen("tcp", net.JoinHostPort(streamPodA, strconv.Itoa(podPort)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = l.Close() })
-	go func() {
-		for {
-			c, err := l.Accept()
-			if err != nil {
-				return
-			}
-			go func() {
-				defer c.Close()
-				_ = c.SetDeadline(time.Now().Add(harness.DefaultTimeout))
-				r := bufio.NewReader(c)
-				header, err := r.ReadString('\n')
-				if err != nil {
-					return
-				}
-				// "PROXY TCP4 <src> <dst> <srcport> <dstport>\r\n"
-				fields := strings.Fields(header)
-				if len(fields) != 6 || fields[0] != "PROXY" {
-					_, _ = c.Write([]byte("no PROXY header: " + header))
-					return
-				}
-				rest := make([]byte, 5)
-				if _, err := io.ReadFull(r, rest); err != nil {
-					return
-				}
-				_, _ = fmt.Fprintf(c, "from %s:%s %s", fields[2], fields[4], rest)
-			}()
+	serveTCP(t, net.JoinHostPort(streamPodA, strconv.Itoa(podPort)), func(c net.Conn) {
+		_ = c.SetDeadline(time.Now().Add(harness.DefaultTimeout))
+		r := bufio.NewReader(c)
+		header, err := r.ReadString('\n')
+		if err != nil {
+			return
 		}
-	}()
+		// "PROXY TCP4 <src> <dst> <srcport> <dstport>\r\n"
+		fields := strings.Fields(header)
+		if len(fields) != 6 || fields[0] != "PROXY" {
+			_, _ = c.Write([]byte("no PROXY header: " + header))
+			return
+		}
+		rest := make([]byte, 5)
+		if _, err := io.ReadFull(r, rest); err != nil {
+			return
+		}
+		_, _ = fmt.Fprintf(c, "from %s:%s %s", fields[2], fields[4], rest)
+	})
 	svc := &corev1.Service{
 		ObjectMeta: metav1.ObjectMeta{Name: "pp", Namespace: f.Namespace},
 		Spec: corev1.ServiceSpec{Ports: []corev1.ServicePort{
