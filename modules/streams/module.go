@@ -142,6 +142,8 @@ type Streams struct {
 	reported map[types.NamespacedName]map[string]bool
 	// failing says whether some port could not be opened at the last sync.
 	failing bool
+	// missing holds the ConfigMaps found missing, so that is logged once, and again once they come back.
+	missing map[types.NamespacedName]bool
 }
 
 // New builds the module: its metrics, its ConfigMap informers and its endpoint subscription. Without fx,
@@ -170,6 +172,7 @@ func New(p Params) (*Streams, error) {
 		listeners: map[listenerKey]*listener{},
 		endpoints: map[nginx.UpstreamName][]netip.AddrPort{},
 		reported:  map[types.NamespacedName]map[string]bool{},
+		missing:   map[types.NamespacedName]bool{},
 	}
 	for _, c := range s.metrics.Collectors() {
 		if err := p.Registry.Register(c); err != nil {
@@ -309,6 +312,7 @@ func (s *Streams) sync() {
 			continue
 		}
 		cm := s.configMap(src.key)
+		s.noteMissing(src.key, cm == nil)
 		if cm == nil {
 			continue
 		}
@@ -372,6 +376,20 @@ func (s *Streams) sync() {
 	}
 	for key, cm := range cms {
 		s.report(cm, problems[key], listenErrors[key])
+	}
+}
+
+// noteMissing logs when a ConfigMap turns out to be missing, and when it appears again.
+func (s *Streams) noteMissing(key types.NamespacedName, missing bool) {
+	s.mu.Lock()
+	was := s.missing[key]
+	s.missing[key] = missing
+	s.mu.Unlock()
+	switch {
+	case missing && !was:
+		s.log.Warn("TCP/UDP services ConfigMap not found; its services are served once it exists", zap.Stringer("configMap", key))
+	case !missing && was:
+		s.log.Info("TCP/UDP services ConfigMap found", zap.Stringer("configMap", key))
 	}
 }
 

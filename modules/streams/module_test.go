@@ -155,3 +155,32 @@ func TestModuleServesAndFollowsTheConfigMap(t *testing.T) {
 		t.Errorf("the removed entry's port %d still accepts connections", port)
 	}
 }
+
+// TestModuleWaitsForAMissingConfigMap: a ConfigMap that does not exist yet is logged once and serves
+// nothing; once created, its entries are served without a restart.
+func TestModuleWaitsForAMissingConfigMap(t *testing.T) {
+	h := moduletest.New(t)
+	ups := pipeline.NewTopic[modules.StreamUpstreams]("streams")
+	s, err := New(Params{
+		Options: Options{UDPConfigMap: types.NamespacedName{Namespace: "ingress", Name: "udp-services"}, ListenHost: "127.0.0.1"},
+		Client:  h.Client, Endpoints: pipeline.NewTopic[modules.EndpointsChange]("endpoints"), Streams: ups,
+		Recorder: h.Recorder, Registry: h.Registry, Log: h.Log,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.Start()
+	h.Run(s)
+	moduletest.Eventually(t, "the missing ConfigMap to be logged", func() bool {
+		return h.Logs.FilterMessageSnippet("ConfigMap not found").Len() == 1
+	})
+	port := freePort(t)
+	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "ingress", Name: "udp-services"}, Data: map[string]string{strconv.Itoa(port): "kube-system/kube-dns:dns"}}
+	if _, err := h.Client.CoreV1().ConfigMaps("ingress").Create(context.Background(), cm, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	moduletest.Eventually(t, "the UDP service to listen", func() bool { return slices.Equal(s.Ports(), []string{"udp/" + strconv.Itoa(port)}) })
+	if n := h.Logs.FilterMessageSnippet("ConfigMap not found").Len(); n != 1 {
+		t.Errorf("the missing ConfigMap was logged %d times, want once", n)
+	}
+}
