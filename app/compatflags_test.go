@@ -25,7 +25,7 @@ validating-webhook-certificate validating-webhook-key version watch-ingress-with
 watch-namespace-selector`)
 
 // TestEveryIngressNginxFlagIsAccepted: a Deployment written for ingress-nginx may pass any of its flags.
-// --version is bound by main, the TCP and UDP services flags by their module.
+// --version is bound by main.
 func TestEveryIngressNginxFlagIsAccepted(t *testing.T) {
 	if len(ingressNginxFlags) != 71 {
 		t.Fatalf("the list has %d flags, ingress-nginx documents 71", len(ingressNginxFlags))
@@ -34,7 +34,7 @@ func TestEveryIngressNginxFlagIsAccepted(t *testing.T) {
 	fs := flag.NewFlagSet("test", flag.ContinueOnError)
 	BindFlags(fs, &cfg)
 	for _, name := range ingressNginxFlags {
-		if name == "version" || name == "tcp-services-configmap" || name == "udp-services-configmap" {
+		if name == "version" {
 			continue
 		}
 		if fs.Lookup(name) == nil {

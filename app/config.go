@@ -99,6 +99,13 @@ type Config struct {
 	KlogVerbosity              int
 	// IgnoredFlags are the ingress-nginx flags without effect that were given, in order.
 	IgnoredFlags []string
+	// TCP and UDP services.
+	TCPServicesConfigMap      string
+	UDPServicesConfigMap      string
+	TCPServicesIdleTimeout    time.Duration
+	TCPServicesMaxConnections int
+	UDPServicesIdleTimeout    time.Duration
+	UDPServicesMaxFlows       int
 
 	// Version information, set by main from linker flags; not a flag.
 	Version string
@@ -143,6 +150,10 @@ func DefaultConfig() Config {
 		PassthroughHelloTimeout:   10 * time.Second,
 		PassthroughMaxConnections: 10000,
 		PassthroughIdleTimeout:    10 * time.Minute,
+		TCPServicesIdleTimeout:    10 * time.Minute,
+		TCPServicesMaxConnections: 10000,
+		UDPServicesIdleTimeout:    time.Minute,
+		UDPServicesMaxFlows:       10000,
 	}
 }
 
@@ -209,6 +220,7 @@ func BindFlags(fs *flag.FlagSet, c *Config) {
 	bindStatusFlags(fs, c)
 	bindPassthroughFlags(fs, c)
 	bindCompatFlags(fs, c)
+	bindStreamsFlags(fs, c)
 }
 
 // maxDictSizeMB bounds --endpoints-dict-size, --certificates-dict-size, --routes-dict-size and
@@ -292,6 +304,7 @@ func (c *Config) Validate() error {
 	errs = append(errs, validateStatus(c)...)
 	errs = append(errs, c.validatePassthrough()...)
 	errs = append(errs, c.validateCompat()...)
+	errs = append(errs, c.validateStreams()...)
 	return errors.Join(errs...)
 }
 

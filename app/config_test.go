@@ -62,6 +62,11 @@ func TestConfigValidate(t *testing.T) {
 		"no confirm timeout":                                {args: []string{"--nginx-confirm-timeout", "0s"}, wantErr: "--nginx-confirm-timeout must be positive"},
 		"long start timeout":                                {args: []string{"--start-timeout", "20m"}},
 		"no start timeout":                                  {args: []string{"--start-timeout", "0s"}, wantErr: "--start-timeout must be positive"},
+		"TCP and UDP services":                              {args: []string{"--tcp-services-configmap", "ingress/tcp", "--udp-services-configmap", "ingress/udp"}},
+		"bad TCP services ConfigMap":                        {args: []string{"--tcp-services-configmap", "tcp"}, wantErr: "--tcp-services-configmap"},
+		"no UDP flow timeout":                               {args: []string{"--udp-services-idle-timeout", "0s"}, wantErr: "--udp-services-idle-timeout must be positive"},
+		"no UDP flows":                                      {args: []string{"--udp-services-max-flows", "0"}, wantErr: "--udp-services-max-flows must be at least 1"},
+		"negative TCP idle timeout":                         {args: []string{"--tcp-services-idle-timeout", "-1s"}, wantErr: "--tcp-services-idle-timeout must not be negative"},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
@@ -135,5 +140,25 @@ func TestRelativeSSLDir(t *testing.T) {
 	}
 	if _, _, err := nginx.Render(nginx.Model{}, dp.Render); err != nil {
 		t.Errorf("render with a relative --ssl-dir: %v", err)
+	}
+}
+
+// TestReservedPorts: TCP and UDP services cannot take the ports the controller and NGINX listen on; the
+// passthrough proxy's loopback port only counts when passthrough is on.
+func TestReservedPorts(t *testing.T) {
+	cfg := parseFlags(t, "--http-port", "8080", "--https-port", "8443", "--healthz-port", "9254", "--nginx-status-port", "9246", "--ssl-passthrough-proxy-port", "9442")
+	want := map[int]string{8080: "--http-port", 8443: "--https-port", 9254: "--healthz-port", 9246: "--nginx-status-port"}
+	got := cfg.reservedPorts()
+	if len(got) != len(want) {
+		t.Fatalf("reserved = %v, want the ports of %v", got, want)
+	}
+	for port, flag := range want {
+		if !strings.HasPrefix(got[port], flag) {
+			t.Errorf("port %d reserved by %q, want %s", port, got[port], flag)
+		}
+	}
+	cfg.EnableSSLPassthrough = true
+	if got := cfg.reservedPorts()[9442]; got != "--ssl-passthrough-proxy-port" {
+		t.Errorf("with passthrough, port 9442 reserved by %q, want --ssl-passthrough-proxy-port", got)
 	}
 }

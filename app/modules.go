@@ -27,7 +27,7 @@ func Modules(cfg Config) []fx.Option {
 		classfilter.Module,
 		fx.Supply(settings.Options{ConfigMap: configMapKey(cfg)}),
 		settings.Module,
-	}, slices.Concat(dataPlaneModules(cfg), autoIngressModules(cfg), statusModules(cfg), passthroughModules(cfg))...)
+	}, slices.Concat(dataPlaneModules(cfg), autoIngressModules(cfg), statusModules(cfg), passthroughModules(cfg), streamsModules(cfg))...)
 }
 
 // topics are the typed channels between modules; each is closed when the application stops. The
@@ -39,6 +39,7 @@ var topics = []any{
 	newTopic[modules.CertChange]("cert-changes"),
 	newTopic[modules.RoutesRefused]("routes-refused"),
 	newTopic[modules.SettingsChange]("settings-changes"),
+	newTopic[modules.StreamUpstreams]("stream-upstreams"),
 	modules.NewIngressesAnnounced,
 	modules.NewSettingsLoaded,
 }

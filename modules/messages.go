@@ -74,6 +74,13 @@ type EndpointsChange struct {
 	Removed bool
 }
 
+// StreamUpstreams is the complete list of the upstreams that the TCP and UDP services
+// (--tcp-services-configmap, --udp-services-configmap) use, each named by nginx.NewStreamUpstream. The
+// endpoint watcher keeps their endpoints current on the endpoint lane (EndpointsChange), as for Ingresses.
+type StreamUpstreams struct {
+	Upstreams []nginx.Upstream
+}
+
 // Rendered is a complete NGINX configuration built from the model. The structure lane's message:
 // applying it may reload NGINX.
 type Rendered struct {

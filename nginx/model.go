@@ -169,6 +169,9 @@ type Upstream struct {
 	// instead of its Pods' addresses. Such an upstream has a name of its own, so other Ingresses that
 	// route to the same Service port keep its Pods.
 	ServiceIP bool
+	// UDP makes the endpoint lane resolve the Service's UDP port of that number or name (a UDP service of
+	// --udp-services-configmap); other upstreams use TCP ports.
+	UDP bool
 }
 
 // Endpoint is one address that backs an upstream.
@@ -207,6 +210,17 @@ func NewServiceIPUpstream(service types.NamespacedName, port intstr.IntOrString)
 	sum := strconv.FormatUint(uint64(h.Sum32()), 16)
 	base := string(name[:strings.LastIndexByte(string(name), '-')])
 	return Upstream{Name: UpstreamName(base + "-vip-" + strings.Repeat("0", 8-len(sum)) + sum), Service: service, Port: port, ServiceIP: true}
+}
+
+// NewStreamUpstream returns the upstream of a TCP or UDP service (--tcp-services-configmap,
+// --udp-services-configmap). Its name is "tcp-" or "udp-" followed by "<namespace>-<service>-<port>-<hash>",
+// never that of an Ingress's upstream, so the endpoint lane publishes it on its own.
+func NewStreamUpstream(service types.NamespacedName, port intstr.IntOrString, udp bool) Upstream {
+	proto := "tcp"
+	if udp {
+		proto = "udp"
+	}
+	return Upstream{Name: UpstreamName(proto + "-" + string(upstreamName(service, port))), Service: service, Port: port, UDP: udp}
 }
 
 // upstreamName derives "<namespace>-<service>-<port>-<hash>". Namespace and Service names are DNS labels

@@ -73,6 +73,8 @@ type Options struct {
 	Log *zap.Logger
 	// Metrics records what the proxy does; nil records nothing.
 	Metrics *Metrics
+	// Name says in log lines which proxy speaks; default "SSL passthrough".
+	Name string
 }
 
 // Proxy routes TLS connections by the server name of their ClientHello: to the endpoints of a
@@ -112,6 +114,9 @@ func New(opts Options) *Proxy {
 	if opts.DialAttempts <= 0 {
 		opts.DialAttempts = DefaultDialAttempts
 	}
+	if opts.Name == "" {
+		opts.Name = "SSL passthrough"
+	}
 	log := opts.Log
 	if log == nil {
 		log = zap.NewNop()
@@ -148,7 +153,10 @@ func (p *Proxy) Active() int { return int(p.active.Load()) }
 // Serve accepts connections on l until Shutdown (then it returns ErrProxyClosed) or a permanent accept
 // error. Temporary errors, such as running out of file descriptors, are logged and retried with a
 // growing pause.
-func (p *Proxy) Serve(l net.Listener) error {
+func (p *Proxy) Serve(l net.Listener) error { return p.serve(l, nil) }
+
+// serve is Serve for TLS routing (st nil) or for one L4 stream (ServeStream).
+func (p *Proxy) serve(l net.Listener, st *Stream) error {
 	p.mu.Lock()
 	if p.closing {
 		p.mu.Unlock()
@@ -188,15 +196,27 @@ func (p *Proxy) Serve(l net.Listener) error {
 			continue
 		}
 		if limit := p.opts.MaxConnections; limit > 0 && p.active.Load() >= int64(limit) {
-			p.rejectOverLimit(tc)
+			p.rejectOverLimit(tc, st)
 			continue
 		}
 		pc := &proxyConn{client: tc}
+		var rt *streamRoute
+		if st != nil {
+			// The connection keeps the route (and counters) in force when it arrived.
+			rt = st.route.Load()
+			pc.counters = rt.counters
+			pc.counters.accepted()
+		}
 		if !p.register(pc) {
+			pc.counters.closed()
 			_ = tc.Close()
 			continue
 		}
-		go p.handle(pc)
+		if rt != nil {
+			go p.handleStream(pc, rt)
+		} else {
+			go p.handle(pc)
+		}
 	}
 }
 
@@ -216,12 +236,16 @@ func retryableAcceptError(err error) bool {
 	return errors.As(err, &se) && se.Timeout()
 }
 
-func (p *Proxy) rejectOverLimit(c *net.TCPConn) {
-	p.m.connection(RouteRejected, ReasonLimit)
+func (p *Proxy) rejectOverLimit(c *net.TCPConn, st *Stream) {
+	if st != nil {
+		st.route.Load().counters.rejected(ReasonLimit)
+	} else {
+		p.m.connection(RouteRejected, ReasonLimit)
+	}
 	_ = c.SetLinger(0) // reset: tell the client at once, and keep no TIME_WAIT state for it
 	_ = c.Close()
 	if n, ok := p.limitLog.allow(); ok {
-		p.log.Warn("SSL passthrough connection limit reached; closing new connections until open ones end",
+		p.log.Warn(p.opts.Name+" connection limit reached; closing new connections until open ones end",
 			zap.Int("maxConnections", p.opts.MaxConnections), zap.Int64("refused", n))
 	}
 }
@@ -263,6 +287,7 @@ func (p *Proxy) unregister(pc *proxyConn) {
 	delete(p.conns, pc)
 	p.active.Add(-1)
 	p.m.activeDelta(-1)
+	pc.counters.closed()
 	if p.closing && len(p.conns) == 0 && p.idle != nil {
 		close(p.idle)
 		p.idle = nil
@@ -301,13 +326,15 @@ func (p *Proxy) Shutdown(ctx context.Context) error {
 	for _, pc := range open {
 		pc.close()
 	}
-	p.log.Info("closed SSL passthrough connections still open at shutdown", zap.Int("connections", len(open)))
+	p.log.Info("closed "+p.opts.Name+" connections still open at shutdown", zap.Int("connections", len(open)))
 	return ctx.Err()
 }
 
 // proxyConn is one client connection and, once routed, its backend connection.
 type proxyConn struct {
 	client *net.TCPConn
+	// counters are the L4 stream's, nil for TLS routing; set before the connection is registered.
+	counters *StreamCounters
 
 	mu      sync.Mutex
 	backend *net.TCPConn
@@ -484,23 +511,38 @@ func (p *Proxy) handle(pc *proxyConn) {
 			zap.String("reason", reason), zap.Stringer("backend", backend.RemoteAddr()))
 	}
 
-	// Replay what was read, behind the PROXY header if any, in one write.
 	var hdrBuf [proxyV1MaxLen]byte
-	out := net.Buffers{proto.AppendHeader(hdrBuf[:0], src, dst), data}
-	if _, err := out.WriteTo(backend); err != nil {
-		pc.close()
-		p.m.copied(routeKind, int64(len(data)), 0)
-		return
-	}
-	release()
+	piped = p.pipeTo(pc, backend, proto.AppendHeader(hdrBuf[:0], src, dst), data, routeKind, start, src)
+}
 
+// pipeTo replays hdr (a PROXY protocol header) and data (bytes read before routing) to backend in one
+// write, then hands the copying of both directions to two fresh goroutines. It returns false when the
+// replay failed; the connection is then closed and counted, and the caller unregisters it.
+func (p *Proxy) pipeTo(pc *proxyConn, backend *net.TCPConn, hdr, data []byte, route string, start time.Time, client netip.AddrPort) bool {
+	if len(hdr) > 0 || len(data) > 0 {
+		out := net.Buffers{hdr, data}
+		if _, err := out.WriteTo(backend); err != nil {
+			pc.close()
+			p.copied(pc, route, int64(len(data)), 0)
+			return false
+		}
+	}
 	if p.opts.IdleTimeout > 0 {
 		p.watchIdle(pc, backend)
 	}
-	s := &pipe{p: p, pc: pc, backend: backend, route: routeKind, replayed: int64(len(data)), start: start, client: src}
-	piped = true
+	s := &pipe{p: p, pc: pc, backend: backend, route: route, replayed: int64(len(data)), start: start, client: client}
 	go s.copy(backend, pc.client, &s.received)
 	go s.copy(pc.client, backend, &s.sent)
+	return true
+}
+
+// copied counts a closed connection's bytes: in its stream's counters, or by route.
+func (p *Proxy) copied(pc *proxyConn, route string, received, sent int64) {
+	if pc.counters != nil {
+		pc.counters.copied(received, sent)
+	} else {
+		p.m.copied(route, received, sent)
+	}
 }
 
 // reject closes a connection the proxy will not serve and counts it.
@@ -521,7 +563,7 @@ func (p *Proxy) dialFirst(routeKind string, targets []netip.AddrPort, backend st
 		}
 		p.m.dialFailure(routeKind)
 		if n, ok := p.dialLog.allow(); ok {
-			p.log.Warn("cannot connect to an SSL passthrough endpoint; trying the next one",
+			p.log.Warn("cannot connect to an "+p.opts.Name+" endpoint; trying the next one",
 				zap.String("backend", backend), zap.Stringer("endpoint", t), zap.Error(err), zap.Int64("failures", n))
 		}
 	}
@@ -565,7 +607,7 @@ func (s *pipe) copy(dst, src *net.TCPConn, count *int64) {
 	}
 	s.pc.close()
 	received := s.received + s.replayed
-	s.p.m.copied(s.route, received, s.sent)
+	s.p.copied(s.pc, s.route, received, s.sent)
 	if ce := s.p.log.Check(zapcore.DebugLevel, "connection closed"); ce != nil {
 		ce.Write(zap.Stringer("client", s.client), zap.String("route", s.route), zap.Int64("received", received),
 			zap.Int64("sent", s.sent), zap.Duration("duration", time.Since(s.start)))
@@ -633,7 +675,11 @@ func (w *idleWatch) check() {
 		return
 	}
 	pc.mu.Unlock()
-	w.p.m.idleTimeout()
+	if pc.counters != nil {
+		pc.counters.idleTimeout()
+	} else {
+		w.p.m.idleTimeout()
+	}
 	if ce := w.p.log.Check(zapcore.DebugLevel, "closing idle connection"); ce != nil {
 		ce.Write(zap.Stringer("client", pc.client.RemoteAddr()), zap.Duration("idleTimeout", w.p.opts.IdleTimeout))
 	}

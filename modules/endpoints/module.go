@@ -62,7 +62,9 @@ type Params struct {
 	// Rendered, when given, keeps every upstream of the rendered model watched, also one that no current
 	// Ingress version names: the renderer serves a rejected update's last good version, whose upstreams
 	// must keep their endpoints.
-	Rendered  *pipeline.Topic[modules.Rendered] `optional:"true"`
+	Rendered *pipeline.Topic[modules.Rendered] `optional:"true"`
+	// Streams, when given, keeps the upstreams of the TCP and UDP services watched.
+	Streams   *pipeline.Topic[modules.StreamUpstreams] `optional:"true"`
 	Metrics   *pipeline.Metrics
 	Registry  prometheus.Registerer
 	Log       *zap.Logger
@@ -207,6 +209,13 @@ func New(p Params) (*Watcher, error) {
 			}
 		})
 	}
+	if p.Streams != nil {
+		p.Streams.Subscribe(func(s modules.StreamUpstreams) {
+			for _, svc := range w.referencesChanged(streamsReferrer, s.Upstreams) {
+				q.Add(svc)
+			}
+		})
+	}
 	modules.Bind(p.Lifecycle, w)
 	return w, nil
 }
@@ -232,6 +241,9 @@ func (w *Watcher) Stop(ctx context.Context) error { return w.ctrl.Stop(ctx) }
 // modelReferrer holds, beside the Ingresses, the upstreams of the latest rendered model. No Ingress can
 // have its name: a NUL byte is not valid in one.
 var modelReferrer = types.NamespacedName{Name: "\x00rendered-model"}
+
+// streamsReferrer holds the upstreams of the TCP and UDP services.
+var streamsReferrer = types.NamespacedName{Name: "\x00stream-services"}
 
 // ingressChanged updates the reference counts for one Ingress and returns the Services whose upstream set changed.
 func (w *Watcher) ingressChanged(c modules.IngressChange) []types.NamespacedName {
@@ -403,7 +415,11 @@ func (w *Watcher) sync(ctx context.Context, key types.NamespacedName) error {
 				w.log.Warn("service-upstream: the Service has no cluster IP (headless); its Pods are used instead",
 					zap.Stringer("service", key), zap.String("upstream", string(up.Name)))
 			}
-			eps = Resolve(svc, up.Port, slicesOfSvc)
+			proto := corev1.ProtocolTCP
+			if up.UDP {
+				proto = corev1.ProtocolUDP
+			}
+			eps = ResolveProtocol(svc, up.Port, proto, slicesOfSvc)
 		}
 		if kept, dropped := SafeEndpoints(eps, w.opts.AllowLoopback); dropped > 0 {
 			w.log.Warn("endpoints with loopback, link-local, unspecified or multicast addresses dropped",

@@ -3,6 +3,7 @@ package endpoints
 import (
 	"context"
 	"fmt"
+	"maps"
 	"net"
 	"slices"
 	"strings"
@@ -11,12 +12,14 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
 	networkingv1 "k8s.io/api/networking/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/client-go/kubernetes/fake"
+	"k8s.io/utils/ptr"
 
 	"github.com/ingress-reactor/ingress-reactor/internal/gen"
 	"github.com/ingress-reactor/ingress-reactor/modules"
@@ -375,4 +378,45 @@ func TestServiceUpstreamPublishesTheClusterIP(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitFor(map[nginx.UpstreamName][]nginx.Endpoint{vipUp.Name: {{Address: "192.0.2.1", Port: 8080}}})
+}
+
+// The upstreams of the TCP and UDP services (StreamUpstreams) are watched like the Ingresses': each gets
+// the endpoints of its protocol's Service port, and is removed when the services stop naming it.
+func TestStreamUpstreamsAreWatched(t *testing.T) {
+	h := moduletest.New(t,
+		gen.Service("ns", "dns", gen.Port("dns-tcp", 53), gen.UDPPort("dns", 53)),
+		gen.EndpointSlice("ns", "dns-1", "dns", gen.SlicePort("dns-tcp", 5300),
+			gen.EndpointSliceFunc(func(e *discoveryv1.EndpointSlice) {
+				e.Ports = append(e.Ports, discoveryv1.EndpointPort{Name: ptr.To("dns"), Port: ptr.To(int32(5353)), Protocol: ptr.To(corev1.ProtocolUDP)})
+			}), gen.Endpoint("192.0.2.7")),
+	)
+	streams := pipeline.NewTopic[modules.StreamUpstreams]("streams")
+	out := pipeline.NewTopic[modules.EndpointsChange]("out")
+	t.Cleanup(func() { streams.Close(); out.Close() })
+	got := moduletest.Collect(out)
+	w, err := New(Params{Factory: h.Factory, IngressChanges: h.IngressChanges, Endpoints: out, Streams: streams,
+		Metrics: h.Metrics, Registry: h.Registry, Log: h.Log})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.Start()
+	h.Run(w)
+
+	svc := types.NamespacedName{Namespace: "ns", Name: "dns"}
+	tcp := nginx.NewStreamUpstream(svc, intstr.FromInt32(53), false)
+	udp := nginx.NewStreamUpstream(svc, intstr.FromString("dns"), true)
+	streams.Publish(modules.StreamUpstreams{Upstreams: []nginx.Upstream{tcp, udp}})
+	want := map[nginx.UpstreamName]int32{tcp.Name: 5300, udp.Name: 5353}
+	seen := map[nginx.UpstreamName]int32{}
+	got.WaitFor(t, "both stream upstreams' endpoints", func(c modules.EndpointsChange) bool {
+		if len(c.Endpoints) == 1 && c.Endpoints[0].Address == "192.0.2.7" {
+			seen[c.Upstream.Name] = c.Endpoints[0].Port
+		}
+		return len(seen) == 2
+	})
+	if !maps.Equal(seen, want) {
+		t.Fatalf("endpoint ports %v, want %v (each protocol's own port)", seen, want)
+	}
+	streams.Publish(modules.StreamUpstreams{Upstreams: []nginx.Upstream{tcp}})
+	got.WaitFor(t, "the UDP upstream's removal", func(c modules.EndpointsChange) bool { return c.Removed && c.Upstream.Name == udp.Name })
 }

@@ -39,7 +39,12 @@ func ServiceIPEndpoints(svc *corev1.Service, port intstr.IntOrString) []nginx.En
 // The port of each endpoint comes from the slice port whose name equals the Service port's name, so named
 // and numeric target ports both work. The result is sorted and de-duplicated.
 func Resolve(svc *corev1.Service, port intstr.IntOrString, slicesOfService []*discoveryv1.EndpointSlice) []nginx.Endpoint {
-	sp, ok := nginx.ServicePort(svc, port)
+	return ResolveProtocol(svc, port, corev1.ProtocolTCP, slicesOfService)
+}
+
+// ResolveProtocol is Resolve for the Service port of protocol proto (TCP or UDP) with that number or name.
+func ResolveProtocol(svc *corev1.Service, port intstr.IntOrString, proto corev1.Protocol, slicesOfService []*discoveryv1.EndpointSlice) []nginx.Endpoint {
+	sp, ok := servicePort(svc, port, proto)
 	if !ok {
 		return nil
 	}
@@ -48,7 +53,7 @@ func Resolve(svc *corev1.Service, port intstr.IntOrString, slicesOfService []*di
 		if slice.AddressType != discoveryv1.AddressTypeIPv4 && slice.AddressType != discoveryv1.AddressTypeIPv6 {
 			continue
 		}
-		target, ok := slicePort(slice, sp.Name)
+		target, ok := slicePort(slice, sp.Name, proto)
 		if !ok {
 			continue
 		}
@@ -82,14 +87,34 @@ func Resolve(svc *corev1.Service, port intstr.IntOrString, slicesOfService []*di
 	return sortUnique(ready)
 }
 
-// slicePort returns the endpoint port of the slice port named like the Service port ("" for unnamed).
-func slicePort(slice *discoveryv1.EndpointSlice, name string) (int32, bool) {
+// servicePort returns svc's port of protocol proto (an empty protocol is TCP) with port's number or name.
+func servicePort(svc *corev1.Service, port intstr.IntOrString, proto corev1.Protocol) (corev1.ServicePort, bool) {
+	for _, p := range svc.Spec.Ports {
+		if protocolOf(p.Protocol) != proto {
+			continue
+		}
+		if port.Type == intstr.String && p.Name == port.StrVal || port.Type == intstr.Int && p.Port == port.IntVal {
+			return p, true
+		}
+	}
+	return corev1.ServicePort{}, false
+}
+
+func protocolOf(p corev1.Protocol) corev1.Protocol {
+	if p == "" {
+		return corev1.ProtocolTCP
+	}
+	return p
+}
+
+// slicePort returns the endpoint port of the slice port of protocol proto named like the Service port ("" for unnamed).
+func slicePort(slice *discoveryv1.EndpointSlice, name string, proto corev1.Protocol) (int32, bool) {
 	for _, p := range slice.Ports {
 		pn := ""
 		if p.Name != nil {
 			pn = *p.Name
 		}
-		if pn == name && p.Port != nil && (p.Protocol == nil || *p.Protocol == corev1.ProtocolTCP) {
+		if pn == name && p.Port != nil && (p.Protocol == nil && proto == corev1.ProtocolTCP || p.Protocol != nil && protocolOf(*p.Protocol) == proto) {
 			return *p.Port, true
 		}
 	}

@@ -168,3 +168,36 @@ func TestSafeEndpoints(t *testing.T) {
 		t.Fatalf("local mode keeps loopback: got %v", got)
 	}
 }
+
+// TestResolveProtocol: a Service with a TCP and a UDP port of the same number (DNS) gives each protocol
+// the endpoints' port of its own protocol; an unnamed slice port without a protocol is TCP.
+func TestResolveProtocol(t *testing.T) {
+	svc := service(
+		corev1.ServicePort{Name: "dns-tcp", Port: 53, Protocol: corev1.ProtocolTCP},
+		corev1.ServicePort{Name: "dns", Port: 53, Protocol: corev1.ProtocolUDP},
+	)
+	s := &discoveryv1.EndpointSlice{
+		AddressType: discoveryv1.AddressTypeIPv4,
+		Ports: []discoveryv1.EndpointPort{
+			{Name: ptr.To("dns-tcp"), Port: ptr.To(int32(5300))},
+			{Name: ptr.To("dns"), Port: ptr.To(int32(5353)), Protocol: ptr.To(corev1.ProtocolUDP)},
+		},
+		Endpoints: []discoveryv1.Endpoint{ep("192.0.2.1")},
+	}
+	for _, tc := range []struct {
+		proto corev1.Protocol
+		port  intstr.IntOrString
+		want  []nginx.Endpoint
+	}{
+		{corev1.ProtocolTCP, intstr.FromInt32(53), []nginx.Endpoint{{Address: "192.0.2.1", Port: 5300}}},
+		{corev1.ProtocolUDP, intstr.FromInt32(53), []nginx.Endpoint{{Address: "192.0.2.1", Port: 5353}}},
+		{corev1.ProtocolUDP, intstr.FromString("dns"), []nginx.Endpoint{{Address: "192.0.2.1", Port: 5353}}},
+		{corev1.ProtocolUDP, intstr.FromString("dns-tcp"), nil},
+		{corev1.ProtocolTCP, intstr.FromString("dns"), nil},
+	} {
+		got := ResolveProtocol(svc, tc.port, tc.proto, []*discoveryv1.EndpointSlice{s})
+		if !slices.Equal(got, tc.want) {
+			t.Errorf("%s port %s: got %v, want %v", tc.proto, tc.port.String(), got, tc.want)
+		}
+	}
+}
