@@ -41,7 +41,7 @@ func authCacheSpecs() []AnnotationSpec {
 			"`$ssl_client_serial`, `$ssl_client_fingerprint`, `$ssl_client_verify` (also as `${name}`); at most 256 bytes",
 			"none: the auth service is asked for every request",
 			"As ingress-nginx: the auth service's answers are cached (`proxy_cache`) under this key, per profile (auth "+
-				"configuration) and per request host, for `auth-cache-duration`; requests with the same key get the same answer "+
+				"configuration), per request host and per path of the Ingress (ingress-nginx's location), for `auth-cache-duration`; requests with the same key get the same answer "+
 				"without asking the service, so the key must hold what the service decides by (the credentials: "+
 				"`$http_authorization`, a session `$cookie_...`). As in NGINX, an answer with `Set-Cookie`, or whose "+
 				"`Cache-Control`/`Expires` forbid it, is not cached. The zone (10 MiB of keys, at most 128 MiB of answers on disk "+
@@ -178,8 +178,10 @@ func (p ProfileSettings) authCacheDirectives() []string {
 	if p.AuthCacheKey == "" {
 		return nil
 	}
-	// Per request host and per profile (each auth configuration has its own answers), then the user's key.
-	key := "${host}:" + p.Name() + ":" + p.AuthCacheKey
+	// Per request host, per profile (each auth configuration has its own answers) and per route (the
+	// router sets its path: as ingress-nginx's key per location, an answer for one path never admits a
+	// request for another), then the user's key.
+	key := "${host}:" + p.Name() + ":${ingress_reactor_auth_route}:" + p.AuthCacheKey
 	if !authCacheKeyToken.MatchString(key) {
 		key = `"" invalid` // the parser made this impossible; nginx -t quarantines the profile
 	}

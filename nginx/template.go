@@ -324,6 +324,7 @@ func ParseTemplate(text string) (*Template, error) {
 			"backend TLS profiles must not share idle connections with other profiles"},
 		{`set $ingress_reactor_response_headers "";`, "the public location's \"set $ingress_reactor_response_headers \"\";\": custom-headers travel in it"},
 		{`set $ingress_reactor_satisfied "";`, "the public location's \"set $ingress_reactor_satisfied \"\";\": satisfy any tells the auth request in it that the router let the request in"},
+		{`set $ingress_reactor_auth_route "";`, "the public location's \"set $ingress_reactor_auth_route \"\";\": auth-cache-key caches the auth answers per route with it"},
 	} {
 		if !bytes.Contains(conf, []byte(need.text)) {
 			return nil, errors.New("nginx template must keep " + need.why)
