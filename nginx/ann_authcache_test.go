@@ -42,13 +42,16 @@ func TestAnnotationAuthCache(t *testing.T) {
 		"unclosed":         {kv: key("${host"), wantErr: `has an unclosed ${`},
 		"syntax": {kv: key("$http_authorization; } location / { return 200; } #"),
 			wantErr: "is not NGINX variables and the characters A-Z a-z 0-9 - _"},
-		"too long":                            {kv: key(strings.Repeat("a", 257)), wantErr: "at most 256 bytes"},
-		"no time":                             {kv: append(key("$host"), AnnotationAuthCacheDuration, "200 202"), wantErr: `auth-cache-duration]: entry "200 202" does not end in a time`},
-		"two times":                           {kv: append(key("$host"), AnnotationAuthCacheDuration, "200 1h 30m"), wantErr: `entry "200 1h 30m" has "1h", which is not an HTTP status code`},
-		"a code out of range":                 {kv: append(key("$host"), AnnotationAuthCacheDuration, "600 5m"), wantErr: `has "600", which is not an HTTP status code`},
-		"any is NGINX's, not ingress-nginx's": {kv: append(key("$host"), AnnotationAuthCacheDuration, "any 5m"), wantErr: `has "any"`},
-		"over a year":                         {kv: append(key("$host"), AnnotationAuthCacheDuration, "200 2y"), wantErr: "is longer than a year"},
-		"injection":                           {kv: append(key("$host"), AnnotationAuthCacheDuration, "200 5m; proxy_cache off"), wantErr: `entry "200 5m; proxy_cache off" does not end in a time`},
+		"too long":            {kv: key(strings.Repeat("a", 257)), wantErr: "at most 256 bytes"},
+		"no time":             {kv: append(key("$host"), AnnotationAuthCacheDuration, "200 202"), wantErr: `auth-cache-duration]: entry "200 202" does not end in a time`},
+		"two times":           {kv: append(key("$host"), AnnotationAuthCacheDuration, "200 1h 30m"), wantErr: `entry "200 1h 30m" has "1h", which is not an HTTP status code`},
+		"a code out of range": {kv: append(key("$host"), AnnotationAuthCacheDuration, "600 5m"), wantErr: `has "600", which is not an HTTP status code`},
+		"any, as NGINX and ingress-nginx take it": {kv: append(key("$host"), AnnotationAuthCacheDuration, "any 5m, 200 any 1h"),
+			wantKey: "${host}", wantDur: "any 5m,200 any 1h"},
+		"milliseconds, which proxy_cache_valid refuses": {kv: append(key("$host"), AnnotationAuthCacheDuration, "200 500ms"), wantErr: `entry "200 500ms" does not end in a time`},
+		"another word": {kv: append(key("$host"), AnnotationAuthCacheDuration, "all 5m"), wantErr: `has "all", which is not an HTTP status code`},
+		"over a year":  {kv: append(key("$host"), AnnotationAuthCacheDuration, "200 2y"), wantErr: "is longer than a year"},
+		"injection":    {kv: append(key("$host"), AnnotationAuthCacheDuration, "200 5m; proxy_cache off"), wantErr: `entry "200 5m; proxy_cache off" does not end in a time`},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
