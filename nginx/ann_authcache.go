@@ -41,7 +41,7 @@ func authCacheSpecs() []AnnotationSpec {
 			"`$ssl_client_serial`, `$ssl_client_fingerprint`, `$ssl_client_verify` (also as `${name}`); at most 256 bytes",
 			"none: the auth service is asked for every request",
 			"As ingress-nginx: the auth service's answers are cached (`proxy_cache`) under this key, per profile (auth "+
-				"configuration) and per request host, for `auth-cache-duration`; requests with the same key get the same answer "+
+				"configuration), per request host and per path of the Ingress (ingress-nginx's location), for `auth-cache-duration`; requests with the same key get the same answer "+
 				"without asking the service, so the key must hold what the service decides by (the credentials: "+
 				"`$http_authorization`, a session `$cookie_...`). As in NGINX, an answer with `Set-Cookie`, or whose "+
 				"`Cache-Control`/`Expires` forbid it, is not cached. The zone (10 MiB of keys, at most 128 MiB of answers on disk "+
@@ -49,8 +49,8 @@ func authCacheSpecs() []AnnotationSpec {
 				"so the first such Ingress reloads NGINX (a profile setting anyway). **Differences, on purpose:** only the listed "+
 				"variables (ingress-nginx accepted any, and wrote the key into nginx.conf); the key is written anew from its "+
 				"parsed parts. An invalid key **rejects the Ingress**; without `auth-url` it is ignored with a Warning."),
-		spec("auth-cache-duration", "comma-separated entries of HTTP status codes (100-599) followed by one time with its unit "+
-			"(`ms`, `s`, `m`, `h`, `d`, `w`, `M`, `y`; at most a year), e.g. `200 202 10m, 401 5m`; at most 16 entries",
+		spec("auth-cache-duration", "comma-separated entries of HTTP status codes (100-599) or `any`, followed by one time with its unit "+
+			"(`s`, `m`, `h`, `d`, `w`, `M`, `y`; at most a year; NGINX refuses `ms` here), e.g. `200 202 10m, 401 5m`; at most 16 entries",
 			"`200 202 401 5m`",
 			"As ingress-nginx: one `proxy_cache_valid` per entry; an entry without codes caches 200, 301 and 302, as NGINX "+
 				"does. Without `auth-cache-key` it is ignored with a Warning. An invalid value **rejects the Ingress** "+
@@ -59,14 +59,16 @@ func authCacheSpecs() []AnnotationSpec {
 }
 
 var (
-	authCacheCode = regexp.MustCompile(`^[1-5][0-9]{2}$`)
-	authCacheTime = regexp.MustCompile(`^([0-9]{1,9})(ms|s|m|h|d|w|M|y)$`)
+	// authCacheCode: a status code, or NGINX's "any" (which ingress-nginx passed on).
+	authCacheCode = regexp.MustCompile(`^([1-5][0-9]{2}|any)$`)
+	// authCacheTime: proxy_cache_valid reads its time in seconds, so NGINX refuses "ms" there.
+	authCacheTime = regexp.MustCompile(`^([0-9]{1,9})(s|m|h|d|w|M|y)$`)
 	// authCacheKeyChars are ingress-nginx's characters of auth-cache-key.
 	authCacheKeyChars = regexp.MustCompile(`^[A-Za-z0-9_${}-]+$`)
 	// authCacheKeyToken is what proxy_cache_key gets: braced variables and literal characters, unquoted.
 	authCacheKeyToken = regexp.MustCompile(`^(\$\{[a-z0-9_]+\}|[A-Za-z0-9_:-])+$`)
 	authCacheVarName  = regexp.MustCompile(`^((http|cookie|arg)_[a-z0-9_]+|host|remote_user|remote_addr|request_uri|uri|args|request_method|scheme|ssl_client_s_dn|ssl_client_serial|ssl_client_fingerprint|ssl_client_verify)$`)
-	authCacheUnitSec  = map[string]int64{"ms": 0, "s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400, "M": 30 * 86400, "y": 365 * 86400}
+	authCacheUnitSec  = map[string]int64{"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400, "M": 30 * 86400, "y": 365 * 86400}
 )
 
 // applyAuthCache reads auth-cache-key and auth-cache-duration into p (which has an auth-url).
@@ -158,15 +160,15 @@ func checkAuthCacheDuration(entry string) string {
 	f := strings.Fields(entry)
 	m := authCacheTime.FindStringSubmatch(f[len(f)-1])
 	if m == nil {
-		return "does not end in a time with its unit (ms, s, m, h, d, w, M, y), as in \"200 202 10m\""
+		return "does not end in a time with its unit (s, m, h, d, w, M, y), as in \"200 202 10m\""
 	}
 	n, _ := strconv.ParseInt(m[1], 10, 64)
-	if sec := authCacheUnitSec[m[2]]; n*sec > maxAuthCacheSeconds || m[2] == "ms" && n > maxAuthCacheSeconds*1000 {
+	if n*authCacheUnitSec[m[2]] > maxAuthCacheSeconds {
 		return "is longer than a year"
 	}
 	for _, c := range f[:len(f)-1] {
 		if !authCacheCode.MatchString(c) {
-			return fmt.Sprintf("has %s, which is not an HTTP status code (100-599)", quoteValue(c))
+			return fmt.Sprintf("has %s, which is not an HTTP status code (100-599) or \"any\"", quoteValue(c))
 		}
 	}
 	return ""
@@ -178,8 +180,10 @@ func (p ProfileSettings) authCacheDirectives() []string {
 	if p.AuthCacheKey == "" {
 		return nil
 	}
-	// Per request host and per profile (each auth configuration has its own answers), then the user's key.
-	key := "${host}:" + p.Name() + ":" + p.AuthCacheKey
+	// Per request host, per profile (each auth configuration has its own answers) and per route (the
+	// router sets its path: as ingress-nginx's key per location, an answer for one path never admits a
+	// request for another), then the user's key.
+	key := "${host}:" + p.Name() + ":${ingress_reactor_auth_route}:" + p.AuthCacheKey
 	if !authCacheKeyToken.MatchString(key) {
 		key = `"" invalid` // the parser made this impossible; nginx -t quarantines the profile
 	}

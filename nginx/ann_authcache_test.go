@@ -42,13 +42,16 @@ func TestAnnotationAuthCache(t *testing.T) {
 		"unclosed":         {kv: key("${host"), wantErr: `has an unclosed ${`},
 		"syntax": {kv: key("$http_authorization; } location / { return 200; } #"),
 			wantErr: "is not NGINX variables and the characters A-Z a-z 0-9 - _"},
-		"too long":                            {kv: key(strings.Repeat("a", 257)), wantErr: "at most 256 bytes"},
-		"no time":                             {kv: append(key("$host"), AnnotationAuthCacheDuration, "200 202"), wantErr: `auth-cache-duration]: entry "200 202" does not end in a time`},
-		"two times":                           {kv: append(key("$host"), AnnotationAuthCacheDuration, "200 1h 30m"), wantErr: `entry "200 1h 30m" has "1h", which is not an HTTP status code`},
-		"a code out of range":                 {kv: append(key("$host"), AnnotationAuthCacheDuration, "600 5m"), wantErr: `has "600", which is not an HTTP status code`},
-		"any is NGINX's, not ingress-nginx's": {kv: append(key("$host"), AnnotationAuthCacheDuration, "any 5m"), wantErr: `has "any"`},
-		"over a year":                         {kv: append(key("$host"), AnnotationAuthCacheDuration, "200 2y"), wantErr: "is longer than a year"},
-		"injection":                           {kv: append(key("$host"), AnnotationAuthCacheDuration, "200 5m; proxy_cache off"), wantErr: `entry "200 5m; proxy_cache off" does not end in a time`},
+		"too long":            {kv: key(strings.Repeat("a", 257)), wantErr: "at most 256 bytes"},
+		"no time":             {kv: append(key("$host"), AnnotationAuthCacheDuration, "200 202"), wantErr: `auth-cache-duration]: entry "200 202" does not end in a time`},
+		"two times":           {kv: append(key("$host"), AnnotationAuthCacheDuration, "200 1h 30m"), wantErr: `entry "200 1h 30m" has "1h", which is not an HTTP status code`},
+		"a code out of range": {kv: append(key("$host"), AnnotationAuthCacheDuration, "600 5m"), wantErr: `has "600", which is not an HTTP status code`},
+		"any, as NGINX and ingress-nginx take it": {kv: append(key("$host"), AnnotationAuthCacheDuration, "any 5m, 200 any 1h"),
+			wantKey: "${host}", wantDur: "any 5m,200 any 1h"},
+		"milliseconds, which proxy_cache_valid refuses": {kv: append(key("$host"), AnnotationAuthCacheDuration, "200 500ms"), wantErr: `entry "200 500ms" does not end in a time`},
+		"another word": {kv: append(key("$host"), AnnotationAuthCacheDuration, "all 5m"), wantErr: `has "all", which is not an HTTP status code`},
+		"over a year":  {kv: append(key("$host"), AnnotationAuthCacheDuration, "200 2y"), wantErr: "is longer than a year"},
+		"injection":    {kv: append(key("$host"), AnnotationAuthCacheDuration, "200 5m; proxy_cache off"), wantErr: `entry "200 5m; proxy_cache off" does not end in a time`},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
@@ -84,7 +87,7 @@ func TestAnnotationAuthCache(t *testing.T) {
 				return
 			}
 			for _, want := range append([]string{"proxy_cache ingress_reactor_auth_cache;",
-				"proxy_cache_key ${host}:" + got.Profile.Name() + ":" + tc.wantKey + ";"},
+				"proxy_cache_key ${host}:" + got.Profile.Name() + ":${ingress_reactor_auth_route}:" + tc.wantKey + ";"},
 				func() (out []string) {
 					for d := range strings.SplitSeq(tc.wantDur, ",") {
 						out = append(out, "proxy_cache_valid "+d+";")
@@ -99,8 +102,9 @@ func TestAnnotationAuthCache(t *testing.T) {
 	}
 }
 
-// TestAuthCacheThroughNginx: with auth-cache-key, the auth service is asked once per key while the answer
-// is valid, 200 and 401 alike; another key, another profile or another host asks it again.
+// TestAuthCacheThroughNginx: with auth-cache-key, the auth service is asked once per key and route while
+// the answer is valid, 200 and 401 alike; another key, another path of the Ingress (whose profile is the
+// same), another profile or another host asks it again.
 func TestAuthCacheThroughNginx(t *testing.T) {
 	requireNginx(t)
 	cfg := testRenderConfig(t, nginxDir(t))
@@ -111,7 +115,7 @@ func TestAuthCacheThroughNginx(t *testing.T) {
 	var calls atomic.Int32
 	auth := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		calls.Add(1)
-		if r.Header.Get("Authorization") != "Bearer good" {
+		if r.Header.Get("Authorization") != "Bearer good" || strings.Contains(r.Header.Get("X-Original-URL"), "/admin") {
 			w.WriteHeader(http.StatusUnauthorized)
 			return
 		}
@@ -127,7 +131,7 @@ func TestAuthCacheThroughNginx(t *testing.T) {
 	m, _ := buildModel(t, []any{
 		service("default", "app", port(80, "http")),
 		ingress("default", "cached", annotate(AnnotationAuthURL, authURL, AnnotationAuthCacheKey, "$http_authorization",
-			AnnotationAuthCacheDuration, "200 401 10m"), rule("cached.example.com", prefix("/", "app", 80)), rule("twin.example.com", prefix("/", "app", 80))),
+			AnnotationAuthCacheDuration, "200 401 10m"), rule("cached.example.com", prefix("/", "app", 80), prefix("/admin", "app", 80)), rule("twin.example.com", prefix("/", "app", 80))),
 		ingress("default", "uncached", annotate(AnnotationAuthURL, authURL), rule("uncached.example.com", prefix("/", "app", 80))),
 	}, nil)
 	if len(m.Profiles) != 2 {
@@ -137,9 +141,9 @@ func TestAuthCacheThroughNginx(t *testing.T) {
 	if err := rt.Client().PushEndpoints(ctx, map[UpstreamName][]Endpoint{up("default", "app", 80).Name: {app}}); err != nil {
 		t.Fatal(err)
 	}
-	get := func(host, authorization string) int {
+	get := func(host, path, authorization string) int {
 		t.Helper()
-		req, err := http.NewRequest("GET", fmt.Sprintf("http://127.0.0.1:%d/x", cfg.HTTPPort), nil)
+		req, err := http.NewRequest("GET", fmt.Sprintf("http://127.0.0.1:%d%s", cfg.HTTPPort, path), nil)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -154,22 +158,25 @@ func TestAuthCacheThroughNginx(t *testing.T) {
 		return resp.StatusCode
 	}
 	steps := []struct {
-		what, host, authorization string
-		want                      int
-		wantAsked                 bool
+		what, host, path, authorization string
+		want                            int
+		wantAsked                       bool
 	}{
-		{"first good request: asked", "cached.example.com", "Bearer good", 200, true},
-		{"same key: from the cache", "cached.example.com", "Bearer good", 200, false},
-		{"another key: asked", "cached.example.com", "Bearer bad", 401, true},
-		{"a cached 401 stays 401", "cached.example.com", "Bearer bad", 401, false},
-		{"the good key still passes from the cache", "cached.example.com", "Bearer good", 200, false},
-		{"another host of the Ingress: its own entries", "twin.example.com", "Bearer good", 200, true},
-		{"another profile without a cache: asked each time", "uncached.example.com", "Bearer good", 200, true},
-		{"... and again", "uncached.example.com", "Bearer good", 200, true},
+		{"first good request: asked", "cached.example.com", "/x", "Bearer good", 200, true},
+		{"same key: from the cache", "cached.example.com", "/x", "Bearer good", 200, false},
+		{"same key, same route, another URI: from the cache", "cached.example.com", "/y", "Bearer good", 200, false},
+		{"same key, another path of the Ingress (same profile): asked, and it says no", "cached.example.com", "/admin/x", "Bearer good", 401, true},
+		{"the other path's 401 is cached for it", "cached.example.com", "/admin/x", "Bearer good", 401, false},
+		{"another key: asked", "cached.example.com", "/x", "Bearer bad", 401, true},
+		{"a cached 401 stays 401", "cached.example.com", "/x", "Bearer bad", 401, false},
+		{"the good key still passes from the cache", "cached.example.com", "/x", "Bearer good", 200, false},
+		{"another host of the Ingress: its own entries", "twin.example.com", "/x", "Bearer good", 200, true},
+		{"another profile without a cache: asked each time", "uncached.example.com", "/x", "Bearer good", 200, true},
+		{"... and again", "uncached.example.com", "/x", "Bearer good", 200, true},
 	}
 	for _, s := range steps {
 		before, reachedBefore := calls.Load(), reached.Load()
-		if code := get(s.host, s.authorization); code != s.want {
+		if code := get(s.host, s.path, s.authorization); code != s.want {
 			t.Fatalf("%s: %d, want %d", s.what, code, s.want)
 		}
 		if asked := calls.Load() != before; asked != s.wantAsked {

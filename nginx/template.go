@@ -333,6 +333,7 @@ func ParseTemplate(text string) (*Template, error) {
 		{`set $ingress_reactor_satisfied "";`, "the public location's \"set $ingress_reactor_satisfied \"\";\": satisfy any tells the auth request in it that the router let the request in"},
 		{`set $ingress_reactor_balance "";`, "the public location's \"set $ingress_reactor_balance \"\";\": affinity, upstream-hash-by and load-balance travel in it"},
 		{`require("ingress_reactor.balancer").log()`, "the http block's log_by_lua_block that calls require(\"ingress_reactor.balancer\").log(): load-balance ewma measures endpoints in it"},
+		{`set $ingress_reactor_auth_route "";`, "the public location's \"set $ingress_reactor_auth_route \"\";\": auth-cache-key caches the auth answers per route with it"},
 	} {
 		if !bytes.Contains(conf, []byte(need.text)) {
 			return nil, errors.New("nginx template must keep " + need.why)

@@ -70,6 +70,7 @@ func TestRenderPublicServer(t *testing.T) {
 			set $ingress_reactor_limit_conn "";
 			set $ingress_reactor_response_headers "";
 			set $ingress_reactor_satisfied "";
+			set $ingress_reactor_auth_route "";
 			rewrite_by_lua_block {
 				require("ingress_reactor.router").route()
 			}
@@ -121,6 +122,7 @@ func TestRenderPublicServer(t *testing.T) {
 			set $ingress_reactor_limit_conn "";
 			set $ingress_reactor_response_headers "";
 			set $ingress_reactor_satisfied "";
+			set $ingress_reactor_auth_route "";
 			rewrite_by_lua_block {
 				require("ingress_reactor.router").route()
 			}
@@ -170,6 +172,7 @@ func TestRenderPublicServer(t *testing.T) {
 			set $ingress_reactor_limit_conn "";
 			set $ingress_reactor_response_headers "";
 			set $ingress_reactor_satisfied "";
+			set $ingress_reactor_auth_route "";
 			rewrite_by_lua_block {
 				require("ingress_reactor.router").route()
 			}
@@ -291,7 +294,7 @@ const routerCall = ` rewrite_by_lua_block { require("ingress_reactor.router").ro
 	log_by_lua_block { require("ingress_reactor.router").log() } set $ingress_reactor_limit_conn ""; {{if .AuthCache}}keys_zone=ingress_reactor_auth_cache:1m{{end}}
 	require("ingress_reactor.router").set_body_limit({{.ClientMaxBodySize}})
 	{{range .ProtocolUpstreams}}upstream {{.}} { }{{end}} map $scheme $ingress_reactor_auto_upstream { }
-	{{range .Profiles}}{{if .Upstream}}upstream {{.Upstream}} { }{{end}}{{end}} set $ingress_reactor_response_headers ""; set $ingress_reactor_satisfied "";
+	{{range .Profiles}}{{if .Upstream}}upstream {{.Upstream}} { }{{end}}{{end}} set $ingress_reactor_response_headers ""; set $ingress_reactor_satisfied ""; set $ingress_reactor_auth_route "";
 	set $ingress_reactor_balance ""; require("ingress_reactor.balancer").log()
 	header_filter_by_lua_block { require("ingress_reactor.router").header_filter() } require("ingress_reactor.router").header_filter() {{range .Profiles}}require("ingress_reactor.router").header_filter(){{end}}
 	{{range .Profiles}}{{if .ProxyHeaders}}{{template "ingress_reactor_proxy_headers" $}}{{end}}{{range .Auxiliary}}location {{.Name}} { }{{end}}{{end}}
@@ -329,6 +332,8 @@ func TestParseTemplate(t *testing.T) {
 			strings.Replace(routerCall, `set $ingress_reactor_response_headers "";`, "", 1), wantErr: "$ingress_reactor_response_headers"},
 		"no satisfied variable": {text: "/configuration/hash {{.ConfigHash}} set $ingress_reactor_token {{.StatusToken}}; " + statusAuthorize +
 			strings.Replace(routerCall, `set $ingress_reactor_satisfied "";`, "", 1), wantErr: "$ingress_reactor_satisfied"},
+		"no auth route variable": {text: "/configuration/hash {{.ConfigHash}} set $ingress_reactor_token {{.StatusToken}}; " + statusAuthorize +
+			strings.Replace(routerCall, `set $ingress_reactor_auth_route "";`, "", 1), wantErr: "$ingress_reactor_auth_route"},
 		"no auth cache zone": {text: "/configuration/hash {{.ConfigHash}} set $ingress_reactor_token {{.StatusToken}}; " + statusAuthorize +
 			strings.Replace(routerCall, "{{if .AuthCache}}keys_zone=ingress_reactor_auth_cache:1m{{end}}", "", 1), wantErr: "auth-cache-key caches"},
 		"no balancing variable": {text: "/configuration/hash {{.ConfigHash}} set $ingress_reactor_token {{.StatusToken}}; " + statusAuthorize +

@@ -341,6 +341,11 @@ local function compile(raw, version)
         end
         route.client_cert = r.client_cert
         route.canary = compile_canary(r.canary)
+        if r.profile_required then
+            -- auth-cache-key: the auth answers are cached per route (its path and kind), as ingress-nginx
+            -- cached them per location: an answer for one path must not admit a request for another.
+            route.auth_route = (r.exact and "=" or "") .. r.path
+        end
         route.limit, err = compile_limit(r.limit)
         if err then
             return nil, err
@@ -931,6 +936,12 @@ function _M.route()
             ngx_var.ingress_reactor_error_ingress = r.ingress_name
             ngx_var.ingress_reactor_error_service = r.service_name or ""
             ngx_var.ingress_reactor_error_port = r.service_port or ""
+        end
+        if r.auth_route and not pcall(function() ngx_var.ingress_reactor_auth_route = r.auth_route end) then
+            -- ParseTemplate refuses such a template: without the variable, cached auth answers would be
+            -- shared by the host's routes of one profile.
+            ngx_log(ERR, "auth-cache-key: the catch-all location lacks \"set $ingress_reactor_auth_route \"\";\"; refused")
+            return ngx.exit(ngx.HTTP_INTERNAL_SERVER_ERROR)
         end
         -- The profile's named location (rendered into nginx.conf) proxies with its directives.
         return ngx.exec("@" .. r.profile)
