@@ -3,7 +3,8 @@
 // (`"9000": "default/db:5432"`). Each entry gets a listener of its own in the controller process, served
 // by package tlsproxy (TCP: the SSL passthrough proxy's copy path; UDP: one flow per client). Endpoints
 // come from the endpoint lane (EndpointsChange), so a change of a Service's endpoints never reloads NGINX:
-// open connections and flows keep their endpoint, new ones use the new endpoints. The ConfigMaps are
+// open connections and flows keep their endpoint, new ones use the new endpoints (a UDP flow ends when its
+// endpoint leaves the Service). The ConfigMaps are
 // watched; a bad entry gets a Warning Event on its ConfigMap and the others apply.
 package streams
 
