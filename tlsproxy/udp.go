@@ -62,6 +62,9 @@ type UDPProxy struct {
 type udpFlow struct {
 	client   netip.AddrPort
 	endpoint netip.AddrPort
+	// reply is the control message that makes replies leave from the address the client sent to; nil
+	// leaves the choice to the kernel.
+	reply    []byte
 	backend  *net.UDPConn
 	counters *StreamCounters
 	moved    atomic.Uint64
@@ -129,8 +132,10 @@ func (u *UDPProxy) Serve(conn *net.UDPConn) error {
 	u.conn = conn
 	u.mu.Unlock()
 	buf := make([]byte, maxDatagram)
+	pk := enablePktinfo(conn)
+	var oob [oobSize]byte
 	for {
-		n, src, err := conn.ReadFromUDPAddrPort(buf)
+		n, oobn, _, src, err := conn.ReadMsgUDPAddrPort(buf, oob[:])
 		if err != nil {
 			u.mu.Lock()
 			closed := u.closed
@@ -144,7 +149,7 @@ func (u *UDPProxy) Serve(conn *net.UDPConn) error {
 			continue
 		}
 		src = netip.AddrPortFrom(src.Addr().Unmap(), src.Port())
-		f := u.flowFor(src)
+		f := u.flowFor(src, pk, oob[:oobn])
 		if f == nil {
 			continue
 		}
@@ -155,8 +160,9 @@ func (u *UDPProxy) Serve(conn *net.UDPConn) error {
 	}
 }
 
-// flowFor returns src's flow, starting one when there is none; nil when the datagram must be dropped.
-func (u *UDPProxy) flowFor(src netip.AddrPort) *udpFlow {
+// flowFor returns src's flow, starting one when there is none; nil when the datagram must be dropped. oob
+// holds the control messages of the datagram (its destination address, with pk).
+func (u *UDPProxy) flowFor(src netip.AddrPort, pk *pktinfo, oob []byte) *udpFlow {
 	u.mu.Lock()
 	defer u.mu.Unlock()
 	if f, ok := u.flows[src]; ok {
@@ -195,7 +201,7 @@ func (u *UDPProxy) flowFor(src netip.AddrPort) *udpFlow {
 		rt.counters.rejected(ReasonDialFailed)
 		return nil
 	}
-	f := &udpFlow{client: src, endpoint: endpoint, backend: backend, counters: rt.counters}
+	f := &udpFlow{client: src, endpoint: endpoint, reply: pk.replyOOB(oob), backend: backend, counters: rt.counters}
 	u.flows[src] = f
 	f.counters.accepted()
 	f.timer = u.clock.AfterFunc(u.opts.IdleTimeout, func() { u.checkIdle(f) })
@@ -228,7 +234,12 @@ func (u *UDPProxy) replies(f *udpFlow, conn *net.UDPConn) {
 		n, err := f.backend.Read(*bufp)
 		if err == nil {
 			f.moved.Add(1)
-			if _, werr := conn.WriteToUDPAddrPort((*bufp)[:n], f.client); werr == nil {
+			_, _, werr := conn.WriteMsgUDPAddrPort((*bufp)[:n], f.reply, f.client)
+			if werr != nil && f.reply != nil {
+				// The address the client sent to is gone (or the kernel refuses it): the kernel's choice.
+				_, werr = conn.WriteToUDPAddrPort((*bufp)[:n], f.client)
+			}
+			if werr == nil {
 				f.counters.copied(0, int64(n))
 			}
 		}
