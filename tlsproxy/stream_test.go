@@ -305,7 +305,7 @@ func udpAsk(t *testing.T, c *net.UDPConn, msg string, wait time.Duration) string
 }
 
 // TestUDPFlowsKeepTheirEndpoint: each client is a flow; a flow keeps its endpoint when the endpoints
-// change, a new client's flow goes to the new endpoint, and replies come back to the client's address.
+// change but still include it, and replies come back to the client's address.
 func TestUDPFlowsKeepTheirEndpoint(t *testing.T) {
 	a, b := udpEcho(t, "a"), udpEcho(t, "b")
 	counters := NewStreamMetrics().For(ProtocolUDP, 5353, "ns/dns:53")
@@ -316,24 +316,54 @@ func TestUDPFlowsKeepTheirEndpoint(t *testing.T) {
 	if got := udpAsk(t, first, "one", bound); got != "a:one" {
 		t.Fatalf("first client got %q, want a:one", got)
 	}
+	u.SetRoute(StreamRoute{Backend: "ns/dns:53", Endpoints: []netip.AddrPort{b, a}}, counters)
+	for _, msg := range []string{"two", "three", "four"} {
+		if got := udpAsk(t, first, msg, bound); got != "a:"+msg {
+			t.Fatalf("after b was added the first client's flow got %q, want a:%s (its endpoint kept)", got, msg)
+		}
+	}
+	if u.Flows() != 1 {
+		t.Errorf("flows = %d, want 1", u.Flows())
+	}
+	if got := counter(t, counters.connections); got != 1 {
+		t.Errorf("flows started = %v, want 1", got)
+	}
+	// A reply can reach the client before the proxy has counted the datagram that asked for it.
+	waitFor(t, "the bytes to be counted", func() bool {
+		return counter(t, counters.received) == float64(len("onetwothreefour")) && counter(t, counters.sent) == float64(len("a:onea:twoa:threea:four"))
+	})
+}
+
+// TestUDPFlowsLeaveARemovedEndpoint: when its endpoint leaves the route, a flow ends, so a client that
+// keeps sending does not keep feeding an address that is no longer the Service's; its next datagram and
+// new clients go to the current endpoints.
+func TestUDPFlowsLeaveARemovedEndpoint(t *testing.T) {
+	a, b := udpEcho(t, "a"), udpEcho(t, "b")
+	counters := NewStreamMetrics().For(ProtocolUDP, 5353, "ns/dns:53")
+	u := NewUDP(UDPOptions{Log: zaptest.NewLogger(t)}, StreamRoute{Backend: "ns/dns:53", Endpoints: []netip.AddrPort{a}}, counters)
+	addr := udpProxy(t, u)
+
+	first := udpClient(t, addr)
+	if got := udpAsk(t, first, "one", bound); got != "a:one" {
+		t.Fatalf("first client got %q, want a:one", got)
+	}
 	u.SetRoute(StreamRoute{Backend: "ns/dns:53", Endpoints: []netip.AddrPort{b}}, counters)
-	if got := udpAsk(t, first, "two", bound); got != "a:two" {
-		t.Fatalf("after the change the first client's flow got %q, want a:two (its endpoint kept)", got)
+	if u.Flows() != 0 {
+		t.Errorf("flows = %d once their endpoint was removed, want 0", u.Flows())
+	}
+	if got := udpAsk(t, first, "two", bound); got != "b:two" {
+		t.Fatalf("after a was removed the first client got %q, want b:two", got)
 	}
 	second := udpClient(t, addr)
 	if got := udpAsk(t, second, "three", bound); got != "b:three" {
 		t.Fatalf("a new client got %q, want b:three (the new endpoint)", got)
 	}
-	if u.Flows() != 2 {
-		t.Errorf("flows = %d, want 2", u.Flows())
+	if got := counter(t, counters.connections); got != 3 {
+		t.Errorf("flows started = %v, want 3", got)
 	}
-	if got := counter(t, counters.connections); got != 2 {
-		t.Errorf("flows started = %v, want 2", got)
+	if got := counter(t, counters.active); got != 2 {
+		t.Errorf("active flows = %v, want 2", got)
 	}
-	// A reply can reach the client before the proxy has counted the datagram that asked for it.
-	waitFor(t, "the bytes to be counted", func() bool {
-		return counter(t, counters.received) == float64(len("onetwothree")) && counter(t, counters.sent) == float64(len("a:onea:twob:three"))
-	})
 }
 
 // TestUDPFlowIdleTimeoutAndLimit: a flow without traffic for the idle timeout ends (the client's next

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"net"
 	"net/netip"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -39,8 +40,8 @@ type UDPOptions struct {
 // UDPProxy relays the datagrams arriving on one UDP socket to the endpoints of a StreamRoute. Each client
 // address and port is a flow with a socket of its own, connected to the endpoint picked (round-robin) when
 // the flow began; that endpoint's replies go back to the client from the listening socket. A flow ends
-// after IdleTimeout without traffic. SetRoute swaps the route: open flows keep their endpoint, new flows
-// use the new route.
+// after IdleTimeout without traffic. SetRoute swaps the route: open flows keep their endpoint while it is
+// still one of the route's, new flows use the new route.
 type UDPProxy struct {
 	opts  UDPOptions
 	log   *zap.Logger
@@ -60,6 +61,10 @@ type UDPProxy struct {
 // datagrams moved, which the idle check compares.
 type udpFlow struct {
 	client   netip.AddrPort
+	endpoint netip.AddrPort
+	// reply is the control message that makes replies leave from the address the client sent to; nil
+	// leaves the choice to the kernel.
+	reply    []byte
 	backend  *net.UDPConn
 	counters *StreamCounters
 	moved    atomic.Uint64
@@ -84,8 +89,29 @@ func NewUDP(opts UDPOptions, r StreamRoute, c *StreamCounters) *UDPProxy {
 	return u
 }
 
-// SetRoute replaces the route and counters for new flows.
-func (u *UDPProxy) SetRoute(r StreamRoute, c *StreamCounters) { u.route.Store(newStreamRoute(r, c)) }
+// SetRoute replaces the route and counters for new flows, and ends the open flows whose endpoint is not
+// one of r's: UDP has no connection that would fail, so a client that keeps sending (syslog, metrics)
+// would otherwise keep feeding a removed endpoint, or whatever Pod gets its address next, until it pauses
+// for IdleTimeout. The client's next datagram starts a flow to a current endpoint (as kube-proxy clears
+// the conntrack entries of removed UDP endpoints).
+func (u *UDPProxy) SetRoute(r StreamRoute, c *StreamCounters) {
+	rt := newStreamRoute(r, c)
+	u.mu.Lock()
+	u.route.Store(rt)
+	var stale []*udpFlow
+	for _, f := range u.flows {
+		if !slices.Contains(rt.Endpoints, f.endpoint) {
+			stale = append(stale, f)
+		}
+	}
+	u.mu.Unlock()
+	for _, f := range stale {
+		if ce := u.log.Check(zapcore.DebugLevel, "ending a UDP flow whose endpoint left the Service"); ce != nil {
+			ce.Write(zap.Stringer("client", f.client), zap.Stringer("endpoint", f.endpoint), zap.String("service", rt.Backend))
+		}
+		u.endFlow(f)
+	}
+}
 
 // Flows returns the number of open flows.
 func (u *UDPProxy) Flows() int {
@@ -106,8 +132,10 @@ func (u *UDPProxy) Serve(conn *net.UDPConn) error {
 	u.conn = conn
 	u.mu.Unlock()
 	buf := make([]byte, maxDatagram)
+	pk := enablePktinfo(conn)
+	var oob [oobSize]byte
 	for {
-		n, src, err := conn.ReadFromUDPAddrPort(buf)
+		n, oobn, _, src, err := conn.ReadMsgUDPAddrPort(buf, oob[:])
 		if err != nil {
 			u.mu.Lock()
 			closed := u.closed
@@ -121,7 +149,7 @@ func (u *UDPProxy) Serve(conn *net.UDPConn) error {
 			continue
 		}
 		src = netip.AddrPortFrom(src.Addr().Unmap(), src.Port())
-		f := u.flowFor(src)
+		f := u.flowFor(src, pk, oob[:oobn])
 		if f == nil {
 			continue
 		}
@@ -132,8 +160,9 @@ func (u *UDPProxy) Serve(conn *net.UDPConn) error {
 	}
 }
 
-// flowFor returns src's flow, starting one when there is none; nil when the datagram must be dropped.
-func (u *UDPProxy) flowFor(src netip.AddrPort) *udpFlow {
+// flowFor returns src's flow, starting one when there is none; nil when the datagram must be dropped. oob
+// holds the control messages of the datagram (its destination address, with pk).
+func (u *UDPProxy) flowFor(src netip.AddrPort, pk *pktinfo, oob []byte) *udpFlow {
 	u.mu.Lock()
 	defer u.mu.Unlock()
 	if f, ok := u.flows[src]; ok {
@@ -156,11 +185,14 @@ func (u *UDPProxy) flowFor(src netip.AddrPort) *udpFlow {
 		return nil
 	}
 	var targets [8]netip.AddrPort
-	var backend *net.UDPConn
+	var (
+		backend  *net.UDPConn
+		endpoint netip.AddrPort
+	)
 	for _, t := range rt.pick(targets[:0], DefaultDialAttempts) {
 		c, err := net.DialUDP("udp", nil, net.UDPAddrFromAddrPort(t))
 		if err == nil {
-			backend = c
+			backend, endpoint = c, t
 			break
 		}
 		u.log.Debug("cannot open a UDP socket to an endpoint", zap.String("service", rt.Backend), zap.Stringer("endpoint", t), zap.Error(err))
@@ -169,7 +201,7 @@ func (u *UDPProxy) flowFor(src netip.AddrPort) *udpFlow {
 		rt.counters.rejected(ReasonDialFailed)
 		return nil
 	}
-	f := &udpFlow{client: src, backend: backend, counters: rt.counters}
+	f := &udpFlow{client: src, endpoint: endpoint, reply: pk.replyOOB(oob), backend: backend, counters: rt.counters}
 	u.flows[src] = f
 	f.counters.accepted()
 	f.timer = u.clock.AfterFunc(u.opts.IdleTimeout, func() { u.checkIdle(f) })
@@ -202,7 +234,12 @@ func (u *UDPProxy) replies(f *udpFlow, conn *net.UDPConn) {
 		n, err := f.backend.Read(*bufp)
 		if err == nil {
 			f.moved.Add(1)
-			if _, werr := conn.WriteToUDPAddrPort((*bufp)[:n], f.client); werr == nil {
+			_, _, werr := conn.WriteMsgUDPAddrPort((*bufp)[:n], f.reply, f.client)
+			if werr != nil && f.reply != nil {
+				// The address the client sent to is gone (or the kernel refuses it): the kernel's choice.
+				_, werr = conn.WriteToUDPAddrPort((*bufp)[:n], f.client)
+			}
+			if werr == nil {
 				f.counters.copied(0, int64(n))
 			}
 		}

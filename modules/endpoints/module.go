@@ -16,7 +16,6 @@ import (
 	discoveryv1 "k8s.io/api/discovery/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/client-go/informers"
 	listerscorev1 "k8s.io/client-go/listers/core/v1"
 	listersnetv1 "k8s.io/client-go/listers/networking/v1"
@@ -398,7 +397,7 @@ func (w *Watcher) sync(ctx context.Context, key types.NamespacedName) error {
 		case svc == nil:
 		case svc.Spec.Type == corev1.ServiceTypeExternalName:
 			var answered bool
-			eps, answered, err = w.externalName(key, svc, up.Port)
+			eps, answered, err = w.externalName(key, svc, up)
 			if !answered {
 				continue // its lookup is under way; the answer queues the Service again
 			}
@@ -465,7 +464,7 @@ func (w *Watcher) sync(ctx context.Context, key types.NamespacedName) error {
 
 // externalName returns the endpoints of an ExternalName Service's port from the newest DNS answer, and
 // false while the first lookup of its name is under way.
-func (w *Watcher) externalName(key types.NamespacedName, svc *corev1.Service, port intstr.IntOrString) ([]nginx.Endpoint, bool, error) {
+func (w *Watcher) externalName(key types.NamespacedName, svc *corev1.Service, up nginx.Upstream) ([]nginx.Endpoint, bool, error) {
 	host := svc.Spec.ExternalName
 	if host == "" {
 		return nil, true, fmt.Errorf("ExternalName service %s has no spec.externalName", key)
@@ -477,7 +476,11 @@ func (w *Watcher) externalName(key types.NamespacedName, svc *corev1.Service, po
 	if err != nil {
 		return nil, true, fmt.Errorf("ExternalName service %s: resolve %s: %w", key, host, err)
 	}
-	eps, err := ExternalNameEndpoints(svc, port, addrs)
+	proto := corev1.ProtocolTCP
+	if up.UDP {
+		proto = corev1.ProtocolUDP
+	}
+	eps, err := ExternalNameEndpointsProtocol(svc, up.Port, proto, addrs)
 	return eps, true, err
 }
 

@@ -420,3 +420,29 @@ func TestStreamUpstreamsAreWatched(t *testing.T) {
 	streams.Publish(modules.StreamUpstreams{Upstreams: []nginx.Upstream{tcp}})
 	got.WaitFor(t, "the UDP upstream's removal", func(c modules.EndpointsChange) bool { return c.Removed && c.Upstream.Name == udp.Name })
 }
+
+// TestUDPStreamUpstreamOfAnExternalNameService: a UDP service naming an ExternalName Service's UDP port
+// gets that port's number.
+func TestUDPStreamUpstreamOfAnExternalNameService(t *testing.T) {
+	h := moduletest.New(t, gen.Service("ns", "dns", gen.ExternalName("dns.example.com"), gen.Port("dns-tcp", 5300), gen.UDPPort("dns", 5353)))
+	streams := pipeline.NewTopic[modules.StreamUpstreams]("streams")
+	out := pipeline.NewTopic[modules.EndpointsChange]("out")
+	t.Cleanup(func() { streams.Close(); out.Close() })
+	got := moduletest.Collect(out)
+	w, err := New(Params{Options: Options{Resolver: fakeResolver{"dns.example.com": {{IP: net.ParseIP("192.0.2.7")}}}},
+		Factory: h.Factory, IngressChanges: h.IngressChanges, Endpoints: out, Streams: streams,
+		Metrics: h.Metrics, Registry: h.Registry, Log: h.Log})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.Start()
+	h.Run(w)
+
+	udp := nginx.NewStreamUpstream(types.NamespacedName{Namespace: "ns", Name: "dns"}, intstr.FromString("dns"), true)
+	streams.Publish(modules.StreamUpstreams{Upstreams: []nginx.Upstream{udp}})
+	msgs := got.WaitFor(t, "the UDP upstream's endpoints", func(c modules.EndpointsChange) bool { return c.Upstream.Name == udp.Name })
+	c := msgs[len(msgs)-1]
+	if want := []nginx.Endpoint{{Address: "192.0.2.7", Port: 5353}}; !slices.Equal(c.Endpoints, want) {
+		t.Fatalf("endpoints %v, want %v (the UDP port named dns)", c.Endpoints, want)
+	}
+}

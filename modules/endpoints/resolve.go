@@ -176,9 +176,15 @@ func ResolveExternalName(ctx context.Context, r Resolver, svc *corev1.Service, p
 // DNS name resolved to: each address at the Ingress's port number (or the number of the Service port
 // it names).
 func ExternalNameEndpoints(svc *corev1.Service, port intstr.IntOrString, addrs []net.IPAddr) ([]nginx.Endpoint, error) {
+	return ExternalNameEndpointsProtocol(svc, port, corev1.ProtocolTCP, addrs)
+}
+
+// ExternalNameEndpointsProtocol is ExternalNameEndpoints for a port of protocol proto (a UDP service's
+// port name names a UDP port).
+func ExternalNameEndpointsProtocol(svc *corev1.Service, port intstr.IntOrString, proto corev1.Protocol, addrs []net.IPAddr) ([]nginx.Endpoint, error) {
 	number := port.IntVal
 	if port.Type == intstr.String {
-		p, ok := nginx.ServicePort(svc, port)
+		p, ok := servicePort(svc, port, proto)
 		if !ok {
 			return nil, fmt.Errorf("ExternalName service %s/%s: port %q is not defined in spec.ports; use a port number", svc.Namespace, svc.Name, port.StrVal)
 		}

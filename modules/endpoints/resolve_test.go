@@ -143,6 +143,14 @@ func TestResolveExternalName(t *testing.T) {
 	if !slices.Equal(got, want) {
 		t.Fatalf("got %v, want %v", got, want)
 	}
+	// A UDP service names the Service's UDP port.
+	udp := gen.Service("ns", "dns", gen.ExternalName("db.example.com"), gen.Port("dns-tcp", 5300), gen.UDPPort("dns", 5353))
+	if got, err := ExternalNameEndpointsProtocol(udp, intstr.FromString("dns"), corev1.ProtocolUDP, r["db.example.com"]); err != nil || !slices.Equal(got, []nginx.Endpoint{{Address: "192.0.2.7", Port: 5353}, {Address: "2001:db8::1", Port: 5353}}) {
+		t.Errorf("UDP port by name: got %v, %v", got, err)
+	}
+	if _, err := ExternalNameEndpointsProtocol(udp, intstr.FromString("dns-tcp"), corev1.ProtocolUDP, r["db.example.com"]); err == nil {
+		t.Error("a UDP service naming a TCP port: want an error")
+	}
 	if _, err := ResolveExternalName(context.Background(), r, svc, intstr.FromString("nope")); err == nil {
 		t.Fatal("unknown named port: want an error")
 	}

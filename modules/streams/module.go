@@ -3,7 +3,8 @@
 // (`"9000": "default/db:5432"`). Each entry gets a listener of its own in the controller process, served
 // by package tlsproxy (TCP: the SSL passthrough proxy's copy path; UDP: one flow per client). Endpoints
 // come from the endpoint lane (EndpointsChange), so a change of a Service's endpoints never reloads NGINX:
-// open connections and flows keep their endpoint, new ones use the new endpoints. The ConfigMaps are
+// open connections and flows keep their endpoint, new ones use the new endpoints (a UDP flow ends when its
+// endpoint leaves the Service). The ConfigMaps are
 // watched; a bad entry gets a Warning Event on its ConfigMap and the others apply.
 package streams
 
@@ -135,7 +136,8 @@ type Streams struct {
 
 	mu        sync.Mutex
 	listeners map[listenerKey]*listener
-	// endpoints holds the endpoints of the upstreams in use, as the endpoint lane last published them.
+	// endpoints holds the endpoints of the upstreams in use, and of those used before until the endpoint
+	// lane removes them, as the endpoint lane last published them.
 	endpoints map[nginx.UpstreamName][]netip.AddrPort
 	wanted    []nginx.Upstream
 	// reported remembers the Events sent per ConfigMap version, so a problem is reported once per version.
@@ -363,12 +365,10 @@ func (s *Streams) sync() {
 	wanted = slices.CompactFunc(wanted, func(a, b nginx.Upstream) bool { return a.Name == b.Name })
 	changed := !slices.Equal(wanted, s.wanted)
 	if changed {
+		// The endpoints of upstreams no longer wanted stay until the endpoint lane says Removed: when an
+		// entry comes back before the lane noticed it had gone (a ConfigMap replaced by delete and
+		// create), the lane publishes nothing new for it.
 		s.wanted = wanted
-		for name := range s.endpoints {
-			if !slices.ContainsFunc(wanted, func(u nginx.Upstream) bool { return u.Name == name }) {
-				delete(s.endpoints, name)
-			}
-		}
 	}
 	s.mu.Unlock()
 	if changed {
@@ -452,11 +452,13 @@ func (s *Streams) routeLocked(l *listener) {
 	}
 }
 
-// endpointsChanged records the endpoints of an upstream in use and re-routes its listeners.
+// endpointsChanged records the endpoints of an upstream in use, or still known from an earlier use until
+// the endpoint lane removes it, and re-routes its listeners.
 func (s *Streams) endpointsChanged(c modules.EndpointsChange) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if !slices.ContainsFunc(s.wanted, func(u nginx.Upstream) bool { return u.Name == c.Upstream.Name }) {
+	_, known := s.endpoints[c.Upstream.Name]
+	if !known && !slices.ContainsFunc(s.wanted, func(u nginx.Upstream) bool { return u.Name == c.Upstream.Name }) {
 		return
 	}
 	if c.Removed {

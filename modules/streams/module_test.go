@@ -184,3 +184,57 @@ func TestModuleWaitsForAMissingConfigMap(t *testing.T) {
 		t.Errorf("the missing ConfigMap was logged %d times, want once", n)
 	}
 }
+
+// TestModuleKeepsEndpointsOfAnEntryThatComesBack: an entry removed and restored before the endpoint lane
+// noticed (a ConfigMap replaced by delete and create) gets nothing new from the lane, so the endpoints it
+// had must still be there; a Removed from the lane forgets them.
+func TestModuleKeepsEndpointsOfAnEntryThatComesBack(t *testing.T) {
+	port := freePort(t)
+	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "ingress", Name: "tcp-services"}, Data: map[string]string{
+		strconv.Itoa(port): "default/db:5432",
+	}}
+	h := moduletest.New(t, cm)
+	eps := pipeline.NewTopic[modules.EndpointsChange]("endpoints")
+	ups := pipeline.NewTopic[modules.StreamUpstreams]("streams")
+	wanted := moduletest.Collect(ups)
+	s, err := New(Params{
+		Options: Options{TCPConfigMap: types.NamespacedName{Namespace: "ingress", Name: "tcp-services"}, ListenHost: "127.0.0.1"},
+		Client:  h.Client, Endpoints: eps, Streams: ups, Recorder: h.Recorder, Registry: h.Registry, Log: h.Log,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.Start()
+	h.Run(s)
+	db := nginx.NewStreamUpstream(types.NamespacedName{Namespace: "default", Name: "db"}, intstr.FromInt32(5432), false)
+	wanted.WaitFor(t, "the upstream to be asked for", func(m modules.StreamUpstreams) bool {
+		return slices.Equal(m.Upstreams, []nginx.Upstream{db})
+	})
+	ip, target := echoOn(t, "a")
+	eps.Publish(modules.EndpointsChange{Upstream: db, Endpoints: []nginx.Endpoint{{Address: ip, Port: target}}})
+	moduletest.Eventually(t, "the endpoint to answer", func() bool {
+		got, _ := askPort(port, "hi")
+		return got == "a:hi"
+	})
+
+	cms := h.Client.CoreV1().ConfigMaps("ingress")
+	if err := cms.Delete(context.Background(), "tcp-services", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	moduletest.Eventually(t, "the port to close", func() bool { return len(s.Ports()) == 0 })
+	wanted.WaitFor(t, "the upstream to be released", func(m modules.StreamUpstreams) bool { return len(m.Upstreams) == 0 })
+	cm.ResourceVersion = ""
+	if _, err := cms.Create(context.Background(), cm, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	moduletest.Eventually(t, "the port to open again", func() bool { return slices.Equal(s.Ports(), []string{"tcp/" + strconv.Itoa(port)}) })
+	if got, err := askPort(port, "back"); err != nil || got != "a:back" {
+		t.Errorf("the restored entry answered %q, %v; want a:back from the endpoint it had", got, err)
+	}
+
+	eps.Publish(modules.EndpointsChange{Upstream: db, Removed: true})
+	moduletest.Eventually(t, "a Removed to take the endpoint away", func() bool {
+		got, _ := askPort(port, "x")
+		return got == ""
+	})
+}
