@@ -220,7 +220,8 @@ end
 
 -- sticky returns the endpoint of the request's affinity cookie, or picks one and sets the cookie.
 local function sticky(entry, c)
-    local v = ngx.var["cookie_" .. c.name]
+    -- Not $cookie_<name>, which matches names in any case.
+    local v = balancing.cookie_value(ngx.var.http_cookie, c.name)
     local i
     if v and v ~= "" then
         if c.persistent then

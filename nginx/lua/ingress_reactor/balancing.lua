@@ -28,6 +28,8 @@ local md5_bin = ngx.md5_bin
 local crc32 = ngx.crc32_long
 local concat = table.concat
 local tohex = bit.tohex
+local gmatch = string.gmatch
+local match = string.match
 
 local _M = {}
 
@@ -289,6 +291,23 @@ end
 -- the endpoint (the ring maps them).
 function _M.new_key()
     return tohex(random(0, 0x7fffffff), 8) .. tohex(random(0, 0x7fffffff), 8)
+end
+
+-- cookie_value returns the value of the first cookie named exactly name in a Cookie header (several
+-- Cookie headers joined with ";", as $http_cookie has them), or nil. Cookie names are case-sensitive:
+-- NGINX's $cookie_<name> is not, so an application's own cookie whose name differs only in case
+-- ("route" and "ROUTE") would stand in for the affinity cookie.
+function _M.cookie_value(header, name)
+    if not header then
+        return nil
+    end
+    for pair in gmatch(header, "[^;]+") do
+        local k, v = match(pair, "^%s*([^=]-)%s*=%s*(.-)%s*$")
+        if k == name then
+            return v
+        end
+    end
+    return nil
 end
 
 -- valid_key reports whether v is a value new_key could have written.
