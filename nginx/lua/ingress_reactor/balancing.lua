@@ -329,7 +329,7 @@ end
 
 -- samesite_none_ok reports whether a browser with this User-Agent handles SameSite=None: some older
 -- ones reject such cookies or take them for Strict (session-cookie-conditional-samesite-none).
-local NO_SAMESITE_NONE = { "Chrome/5", "Chrome/6", "CPU iPhone OS 12", "iPad; CPU OS 12" }
+local NO_SAMESITE_NONE = { "Chrome/4", "Chrome/5", "Chrome/6", "CPU iPhone OS 12", "iPad; CPU OS 12" }
 function _M.samesite_none_ok(ua)
     if not ua then
         return true

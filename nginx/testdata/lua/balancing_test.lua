@@ -186,6 +186,7 @@ check(balancing.cookie_header(c, "v", false, nil, 0) == "S=v; Path=/; Expires=Th
     "secure cookie over plain HTTP:", balancing.cookie_header(c, "v", false, nil, 0))
 check(not balancing.samesite_none_ok("Mozilla/5.0 (iPhone; CPU iPhone OS 12_0 like Mac OS X) Safari/604.1"), "iOS 12")
 check(balancing.samesite_none_ok("Mozilla/5.0 (X11; Linux x86_64) Chrome/120.0 Safari/537.36"), "Chrome 120")
+check(not balancing.samesite_none_ok("Mozilla/5.0 (Windows NT 6.1) AppleWebKit/537.36 Chrome/49.0.2623.112 Safari/537.36"), "Chrome 49")
 
 if #failures > 0 then
     ngx.status = 500
