@@ -453,9 +453,11 @@ http {
 	}
 }
 
-// TestAffinityCookieNameIsExactNginx: the affinity cookie is found by its exact name. NGINX's
-// $cookie_<name> matches names in any case, so an application's own cookie "route" sent before the
-// affinity cookie "ROUTE" took its place: every request got a new endpoint and a new cookie.
+// TestAffinityCookieNameIsExactNginx: the affinity cookie is found by its exact name, and the first
+// usable cookie of that name counts. NGINX's $cookie_<name> matches names in any case and takes the
+// first one, so an application's own cookie "route", or an older "ROUTE" that another host set for the
+// parent domain, sent before the affinity cookie took its place: every request got a new endpoint and a
+// new cookie.
 func TestAffinityCookieNameIsExactNginx(t *testing.T) {
 	requireNginx(t)
 	cfg := testRenderConfig(t, nginxDir(t))
@@ -463,6 +465,8 @@ func TestAffinityCookieNameIsExactNginx(t *testing.T) {
 	m, _ := buildModel(t, []any{service("default", "app", port(80, "")),
 		ingress("default", "b", annotate(AnnotationAffinity, "cookie", AnnotationSessionCookieName, "ROUTE"),
 			rule("b.example.com", prefix("/", "app", 80))),
+		ingress("default", "p", annotate(AnnotationAffinity, "cookie", AnnotationAffinityMode, "persistent",
+			AnnotationSessionCookieName, "ROUTE"), rule("p.example.com", prefix("/", "app", 80))),
 	}, nil)
 	applyModel(t, rt, m, cfg)
 	eps := []Endpoint{echoBackend(t, "a"), echoBackend(t, "b"), echoBackend(t, "c")}
@@ -481,6 +485,20 @@ func TestAffinityCookieNameIsExactNginx(t *testing.T) {
 		if r.echo.Backend != first || r.header.Get("Set-Cookie") != "" {
 			t.Fatalf("request %d with route=app-session; %s went to %s (Set-Cookie %q), want %s and no new cookie",
 				i, c.cookie, r.echo.Backend, r.header.Get("Set-Cookie"), first)
+		}
+	}
+	// Persistent: a token of another Ingress's key (a cookie for the parent domain) comes first.
+	purl := fmt.Sprintf("http://p.example.com:%d/", cfg.HTTPPort)
+	p := &stickyClient{}
+	pfirst, _, status := p.get(t, hc, purl, "ROUTE")
+	if status != http.StatusOK || p.cookie == "" {
+		t.Fatalf("persistent, first request: %d, cookie %q", status, p.cookie)
+	}
+	for i := range 10 {
+		r := fetch(t, hc, purl, "Cookie", "ROUTE=0123456789abcdef01234567; "+p.cookie)
+		if r.echo.Backend != pfirst || r.header.Get("Set-Cookie") != "" {
+			t.Fatalf("persistent request %d with a foreign ROUTE first, then %s, went to %s (Set-Cookie %q), want %s and no new cookie",
+				i, p.cookie, r.echo.Backend, r.header.Get("Set-Cookie"), pfirst)
 		}
 	}
 }

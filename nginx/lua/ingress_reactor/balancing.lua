@@ -293,21 +293,24 @@ function _M.new_key()
     return tohex(random(0, 0x7fffffff), 8) .. tohex(random(0, 0x7fffffff), 8)
 end
 
--- cookie_value returns the value of the first cookie named exactly name in a Cookie header (several
--- Cookie headers joined with ";", as $http_cookie has them), or nil. Cookie names are case-sensitive:
--- NGINX's $cookie_<name> is not, so an application's own cookie whose name differs only in case
--- ("route" and "ROUTE") would stand in for the affinity cookie.
-function _M.cookie_value(header, name)
+-- cookie_values returns the values of the cookies named exactly name in a Cookie header (several
+-- Cookie headers joined with ";", as $http_cookie has them), in the order the client sent them. Cookie
+-- names are case-sensitive: NGINX's $cookie_<name> is not, so an application's own cookie whose name
+-- differs only in case ("route" and "ROUTE") would stand in for the affinity cookie. A client may send
+-- several cookies of one name (another path, or a parent domain that another host set): the caller takes
+-- the first one it can use.
+function _M.cookie_values(header, name)
+    local out = {}
     if not header then
-        return nil
+        return out
     end
     for pair in gmatch(header, "[^;]+") do
         local k, v = match(pair, "^%s*([^=]-)%s*=%s*(.-)%s*$")
-        if k == name then
-            return v
+        if k == name and v ~= "" then
+            out[#out + 1] = v
         end
     end
-    return nil
+    return out
 end
 
 -- valid_key reports whether v is a value new_key could have written.

@@ -167,11 +167,14 @@ local k = balancing.new_key()
 check(balancing.valid_key(k) and k ~= balancing.new_key(), "new_key", k)
 check(not balancing.valid_key("10.0.0.1:8080xxx") and not balancing.valid_key("0123456789ABCDEF"), "valid_key")
 -- The affinity cookie by its exact name: NGINX's $cookie_<name> would take "route" for "ROUTE".
-check(balancing.cookie_value("route=app; ROUTE=k1", "ROUTE") == "k1", "cookie_value skips a name in another case")
-check(balancing.cookie_value("ROUTE=k1;ROUTE=k2", "ROUTE") == "k1", "cookie_value takes the first cookie of the name")
-check(balancing.cookie_value("  a=1 ;  ROUTE = k3 ", "ROUTE") == "k3", "cookie_value around spaces")
-check(balancing.cookie_value("XROUTE=1; ROUTEX=2", "ROUTE") == nil, "cookie_value of a name no cookie has")
-check(balancing.cookie_value(nil, "ROUTE") == nil, "cookie_value without a Cookie header")
+local function values(header, name)
+    return table.concat(balancing.cookie_values(header, name), ",")
+end
+check(values("route=app; ROUTE=k1", "ROUTE") == "k1", "cookie_values skips a name in another case")
+check(values("ROUTE=k1;ROUTE=k2", "ROUTE") == "k1,k2", "cookie_values keeps every cookie of the name, in order")
+check(values("  a=1 ;  ROUTE = k3 ", "ROUTE") == "k3", "cookie_values around spaces")
+check(values("XROUTE=1; ROUTEX=2; ROUTE=", "ROUTE") == "", "cookie_values of a name no cookie has")
+check(values(nil, "ROUTE") == "", "cookie_values without a Cookie header")
 local c = { name = "S", path = "/app", domain = ".example.com", max_age = 60, samesite = "None", samesite_none_conditional = true }
 check(balancing.cookie_header(c, "v", true, "curl/8", 0) == "S=v; Path=/app; Domain=.example.com; Max-Age=60; Secure; HttpOnly; SameSite=None",
     "cookie over HTTPS:", balancing.cookie_header(c, "v", true, "curl/8", 0))
