@@ -116,7 +116,7 @@ func init() {
 			cookieSpec("session-cookie-samesite", "`None`, `Lax` or `Strict` (any case)", "none",
 				"An invalid value is ignored with a Warning."),
 			cookieSpec("session-cookie-conditional-samesite-none", "`\"true\"` or `\"false\"`", "`false`",
-				"Leaves `SameSite=None` out for browsers that mishandle it (Chrome 50-69, iOS 12, Safari on macOS 10.14), as "+
+				"Leaves `SameSite=None` out for browsers that mishandle it (Chrome 40-69, iOS 12, Safari on macOS 10.14), as "+
 					"ingress-nginx. An invalid value is ignored with a Warning."),
 			cookieSpec("session-cookie-expires", "whole seconds from now, up to 2147483647", "none: a session cookie",
 				"Sets `Expires`. An invalid value is ignored with a Warning."),

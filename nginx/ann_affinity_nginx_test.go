@@ -452,3 +452,53 @@ http {
 		}
 	}
 }
+
+// TestAffinityCookieNameIsExactNginx: the affinity cookie is found by its exact name, and the first
+// usable cookie of that name counts. NGINX's $cookie_<name> matches names in any case and takes the
+// first one, so an application's own cookie "route", or an older "ROUTE" that another host set for the
+// parent domain, sent before the affinity cookie took its place: every request got a new endpoint and a
+// new cookie.
+func TestAffinityCookieNameIsExactNginx(t *testing.T) {
+	requireNginx(t)
+	cfg := testRenderConfig(t, nginxDir(t))
+	rt := testRuntime(t, cfg, nil)
+	m, _ := buildModel(t, []any{service("default", "app", port(80, "")),
+		ingress("default", "b", annotate(AnnotationAffinity, "cookie", AnnotationSessionCookieName, "ROUTE"),
+			rule("b.example.com", prefix("/", "app", 80))),
+		ingress("default", "p", annotate(AnnotationAffinity, "cookie", AnnotationAffinityMode, "persistent",
+			AnnotationSessionCookieName, "ROUTE"), rule("p.example.com", prefix("/", "app", 80))),
+	}, nil)
+	applyModel(t, rt, m, cfg)
+	eps := []Endpoint{echoBackend(t, "a"), echoBackend(t, "b"), echoBackend(t, "c")}
+	if err := rt.Client().PushEndpoints(context.Background(), map[UpstreamName][]Endpoint{up("default", "app", 80).Name: eps}); err != nil {
+		t.Fatal(err)
+	}
+	hc := proxyClient(cfg.HTTPPort, nil)
+	url := fmt.Sprintf("http://b.example.com:%d/", cfg.HTTPPort)
+	c := &stickyClient{}
+	first, _, status := c.get(t, hc, url, "ROUTE")
+	if status != http.StatusOK || c.cookie == "" {
+		t.Fatalf("first request: %d, cookie %q", status, c.cookie)
+	}
+	for i := range 10 {
+		r := fetch(t, hc, url, "Cookie", "route=app-session; "+c.cookie)
+		if r.echo.Backend != first || r.header.Get("Set-Cookie") != "" {
+			t.Fatalf("request %d with route=app-session; %s went to %s (Set-Cookie %q), want %s and no new cookie",
+				i, c.cookie, r.echo.Backend, r.header.Get("Set-Cookie"), first)
+		}
+	}
+	// Persistent: a token of another Ingress's key (a cookie for the parent domain) comes first.
+	purl := fmt.Sprintf("http://p.example.com:%d/", cfg.HTTPPort)
+	p := &stickyClient{}
+	pfirst, _, status := p.get(t, hc, purl, "ROUTE")
+	if status != http.StatusOK || p.cookie == "" {
+		t.Fatalf("persistent, first request: %d, cookie %q", status, p.cookie)
+	}
+	for i := range 10 {
+		r := fetch(t, hc, purl, "Cookie", "ROUTE=0123456789abcdef01234567; "+p.cookie)
+		if r.echo.Backend != pfirst || r.header.Get("Set-Cookie") != "" {
+			t.Fatalf("persistent request %d with a foreign ROUTE first, then %s, went to %s (Set-Cookie %q), want %s and no new cookie",
+				i, p.cookie, r.echo.Backend, r.header.Get("Set-Cookie"), pfirst)
+		}
+	}
+}

@@ -220,9 +220,10 @@ end
 
 -- sticky returns the endpoint of the request's affinity cookie, or picks one and sets the cookie.
 local function sticky(entry, c)
-    local v = ngx.var["cookie_" .. c.name]
+    -- Not $cookie_<name>, which matches names in any case and takes the first cookie of the name: a
+    -- cookie of the same name that another host set for a parent domain comes first when it is older.
     local i
-    if v and v ~= "" then
+    for _, v in ipairs(balancing.cookie_values(ngx.var.http_cookie, c.name)) do
         if c.persistent then
             -- An endpoint that is gone no longer has a token: the request gets a new one.
             i = tokens(entry, c.key).by_value[v]
@@ -230,6 +231,9 @@ local function sticky(entry, c)
             -- Balanced: the key's endpoint on the current ring, which changes for the keys that a new
             -- endpoint takes over, and for those of an endpoint that is gone.
             i = balancing.find(ring(entry), balancing.hash(v))
+        end
+        if i then
+            break
         end
     end
     return i or new_sticky(entry, c)

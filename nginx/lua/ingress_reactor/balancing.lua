@@ -28,6 +28,8 @@ local md5_bin = ngx.md5_bin
 local crc32 = ngx.crc32_long
 local concat = table.concat
 local tohex = bit.tohex
+local gmatch = string.gmatch
+local match = string.match
 
 local _M = {}
 
@@ -291,6 +293,26 @@ function _M.new_key()
     return tohex(random(0, 0x7fffffff), 8) .. tohex(random(0, 0x7fffffff), 8)
 end
 
+-- cookie_values returns the values of the cookies named exactly name in a Cookie header (several
+-- Cookie headers joined with ";", as $http_cookie has them), in the order the client sent them. Cookie
+-- names are case-sensitive: NGINX's $cookie_<name> is not, so an application's own cookie whose name
+-- differs only in case ("route" and "ROUTE") would stand in for the affinity cookie. A client may send
+-- several cookies of one name (another path, or a parent domain that another host set): the caller takes
+-- the first one it can use.
+function _M.cookie_values(header, name)
+    local out = {}
+    if not header then
+        return out
+    end
+    for pair in gmatch(header, "[^;]+") do
+        local k, v = match(pair, "^%s*([^=]-)%s*=%s*(.-)%s*$")
+        if k == name and v ~= "" then
+            out[#out + 1] = v
+        end
+    end
+    return out
+end
+
 -- valid_key reports whether v is a value new_key could have written.
 function _M.valid_key(v)
     return #v == 16 and not find(v, "[^0-9a-f]")
@@ -310,7 +332,7 @@ end
 
 -- samesite_none_ok reports whether a browser with this User-Agent handles SameSite=None: some older
 -- ones reject such cookies or take them for Strict (session-cookie-conditional-samesite-none).
-local NO_SAMESITE_NONE = { "Chrome/5", "Chrome/6", "CPU iPhone OS 12", "iPad; CPU OS 12" }
+local NO_SAMESITE_NONE = { "Chrome/4", "Chrome/5", "Chrome/6", "CPU iPhone OS 12", "iPad; CPU OS 12" }
 function _M.samesite_none_ok(ua)
     if not ua then
         return true

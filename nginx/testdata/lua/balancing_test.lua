@@ -166,6 +166,15 @@ check(t1 ~= balancing.token(string.rep("ab", 16), "10.0.0.2:8080"), "another end
 local k = balancing.new_key()
 check(balancing.valid_key(k) and k ~= balancing.new_key(), "new_key", k)
 check(not balancing.valid_key("10.0.0.1:8080xxx") and not balancing.valid_key("0123456789ABCDEF"), "valid_key")
+-- The affinity cookie by its exact name: NGINX's $cookie_<name> would take "route" for "ROUTE".
+local function values(header, name)
+    return table.concat(balancing.cookie_values(header, name), ",")
+end
+check(values("route=app; ROUTE=k1", "ROUTE") == "k1", "cookie_values skips a name in another case")
+check(values("ROUTE=k1;ROUTE=k2", "ROUTE") == "k1,k2", "cookie_values keeps every cookie of the name, in order")
+check(values("  a=1 ;  ROUTE = k3 ", "ROUTE") == "k3", "cookie_values around spaces")
+check(values("XROUTE=1; ROUTEX=2; ROUTE=", "ROUTE") == "", "cookie_values of a name no cookie has")
+check(values(nil, "ROUTE") == "", "cookie_values without a Cookie header")
 local c = { name = "S", path = "/app", domain = ".example.com", max_age = 60, samesite = "None", samesite_none_conditional = true }
 check(balancing.cookie_header(c, "v", true, "curl/8", 0) == "S=v; Path=/app; Domain=.example.com; Max-Age=60; Secure; HttpOnly; SameSite=None",
     "cookie over HTTPS:", balancing.cookie_header(c, "v", true, "curl/8", 0))
@@ -180,6 +189,7 @@ check(balancing.cookie_header(c, "v", false, nil, 0) == "S=v; Path=/; Expires=Th
     "secure cookie over plain HTTP:", balancing.cookie_header(c, "v", false, nil, 0))
 check(not balancing.samesite_none_ok("Mozilla/5.0 (iPhone; CPU iPhone OS 12_0 like Mac OS X) Safari/604.1"), "iOS 12")
 check(balancing.samesite_none_ok("Mozilla/5.0 (X11; Linux x86_64) Chrome/120.0 Safari/537.36"), "Chrome 120")
+check(not balancing.samesite_none_ok("Mozilla/5.0 (Windows NT 6.1) AppleWebKit/537.36 Chrome/49.0.2623.112 Safari/537.36"), "Chrome 49")
 
 if #failures > 0 then
     ngx.status = 500
