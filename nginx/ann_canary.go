@@ -277,6 +277,20 @@ func (t *translator) canaryOnly() {
 		return
 	}
 	t.out.Options = nil // read for the paths only: the main Ingress's options apply
+	// spec.defaultBackend adds a "/" route to each host of the rules; on a canary that would split the
+	// main Ingress's "/" of a host whose rules name other paths only. ingress-nginx merged a canary's
+	// default backend into the catch-all server only, so the catch-all's route stays.
+	dropped := false
+	t.out.Routes = slices.DeleteFunc(t.out.Routes, func(r Route) bool {
+		drop := r.FromDefaultBackend && r.Host != ""
+		dropped = dropped || drop
+		return drop
+	})
+	if dropped {
+		t.seen = nil
+		t.out.Warnings = append(t.out.Warnings, "spec.defaultBackend: ignored for the hosts of the rules of a canary Ingress: it is the canary of "+
+			"the catch-all server's \"/\" only, as in ingress-nginx")
+	}
 	if len(t.out.TLS) > 0 {
 		t.out.TLS = nil
 		t.out.Warnings = append(t.out.Warnings, "spec.tls: ignored on a canary Ingress: the main Ingress's TLS serves its requests, as in ingress-nginx")

@@ -210,6 +210,20 @@ func TestMergeCanary(t *testing.T) {
 				{Kind: ConflictCanaryNamespace, Loser: nn("other", "canary"), Winner: nn("default", "main"), Host: host, Path: "/", PathType: PathPrefix},
 			},
 		},
+		"a canary's spec.defaultBackend never splits the main's / of a host its rules name": {
+			objs: []any{web, web2, web3, main,
+				ingress("default", "canary", annotate(AnnotationCanary, "true", AnnotationCanaryWeight, "100"),
+					withDefaultBackend("web-v3", 80), rule(host, exact("/api", "web-v2", 80))),
+			},
+			want: Model{
+				Servers: []Server{catchAll, {Host: host, Locations: []Location{
+					{Path: "/", PathType: PathPrefix, Upstream: web80.Name, Ingress: nn("default", "main"), Options: mainOpts},
+					{Path: "/api", PathType: PathExact, Upstream: web80.Name, Ingress: nn("default", "main"), Options: mainOpts,
+						Canary: &LocationCanary{Upstream: v280.Name, Ingress: nn("default", "canary"), Rule: weight(100)}},
+				}}},
+				Upstreams: sortedUpstreams(web80, v280),
+			},
+		},
 		"an older canary never wins the path from the main Ingress": {
 			objs: []any{web, web2,
 				ingress("default", "canary", annotate(AnnotationCanary, "true", AnnotationCanaryWeight, "100"), rule(host, prefix("/", "web-v2", 80))),
