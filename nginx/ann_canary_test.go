@@ -102,6 +102,11 @@ func TestAnnotationCanary(t *testing.T) {
 			kv:   []string{AnnotationCanary, "true", AnnotationCanaryByHeader, "X", AnnotationCanaryByHeaderPattern, `(a`},
 			errs: []string{`metadata.annotations[` + p + `canary-by-header-pattern]: "(a": not a regular expression that Go's regexp (RE2) accepts: missing closing ) in "(a"`},
 		},
+		"a pattern that grows past the data plane's limit once written for PCRE": {
+			kv: []string{AnnotationCanary, "true", AnnotationCanaryByHeader, "X", AnnotationCanaryByHeaderPattern, strings.Repeat(".", 1024)},
+			errs: []string{`metadata.annotations[` + p + `canary-by-header-pattern]: "` + strings.Repeat(".", 64) +
+				`"... (1024 bytes): 20480 bytes once written for NGINX's PCRE, more than the limit of 4096`},
+		},
 		"weights out of range": {
 			kv: []string{AnnotationCanary, "true", AnnotationCanaryWeight, "-1", AnnotationCanaryWeightTotal, "10"},
 			errs: []string{
