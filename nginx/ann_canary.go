@@ -79,8 +79,10 @@ func init() {
 					"its own settings (annotations) for the canary's requests too, as in ingress-nginx; a path the main Ingress lacks is " +
 					"not served (a Warning Event says so). One canary per path: the oldest wins, the others get a Warning Event. " +
 					"On purpose: the canary must be in the **main Ingress's namespace** (ingress-nginx let any namespace split another's " +
-					"traffic). On a canary Ingress the other annotations (but `service-upstream`), `spec.tls` and the " +
-					"`default-backend`'s fallback are ignored with a Warning, as ingress-nginx ignored them. A request for the canary " +
+					"traffic). The canary splits the main Ingress's `server-alias` hosts too. On a canary Ingress the other annotations " +
+					"(but `service-upstream`, and `use-regex` and `rewrite-target`, which only say how its paths are read), `spec.tls` and the " +
+					"`default-backend`'s fallback are ignored with a Warning, as ingress-nginx ignored them; its `spec.defaultBackend` " +
+					"splits the catch-all server's `/` only, as in ingress-nginx. A request for the canary " +
 					"whose canary Service has no ready endpoint goes to the main backend, as in ingress-nginx; one for the canary while " +
 					"the main Service has none is served by the canary (ingress-nginx answered 503 before looking at the canary). A value that is not a " +
 					"boolean **rejects the Ingress** (ingress-nginx served it as a plain Ingress, which took the main Ingress's paths).",

@@ -289,3 +289,40 @@ func TestMergeCanaryRegexPaths(t *testing.T) {
 		}
 	}
 }
+
+// TestMergeCanaryOnServerAlias: a server-alias host serves the main Ingress's paths, as ingress-nginx's
+// aliases were other names of the same server, so the canary splits its requests too; a change of the
+// canary's weight reaches the alias host in an incremental merge.
+func TestMergeCanaryOnServerAlias(t *testing.T) {
+	const host, alias = "app.example.com", "alias.example.com"
+	svcs := services{nn("default", "web"): service("default", "web", port(80, "")), nn("default", "web-v2"): service("default", "web-v2", port(80, ""))}
+	translate := func(ing *networkingv1.Ingress) *IngressTranslation {
+		t.Helper()
+		tr, err := TranslateIngress(ing, svcs, DefaultTranslateOptions())
+		if err != nil {
+			t.Fatal(err)
+		}
+		return tr
+	}
+	main := translate(ingress("default", "main", annotate(AnnotationServerAlias, alias), rule(host, prefix("/", "web", 80))))
+	canary := func(weight string) *IngressTranslation {
+		return translate(ingress("default", "canary", annotate(AnnotationCanary, "true", AnnotationCanaryWeight, weight), rule(host, prefix("/", "web-v2", 80))))
+	}
+	check := func(what string, res MergeResult, weight int) {
+		t.Helper()
+		for _, h := range []Hostname{host, alias} {
+			s := res.Model.server(h)
+			if s == nil || len(s.Locations) != 1 || s.Locations[0].Canary == nil || s.Locations[0].Canary.Rule.Weight != weight ||
+				s.Locations[0].Canary.Upstream != up("default", "web-v2", 80).Name {
+				t.Errorf("%s: host %s: %+v, want the canary at weight %d", what, h, s, weight)
+			}
+		}
+	}
+	var m Merger
+	check("first merge", m.Merge([]*IngressTranslation{main, canary("10")}, MergeOptions{}), 10)
+	check("weight changed", m.Merge([]*IngressTranslation{main, canary("60")}, MergeOptions{}), 60)
+	res := m.Merge([]*IngressTranslation{main}, MergeOptions{})
+	if s := res.Model.server(alias); s == nil || s.Locations[0].Canary != nil {
+		t.Errorf("canary gone: alias host %+v, want no canary", s)
+	}
+}
