@@ -757,18 +757,31 @@ func (m *Merger) hostCanaries(out *hostMerge) {
 func (m *Merger) aliasCanaries(out *hostMerge) {
 	host := out.server.Host
 	s := &out.server
+	var aliased map[*IngressTranslation]bool // whether a main Ingress routes host as an alias
 	for i := range s.Locations {
 		l := &s.Locations[i]
 		if l.Canary != nil || l.Upstream == "" || l.RedirectHost != "" {
 			continue
 		}
 		t := m.byKey[l.Ingress]
-		if t == nil || len(t.Routes) == 0 || t.Routes[0].Alias || !slices.ContainsFunc(t.Routes, func(r Route) bool {
-			return r.Alias && r.Host == host && r.Path == l.Path && r.PathType == l.PathType
-		}) {
+		if t == nil || t.Canary != nil || len(t.Routes) == 0 || t.Routes[0].Alias {
 			continue
 		}
 		src := t.Routes[0].Host
+		if src == host || len(m.canaries[src]) == 0 {
+			continue // the common case: no canary where the alias copies from
+		}
+		alias, ok := aliased[t]
+		if !ok {
+			if aliased == nil {
+				aliased = map[*IngressTranslation]bool{}
+			}
+			alias = t.aliases(host) // an alias host has copies of all of src's routes, or none
+			aliased[t] = alias
+		}
+		if !alias {
+			continue
+		}
 		for _, c := range m.canaries[src] {
 			if c.Ingress.Namespace != l.Ingress.Namespace {
 				continue
