@@ -77,7 +77,8 @@ func init() {
 					"(ingress-nginx applied these through its sync loop). A canary Ingress serves no path by itself: each of its paths " +
 					"adds its backend to the path with the same host, path and path type of the main (non-canary) Ingress, which keeps " +
 					"its own settings (annotations) for the canary's requests too, as in ingress-nginx; a path the main Ingress lacks is " +
-					"not served (a Warning Event says so). One canary per path: the oldest wins, the others get a Warning Event. " +
+					"not served (a Warning Event says so). ingress-nginx attached a canary to the main path's Service port, so it also " +
+					"split the other paths (and Ingresses) routed to that Service port; here it splits only the paths it names. One canary per path: the oldest wins, the others get a Warning Event. " +
 					"On purpose: the canary must be in the **main Ingress's namespace** (ingress-nginx let any namespace split another's " +
 					"traffic). The canary splits the main Ingress's `server-alias` hosts too. On a canary Ingress the other annotations " +
 					"(but `service-upstream`, and `use-regex` and `rewrite-target`, which only say how its paths are read), `spec.tls` and the " +
