@@ -77,10 +77,13 @@ func init() {
 					"(ingress-nginx applied these through its sync loop). A canary Ingress serves no path by itself: each of its paths " +
 					"adds its backend to the path with the same host, path and path type of the main (non-canary) Ingress, which keeps " +
 					"its own settings (annotations) for the canary's requests too, as in ingress-nginx; a path the main Ingress lacks is " +
-					"not served (a Warning Event says so). One canary per path: the oldest wins, the others get a Warning Event. " +
+					"not served (a Warning Event says so). ingress-nginx attached a canary to the main path's Service port, so it also " +
+					"split the other paths (and Ingresses) routed to that Service port; here it splits only the paths it names. One canary per path: the oldest wins, the others get a Warning Event. " +
 					"On purpose: the canary must be in the **main Ingress's namespace** (ingress-nginx let any namespace split another's " +
-					"traffic). On a canary Ingress the other annotations (but `service-upstream`), `spec.tls` and the " +
-					"`default-backend`'s fallback are ignored with a Warning, as ingress-nginx ignored them. A request for the canary " +
+					"traffic). The canary splits the main Ingress's `server-alias` hosts too. On a canary Ingress the other annotations " +
+					"(but `service-upstream`, and `use-regex` and `rewrite-target`, which only say how its paths are read), `spec.tls` and the " +
+					"`default-backend`'s fallback are ignored with a Warning, as ingress-nginx ignored them; its `spec.defaultBackend` " +
+					"splits the catch-all server's `/` only, as in ingress-nginx. A request for the canary " +
 					"whose canary Service has no ready endpoint goes to the main backend, as in ingress-nginx; one for the canary while " +
 					"the main Service has none is served by the canary (ingress-nginx answered 503 before looking at the canary). A value that is not a " +
 					"boolean **rejects the Ingress** (ingress-nginx served it as a plain Ingress, which took the main Ingress's paths).",
@@ -277,6 +280,20 @@ func (t *translator) canaryOnly() {
 		return
 	}
 	t.out.Options = nil // read for the paths only: the main Ingress's options apply
+	// spec.defaultBackend adds a "/" route to each host of the rules; on a canary that would split the
+	// main Ingress's "/" of a host whose rules name other paths only. ingress-nginx merged a canary's
+	// default backend into the catch-all server only, so the catch-all's route stays.
+	dropped := false
+	t.out.Routes = slices.DeleteFunc(t.out.Routes, func(r Route) bool {
+		drop := r.FromDefaultBackend && r.Host != ""
+		dropped = dropped || drop
+		return drop
+	})
+	if dropped {
+		t.seen = nil
+		t.out.Warnings = append(t.out.Warnings, "spec.defaultBackend: ignored for the hosts of the rules of a canary Ingress: it is the canary of "+
+			"the catch-all server's \"/\" only, as in ingress-nginx")
+	}
 	if len(t.out.TLS) > 0 {
 		t.out.TLS = nil
 		t.out.Warnings = append(t.out.Warnings, "spec.tls: ignored on a canary Ingress: the main Ingress's TLS serves its requests, as in ingress-nginx")

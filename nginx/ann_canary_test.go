@@ -102,6 +102,11 @@ func TestAnnotationCanary(t *testing.T) {
 			kv:   []string{AnnotationCanary, "true", AnnotationCanaryByHeader, "X", AnnotationCanaryByHeaderPattern, `(a`},
 			errs: []string{`metadata.annotations[` + p + `canary-by-header-pattern]: "(a": not a regular expression that Go's regexp (RE2) accepts: missing closing ) in "(a"`},
 		},
+		"a pattern that grows past the data plane's limit once written for PCRE": {
+			kv: []string{AnnotationCanary, "true", AnnotationCanaryByHeader, "X", AnnotationCanaryByHeaderPattern, strings.Repeat(".", 1024)},
+			errs: []string{`metadata.annotations[` + p + `canary-by-header-pattern]: "` + strings.Repeat(".", 64) +
+				`"... (1024 bytes): 20480 bytes once written for NGINX's PCRE, more than the limit of 4096`},
+		},
 		"weights out of range": {
 			kv: []string{AnnotationCanary, "true", AnnotationCanaryWeight, "-1", AnnotationCanaryWeightTotal, "10"},
 			errs: []string{
@@ -210,6 +215,20 @@ func TestMergeCanary(t *testing.T) {
 				{Kind: ConflictCanaryNamespace, Loser: nn("other", "canary"), Winner: nn("default", "main"), Host: host, Path: "/", PathType: PathPrefix},
 			},
 		},
+		"a canary's spec.defaultBackend never splits the main's / of a host its rules name": {
+			objs: []any{web, web2, web3, main,
+				ingress("default", "canary", annotate(AnnotationCanary, "true", AnnotationCanaryWeight, "100"),
+					withDefaultBackend("web-v3", 80), rule(host, exact("/api", "web-v2", 80))),
+			},
+			want: Model{
+				Servers: []Server{catchAll, {Host: host, Locations: []Location{
+					{Path: "/", PathType: PathPrefix, Upstream: web80.Name, Ingress: nn("default", "main"), Options: mainOpts},
+					{Path: "/api", PathType: PathExact, Upstream: web80.Name, Ingress: nn("default", "main"), Options: mainOpts,
+						Canary: &LocationCanary{Upstream: v280.Name, Ingress: nn("default", "canary"), Rule: weight(100)}},
+				}}},
+				Upstreams: sortedUpstreams(web80, v280),
+			},
+		},
 		"an older canary never wins the path from the main Ingress": {
 			objs: []any{web, web2,
 				ingress("default", "canary", annotate(AnnotationCanary, "true", AnnotationCanaryWeight, "100"), rule(host, prefix("/", "web-v2", 80))),
@@ -268,5 +287,42 @@ func TestMergeCanaryRegexPaths(t *testing.T) {
 		if l.Canary == nil || l.Canary.Upstream != up("default", "web-v2", 80).Name || l.Options == nil || l.Options.RewriteTarget != "/$2" {
 			t.Errorf("location %s: canary %+v, options %+v; want the canary's upstream and the main's rewrite", l.Path, l.Canary, l.Options)
 		}
+	}
+}
+
+// TestMergeCanaryOnServerAlias: a server-alias host serves the main Ingress's paths, as ingress-nginx's
+// aliases were other names of the same server, so the canary splits its requests too; a change of the
+// canary's weight reaches the alias host in an incremental merge.
+func TestMergeCanaryOnServerAlias(t *testing.T) {
+	const host, alias = "app.example.com", "alias.example.com"
+	svcs := services{nn("default", "web"): service("default", "web", port(80, "")), nn("default", "web-v2"): service("default", "web-v2", port(80, ""))}
+	translate := func(ing *networkingv1.Ingress) *IngressTranslation {
+		t.Helper()
+		tr, err := TranslateIngress(ing, svcs, DefaultTranslateOptions())
+		if err != nil {
+			t.Fatal(err)
+		}
+		return tr
+	}
+	main := translate(ingress("default", "main", annotate(AnnotationServerAlias, alias), rule(host, prefix("/", "web", 80))))
+	canary := func(weight string) *IngressTranslation {
+		return translate(ingress("default", "canary", annotate(AnnotationCanary, "true", AnnotationCanaryWeight, weight), rule(host, prefix("/", "web-v2", 80))))
+	}
+	check := func(what string, res MergeResult, weight int) {
+		t.Helper()
+		for _, h := range []Hostname{host, alias} {
+			s := res.Model.server(h)
+			if s == nil || len(s.Locations) != 1 || s.Locations[0].Canary == nil || s.Locations[0].Canary.Rule.Weight != weight ||
+				s.Locations[0].Canary.Upstream != up("default", "web-v2", 80).Name {
+				t.Errorf("%s: host %s: %+v, want the canary at weight %d", what, h, s, weight)
+			}
+		}
+	}
+	var m Merger
+	check("first merge", m.Merge([]*IngressTranslation{main, canary("10")}, MergeOptions{}), 10)
+	check("weight changed", m.Merge([]*IngressTranslation{main, canary("60")}, MergeOptions{}), 60)
+	res := m.Merge([]*IngressTranslation{main}, MergeOptions{})
+	if s := res.Model.server(alias); s == nil || s.Locations[0].Canary != nil {
+		t.Errorf("canary gone: alias host %+v, want no canary", s)
 	}
 }

@@ -280,8 +280,17 @@ func compileUserPCRE(p string, limit int) (string, error) {
 	}
 	w := pcreWriter{}
 	w.write(tree)
+	if n := w.b.Len(); n > maxPCREPattern {
+		// The rewrite can grow a pattern ("." becomes a class of 20 bytes): configuration.lua refuses a
+		// longer one, and with it the whole host's routes.
+		return "", fmt.Errorf("%d bytes once written for NGINX's PCRE, more than the limit of %d", n, maxPCREPattern)
+	}
 	return w.b.String(), nil
 }
+
+// maxPCREPattern is the longest pattern (as written for PCRE) that configuration.lua accepts in route data
+// (auth-tls-match-cn's "match_cn", the canary's "header_pattern").
+const maxPCREPattern = 4096
 
 // errorPageURL checks an auth-tls-error-page value: an absolute http or https URL with a host, printable
 // ASCII (so that it cannot split or extend the Location header).

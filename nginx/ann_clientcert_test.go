@@ -94,6 +94,7 @@ func TestAnnotationClientCert(t *testing.T) {
 		},
 		"match-cn with (?m)":        {kv: with(AnnotationAuthTLSMatchCN, `(?m)^CN=a$`), wantErr: `the multi-line flag (?m) is not supported`},
 		"match-cn that is too long": {kv: with(AnnotationAuthTLSMatchCN, strings.Repeat("a", 1025)), wantErr: `1025 bytes long, more than the limit of 1024`},
+		"match-cn that grows past the data plane's limit written for PCRE": {kv: with(AnnotationAuthTLSMatchCN, strings.Repeat(`\w`, 512)), wantErr: `bytes once written for NGINX's PCRE, more than the limit of 4096`},
 		"another namespace's Secret": {
 			kv:      []string{AnnotationAuthTLSSecret, "other/ca"},
 			wantErr: ann + `auth-tls-secret]: "other/ca" is in namespace other; only Secrets of the Ingress's own namespace (default) may be used`,

@@ -453,6 +453,7 @@ func (m *Merger) index(t *IngressTranslation, dirty map[Hostname]struct{}) {
 	if t.Canary != nil {
 		for _, h := range routedHostsOf(t) {
 			dirty[h] = struct{}{}
+			m.aliasesOfHost(h, dirty)
 			list := m.canaries[h]
 			i, _ := slices.BinarySearchFunc(list, t, olderFirst)
 			m.canaries[h] = slices.Insert(list, i, t)
@@ -493,6 +494,7 @@ func (m *Merger) unindex(t *IngressTranslation, dirty map[Hostname]struct{}) {
 	if t.Canary != nil {
 		for _, h := range routedHostsOf(t) {
 			dirty[h] = struct{}{}
+			m.aliasesOfHost(h, dirty)
 			drop(m.canaries, h)
 		}
 		return
@@ -690,6 +692,7 @@ func (m *Merger) mergeHost(host Hostname) *hostMerge {
 		return cmp.Or(strings.Compare(a.Path, b.Path), strings.Compare(string(a.PathType), string(b.PathType)))
 	})
 	m.hostCanaries(out)
+	m.aliasCanaries(out)
 	m.hostDefaultBackend(out, winnerTranslations(winners, func(w winner) *IngressTranslation { return w.t }), oldest)
 	if host == "" { // the catch-all server has no TLS of its own
 		for i := range s.Locations {
@@ -743,6 +746,72 @@ func (m *Merger) hostCanaries(out *hostMerge) {
 				if !slices.ContainsFunc(out.upstreams, func(u Upstream) bool { return u.Name == r.Upstream }) {
 					out.upstreams = append(out.upstreams, c.upstream(r.Upstream))
 				}
+			}
+		}
+	}
+}
+
+// aliasCanaries gives the locations of a host's server (out) that copy a main Ingress's routes as a
+// server-alias (ann_hosts.go copies the routes of its first host) the canary of that host's route: an
+// alias was another name of the same server in ingress-nginx. Conflicts are reported on that host.
+func (m *Merger) aliasCanaries(out *hostMerge) {
+	host := out.server.Host
+	s := &out.server
+	var aliased map[*IngressTranslation]bool // whether a main Ingress routes host as an alias
+	for i := range s.Locations {
+		l := &s.Locations[i]
+		if l.Canary != nil || l.Upstream == "" || l.RedirectHost != "" {
+			continue
+		}
+		t := m.byKey[l.Ingress]
+		if t == nil || t.Canary != nil || len(t.Routes) == 0 || t.Routes[0].Alias {
+			continue
+		}
+		src := t.Routes[0].Host
+		if src == host || len(m.canaries[src]) == 0 {
+			continue // the common case: no canary where the alias copies from
+		}
+		alias, ok := aliased[t]
+		if !ok {
+			if aliased == nil {
+				aliased = map[*IngressTranslation]bool{}
+			}
+			alias = t.aliases(host) // an alias host has copies of all of src's routes, or none
+			aliased[t] = alias
+		}
+		if !alias {
+			continue
+		}
+		for _, c := range m.canaries[src] {
+			if c.Ingress.Namespace != l.Ingress.Namespace {
+				continue
+			}
+			ri := slices.IndexFunc(c.Routes, func(r Route) bool {
+				return r.Host == src && r.Upstream != "" && r.Path == l.Path && r.PathType == l.PathType
+			})
+			if ri < 0 {
+				continue
+			}
+			up := c.Routes[ri].Upstream
+			l.Canary = &LocationCanary{Upstream: up, Ingress: c.Ingress, Rule: c.Canary}
+			if !slices.ContainsFunc(out.upstreams, func(u Upstream) bool { return u.Name == up }) {
+				out.upstreams = append(out.upstreams, c.upstream(up))
+			}
+			break
+		}
+	}
+}
+
+// aliasesOfHost marks dirty the server-alias hosts of the main Ingresses whose first host is h: their
+// locations take the canaries of h (aliasCanaries).
+func (m *Merger) aliasesOfHost(h Hostname, dirty map[Hostname]struct{}) {
+	for _, t := range m.routing[h] {
+		if len(t.Routes) == 0 || t.Routes[0].Host != h {
+			continue
+		}
+		for i := range t.Routes {
+			if r := &t.Routes[i]; r.Alias && r.RedirectHost == "" {
+				dirty[r.Host] = struct{}{}
 			}
 		}
 	}

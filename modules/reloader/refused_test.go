@@ -107,3 +107,33 @@ func TestHeldHostStaysHeldAfterAFailedPush(t *testing.T) {
 		t.Errorf("the retry after a failed push carries %s for the held host, want the routes that did not arrive (without the profile)", got)
 	}
 }
+
+// TestCanaryRefusalQuarantinesTheCanary: when the data plane refuses a route because of its canary
+// object (the canary Ingress's rule), the canary Ingress is named, so that it is quarantined and the main
+// Ingress keeps serving its path; any other refusal of the route names the main Ingress.
+func TestCanaryRefusalQuarantinesTheCanary(t *testing.T) {
+	main := types.NamespacedName{Namespace: "a", Name: "main"}
+	canary := types.NamespacedName{Namespace: "a", Name: "canary"}
+	m := nginx.Model{Servers: []nginx.Server{{Host: ""}, {Host: "h.example", Locations: []nginx.Location{
+		{Path: "/", PathType: nginx.PathPrefix, Ingress: main, Upstream: "a-web-80",
+			Canary: &nginx.LocationCanary{Upstream: "a-web-v2-80", Ingress: canary, Rule: &nginx.CanaryRule{Header: "X", HeaderPattern: "(a)", WeightTotal: 100}}},
+	}}}}
+	for reason, want := range map[string]types.NamespacedName{
+		`host h.example, route 1: "canary" "header_pattern" does not compile: pcre_compile() failed: regular expression is too large`: canary,
+		`host h.example, route 1: "limit" must be ...`: main,
+	} {
+		s := newRouteStore()
+		var got []modules.RoutesRefused
+		s.onRefused = func(q modules.RoutesRefused, ok bool) {
+			if ok {
+				got = append(got, q)
+			}
+		}
+		s.useModel(&m)
+		s.take(false)
+		s.refused(map[nginx.Hostname]nginx.RouteRefusal{"h.example": {Route: 1, Error: reason}})
+		if len(got) != 1 || got[0].Ingress != want || got[0].Location.Path != "/" {
+			t.Errorf("%s: attributed to %+v, want %s", reason, got, want)
+		}
+	}
+}

@@ -3,6 +3,7 @@ package reloader
 import (
 	"context"
 	"maps"
+	"strings"
 
 	"github.com/ingress-reactor/ingress-reactor/modules"
 	"github.com/ingress-reactor/ingress-reactor/nginx"
@@ -214,6 +215,10 @@ func (s *routeStore) profilesLive(names []string) {
 	}
 }
 
+// canaryRefusal is how configuration.lua names the route field it refused when the route's canary is at
+// fault (normalize_canary: "host h, route i: \"canary\" ...").
+const canaryRefusal = `: "canary"`
+
 // refused maps the hosts the data plane refused to the Ingresses whose routes they were.
 func (s *routeStore) refused(hosts map[nginx.Hostname]nginx.RouteRefusal) {
 	if s.onRefused == nil {
@@ -231,6 +236,11 @@ func (s *routeStore) refused(hosts map[nginx.Hostname]nginx.RouteRefusal) {
 		}
 		msg.Location = *locs[r.Route-1]
 		msg.Ingress = msg.Location.Ingress
+		if c := msg.Location.Canary; c != nil && strings.Contains(r.Error, canaryRefusal) {
+			// The route's canary object is the canary Ingress's data, not the main Ingress's: the canary
+			// is quarantined, and the main keeps serving its path.
+			msg.Ingress = c.Ingress
+		}
 		s.onRefused(msg, true)
 	}
 }
