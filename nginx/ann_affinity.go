@@ -97,7 +97,8 @@ func init() {
 			Difference: "**Route data**: the Lua balancer keeps a client on the endpoint its cookie names, so turning it on or off, or " +
 				"changing any `session-cookie-*`, never reloads NGINX. It applies to the Ingress's own paths (in ingress-nginx, the " +
 				"first Ingress of a Service set it for all). The cookie value never shows an endpoint's address: a random key " +
-				"(balanced) or a keyed hash of the endpoint (persistent), keyed by the Ingress's UID. Another value **rejects the " +
+				"(balanced) or a keyed hash of the endpoint (persistent), keyed by the Ingress's UID, then `|` and a tag of the " +
+				"upstream (main or canary, see `affinity-canary-behavior`). Another value **rejects the " +
 				"Ingress** (ingress-nginx served it without affinity, which breaks server-side sessions). With `affinity`, " +
 				"`upstream-hash-by` and `load-balance` are ignored with a Warning.",
 		}, {
@@ -146,7 +147,7 @@ func init() {
 					"invalid value is ignored with a Warning."),
 			{
 				Name: "upstream-hash-by", Origin: OriginDocumented, Status: AnnotationSupported, Kind: KindRouteData,
-				Values: hashValues, Default: "none",
+				Values: hashValues, Default: "the ConfigMap's `upstream-hash-by` (for Ingresses without affinity or load-balance annotations), else none",
 				Difference: "**Route data**: the Lua balancer hashes the expression's value onto a consistent-hash ring (160 points " +
 					"per endpoint), so a change never reloads NGINX and an endpoint change moves only the keys of the endpoints " +
 					"added or removed. Only the variables listed are allowed: any other, or a character outside the list, **rejects " +
@@ -164,7 +165,7 @@ func init() {
 				Difference: "**Route data**. An invalid value is ignored with a Warning (`3`).",
 			}, {
 				Name: "load-balance", Origin: OriginDocumented, Status: AnnotationSupported, Kind: KindRouteData,
-				Values: "`round_robin` or `ewma`", Default: "`round_robin`",
+				Values: "`round_robin` or `ewma`", Default: "the ConfigMap's `load-balance` (`round_robin` unless set)",
 				Difference: "**Route data**: a change never reloads NGINX. `ewma` picks the lower-latency endpoint of two drawn at " +
 					"random (latency: connect plus response time, decayed over 10 s), with statistics per NGINX worker (ingress-nginx " +
 					"shared them between workers). ingress-nginx's other names (`chash`, `chashsubset`, `sticky_balanced`, " +
