@@ -4,6 +4,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
+	"maps"
 	"regexp"
 	"strconv"
 	"strings"
@@ -18,6 +19,7 @@ import (
 const (
 	AnnotationAffinity                      = IngressNginxPrefix + "affinity"
 	AnnotationAffinityMode                  = IngressNginxPrefix + "affinity-mode"
+	AnnotationAffinityCanaryBehavior        = IngressNginxPrefix + "affinity-canary-behavior"
 	AnnotationSessionCookieName             = IngressNginxPrefix + "session-cookie-name"
 	AnnotationSessionCookiePath             = IngressNginxPrefix + "session-cookie-path"
 	AnnotationSessionCookieDomain           = IngressNginxPrefix + "session-cookie-domain"
@@ -95,7 +97,8 @@ func init() {
 			Difference: "**Route data**: the Lua balancer keeps a client on the endpoint its cookie names, so turning it on or off, or " +
 				"changing any `session-cookie-*`, never reloads NGINX. It applies to the Ingress's own paths (in ingress-nginx, the " +
 				"first Ingress of a Service set it for all). The cookie value never shows an endpoint's address: a random key " +
-				"(balanced) or a keyed hash of the endpoint (persistent), keyed by the Ingress's UID. Another value **rejects the " +
+				"(balanced) or a keyed hash of the endpoint (persistent), keyed by the Ingress's UID, then `|` and a tag of the " +
+				"upstream (main or canary, see `affinity-canary-behavior`). Another value **rejects the " +
 				"Ingress** (ingress-nginx served it without affinity, which breaks server-side sessions). With `affinity`, " +
 				"`upstream-hash-by` and `load-balance` are ignored with a Warning.",
 		}, {
@@ -106,6 +109,19 @@ func init() {
 				"while every other session stays where it is. `persistent`: a cookie names its endpoint and keeps it while the " +
 				"endpoint exists, whatever is added. An invalid value is ignored with a Warning (`balanced`).",
 		},
+			{
+				Name: "affinity-canary-behavior", Origin: OriginDocumented, Status: AnnotationSupported, Kind: KindRouteData,
+				Values: "`sticky` or `legacy` (any case)", Default: "`sticky`",
+				Difference: "**Route data**, read on the canary Ingress, as in ingress-nginx. `sticky`: the canary's requests are " +
+					"balanced with the main Ingress's `affinity` and `session-cookie-*` (the canary's own are ignored with a " +
+					"Warning), so a client the canary served once keeps going to the canary; with `legacy` the canary Ingress's " +
+					"own affinity annotations apply to its requests. Either way the canary's `load-balance` and `upstream-hash-by` " +
+					"apply to its requests when no affinity does. As in ingress-nginx, the cookie names the backend (canary or " +
+					"main) besides the session's key, and a request whose cookie names one goes there before the canary rules " +
+					"(header, cookie, weight) are looked at; a canary without ready endpoints leaves it to the main backend. An " +
+					"invalid value is ignored with a Warning (`sticky`, as ingress-nginx); on a non-canary Ingress the annotation " +
+					"is ignored with a Warning.",
+			},
 			cookieSpec("session-cookie-name", "a cookie name (RFC 6265 token characters), at most 128 bytes", "`INGRESSCOOKIE`",
 				"An invalid name is ignored with a Warning (`INGRESSCOOKIE`)."),
 			cookieSpec("session-cookie-path", "a path starting with `/`, printable ASCII without `;` and `,`", "the path of the route",
@@ -131,7 +147,7 @@ func init() {
 					"invalid value is ignored with a Warning."),
 			{
 				Name: "upstream-hash-by", Origin: OriginDocumented, Status: AnnotationSupported, Kind: KindRouteData,
-				Values: hashValues, Default: "none",
+				Values: hashValues, Default: "the ConfigMap's `upstream-hash-by` (for Ingresses without affinity or load-balance annotations), else none",
 				Difference: "**Route data**: the Lua balancer hashes the expression's value onto a consistent-hash ring (160 points " +
 					"per endpoint), so a change never reloads NGINX and an endpoint change moves only the keys of the endpoints " +
 					"added or removed. Only the variables listed are allowed: any other, or a character outside the list, **rejects " +
@@ -149,7 +165,7 @@ func init() {
 				Difference: "**Route data**. An invalid value is ignored with a Warning (`3`).",
 			}, {
 				Name: "load-balance", Origin: OriginDocumented, Status: AnnotationSupported, Kind: KindRouteData,
-				Values: "`round_robin` or `ewma`", Default: "`round_robin`",
+				Values: "`round_robin` or `ewma`", Default: "the ConfigMap's `load-balance` (`round_robin` unless set)",
 				Difference: "**Route data**: a change never reloads NGINX. `ewma` picks the lower-latency endpoint of two drawn at " +
 					"random (latency: connect plus response time, decayed over 10 s), with statistics per NGINX worker (ingress-nginx " +
 					"shared them between workers). ingress-nginx's other names (`chash`, `chashsubset`, `sticky_balanced`, " +
@@ -164,6 +180,37 @@ func init() {
 func applyBalancing(t *translator) {
 	ann := t.ing.Annotations
 	var b BalanceOptions
+	canary := canaryEnabled(ann)
+	if raw, ok := ann[AnnotationAffinityCanaryBehavior]; ok {
+		switch v := strings.ToLower(strings.TrimSpace(raw)); {
+		case !canary:
+			t.out.Warnings = append(t.out.Warnings, fmt.Sprintf("metadata.annotations[%s]: has an effect only on a canary Ingress; ignored",
+				AnnotationAffinityCanaryBehavior))
+		case v == "legacy":
+			t.canaryLegacyAffinity = true
+		case v != "sticky":
+			t.warnIgnored(AnnotationAffinityCanaryBehavior, raw, "sticky or legacy")
+		}
+	}
+	stickyCanary := canary && !t.canaryLegacyAffinity
+	if stickyCanary {
+		// sticky: the main Ingress's affinity balances the canary's requests (Merger.hostCanaries).
+		var set []string
+		for _, k := range affinityAnnotations {
+			if _, ok := ann[k]; ok {
+				set = append(set, k)
+			}
+		}
+		if len(set) > 0 {
+			t.out.Warnings = append(t.out.Warnings, fmt.Sprintf("metadata.annotations: %s: ignored on a canary Ingress with %s sticky (the "+
+				"default): the main Ingress's affinity applies to the canary's requests, as in ingress-nginx", strings.Join(set, ", "),
+				AnnotationAffinityCanaryBehavior))
+		}
+		ann = maps.Clone(ann)
+		for _, k := range affinityAnnotations {
+			delete(ann, k)
+		}
+	}
 	if raw, ok := ann[AnnotationAffinity]; ok {
 		switch v := strings.ToLower(strings.TrimSpace(raw)); v {
 		case "cookie":
@@ -176,11 +223,8 @@ func applyBalancing(t *translator) {
 	}
 	if b.Affinity {
 		t.cookieAffinity(&b)
-	} else {
-		t.onlyWith(AnnotationAffinity+": cookie", AnnotationAffinityMode, AnnotationSessionCookieName, AnnotationSessionCookiePath,
-			AnnotationSessionCookieDomain, AnnotationSessionCookieSameSite, AnnotationSessionCookieConditionalSSN,
-			AnnotationSessionCookieExpires, AnnotationSessionCookieMaxAge, AnnotationSessionCookieSecure,
-			AnnotationSessionCookieChangeOnFailure)
+	} else if !stickyCanary { // a sticky canary's were reported above
+		t.onlyWith(AnnotationAffinity+": cookie", affinityAnnotations[1:]...)
 	}
 	if strings.TrimSpace(ann[AnnotationUpstreamHashBy]) == "" {
 		t.onlyWith(AnnotationUpstreamHashBy, AnnotationUpstreamHashBySubset, AnnotationUpstreamHashBySubsetSize)
@@ -226,6 +270,33 @@ func applyBalancing(t *translator) {
 	}
 	if b != (BalanceOptions{}) {
 		t.options().Balance = b
+	}
+}
+
+// affinityAnnotations are affinity and the annotations that have an effect only with it.
+var affinityAnnotations = []string{AnnotationAffinity, AnnotationAffinityMode, AnnotationSessionCookieName, AnnotationSessionCookiePath,
+	AnnotationSessionCookieDomain, AnnotationSessionCookieSameSite, AnnotationSessionCookieConditionalSSN,
+	AnnotationSessionCookieExpires, AnnotationSessionCookieMaxAge, AnnotationSessionCookieSecure,
+	AnnotationSessionCookieChangeOnFailure}
+
+// balanceDefaults applies the ConfigMap's upstream-hash-by and load-balance to an Ingress whose
+// annotations choose no balancing (affinity, upstream-hash-by or a valid load-balance): the hash wins
+// over load-balance, as the annotations do.
+func (t *translator) balanceDefaults() {
+	hash, lb := t.opts.UpstreamHashBy, t.opts.LoadBalance
+	if hash == "" && lb == "" {
+		return
+	}
+	if t.out.Options != nil && t.out.Options.Balance != (BalanceOptions{}) {
+		return
+	}
+	if v := strings.ToLower(strings.TrimSpace(t.ing.Annotations[AnnotationLoadBalance])); v == "round_robin" || v == "ewma" {
+		return // the Ingress chose
+	}
+	if hash != "" {
+		t.options().Balance = BalanceOptions{HashBy: hash}
+	} else {
+		t.options().Balance = BalanceOptions{LoadBalance: lb}
 	}
 }
 
@@ -383,14 +454,22 @@ func hashVariableAllowed(name string) bool {
 	return false
 }
 
-// appendBalanceOptions writes location l's balancing settings: "balance" as {"lb"}, {"hash",
-// "subset"} or {"cookie": {...}}, whose path is the location's unless set (or "/" for a regex path).
+// appendBalanceOptions writes location l's balancing settings (appendBalance).
 func appendBalanceOptions(b []byte, l *Location) []byte {
-	o := l.Options
-	if o == nil || o.Balance == (BalanceOptions{}) {
+	if l.Options == nil {
 		return b
 	}
-	bo := &o.Balance
+	return appendBalance(b, &l.Options.Balance, l)
+}
+
+// appendBalance writes balancing settings bo of location l: "balance" as {"lb"}, {"hash", "subset"} or
+// {"cookie": {...}}, whose path is the location's unless set (or "/" for a regex path); nothing for
+// round robin.
+func appendBalance(b []byte, bo *BalanceOptions, l *Location) []byte {
+	if *bo == (BalanceOptions{}) {
+		return b
+	}
+	o := l.Options
 	b = append(b, `,"balance":{`...)
 	switch {
 	case bo.Affinity:

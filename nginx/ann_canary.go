@@ -38,19 +38,25 @@ const (
 //     "never" to the main upstream. Any other value, or no header, goes on to the cookie.
 //   - Cookie: "always" and "never" as for the header; anything else goes on to the weight.
 //   - Weight: Weight out of WeightTotal of the remaining requests, at random.
+//
+// Balance is the canary Ingress's own balancing (load-balance, upstream-hash-by, and with LegacyAffinity
+// its affinity); Merger.hostCanaries makes the location's canary balancing of it and the main Ingress's.
 type CanaryRule struct {
 	Header, HeaderValue, HeaderPattern string
 	Cookie                             string
 	Weight, WeightTotal                int
+	Balance                            BalanceOptions
+	LegacyAffinity                     bool
 }
 
 // LocationCanary is the canary of a location: the upstream of the canary Ingress's route for the same
 // host, path and path type, and its rule. The location's own settings (its main Ingress's) apply to the
-// canary's requests too.
+// canary's requests too, but for balancing: Balance balances the canary's requests (canaryBalance).
 type LocationCanary struct {
 	Upstream UpstreamName
 	Ingress  types.NamespacedName
 	Rule     *CanaryRule
+	Balance  BalanceOptions
 }
 
 // Equal reports whether c and o send the same requests to the same upstream; nil equals nil only.
@@ -58,7 +64,17 @@ func (c *LocationCanary) Equal(o *LocationCanary) bool {
 	if c == nil || o == nil {
 		return c == o
 	}
-	return c.Upstream == o.Upstream && c.Ingress == o.Ingress && *c.Rule == *o.Rule
+	return c.Upstream == o.Upstream && c.Ingress == o.Ingress && *c.Rule == *o.Rule && c.Balance == o.Balance
+}
+
+// canaryBalance returns the balancing of a canary's requests, as ingress-nginx's merge of an alternative
+// backend: with affinity-canary-behavior sticky the main location's affinity (so a client the canary
+// served keeps its cookie's backend), else, and when the main location has none, the canary's own.
+func canaryBalance(rule *CanaryRule, main *RouteOptions) BalanceOptions {
+	if !rule.LegacyAffinity && main != nil && main.Balance.Affinity {
+		return main.Balance
+	}
+	return rule.Balance
 }
 
 func init() {
@@ -81,9 +97,10 @@ func init() {
 					"split the other paths (and Ingresses) routed to that Service port; here it splits only the paths it names. One canary per path: the oldest wins, the others get a Warning Event. " +
 					"On purpose: the canary must be in the **main Ingress's namespace** (ingress-nginx let any namespace split another's " +
 					"traffic). The canary splits the main Ingress's `server-alias` hosts too. On a canary Ingress the other annotations " +
-					"(but `service-upstream`, and `use-regex` and `rewrite-target`, which only say how its paths are read), `spec.tls` and the " +
-					"`default-backend`'s fallback are ignored with a Warning, as ingress-nginx ignored them; its `spec.defaultBackend` " +
-					"splits the catch-all server's `/` only, as in ingress-nginx. A request for the canary " +
+					"(but `service-upstream`, `use-regex` and `rewrite-target`, which only say how its paths are read, `load-balance`, " +
+					"`upstream-hash-by*` and, as `affinity-canary-behavior` says, `affinity*` and `session-cookie-*`, which balance the " +
+					"canary's requests), `spec.tls` and the `default-backend`'s fallback are ignored with a Warning, as ingress-nginx ignored " +
+					"them; its `spec.defaultBackend` splits the catch-all server's `/` only, as in ingress-nginx. A request for the canary " +
 					"whose canary Service has no ready endpoint goes to the main backend, as in ingress-nginx; one for the canary while " +
 					"the main Service has none is served by the canary (ingress-nginx answered 503 before looking at the canary). A value that is not a " +
 					"boolean **rejects the Ingress** (ingress-nginx served it as a plain Ingress, which took the main Ingress's paths).",
@@ -161,10 +178,15 @@ func IsCanary(ing *networkingv1.Ingress) bool { return canaryEnabled(ing.Annotat
 // appliesToCanary reports whether a supported annotation is read on a canary Ingress: the canary group's,
 // service-upstream, which decides the canary upstream's endpoints, and use-regex and rewrite-target, which
 // decide how its paths are read (a canary copied from a main Ingress with regex paths, as Flagger makes
-// them, has the same paths); their effect on requests is the main Ingress's (canaryOnly drops the
-// options).
+// them, has the same paths), and the balancing group's, which ingress-nginx applies to the canary's
+// backend; the effect of the others on requests is the main Ingress's (canaryOnly drops the options but
+// for their balancing).
 func appliesToCanary(name string) bool {
-	return name == "canary" || strings.HasPrefix(name, "canary-") || name == "service-upstream" || name == "use-regex" || name == "rewrite-target"
+	switch name {
+	case "canary", "service-upstream", "use-regex", "rewrite-target", "affinity", "affinity-mode", "affinity-canary-behavior", "load-balance":
+		return true
+	}
+	return strings.HasPrefix(name, "canary-") || strings.HasPrefix(name, "session-cookie-") || strings.HasPrefix(name, "upstream-hash-by")
 }
 
 // applyCanary reads the canary annotations into t.out.Canary. Without canary "true" the rules have
@@ -279,7 +301,11 @@ func (t *translator) canaryOnly() {
 	if t.out.Canary == nil {
 		return
 	}
-	t.out.Options = nil // read for the paths only: the main Ingress's options apply
+	if t.out.Options != nil {
+		t.out.Canary.Balance = t.out.Options.Balance
+	}
+	t.out.Canary.LegacyAffinity = t.canaryLegacyAffinity
+	t.out.Options = nil // read for the paths and balancing only: the main Ingress's options apply
 	// spec.defaultBackend adds a "/" route to each host of the rules; on a canary that would split the
 	// main Ingress's "/" of a host whose rules name other paths only. ingress-nginx merged a canary's
 	// default backend into the catch-all server only, so the catch-all's route stays.
@@ -310,8 +336,9 @@ func (t *translator) canaryIgnoredWarning(keys []string) {
 		"apply to the canary's requests, as in ingress-nginx", strings.Join(keys, ", ")))
 }
 
-// appendCanary writes a location's canary ("canary":{...}).
-func appendCanary(b []byte, c *LocationCanary) []byte {
+// appendCanary writes location l's canary ("canary":{...}), with the balancing of its requests.
+func appendCanary(b []byte, l *Location) []byte {
+	c := l.Canary
 	if c == nil {
 		return b
 	}
@@ -330,5 +357,6 @@ func appendCanary(b []byte, c *LocationCanary) []byte {
 			b = appendJSONString(b, f.v)
 		}
 	}
+	b = appendBalance(b, &c.Balance, l)
 	return append(b, '}')
 }

@@ -176,15 +176,17 @@ func TestCanaryRouteDataIsChecked(t *testing.T) {
 	applyModel(t, rt, Model{}, cfg)
 
 	bad := map[string]string{
-		"no upstream":              `"canary":{"weight":1,"total":100}`,
-		"upstream with a slash":    `"canary":{"upstream":"a/b","weight":1,"total":100}`,
-		"weight over the total":    `"canary":{"upstream":"up-2","weight":101,"total":100}`,
-		"fractional weight":        `"canary":{"upstream":"up-2","weight":1.5,"total":100}`,
-		"header with a colon":      `"canary":{"upstream":"up-2","weight":0,"total":100,"header":"a:b"}`,
-		"cookie with a semicolon":  `"canary":{"upstream":"up-2","weight":0,"total":100,"cookie":"a;b"}`,
-		"value without header":     `"canary":{"upstream":"up-2","weight":0,"total":100,"header_value":"x"}`,
-		"value with a newline":     `"canary":{"upstream":"up-2","weight":0,"total":100,"header":"X","header_value":"a\nb"}`,
-		"pattern that won't build": `"canary":{"upstream":"up-2","weight":0,"total":100,"header":"X","header_pattern":"(a"}`,
+		"no upstream":                          `"canary":{"weight":1,"total":100}`,
+		"upstream with a slash":                `"canary":{"upstream":"a/b","weight":1,"total":100}`,
+		"weight over the total":                `"canary":{"upstream":"up-2","weight":101,"total":100}`,
+		"fractional weight":                    `"canary":{"upstream":"up-2","weight":1.5,"total":100}`,
+		"header with a colon":                  `"canary":{"upstream":"up-2","weight":0,"total":100,"header":"a:b"}`,
+		"cookie with a semicolon":              `"canary":{"upstream":"up-2","weight":0,"total":100,"cookie":"a;b"}`,
+		"value without header":                 `"canary":{"upstream":"up-2","weight":0,"total":100,"header_value":"x"}`,
+		"value with a newline":                 `"canary":{"upstream":"up-2","weight":0,"total":100,"header":"X","header_value":"a\nb"}`,
+		"pattern that won't build":             `"canary":{"upstream":"up-2","weight":0,"total":100,"header":"X","header_pattern":"(a"}`,
+		"balance cookie name with a semicolon": `"canary":{"upstream":"up-2","weight":0,"total":100,"balance":{"cookie":{"name":"a;b","path":"/"}}}`,
+		"balance neither hash nor cookie":      `"canary":{"upstream":"up-2","weight":0,"total":100,"balance":{"lb":"least_conn"}}`,
 	}
 	hosts := map[Hostname][]byte{}
 	names := map[Hostname]string{}
@@ -196,7 +198,7 @@ func TestCanaryRouteDataIsChecked(t *testing.T) {
 		names[h] = what
 	}
 	hosts["good.example.com"] = []byte(`{"routes":[{"path":"/","upstream":"up-1","canary":{"upstream":"up-2","weight":3,"total":1000,` +
-		`"header":"X-Canary","header_pattern":"\\A(a|b)\\z","cookie":"c.v2"}}]}`)
+		`"header":"X-Canary","header_pattern":"\\A(a|b)\\z","cookie":"c.v2","balance":{"cookie":{"name":"S","path":"/"}}}}]}`)
 	refused := RefusedRoutes(rt.Client().PushRoutes(ctx, RouteUpdate{Hosts: hosts}))
 	for h, what := range names {
 		if r, ok := refused[h]; !ok || r.Route != 1 || !strings.Contains(r.Error, "canary") {

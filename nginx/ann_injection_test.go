@@ -62,6 +62,8 @@ func injectionValues() []string {
 		"SESSION; Domain=evil.example", "name=value", "/app; HttpOnly=false", "/app\r\nSet-Cookie: admin=1", ".example.com;Secure",
 		"a.example,b.example", "None; Domain=x", "$ingress_reactor_token", "$request_body", "$ssl_client_cert", "$arg_x;$host",
 		"${arg_x\"}", "$arg_x'", "cookie\n", "persistent;",
+		// affinity-canary-behavior: its two words with syntax after them.
+		"legacy;", "sticky\n}", "legacy\"}", "LEGACY\r\n",
 	}
 }
 
@@ -91,7 +93,7 @@ func checkAnnotationValue(t *testing.T, spec AnnotationSpec, value string) {
 	t.Helper()
 	key := spec.Key()
 	kv := []string{key, value}
-	if strings.HasPrefix(spec.Name, "canary-") {
+	if strings.HasPrefix(spec.Name, "canary-") || spec.Name == "affinity-canary-behavior" {
 		kv = append(kv, AnnotationCanary, "true") // the rules apply to canaries only
 	}
 	got, errs := translateAnnotated(t, DefaultTranslateOptions(), kv...)

@@ -59,7 +59,6 @@ func unsupportedAnnotations() []AnnotationSpec {
 	globalAuth := planned("#16")
 	globalAuth.Reason = "there is no global authentication yet (the ConfigMap's `global-auth-url`, issue #18) for it to turn on or off"
 	add(globalAuth, "enable-global-auth")
-	add(planned("#17"), "affinity-canary-behavior")
 
 	// Ignored, not planned.
 	notPlanned := func(why string) AnnotationSpec { return AnnotationSpec{Status: AnnotationIgnored, Reason: why} }

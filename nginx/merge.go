@@ -742,7 +742,7 @@ func (m *Merger) hostCanaries(out *hostMerge) {
 					out.conflicts = append(out.conflicts, Conflict{Kind: ConflictCanary, Loser: c.Ingress, Winner: l.Canary.Ingress, Host: host, Path: r.Path, PathType: r.PathType})
 				}
 			default:
-				l.Canary = &LocationCanary{Upstream: r.Upstream, Ingress: c.Ingress, Rule: c.Canary}
+				l.Canary = &LocationCanary{Upstream: r.Upstream, Ingress: c.Ingress, Rule: c.Canary, Balance: canaryBalance(c.Canary, l.Options)}
 				if !slices.ContainsFunc(out.upstreams, func(u Upstream) bool { return u.Name == r.Upstream }) {
 					out.upstreams = append(out.upstreams, c.upstream(r.Upstream))
 				}

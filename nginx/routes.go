@@ -232,7 +232,7 @@ func appendRouteFields(b []byte, l *Location) []byte {
 	b = appendRewriteOptions(b, l)
 	b = appendBalanceOptions(b, l)
 	b = appendProfile(b, l)
-	b = appendCanary(b, l.Canary)
+	b = appendCanary(b, l)
 	return append(b, '}')
 }
 

@@ -81,6 +81,11 @@ type Settings struct {
 
 	SSLRedirect      bool
 	ForceSSLRedirect bool
+
+	// Balancing defaults (settings_balancing.go): LoadBalance is "ewma" or "" (round robin),
+	// UpstreamHashBy a validated expression or "".
+	LoadBalance    string
+	UpstreamHashBy string
 }
 
 // settingKey is one ConfigMap key this controller reads.
@@ -186,6 +191,8 @@ func (s Settings) TranslateOptions(opts TranslateOptions) TranslateOptions {
 	}
 	opts.SSLRedirect = s.SSLRedirect
 	opts.ForceSSLRedirect = s.ForceSSLRedirect
+	opts.LoadBalance = s.LoadBalance
+	opts.UpstreamHashBy = s.UpstreamHashBy
 	return opts
 }
 

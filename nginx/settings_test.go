@@ -98,6 +98,7 @@ var nonDefaultSettings = map[string]string{
 	"proxy-connect-timeout": "3", "proxy-read-timeout": "120", "proxy-send-timeout": "90s", "proxy-body-size": "0",
 	"proxy-buffering": "on", "proxy-request-buffering": "off", "proxy-buffer-size": "8k", "proxy-buffers-number": "8",
 	"proxy-busy-buffers-size": "16k", "retry-non-idempotent": "true", "allow-snippet-annotations": "true", "annotations-risk-level": "Critical",
+	"load-balance": "ewma", "upstream-hash-by": "$remote_addr",
 }
 
 // TestSettingsNonDefaultsPassNginx renders every supported key at a value other than its default and has
@@ -203,8 +204,14 @@ func TestSettingsInjection(t *testing.T) {
 		for _, p := range payloads {
 			s, good, problems := ParseSettings(map[string]string{key: p}, nil)
 			if _, applied := good[key]; applied {
-				// Only keys without effect on nginx.conf may accept free text; none does today.
-				t.Errorf("%s accepted %q", key, p)
+				// Only keys without effect on nginx.conf may accept free text: upstream-hash-by, route data,
+				// accepts an expression of allowed variables ($http_*), which the Lua balancer checks again.
+				if key != "upstream-hash-by" || hashExpressionProblem(p) != "" {
+					t.Errorf("%s accepted %q", key, p)
+				} else if conf, _, err := Render(Model{}, RenderConfig{HTTPPort: 80, HTTPSPort: 443, StatusPort: 10246, StatusToken: testStatusToken,
+					Paths: Paths{Prefix: "/nginx"}, DefaultCertificate: "/ssl/default.crt", DefaultCertificateKey: "/ssl/default.key", Settings: s}); err != nil || bytes.Contains(conf, []byte(p)) {
+					t.Errorf("%s = %q: render error %v, or the value reached nginx.conf", key, p, err)
+				}
 				continue
 			}
 			if len(problems) != 1 {

@@ -48,7 +48,6 @@ func init() {
 		"global-auth-request-redirect", "global-auth-cache-key", "global-auth-cache-duration", "no-auth-locations", "no-tls-redirect-locations",
 		"enable-ocsp", "ssl-dh-param", "service-upstream", "generate-request-id", "reuse-port", "disable-ipv6", "bind-address",
 		"proxy-ssl-location-only", "relative-redirects", "grpc-buffer-size-kb", "ssl-reject-handshake")
-	unsupported(SettingPlanned, "not applied yet (issue #17 builds the balancing settings)", "load-balance", "upstream-hash-by")
 
 	unsupported(SettingRefused, "snippets are configuration text that reaches nginx.conf unchecked; this controller never uses them "+
 		"(ingress-nginx's CVE-2021-25742 and CVE-2025-1974 went through them)",

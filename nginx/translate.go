@@ -33,6 +33,9 @@ type TranslateOptions struct {
 	SSLRedirect bool
 	// ForceSSLRedirect is the default of the force-ssl-redirect annotation (the ConfigMap key of that name).
 	ForceSSLRedirect bool
+	// UpstreamHashBy and LoadBalance ("ewma" or "") are the ConfigMap's defaults of the annotations of
+	// those names (balanceDefaults); UpstreamHashBy is a validated expression.
+	UpstreamHashBy, LoadBalance string
 	// DisableCatchAll rejects Ingresses with spec.defaultBackend (--disable-catch-all).
 	DisableCatchAll bool
 	// DisableExternalName rejects backends that are ExternalName Services (--disable-svc-external-name).
@@ -196,6 +199,8 @@ type translator struct {
 	// applied by hostAliases once the rules are known.
 	aliases     []Hostname
 	wwwRedirect bool
+	// canaryLegacyAffinity: a canary Ingress with affinity-canary-behavior legacy (applyBalancing).
+	canaryLegacyAffinity bool
 	// withdraw is set when a rejection must not leave the last good version served (ErrWithdrawn).
 	withdraw bool
 }

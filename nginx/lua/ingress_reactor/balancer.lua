@@ -68,7 +68,7 @@ local function lookup(name)
         ids[i] = peer.host .. ":" .. peer.port
     end
     -- Start each worker at a random position so that workers do not hit the same endpoint in lockstep.
-    entry = { name = name, version = version, peers = peers, ids = ids, next = math_random(#peers) }
+    entry = { name = name, version = version, peers = peers, ids = ids, next = math_random(#peers), tag = balancing.upstream_tag(name) }
     cache[name] = entry
     return entry
 end
@@ -214,7 +214,7 @@ local function new_sticky(entry, c, skip)
             end
         end
     end
-    set_cookie(c, value)
+    set_cookie(c, value .. "|" .. entry.tag)
     return i
 end
 
@@ -223,7 +223,9 @@ local function sticky(entry, c)
     -- Not $cookie_<name>, which matches names in any case and takes the first cookie of the name: a
     -- cookie of the same name that another host set for a parent domain comes first when it is older.
     local i
-    for _, v in ipairs(balancing.cookie_values(ngx.var.http_cookie, c.name)) do
+    for _, raw in ipairs(balancing.cookie_values(ngx.var.http_cookie, c.name)) do
+        -- The key keeps its endpoint whichever upstream's tag it carries (the router chose the upstream).
+        local v = balancing.split_cookie(raw)
         if c.persistent then
             -- An endpoint that is gone no longer has a token: the request gets a new one.
             i = tokens(entry, c.key).by_value[v]

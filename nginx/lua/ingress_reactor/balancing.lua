@@ -313,6 +313,38 @@ function _M.cookie_values(header, name)
     return out
 end
 
+-- An affinity cookie's value is "<key>|<tag>": the session's key (new_key's or token's) and the tag of
+-- the upstream that wrote it, as ingress-nginx's cookie names its backend after a "|": the router sends
+-- a request whose cookie names a route's main or canary upstream there before the canary's rules
+-- (router.lua canary_affinity), so a client stays on the side it was first sent to.
+
+-- upstream_tag returns the tag of upstream name: 8 hex digits of its MD5, the same in every worker
+-- and replica.
+function _M.upstream_tag(name)
+    return sub(ngx.md5(name), 1, 8)
+end
+
+-- split_cookie returns the key of an affinity cookie value and the tag it carries (nil without one: a
+-- value written before tags, which still keeps its endpoint).
+function _M.split_cookie(v)
+    local key, tag = match(v, "^([^|]*)|(%x%x%x%x%x%x%x%x)$")
+    if key then
+        return key, tag
+    end
+    return v, nil
+end
+
+-- cookie_tag returns the tag of the first cookie named name in a Cookie header that has one.
+function _M.cookie_tag(header, name)
+    for _, v in ipairs(_M.cookie_values(header, name)) do
+        local _, tag = _M.split_cookie(v)
+        if tag then
+            return tag
+        end
+    end
+    return nil
+end
+
 -- valid_key reports whether v is a value new_key could have written.
 function _M.valid_key(v)
     return #v == 16 and not find(v, "[^0-9a-f]")

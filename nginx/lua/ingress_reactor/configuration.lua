@@ -1064,8 +1064,8 @@ local function normalize_client_cert(r, out, ca)
 end
 
 -- normalize_canary checks the canary of route r (nginx/ann_canary.go: "canary": {"upstream", "weight",
--- "total", "header", "header_value", "header_pattern": a PCRE pattern, "cookie"}) and copies it to out,
--- or returns why not.
+-- "total", "header", "header_value", "header_pattern": a PCRE pattern, "cookie", "balance": as a route's})
+-- and copies it to out, or returns why not.
 local function normalize_canary(r, out)
     local c = r.canary
     if c == nil then
@@ -1096,8 +1096,14 @@ local function normalize_canary(r, out)
             return "\"canary\" \"header_pattern\" does not compile: " .. err
         end
     end
+    -- The balancing of the canary's requests, in the form of a route's.
+    local balance = {}
+    local err = normalize_balance(c, balance)
+    if err then
+        return "\"canary\" " .. err
+    end
     out.canary = { upstream = c.upstream, weight = c.weight, total = c.total, header = c.header,
-        header_value = c.header_value, header_pattern = c.header_pattern, cookie = c.cookie }
+        header_value = c.header_value, header_pattern = c.header_pattern, cookie = c.cookie, balance = balance.balance }
 end
 
 -- normalize_host checks one host entry and returns it in the form router.lua reads, or nil, why, and

@@ -26,7 +26,9 @@
 -- "default_backend" when it has one; a route with "rewrite" changes the path the backend sees, and
 -- "upstream_vhost" its Host header; "upstream_options" (timeouts and tries) and "balance" go to
 -- balancer.lua, and "limit_rate" and "connection_header" into NGINX variables; a route with a "canary"
--- sends the requests its rule picks (canary_wanted) to the canary's upstream when that has endpoints. A
+-- sends the requests its rule picks (canary_wanted; before it, canary_affinity for those whose affinity
+-- cookie names an upstream) to the canary's upstream when that has endpoints, balanced by the canary's
+-- "balance". A
 -- route with a "profile" continues in the profile's named location; a body without Content-Length of a
 -- route without one is read in the default named location, which limits it. The fallback is the host's
 -- "default_backend", else the default.
@@ -49,6 +51,7 @@ local bit = require("bit")
 local filled = require("ingress_reactor.filled")
 local limits = require("ingress_reactor.limits")
 local auth = require("ingress_reactor.auth")
+local balancing = require("ingress_reactor.balancing")
 local ssl = require("ngx.ssl")
 
 local ngx = ngx
@@ -238,21 +241,57 @@ compile_limit = function(l)
     return out
 end
 
+-- affinity_cookie returns the name of the affinity cookie of balancing settings b (the JSON that
+-- configuration.lua wrote), or nil.
+local function affinity_cookie(b)
+    local v = b and cjson.decode(b)
+    return type(v) == "table" and type(v.cookie) == "table" and v.cookie.name or nil
+end
+
 -- compile_canary adds to a route's "canary" object (validated when stored) the names of the NGINX
--- variables that hold its header and cookie.
-local function compile_canary(c)
+-- variables that hold its header and cookie, and, for canary_affinity, the affinity cookies and
+-- upstream tags of the route (main) and of the canary.
+local function compile_canary(c, route)
     if type(c) ~= "table" then
         return nil
     end
     local out = { upstream = c.upstream, weight = c.weight, total = c.total, header_value = c.header_value,
-        header_pattern = c.header_pattern }
+        header_pattern = c.header_pattern, balance = c.balance }
     if c.header then
         out.header_var = "http_" .. gsub(lower(c.header), "-", "_")
     end
     if c.cookie then
         out.cookie_var = "cookie_" .. c.cookie
     end
+    out.main_cookie, out.affinity_cookie = affinity_cookie(route.balance), affinity_cookie(c.balance)
+    if out.main_cookie then
+        out.main_tag = balancing.upstream_tag(route.upstream)
+    end
+    if out.affinity_cookie then
+        out.tag = balancing.upstream_tag(c.upstream)
+    end
     return out
+end
+
+-- canary_affinity decides, before canary_wanted, the requests whose affinity cookie names the main
+-- upstream (false) or the canary's (true), as ingress-nginx's balancer did: a client the canary served
+-- stays there while the canary has endpoints, and one the main backend served stays there, whatever
+-- the canary's rules say. Returns nil for the others.
+function _M.canary_affinity(c)
+    if not (c.main_cookie or c.affinity_cookie) then
+        return nil
+    end
+    local header = ngx_var.http_cookie
+    if not header then
+        return nil
+    end
+    if c.main_cookie and balancing.cookie_tag(header, c.main_cookie) == c.main_tag then
+        return false
+    end
+    if c.affinity_cookie and balancing.cookie_tag(header, c.affinity_cookie) == c.tag then
+        return true
+    end
+    return nil
 end
 
 -- canary_wanted decides whether the request goes to the route's canary c, as ingress-nginx's balancer
@@ -340,7 +379,8 @@ local function compile(raw, version)
             route.auth = { challenge = r.auth.challenge, users = user_lists[r.auth.users] or {} }
         end
         route.client_cert = r.client_cert
-        route.canary = compile_canary(r.canary)
+        route.canary = compile_canary(r.canary, route)
+        route.sets_vars = route.sets_vars or (route.canary ~= nil and route.canary.balance ~= nil)
         if r.profile_required then
             -- auth-cache-key: the auth answers are cached per route (its path and kind), as ingress-nginx
             -- cached them per location: an answer for one path must not admit a request for another.
@@ -719,8 +759,11 @@ local function set_proxy_vars(r)
         if r.connection_header then
             ngx_var.ingress_reactor_connection_header = r.connection_header
         end
-        if r.balance and ngx_var.proxy_upstream_name == r.upstream then -- not for its default-backend
+        local upstream = ngx_var.proxy_upstream_name
+        if r.balance and upstream == r.upstream then -- not for its default-backend
             ngx_var.ingress_reactor_balance = r.balance
+        elseif r.canary and r.canary.balance and upstream == r.canary.upstream then
+            ngx_var.ingress_reactor_balance = r.canary.balance
         end
     end)
     if not ok then
@@ -909,7 +952,14 @@ function _M.route()
     if upstream == "" then
         return ngx.exit(ngx.HTTP_NOT_FOUND)
     end
-    if r and r.canary and _M.canary_wanted(r.canary) and endpoints:get(ENDPOINTS_VERSION_PREFIX .. r.canary.upstream) then
+    local to_canary = r and r.canary
+    if to_canary then
+        to_canary = _M.canary_affinity(r.canary)
+        if to_canary == nil then
+            to_canary = _M.canary_wanted(r.canary)
+        end
+    end
+    if to_canary and endpoints:get(ENDPOINTS_VERSION_PREFIX .. r.canary.upstream) then
         upstream = r.canary.upstream -- canary: a canary without endpoints leaves the request to the main backend
     elseif r and r.default_backend and not endpoints:get(ENDPOINTS_VERSION_PREFIX .. upstream) then
         upstream = r.default_backend -- default-backend: the route's Service has no endpoints

@@ -175,6 +175,19 @@ check(values("ROUTE=k1;ROUTE=k2", "ROUTE") == "k1,k2", "cookie_values keeps ever
 check(values("  a=1 ;  ROUTE = k3 ", "ROUTE") == "k3", "cookie_values around spaces")
 check(values("XROUTE=1; ROUTEX=2; ROUTE=", "ROUTE") == "", "cookie_values of a name no cookie has")
 check(values(nil, "ROUTE") == "", "cookie_values without a Cookie header")
+-- Upstream tags of affinity cookies ("<key>|<tag>").
+local tag = balancing.upstream_tag("default-web-80")
+check(#tag == 8 and tag:match("^%x+$") ~= nil and tag == balancing.upstream_tag("default-web-80"), "upstream_tag", tag)
+check(tag ~= balancing.upstream_tag("default-web-v2-80"), "another upstream gives another tag")
+local key, got = balancing.split_cookie("0123456789abcdef|" .. tag)
+check(key == "0123456789abcdef" and got == tag, "split_cookie", tostring(key), tostring(got))
+key, got = balancing.split_cookie("0123456789abcdef")
+check(key == "0123456789abcdef" and got == nil, "split_cookie of a value without a tag")
+key, got = balancing.split_cookie("k|not-hex!")
+check(key == "k|not-hex!" and got == nil, "split_cookie of a value whose tag is not one")
+check(balancing.cookie_tag("S=untagged; S=k|" .. tag .. "; S=k|00000000", "S") == tag, "cookie_tag: the first tagged cookie of the name")
+check(balancing.cookie_tag("s=k|" .. tag, "S") == nil and balancing.cookie_tag(nil, "S") == nil, "cookie_tag without one")
+
 local c = { name = "S", path = "/app", domain = ".example.com", max_age = 60, samesite = "None", samesite_none_conditional = true }
 check(balancing.cookie_header(c, "v", true, "curl/8", 0) == "S=v; Path=/app; Domain=.example.com; Max-Age=60; Secure; HttpOnly; SameSite=None",
     "cookie over HTTPS:", balancing.cookie_header(c, "v", true, "curl/8", 0))
