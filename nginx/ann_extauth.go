@@ -59,7 +59,8 @@ func init() {
 					"resolved when NGINX loads its configuration (no `resolver`), so an Ingress whose auth host does not "+
 					"resolve is taken out of service by the reload's check rather than failing at request time; "+
 					"an auth service in the cluster is best named by its Service's full DNS name. "+
-					"ingress-nginx's ConfigMap settings for auth (`global-auth-*`, `enable-auth-access-log`) do not exist yet."+rejects),
+					"The ConfigMap's `global-auth-*` keys give the same auth to every Ingress without an `auth-url` of its own "+
+					"(see `enable-global-auth`); `enable-auth-access-log` does not exist yet."+rejects),
 			profile("auth-method", "`GET`, `HEAD`, `POST`, `PUT`, `PATCH`, `DELETE`, `CONNECT`, `OPTIONS` or `TRACE`",
 				"the request's own method",
 				"As ingress-nginx: with a method set, the auth request also carries `X-Original-URI` and `X-Scheme`."+needsURL+rejects),
@@ -359,12 +360,6 @@ func authURLChars(s string) bool {
 
 func isHex(c byte) bool {
 	return '0' <= c && c <= '9' || 'a' <= c && c <= 'f' || 'A' <= c && c <= 'F'
-}
-
-// authURL checks the URL of annotation key and returns it with "/" as the path when it has none (so
-// that proxy_pass never passes the internal location's URI on). An invalid URL rejects the Ingress.
-func (t *translator) authURL(key, raw string) (string, bool) {
-	return t.checkAuthURL(key, raw, strings.TrimSpace(raw))
 }
 
 // checkAuthURL checks v, the value of annotation key (raw, for the message), as authURL does.

@@ -81,6 +81,10 @@ type Settings struct {
 
 	SSLRedirect      bool
 	ForceSSLRedirect bool
+
+	// GlobalAuth is the external authentication of every Ingress without its own auth-url
+	// (global-auth-*, no-auth-locations; settings_globalauth.go).
+	GlobalAuth GlobalAuth
 }
 
 // settingKey is one ConfigMap key this controller reads.
@@ -186,6 +190,7 @@ func (s Settings) TranslateOptions(opts TranslateOptions) TranslateOptions {
 	}
 	opts.SSLRedirect = s.SSLRedirect
 	opts.ForceSSLRedirect = s.ForceSSLRedirect
+	opts.GlobalAuth = s.GlobalAuth
 	return opts
 }
 
