@@ -204,6 +204,10 @@ func TestSettingsInjection(t *testing.T) {
 	payloads := []string{
 		"1; include /etc/passwd", "on;\nlocation / {", "$http_evil_payload", "4 8k;}", "text/html\"; server_tokens on; #",
 		"msie6 } http {", "TLSv1.2;ssl_ciphers ALL", "auto;error_log /tmp/x", "x`y", "a'b", "on\r\nx",
+		// ingress-nginx's auth-url injection CVEs (CVE-2025-24514 and kin), against global-auth-* above all.
+		"http://auth.example.com/#;\n}}\nserver { listen 80; location / { return 200 pwned; } }\n#",
+		"http://auth.example.com/auth;\nload_module /tmp/evil.so;#", "https://auth.example.com/\"; } ssl_engine /tmp/x.so; #",
+		"http://auth.example.com/auth?a=$http_authorization", "https://$host/start?rd=$request_body",
 	}
 	cfg := RenderConfig{HTTPPort: 80, HTTPSPort: 443, StatusPort: 10246, StatusToken: testStatusToken, Paths: Paths{Prefix: "/nginx"},
 		DefaultCertificate: "/ssl/default.crt", DefaultCertificateKey: "/ssl/default.key"}
