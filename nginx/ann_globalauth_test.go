@@ -151,7 +151,7 @@ func TestAnnotationGlobalAuth(t *testing.T) {
 			want: map[string]ProfileSettings{"/": withBodySize(globalProfile, "1048576"), "/public": {ClientMaxBodySize: "1048576"}}},
 		"signin that names its parameter": {settings: map[string]string{"global-auth-url": authURL,
 			"global-auth-signin": "https://$host/start?next=$escaped_request_uri", "global-auth-signin-redirect-param": "next"},
-			ing: ingress("default", "a", rule("a.example", prefix("/", "app", 80))),
+			ing:  ingress("default", "a", rule("a.example", prefix("/", "app", 80))),
 			want: map[string]ProfileSettings{"/": {AuthURL: authURL, AuthSignin: "https://$host/start?next=$escaped_request_uri"}}},
 		"an invalid key with no good value rejects": {settings: map[string]string{"global-auth-url": authURL, "global-auth-response-headers": "X User"},
 			ing:     ingress("default", "a", rule("a.example", prefix("/", "app", 80))),
