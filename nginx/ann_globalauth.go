@@ -1,6 +1,7 @@
 package nginx
 
 import (
+	"slices"
 	"strings"
 )
 
@@ -68,6 +69,14 @@ func (t *translator) globalAuthDefaults() {
 		}
 	}
 	t.out.globalAuth = true
+	// satisfy (applied before this, with the annotations) found no authentication then: "any" with an
+	// allowlist lets allowlisted clients in without asking the global auth service, as in ingress-nginx.
+	if strings.TrimSpace(t.ing.Annotations[AnnotationSatisfy]) == "any" && t.out.Access != nil && len(t.out.Access.Allow) > 0 {
+		t.options().SatisfyAny = true
+		t.out.Warnings = slices.DeleteFunc(t.out.Warnings, func(w string) bool {
+			return strings.HasPrefix(w, "metadata.annotations["+AnnotationSatisfy+"]")
+		})
+	}
 }
 
 // noAuthLocations marks the routes that the global auth skips (no-auth-locations).

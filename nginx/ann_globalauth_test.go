@@ -6,6 +6,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -197,6 +198,26 @@ func TestAnnotationGlobalAuth(t *testing.T) {
 func withBodySize(p ProfileSettings, size string) ProfileSettings {
 	p.ClientMaxBodySize = size
 	return p
+}
+
+// TestGlobalAuthSatisfyAny: satisfy "any" with an allowlist works with the global auth as with auth-url.
+func TestGlobalAuthSatisfyAny(t *testing.T) {
+	ing := ingress("default", "a", annotate(AnnotationSatisfy, "any", AnnotationAllowlistSourceRange, "192.0.2.0/24"),
+		rule("a.example", prefix("/", "app", 80)))
+	for _, tc := range []struct {
+		settings map[string]string
+		want     bool
+	}{{nil, false}, {map[string]string{"global-auth-url": "http://auth.example/"}, true}} {
+		got, err := TranslateIngress(ing, servicesOf(service("default", "app", port(80, "http"))), globalAuthOptions(t, tc.settings))
+		if err != nil {
+			t.Fatal(err)
+		}
+		on := got.Options != nil && got.Options.SatisfyAny
+		warned := slices.ContainsFunc(got.Warnings, func(w string) bool { return strings.Contains(w, AnnotationSatisfy) })
+		if on != tc.want || warned == tc.want {
+			t.Errorf("settings %v: satisfy any %v (want %v), warnings %q", tc.settings, on, tc.want, got.Warnings)
+		}
+	}
 }
 
 // TestGlobalAuthSharesOneProfile: every Ingress with the global auth shares its named location.
