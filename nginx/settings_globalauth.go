@@ -56,7 +56,9 @@ func init() {
 				"one named location (one per distinct combination with their other profile annotations), and the first setting or change "+
 				"reloads NGINX once. Empty: no global authentication.",
 			fmt.Sprintf(same, "auth-url")+"An Ingress whose `auth-url` has the `$host` form and serves the auth service itself (oauth2-proxy's "+
-				"`/oauth2`) must set `enable-global-auth: \"false\"` (or have its path in `no-auth-locations`), as in ingress-nginx. "+closed,
+				"`/oauth2`) must set `enable-global-auth: \"false\"` (or have its path in `no-auth-locations`), as in ingress-nginx. "+
+				"As for `auth-url`, a host name is resolved when NGINX loads its configuration: one that does not resolve takes every "+
+				"Ingress that uses the global auth out of service (closed, never open). "+closed,
 			func(g *GlobalAuth, v string) error {
 				g.URL = ""
 				if v == "" {
