@@ -162,7 +162,7 @@ func init() {
 			"a comma-separated list of path prefixes, each starting with `/`, of printable ASCII without spaces, quotes, `;`, `$`, braces or `\\`; at most 64",
 			"The global auth skips the routes of an Ingress whose path starts with one of these (as ingress-nginx compares them: the "+
 				"Ingress's path, not the request's), so that the ACME HTTP-01 challenges of cert-manager's solver Ingresses reach it by default.",
-			"**Difference, on purpose:** only the global auth is skipped; an Ingress's own `auth-url`, `auth-type` or client certificates "+
+			"On purpose: only the global auth is skipped; an Ingress's own `auth-url`, `auth-type` or client certificates "+
 				"always apply (ingress-nginx also dropped an Ingress's own `auth-url` and basic auth on these paths, so a ConfigMap entry "+
 				"opened paths that their owner had closed). An invalid value keeps the last good one, or the default.",
 			func(g *GlobalAuth, v string) error {
