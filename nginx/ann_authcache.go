@@ -87,27 +87,39 @@ func (t *translator) applyAuthCache(p *ProfileSettings) {
 		t.fail("metadata.annotations[%s]: %s %s", AnnotationAuthCacheKey, quoteValue(rawKey), why)
 		return
 	}
-	durations := []string{defaultAuthCacheDuration}
-	if hasDur && strings.Trim(rawDur, " ,") != "" {
-		durations = nil
-		for entry := range strings.SplitSeq(rawDur, ",") {
-			entry = strings.Join(strings.Fields(entry), " ")
-			if entry == "" {
-				continue
-			}
-			if why := checkAuthCacheDuration(entry); why != "" {
-				t.fail("metadata.annotations[%s]: entry %s %s", AnnotationAuthCacheDuration, quoteValue(entry), why)
-				return
-			}
-			durations = append(durations, entry)
-		}
-		if len(durations) > maxAuthCacheDurations {
-			t.fail("metadata.annotations[%s]: %d entries, at most %d", AnnotationAuthCacheDuration, len(durations), maxAuthCacheDurations)
+	durations := defaultAuthCacheDuration
+	if hasDur {
+		var why string
+		if durations, why = parseAuthCacheDurations(rawDur); why != "" {
+			t.fail("metadata.annotations[%s]: %s", AnnotationAuthCacheDuration, why)
 			return
 		}
 	}
 	p.AuthCacheKey = key
-	p.AuthCacheDuration = strings.Join(durations, ",")
+	p.AuthCacheDuration = durations
+}
+
+// parseAuthCacheDurations returns the proxy_cache_valid entries of an auth-cache-duration value,
+// comma-separated (the default for a value without entries), or why it is not accepted.
+func parseAuthCacheDurations(raw string) (string, string) {
+	if strings.Trim(raw, " ,") == "" {
+		return defaultAuthCacheDuration, ""
+	}
+	var durations []string
+	for entry := range strings.SplitSeq(raw, ",") {
+		entry = strings.Join(strings.Fields(entry), " ")
+		if entry == "" {
+			continue
+		}
+		if why := checkAuthCacheDuration(entry); why != "" {
+			return "", fmt.Sprintf("entry %s %s", quoteValue(entry), why)
+		}
+		durations = append(durations, entry)
+	}
+	if len(durations) > maxAuthCacheDurations {
+		return "", fmt.Sprintf("%d entries, at most %d", len(durations), maxAuthCacheDurations)
+	}
+	return strings.Join(durations, ","), ""
 }
 
 // parseAuthCacheKey returns the key with every variable braced ("${remote_user}${http_authorization}"),

@@ -10,22 +10,32 @@ import (
 	networkingv1 "k8s.io/api/networking/v1"
 )
 
-// buildModelWith is buildModel with translation options (the ConfigMap's defaults).
+// buildModelWith is buildModel with translation options (the ConfigMap's defaults); a rejection or a
+// conflict fails the test.
 func buildModelWith(t *testing.T, opts TranslateOptions, svcs services, ings ...*networkingv1.Ingress) Model {
 	t.Helper()
+	m, rejected := translateAndMerge(svcs, opts, ings...)
+	if len(rejected) > 0 {
+		t.Fatal(rejected)
+	}
+	return m
+}
+
+// translateAndMerge translates ings with opts and merges the accepted ones; it returns the rejections by
+// Ingress name.
+func translateAndMerge(svcs services, opts TranslateOptions, ings ...*networkingv1.Ingress) (Model, map[string]error) {
 	var ts []*IngressTranslation
+	rejected := map[string]error{}
 	for _, ing := range ings {
 		tr, err := TranslateIngress(ing, svcs, opts)
 		if err != nil {
-			t.Fatal(err)
+			rejected[ing.Name] = err
+			continue
 		}
 		ts = append(ts, tr)
 	}
-	m, conflicts := Merge(ts, nil)
-	if len(conflicts) > 0 {
-		t.Fatalf("conflicts %+v", conflicts)
-	}
-	return m
+	m, _ := Merge(ts, nil)
+	return m, rejected
 }
 
 // TestCanaryAffinityNginx runs affinity-canary-behavior through real NGINX: with sticky (the default),

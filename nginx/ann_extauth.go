@@ -59,7 +59,8 @@ func init() {
 					"resolved when NGINX loads its configuration (no `resolver`), so an Ingress whose auth host does not "+
 					"resolve is taken out of service by the reload's check rather than failing at request time; "+
 					"an auth service in the cluster is best named by its Service's full DNS name. "+
-					"ingress-nginx's ConfigMap settings for auth (`global-auth-*`, `enable-auth-access-log`) do not exist yet."+rejects),
+					"The ConfigMap's `global-auth-*` keys give the same auth to every Ingress without an `auth-url` of its own "+
+					"(see `enable-global-auth`); `enable-auth-access-log` does not exist yet."+rejects),
 			profile("auth-method", "`GET`, `HEAD`, `POST`, `PUT`, `PATCH`, `DELETE`, `CONNECT`, `OPTIONS` or `TRACE`",
 				"the request's own method",
 				"As ingress-nginx: with a method set, the auth request also carries `X-Original-URI` and `X-Scheme`."+needsURL+rejects),
@@ -135,18 +136,11 @@ func applyExtAuth(t *translator) {
 		return
 	}
 	p := &t.out.Profile
-	var u string
-	if m := selfAuthURL.FindStringSubmatch(strings.TrimSpace(rawURL)); m != nil {
-		// The auth service on the request's own host (oauth2-proxy's documented form): its path is
-		// routed by the router's own table, as the request would be when it came back through NGINX.
-		if _, ok := t.checkAuthURL(AnnotationAuthURL, rawURL, m[1]+"://x"+m[3]); !ok {
-			return
-		}
-		u = m[1] + "://$host" + m[3]
-		if m[3] == "" || m[3][0] == '?' {
-			u = m[1] + "://$host/" + m[3]
-		}
-	} else if u, ok = t.authURL(AnnotationAuthURL, rawURL); !ok {
+	// The $host form (oauth2-proxy's documented one) is the auth service on the request's own host: its
+	// path is routed by the router's own table, as the request would be when it came back through NGINX.
+	u, ok := parseAuthURL(strings.TrimSpace(rawURL))
+	if !ok {
+		t.fail("metadata.annotations[%s]: %s: %s", AnnotationAuthURL, quoteValue(rawURL), authURLWant)
 		return
 	}
 	p.AuthURL = u
@@ -159,21 +153,12 @@ func applyExtAuth(t *translator) {
 	}
 	if raw, set := a[AnnotationAuthSignin]; set {
 		v := strings.TrimSpace(raw)
-		parts, ok := splitSigninURL(v)
+		checked, ok := signinStructure(v)
 		if !ok {
 			t.fail("metadata.annotations[%s]: %s names an NGINX variable other than %s", AnnotationAuthSignin, quoteValue(raw), signinVariableList())
 			return
 		}
-		// The URL's structure is checked with every variable standing for "x".
-		var checked strings.Builder
-		for _, part := range parts {
-			if part.variable {
-				checked.WriteString("x")
-			} else {
-				checked.WriteString(part.text)
-			}
-		}
-		if _, ok := t.checkAuthURL(AnnotationAuthSignin, raw, checked.String()); ok {
+		if _, ok := t.checkAuthURL(AnnotationAuthSignin, raw, checked); ok {
 			p.AuthSignin = v
 			param := "rd"
 			if rawParam, set := a[AnnotationAuthSigninRedirectParam]; set {
@@ -183,7 +168,7 @@ func applyExtAuth(t *translator) {
 				}
 			}
 			// A URL that names the parameter already is used as it is, as ingress-nginx does.
-			if pu, err := url.Parse(checked.String()); err == nil && pu.Query().Get(param) == "" {
+			if signinNeedsParam(checked, param) {
 				p.AuthSigninRedirectParam = param
 			}
 		}
@@ -191,30 +176,17 @@ func applyExtAuth(t *translator) {
 		t.out.Warnings = append(t.out.Warnings, fmt.Sprintf("metadata.annotations[%s]: applies only with %s; ignored", AnnotationAuthSigninRedirectParam, AnnotationAuthSignin))
 	}
 	if raw, set := a[AnnotationAuthResponseHeaders]; set {
-		var names []string
-		for f := range strings.SplitSeq(raw, ",") {
-			f = strings.TrimSpace(f)
-			if f == "" {
-				continue
-			}
-			if !authHeaderName.MatchString(f) {
-				t.fail("metadata.annotations[%s]: %s is not a header name (letters, digits, - and _)", AnnotationAuthResponseHeaders, quoteValue(f))
-				return
-			}
-			if !containsFold(names, f) {
-				names = append(names, f)
-			}
-		}
-		if len(names) > 32 {
-			t.fail("metadata.annotations[%s]: lists %d headers; at most 32", AnnotationAuthResponseHeaders, len(names))
+		names, why := parseAuthResponseHeaders(raw)
+		if why != "" {
+			t.fail("metadata.annotations[%s]: %s", AnnotationAuthResponseHeaders, why)
 			return
 		}
-		p.AuthResponseHeaders = strings.Join(names, ",")
+		p.AuthResponseHeaders = names
 	}
 	if raw, set := a[AnnotationAuthRequestRedirect]; set {
 		v := strings.TrimSpace(raw)
 		if v != "" {
-			if !authURLChars(v) || len(v) > maxAuthURL {
+			if !validAuthRequestRedirect(v) {
 				t.fail("metadata.annotations[%s]: %s: want a URL or path of URL characters (letters, digits and -._~/?&=%%+,:@!*), at most 2048 bytes",
 					AnnotationAuthRequestRedirect, quoteValue(raw))
 			}
@@ -230,6 +202,59 @@ func applyExtAuth(t *translator) {
 		p.AuthProxySetHeaders = t.authProxySetHeaders()
 	}
 	t.applyAuthCache(p)
+}
+
+// signinStructure returns a signin URL with every variable standing for "x", to check its structure;
+// ok is false when it names a variable that is not one of signinVariables.
+func signinStructure(v string) (string, bool) {
+	parts, ok := splitSigninURL(v)
+	if !ok {
+		return "", false
+	}
+	var checked strings.Builder
+	for _, part := range parts {
+		if part.variable {
+			checked.WriteString("x")
+		} else {
+			checked.WriteString(part.text)
+		}
+	}
+	return checked.String(), true
+}
+
+// signinNeedsParam reports whether the signin URL (its structure, see signinStructure) lacks the
+// redirect parameter, which is then appended; a URL that names it already is used as it is, as
+// ingress-nginx does.
+func signinNeedsParam(checked, param string) bool {
+	pu, err := url.Parse(checked)
+	return err == nil && pu.Query().Get(param) == ""
+}
+
+// parseAuthResponseHeaders returns the header names of an auth-response-headers value, comma-separated
+// and without duplicates, or why it is not accepted.
+func parseAuthResponseHeaders(raw string) (string, string) {
+	var names []string
+	for f := range strings.SplitSeq(raw, ",") {
+		f = strings.TrimSpace(f)
+		if f == "" {
+			continue
+		}
+		if !authHeaderName.MatchString(f) {
+			return "", fmt.Sprintf("%s is not a header name (letters, digits, - and _)", quoteValue(f))
+		}
+		if !containsFold(names, f) {
+			names = append(names, f)
+		}
+	}
+	if len(names) > 32 {
+		return "", fmt.Sprintf("lists %d headers; at most 32", len(names))
+	}
+	return strings.Join(names, ","), ""
+}
+
+// validAuthRequestRedirect reports whether v (trimmed, not empty) may be sent as X-Auth-Request-Redirect.
+func validAuthRequestRedirect(v string) bool {
+	return authURLChars(v) && len(v) <= maxAuthURL
 }
 
 // Bounds of auth-proxy-set-headers.
@@ -337,47 +362,64 @@ func isHex(c byte) bool {
 	return '0' <= c && c <= '9' || 'a' <= c && c <= 'f' || 'A' <= c && c <= 'F'
 }
 
-// authURL checks the URL of annotation key and returns it with "/" as the path when it has none (so
-// that proxy_pass never passes the internal location's URI on). An invalid URL rejects the Ingress.
-func (t *translator) authURL(key, raw string) (string, bool) {
-	return t.checkAuthURL(key, raw, strings.TrimSpace(raw))
-}
-
 // checkAuthURL checks v, the value of annotation key (raw, for the message), as authURL does.
 func (t *translator) checkAuthURL(key, raw, v string) (string, bool) {
-	bad := func(why string) (string, bool) {
-		t.fail("metadata.annotations[%s]: %s: %s", key, quoteValue(raw), why)
-		return "", false
+	u, ok := normalizeAuthURL(v)
+	if !ok {
+		t.fail("metadata.annotations[%s]: %s: %s", key, quoteValue(raw), authURLWant)
 	}
-	const want = "want an absolute http:// or https:// URL with a host name or IP address, an optional port and a path and query of " +
-		"letters, digits and -._~/?&=%+,:@!* (no NGINX variables, spaces, quotes, ';', braces or '#'), at most 2048 bytes"
+	return u, ok
+}
+
+// authURLWant says what an auth URL may be.
+const authURLWant = "want an absolute http:// or https:// URL with a host name or IP address, an optional port and a path and query of " +
+	"letters, digits and -._~/?&=%+,:@!* (no NGINX variables, spaces, quotes, ';', braces or '#'), at most 2048 bytes"
+
+// parseAuthURL checks an auth-url value (trimmed) as applyExtAuth does, the $host form included, and
+// returns the URL the profile gets.
+func parseAuthURL(v string) (string, bool) {
+	if m := selfAuthURL.FindStringSubmatch(v); m != nil {
+		if _, ok := normalizeAuthURL(m[1] + "://x" + m[3]); !ok {
+			return "", false
+		}
+		if m[3] == "" || m[3][0] == '?' {
+			return m[1] + "://$host/" + m[3], true
+		}
+		return m[1] + "://$host" + m[3], true
+	}
+	return normalizeAuthURL(v)
+}
+
+// normalizeAuthURL checks v, an absolute URL without variables, and returns it with "/" as the path
+// when it has none.
+func normalizeAuthURL(v string) (string, bool) {
 	if v == "" || len(v) > maxAuthURL || !authURLChars(v) {
-		return bad(want)
+		return "", false
 	}
 	scheme, rest, ok := strings.Cut(v, "://")
 	if !ok || (scheme != "http" && scheme != "https") {
-		return bad(want)
+		return "", false
 	}
 	u, err := url.Parse(v)
 	if err != nil || u.User != nil || u.Opaque != "" || u.Fragment != "" || strings.Contains(rest, "@") {
-		return bad(want)
+		return "", false
 	}
 	host := u.Hostname()
 	if strings.HasPrefix(u.Host, "[") {
 		if a, err := netip.ParseAddr(host); err != nil || !a.Is6() || a.Zone() != "" {
-			return bad(want)
+			return "", false
 		}
 	} else if _, err := netip.ParseAddr(host); err != nil && !validAuthHostName(strings.ToLower(host)) {
-		return bad(want)
+		return "", false
 	}
 	if port := u.Port(); port != "" || strings.HasSuffix(u.Host, ":") {
 		if n, err := strconv.Atoi(port); err != nil || n < 1 || n > 65535 || len(port) > 5 {
-			return bad(want)
+			return "", false
 		}
 	}
 	if strings.ContainsAny(u.Host, "[]") && !strings.HasPrefix(u.Host, "[") || strings.ContainsAny(u.RawQuery, "[]") ||
 		strings.ContainsAny(u.EscapedPath(), "[]") {
-		return bad(want)
+		return "", false
 	}
 	// The path and query as written, with "/" for a missing path ("http://host?x" too).
 	i := strings.IndexAny(rest, "/?")

@@ -144,6 +144,7 @@ func (t *translator) settingsDefaults() {
 		t.options().ForceSSLRedirect = true
 	}
 	t.balanceDefaults()
+	t.globalAuthDefaults()
 }
 
 // redirectURL checks the redirect target of annotation key: an absolute http or https URL with a host,

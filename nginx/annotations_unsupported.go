@@ -56,9 +56,6 @@ func unsupportedAnnotations() []AnnotationSpec {
 		"`auth_request` cannot use an upstream's idle connections, which ingress-nginx worked around in Lua); who gets in " +
 		"is the same"
 	add(authKeepalive, "auth-keepalive", "auth-keepalive-requests", "auth-keepalive-share-vars", "auth-keepalive-timeout")
-	globalAuth := planned("#16")
-	globalAuth.Reason = "there is no global authentication yet (the ConfigMap's `global-auth-url`, issue #18) for it to turn on or off"
-	add(globalAuth, "enable-global-auth")
 
 	// Ignored, not planned.
 	notPlanned := func(why string) AnnotationSpec { return AnnotationSpec{Status: AnnotationIgnored, Reason: why} }

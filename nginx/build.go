@@ -113,7 +113,8 @@ type Refusal struct {
 // upstream and settings, so that serving t would write it again.
 func (q *Refusal) writes(t *IngressTranslation) bool {
 	if !q.Profile.IsZero() {
-		return t.Profile == q.Profile
+		return t.Profile == q.Profile || (t.globalAuth && slices.ContainsFunc(t.Routes, func(r Route) bool { return r.NoGlobalAuth }) &&
+			t.Profile.withoutAuth() == q.Profile)
 	}
 	l := &q.Location
 	if !t.Options.Equal(l.Options) || !sameRanges(t.Access, l.Access) {

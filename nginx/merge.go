@@ -679,7 +679,7 @@ func (m *Merger) mergeHost(host Hostname) *hostMerge {
 			oldest = w.t
 		}
 		s.Locations = append(s.Locations, Location{Path: w.r.Path, PathType: w.r.PathType, Upstream: w.r.Upstream, Ingress: w.t.Ingress, SSLRedirect: w.t.SSLRedirect, Access: w.t.Access, Options: w.t.Options,
-			Regex: w.r.Regex, RedirectHost: w.r.RedirectHost, Profile: w.t.Profile})
+			Regex: w.r.Regex, RedirectHost: w.r.RedirectHost, Profile: w.t.routeProfile(w.r)})
 		if w.t.Profile.CustomHTTPErrors != "" && w.r.Upstream != "" {
 			up := w.t.upstream(w.r.Upstream)
 			s.Locations[len(s.Locations)-1].Backend = &up

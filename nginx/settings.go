@@ -86,6 +86,9 @@ type Settings struct {
 	// UpstreamHashBy a validated expression or "".
 	LoadBalance    string
 	UpstreamHashBy string
+	// GlobalAuth is the external authentication of every Ingress without its own auth-url
+	// (global-auth-*, no-auth-locations; settings_globalauth.go).
+	GlobalAuth GlobalAuth
 }
 
 // settingKey is one ConfigMap key this controller reads.
@@ -193,6 +196,7 @@ func (s Settings) TranslateOptions(opts TranslateOptions) TranslateOptions {
 	opts.ForceSSLRedirect = s.ForceSSLRedirect
 	opts.LoadBalance = s.LoadBalance
 	opts.UpstreamHashBy = s.UpstreamHashBy
+	opts.GlobalAuth = s.GlobalAuth
 	return opts
 }
 

@@ -99,6 +99,9 @@ var nonDefaultSettings = map[string]string{
 	"proxy-buffering": "on", "proxy-request-buffering": "off", "proxy-buffer-size": "8k", "proxy-buffers-number": "8",
 	"proxy-busy-buffers-size": "16k", "retry-non-idempotent": "true", "allow-snippet-annotations": "true", "annotations-risk-level": "Critical",
 	"load-balance": "ewma", "upstream-hash-by": "$remote_addr",
+	"global-auth-url": "http://auth.example:8080/check", "global-auth-method": "GET", "global-auth-signin": "https://$host/oauth2/start",
+	"global-auth-signin-redirect-param": "next", "global-auth-response-headers": "X-User, X-Email", "global-auth-request-redirect": "/signed-in",
+	"global-auth-cache-key": "$http_authorization", "global-auth-cache-duration": "200 1m", "no-auth-locations": "/healthz, /.well-known",
 }
 
 // TestSettingsNonDefaultsPassNginx renders every supported key at a value other than its default and has
@@ -138,6 +141,11 @@ func TestSettingsNonDefaultsPassNginx(t *testing.T) {
 	o := s.TranslateOptions(DefaultTranslateOptions())
 	if o.SSLRedirect || !o.ForceSSLRedirect {
 		t.Errorf("translate options %+v, want ssl-redirect off and force-ssl-redirect on", o)
+	}
+	if want := (GlobalAuth{URL: "http://auth.example:8080/check", Method: "GET", Signin: "https://$host/oauth2/start", SigninRedirectParam: "next",
+		ResponseHeaders: "X-User,X-Email", RequestRedirect: "/signed-in", CacheKey: "${http_authorization}", CacheDuration: "200 1m",
+		NoAuthLocations: "/healthz,/.well-known"}); o.GlobalAuth != want {
+		t.Errorf("global auth %+v, want %+v", o.GlobalAuth, want)
 	}
 }
 
@@ -197,12 +205,23 @@ func TestSettingsInjection(t *testing.T) {
 	payloads := []string{
 		"1; include /etc/passwd", "on;\nlocation / {", "$http_evil_payload", "4 8k;}", "text/html\"; server_tokens on; #",
 		"msie6 } http {", "TLSv1.2;ssl_ciphers ALL", "auto;error_log /tmp/x", "x`y", "a'b", "on\r\nx",
+		// ingress-nginx's auth-url injection CVEs (CVE-2025-24514 and kin), against global-auth-* above all.
+		"http://auth.example.com/#;\n}}\nserver { listen 80; location / { return 200 pwned; } }\n#",
+		"http://auth.example.com/auth;\nload_module /tmp/evil.so;#", "https://auth.example.com/\"; } ssl_engine /tmp/x.so; #",
+		"http://auth.example.com/auth?a=$http_authorization", "https://$host/start?rd=$request_body",
 	}
 	cfg := RenderConfig{HTTPPort: 80, HTTPSPort: 443, StatusPort: 10246, StatusToken: testStatusToken, Paths: Paths{Prefix: "/nginx"},
 		DefaultCertificate: "/ssl/default.crt", DefaultCertificateKey: "/ssl/default.key"}
 	for _, key := range slices.Sorted(maps.Keys(settingKeys)) {
 		for _, p := range payloads {
 			s, good, problems := ParseSettings(map[string]string{key: p}, nil)
+			if key == "global-auth-cache-key" && p == "$http_evil_payload" {
+				// A request header is what auth-cache-key is for: accepted, written anew from its parsed parts.
+				if s.GlobalAuth.CacheKey != "${http_evil_payload}" || len(problems) > 0 {
+					t.Errorf("%s = %q: cache key %q, problems %v", key, p, s.GlobalAuth.CacheKey, problems)
+				}
+				continue
+			}
 			if _, applied := good[key]; applied {
 				// Only keys without effect on nginx.conf may accept free text: upstream-hash-by, route data,
 				// accepts an expression of allowed variables ($http_*), which the Lua balancer checks again.

@@ -44,8 +44,7 @@ func init() {
 		"custom-http-errors", "block-cidrs", "block-user-agents", "block-referers", "denylist-source-range", "whitelist-source-range",
 		"proxy-next-upstream", "proxy-next-upstream-timeout", "proxy-next-upstream-tries", "proxy-cookie-path", "proxy-cookie-domain",
 		"proxy-redirect-from", "limit-rate", "limit-rate-after", "http-redirect-code", "limit-req-status-code", "limit-conn-status-code",
-		"global-auth-url", "global-auth-method", "global-auth-signin", "global-auth-signin-redirect-param", "global-auth-response-headers",
-		"global-auth-request-redirect", "global-auth-cache-key", "global-auth-cache-duration", "no-auth-locations", "no-tls-redirect-locations",
+		"no-tls-redirect-locations",
 		"enable-ocsp", "ssl-dh-param", "service-upstream", "generate-request-id", "reuse-port", "disable-ipv6", "bind-address",
 		"proxy-ssl-location-only", "relative-redirects", "grpc-buffer-size-kb", "ssl-reject-handshake")
 

@@ -40,6 +40,9 @@ type TranslateOptions struct {
 	DisableCatchAll bool
 	// DisableExternalName rejects backends that are ExternalName Services (--disable-svc-external-name).
 	DisableExternalName bool
+	// GlobalAuth is the external authentication of Ingresses without an auth-url of their own (the
+	// ConfigMap's global-auth-* keys); zero for none.
+	GlobalAuth GlobalAuth
 }
 
 // DefaultTranslateOptions returns ingress-nginx's defaults.
@@ -82,6 +85,9 @@ type IngressTranslation struct {
 	// Warnings are problems that do not reject the Ingress (for example a Service that does not exist yet);
 	// the caller may publish them as Warning Events.
 	Warnings []string
+	// globalAuth is set when Profile's external auth is the ConfigMap's (global-auth-url), which the
+	// routes with NoGlobalAuth skip.
+	globalAuth bool
 	// authSource is the Secret that Options.AuthUsers were read from (basic authentication), nil without:
 	// a version kept serving after a rejection is checked against that Secret as it is now.
 	authSource *basicAuthSource
@@ -105,6 +111,9 @@ type Route struct {
 	// RedirectHost, when set, answers the route's requests with a 308 to the same URL on this host
 	// (from-to-www-redirect); Upstream is then empty.
 	RedirectHost Hostname
+	// NoGlobalAuth marks a route of an Ingress with the global auth whose path no-auth-locations lists:
+	// its location gets the Ingress's profile without the external auth.
+	NoGlobalAuth bool
 }
 
 // TLSHost is one host of spec.tls.
@@ -160,6 +169,7 @@ func translate(ing *networkingv1.Ingress, lk Lookups, opts TranslateOptions) (*I
 	tr.tls()
 	tr.canaryOnly()
 	tr.hostAliases()
+	tr.noAuthLocations()
 	tr.routeDataBudget()
 	tr.authUsersBudget()
 	tr.clientCABudget()
@@ -203,6 +213,8 @@ type translator struct {
 	canaryLegacyAffinity bool
 	// withdraw is set when a rejection must not leave the last good version served (ErrWithdrawn).
 	withdraw bool
+	// globalAuthOff is set by enable-global-auth "false" (ann_globalauth.go).
+	globalAuthOff bool
 }
 
 // ErrWithdrawn marks the rejection of an Ingress whose last good version must not stay served either:

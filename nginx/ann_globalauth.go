@@ -1,0 +1,109 @@
+package nginx
+
+import (
+	"slices"
+	"strings"
+)
+
+// AnnotationEnableGlobalAuth turns the ConfigMap's global external auth (settings_globalauth.go) off for
+// an Ingress.
+const AnnotationEnableGlobalAuth = IngressNginxPrefix + "enable-global-auth"
+
+func init() {
+	registerAnnotationGroup(annotationGroup{
+		specs: []AnnotationSpec{{
+			Name: "enable-global-auth", Origin: OriginDocumented, Status: AnnotationSupported, Kind: KindProfile,
+			Values:  "`true` or `false`",
+			Default: "`true`: an Ingress without its own `auth-url` uses the ConfigMap's `global-auth-url`, when it is set",
+			Difference: "As ingress-nginx: `\"false\"` serves the Ingress without the ConfigMap's global external auth (its own " +
+				"`auth-url` always applies, with or without it). The global auth is a **profile setting** like `auth-url`: the Ingresses " +
+				"that use it share its named location. An invalid value **rejects the Ingress** (it decides who gets in); a canary " +
+				"Ingress follows its main Ingress's location and never has a global auth of its own.",
+		}},
+		apply: applyEnableGlobalAuth,
+	})
+}
+
+// applyEnableGlobalAuth reads enable-global-auth; globalAuthDefaults applies the result.
+func applyEnableGlobalAuth(t *translator) {
+	if _, set := t.ing.Annotations[AnnotationEnableGlobalAuth]; !set {
+		return
+	}
+	if b, ok := t.parseBoolAnnotation(AnnotationEnableGlobalAuth); ok && !b {
+		t.globalAuthOff = true
+	}
+}
+
+// globalAuthDefaults gives an Ingress without an auth-url of its own the ConfigMap's global external
+// auth (TranslateOptions.GlobalAuth), unless enable-global-auth is "false". A global auth that has an
+// invalid key with no good value to keep rejects the Ingress: serving it without would open it.
+func (t *translator) globalAuthDefaults() {
+	g := t.opts.GlobalAuth
+	if g.URL == "" && !strings.Contains(","+g.Invalid+",", ",global-auth-url,") {
+		return
+	}
+	if _, own := t.ing.Annotations[AnnotationAuthURL]; own || t.globalAuthOff || canaryEnabled(t.ing.Annotations) {
+		return
+	}
+	if g.Invalid != "" {
+		t.fail("the ConfigMap's %s (global external auth) has an invalid value and no good value to keep; the Ingresses that "+
+			"use the global auth are not served until it is fixed (or set %s: \"false\")", strings.ReplaceAll(g.Invalid, ",", ", "), AnnotationEnableGlobalAuth)
+		return
+	}
+	p := &t.out.Profile
+	p.AuthURL, p.AuthMethod, p.AuthResponseHeaders, p.AuthRequestRedirect = g.URL, g.Method, g.ResponseHeaders, g.RequestRedirect
+	if g.Signin != "" {
+		p.AuthSignin = g.Signin
+		param := g.SigninRedirectParam
+		if param == "" {
+			param = "rd"
+		}
+		if checked, ok := signinStructure(g.Signin); ok && signinNeedsParam(checked, param) {
+			p.AuthSigninRedirectParam = param
+		}
+	}
+	if g.CacheKey != "" {
+		p.AuthCacheKey, p.AuthCacheDuration = g.CacheKey, g.CacheDuration
+		if p.AuthCacheDuration == "" {
+			p.AuthCacheDuration = defaultAuthCacheDuration
+		}
+	}
+	t.out.globalAuth = true
+	// satisfy (applied before this, with the annotations) found no authentication then: "any" with an
+	// allowlist lets allowlisted clients in without asking the global auth service, as in ingress-nginx.
+	if strings.TrimSpace(t.ing.Annotations[AnnotationSatisfy]) == "any" && t.out.Access != nil && len(t.out.Access.Allow) > 0 {
+		t.options().SatisfyAny = true
+		t.out.Warnings = slices.DeleteFunc(t.out.Warnings, func(w string) bool {
+			return strings.HasPrefix(w, "metadata.annotations["+AnnotationSatisfy+"]")
+		})
+	}
+}
+
+// noAuthLocations marks the routes that the global auth skips (no-auth-locations).
+func (t *translator) noAuthLocations() {
+	if !t.out.globalAuth {
+		return
+	}
+	for i := range t.out.Routes {
+		if r := &t.out.Routes[i]; t.opts.GlobalAuth.noAuth(r.Path) {
+			r.NoGlobalAuth = true
+		}
+	}
+}
+
+// routeProfile is the profile of r's location: the Ingress's, without the global auth on the paths
+// that no-auth-locations lists.
+func (t *IngressTranslation) routeProfile(r *Route) ProfileSettings {
+	if r.NoGlobalAuth && t.globalAuth {
+		return t.Profile.withoutAuth()
+	}
+	return t.Profile
+}
+
+// withoutAuth returns p without its external auth.
+func (p ProfileSettings) withoutAuth() ProfileSettings {
+	p.AuthURL, p.AuthMethod, p.AuthSignin, p.AuthSigninRedirectParam = "", "", "", ""
+	p.AuthResponseHeaders, p.AuthRequestRedirect, p.AuthAlwaysSetCookie = "", "", false
+	p.AuthProxySetHeaders, p.AuthCacheKey, p.AuthCacheDuration = "", "", ""
+	return p
+}

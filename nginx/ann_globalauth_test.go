@@ -1,0 +1,333 @@
+package nginx
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
+)
+
+// globalAuthOptions returns translate options with the global auth of a ConfigMap's data.
+func globalAuthOptions(t *testing.T, data map[string]string) TranslateOptions {
+	t.Helper()
+	s, _, problems := ParseSettings(data, nil)
+	if len(problems) > 0 {
+		t.Fatalf("problems: %v", problems)
+	}
+	return s.TranslateOptions(DefaultTranslateOptions())
+}
+
+// buildModelFrom is buildModel with translate options, from a list of Services and Ingresses; it also
+// returns the rejections, by Ingress name.
+func buildModelFrom(t *testing.T, objs []any, opts TranslateOptions) (Model, map[string]error) {
+	t.Helper()
+	svcs := services{}
+	var ings []*networkingv1.Ingress
+	for _, o := range objs {
+		switch o := o.(type) {
+		case *corev1.Service:
+			svcs[nn(o.Namespace, o.Name)] = o
+		case *networkingv1.Ingress:
+			ings = append(ings, o)
+		default:
+			t.Fatalf("unexpected object %T", o)
+		}
+	}
+	return translateAndMerge(svcs, opts, ings...)
+}
+
+// TestGlobalAuthSettings: the ConfigMap keys -> GlobalAuth, an invalid value without a good one marks it.
+func TestGlobalAuthSettings(t *testing.T) {
+	tests := map[string]struct {
+		data, lastGood map[string]string
+		want           GlobalAuth
+		wantProblems   string
+	}{
+		"defaults": {want: GlobalAuth{SigninRedirectParam: "rd", CacheDuration: defaultAuthCacheDuration, NoAuthLocations: "/.well-known/acme-challenge"}},
+		"url without a path, $host form": {
+			data: map[string]string{"global-auth-url": " http://auth.example ", "global-auth-signin": "https://$host/oauth2/start?rd=$escaped_request_uri"},
+			want: GlobalAuth{URL: "http://auth.example/", Signin: "https://$host/oauth2/start?rd=$escaped_request_uri", SigninRedirectParam: "rd",
+				CacheDuration: defaultAuthCacheDuration, NoAuthLocations: "/.well-known/acme-challenge"}},
+		"$host auth url": {data: map[string]string{"global-auth-url": "https://$host/oauth2/auth", "no-auth-locations": ""},
+			want: GlobalAuth{URL: "https://$host/oauth2/auth", SigninRedirectParam: "rd", CacheDuration: defaultAuthCacheDuration}},
+		"an invalid url fails closed": {data: map[string]string{"global-auth-url": "http://auth.example/;return 200"},
+			want: GlobalAuth{SigninRedirectParam: "rd", CacheDuration: defaultAuthCacheDuration, NoAuthLocations: "/.well-known/acme-challenge",
+				Invalid: "global-auth-url"}, wantProblems: "global-auth-url: invalid value"},
+		"an invalid url keeps the last good one": {data: map[string]string{"global-auth-url": "http://$http_x/"},
+			lastGood: map[string]string{"global-auth-url": "http://auth.example/a"},
+			want: GlobalAuth{URL: "http://auth.example/a", SigninRedirectParam: "rd", CacheDuration: defaultAuthCacheDuration,
+				NoAuthLocations: "/.well-known/acme-challenge"}, wantProblems: "its last good value stays applied"},
+		"several invalid keys": {data: map[string]string{"global-auth-url": "http://auth.example/", "global-auth-method": "get",
+			"global-auth-response-headers": "X User", "global-auth-signin": "https://$hostname/"},
+			want: GlobalAuth{URL: "http://auth.example/", SigninRedirectParam: "rd", CacheDuration: defaultAuthCacheDuration,
+				NoAuthLocations: "/.well-known/acme-challenge", Invalid: "global-auth-method,global-auth-response-headers,global-auth-signin"},
+			wantProblems: "global-auth-method"},
+		"an invalid redirect param takes the default": {data: map[string]string{"global-auth-signin-redirect-param": "r d"},
+			want:         GlobalAuth{SigninRedirectParam: "rd", CacheDuration: defaultAuthCacheDuration, NoAuthLocations: "/.well-known/acme-challenge"},
+			wantProblems: "global-auth-signin-redirect-param"},
+		"no-auth-locations": {data: map[string]string{"no-auth-locations": " /healthz ,, /public,/healthz"},
+			want: GlobalAuth{SigninRedirectParam: "rd", CacheDuration: defaultAuthCacheDuration, NoAuthLocations: "/healthz,/public"}},
+		"invalid no-auth-locations takes the default": {data: map[string]string{"no-auth-locations": "/a, b"},
+			want:         GlobalAuth{SigninRedirectParam: "rd", CacheDuration: defaultAuthCacheDuration, NoAuthLocations: "/.well-known/acme-challenge"},
+			wantProblems: `no-auth-locations: invalid value "/a, b": "b" is not a path prefix`},
+		"cache": {data: map[string]string{"global-auth-cache-key": "$remote_user$http_authorization", "global-auth-cache-duration": "200 10m, 401 1m"},
+			want: GlobalAuth{SigninRedirectParam: "rd", CacheKey: "${remote_user}${http_authorization}", CacheDuration: "200 10m,401 1m",
+				NoAuthLocations: "/.well-known/acme-challenge"}},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			s, _, problems := ParseSettings(tc.data, tc.lastGood)
+			if s.GlobalAuth != tc.want {
+				t.Errorf("global auth\n %+v, want\n %+v", s.GlobalAuth, tc.want)
+			}
+			var got []string
+			for _, p := range problems {
+				got = append(got, p.String())
+			}
+			if joined := strings.Join(got, "\n"); (tc.wantProblems == "") != (joined == "") || !strings.Contains(joined, tc.wantProblems) {
+				t.Errorf("problems %q, want %q", joined, tc.wantProblems)
+			}
+		})
+	}
+}
+
+// TestAnnotationGlobalAuth: which locations get the global auth's profile.
+func TestAnnotationGlobalAuth(t *testing.T) {
+	const authURL = "http://auth.example:4180/oauth2/auth"
+	global := map[string]string{"global-auth-url": authURL, "global-auth-signin": "https://login.example/start",
+		"global-auth-response-headers": "X-User", "global-auth-method": "GET", "global-auth-cache-key": "$http_authorization",
+		"no-auth-locations": "/.well-known/acme-challenge,/public"}
+	globalProfile := ProfileSettings{AuthURL: authURL, AuthMethod: "GET", AuthSignin: "https://login.example/start", AuthSigninRedirectParam: "rd",
+		AuthResponseHeaders: "X-User", AuthCacheKey: "${http_authorization}", AuthCacheDuration: defaultAuthCacheDuration}
+	svc := service("default", "app", port(80, "http"))
+	tests := map[string]struct {
+		settings map[string]string
+		ing      *networkingv1.Ingress
+		// want is the profile of each location, by path; wantErr rejects the Ingress.
+		want    map[string]ProfileSettings
+		wantErr string
+	}{
+		"no global auth": {ing: ingress("default", "a", rule("a.example", prefix("/", "app", 80))),
+			want: map[string]ProfileSettings{"/": {}}},
+		"an Ingress without annotations gets it": {settings: global,
+			ing:  ingress("default", "a", rule("a.example", prefix("/", "app", 80), prefix("/public/docs", "app", 80), exact("/.well-known/acme-challenge/tok", "app", 80))),
+			want: map[string]ProfileSettings{"/": globalProfile, "/public/docs": {}, "/.well-known/acme-challenge/tok": {}}},
+		"a path is compared, not a request: / keeps it": {settings: map[string]string{"global-auth-url": authURL, "no-auth-locations": "/"},
+			ing:  ingress("default", "a", rule("a.example", prefix("/app", "app", 80))),
+			want: map[string]ProfileSettings{"/app": {}}},
+		"enable-global-auth false": {settings: global,
+			ing:  ingress("default", "a", annotate(AnnotationEnableGlobalAuth, "false"), rule("a.example", prefix("/", "app", 80))),
+			want: map[string]ProfileSettings{"/": {}}},
+		"enable-global-auth true": {settings: global,
+			ing:  ingress("default", "a", annotate(AnnotationEnableGlobalAuth, " true "), rule("a.example", prefix("/", "app", 80))),
+			want: map[string]ProfileSettings{"/": globalProfile}},
+		"enable-global-auth invalid": {settings: global,
+			ing:     ingress("default", "a", annotate(AnnotationEnableGlobalAuth, "no"), rule("a.example", prefix("/", "app", 80))),
+			wantErr: `enable-global-auth]: "no" is not a boolean`},
+		"its own auth-url wins, no-auth-locations does not drop it": {settings: global,
+			ing: ingress("default", "a", annotate(AnnotationAuthURL, "http://own.example/check"),
+				rule("a.example", prefix("/public", "app", 80))),
+			want: map[string]ProfileSettings{"/public": {AuthURL: "http://own.example/check"}}},
+		"other profile settings are kept, and kept on skipped paths": {settings: global,
+			ing: ingress("default", "a", annotate(AnnotationProxyBodySize, "1m"),
+				rule("a.example", prefix("/", "app", 80), prefix("/public", "app", 80))),
+			want: map[string]ProfileSettings{"/": withBodySize(globalProfile, "1048576"), "/public": {ClientMaxBodySize: "1048576"}}},
+		"signin that names its parameter": {settings: map[string]string{"global-auth-url": authURL,
+			"global-auth-signin": "https://$host/start?next=$escaped_request_uri", "global-auth-signin-redirect-param": "next"},
+			ing:  ingress("default", "a", rule("a.example", prefix("/", "app", 80))),
+			want: map[string]ProfileSettings{"/": {AuthURL: authURL, AuthSignin: "https://$host/start?next=$escaped_request_uri"}}},
+		"an invalid key with no good value rejects": {settings: map[string]string{"global-auth-url": authURL, "global-auth-response-headers": "X User"},
+			ing:     ingress("default", "a", rule("a.example", prefix("/", "app", 80))),
+			wantErr: "the ConfigMap's global-auth-response-headers (global external auth) has an invalid value"},
+		"an invalid url with no good value rejects": {settings: map[string]string{"global-auth-url": "http://a b/"},
+			ing:     ingress("default", "a", rule("a.example", prefix("/", "app", 80))),
+			wantErr: "the ConfigMap's global-auth-url (global external auth) has an invalid value"},
+		"an invalid key without global auth does nothing": {settings: map[string]string{"global-auth-method": "get"},
+			ing:  ingress("default", "a", rule("a.example", prefix("/", "app", 80))),
+			want: map[string]ProfileSettings{"/": {}}},
+		"an invalid key and enable-global-auth false": {settings: map[string]string{"global-auth-url": "http://a b/"},
+			ing:  ingress("default", "a", annotate(AnnotationEnableGlobalAuth, "false"), rule("a.example", prefix("/", "app", 80))),
+			want: map[string]ProfileSettings{"/": {}}},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			s, _, _ := ParseSettings(tc.settings, nil)
+			m, rejected := buildModelFrom(t, []any{svc, tc.ing}, s.TranslateOptions(DefaultTranslateOptions()))
+			if err := rejected[tc.ing.Name]; (err != nil) != (tc.wantErr != "") || (err != nil && !strings.Contains(err.Error(), tc.wantErr)) {
+				t.Fatalf("error %v, want %q", err, tc.wantErr)
+			}
+			if tc.wantErr != "" {
+				return
+			}
+			got := map[string]ProfileSettings{}
+			for _, srv := range m.Servers {
+				for _, l := range srv.Locations {
+					got[l.Path] = l.Profile
+				}
+			}
+			if len(got) != len(tc.want) {
+				t.Errorf("locations %v, want %v", got, tc.want)
+			}
+			for p, want := range tc.want {
+				if got[p] != want {
+					t.Errorf("%s: profile\n %+v, want\n %+v", p, got[p], want)
+				}
+			}
+		})
+	}
+}
+
+func withBodySize(p ProfileSettings, size string) ProfileSettings {
+	p.ClientMaxBodySize = size
+	return p
+}
+
+// TestGlobalAuthSatisfyAny: satisfy "any" with an allowlist works with the global auth as with auth-url.
+func TestGlobalAuthSatisfyAny(t *testing.T) {
+	ing := ingress("default", "a", annotate(AnnotationSatisfy, "any", AnnotationAllowlistSourceRange, "192.0.2.0/24"),
+		rule("a.example", prefix("/", "app", 80)))
+	for _, tc := range []struct {
+		settings map[string]string
+		want     bool
+	}{{nil, false}, {map[string]string{"global-auth-url": "http://auth.example/"}, true}} {
+		got, err := TranslateIngress(ing, servicesOf(service("default", "app", port(80, "http"))), globalAuthOptions(t, tc.settings))
+		if err != nil {
+			t.Fatal(err)
+		}
+		on := got.Options != nil && got.Options.SatisfyAny
+		warned := slices.ContainsFunc(got.Warnings, func(w string) bool { return strings.Contains(w, AnnotationSatisfy) })
+		if on != tc.want || warned == tc.want {
+			t.Errorf("settings %v: satisfy any %v (want %v), warnings %q", tc.settings, on, tc.want, got.Warnings)
+		}
+	}
+}
+
+// TestGlobalAuthSharesOneProfile: every Ingress with the global auth shares its named location.
+func TestGlobalAuthSharesOneProfile(t *testing.T) {
+	opts := globalAuthOptions(t, map[string]string{"global-auth-url": "http://auth.example/check"})
+	objs := []any{service("default", "app", port(80, "http"))}
+	for i := range 50 {
+		objs = append(objs, ingress("default", fmt.Sprintf("i%d", i), rule(fmt.Sprintf("h%d.example", i), prefix("/", "app", 80))))
+	}
+	m, rejected := buildModelFrom(t, objs, opts)
+	if len(rejected) > 0 || len(m.Profiles) != 1 || m.Profiles[0].AuthURL != "http://auth.example/check" {
+		t.Fatalf("rejected %v, profiles %+v; want one, the global auth's", rejected, m.Profiles)
+	}
+}
+
+// TestGlobalAuthThroughNginx runs the global auth through real NGINX: an Ingress without annotations goes
+// through the global auth service, one with enable-global-auth "false" and a path of no-auth-locations
+// do not, and an Ingress with its own auth-url uses its own service.
+func TestGlobalAuthThroughNginx(t *testing.T) {
+	requireNginx(t)
+	cfg := testRenderConfig(t, nginxDir(t))
+	cfg.HTTPSPort = 0
+	rt := testRuntime(t, cfg, nil)
+
+	var mu sync.Mutex
+	calls := map[string][]string{} // per auth service, the X-Original-URL of its requests
+	authServer := func(name string) string {
+		s := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			mu.Lock()
+			calls[name] = append(calls[name], r.Header.Get("X-Original-URL"))
+			mu.Unlock()
+			if r.Header.Get("X-Test-Verdict") != "allow" {
+				w.WriteHeader(http.StatusUnauthorized)
+				return
+			}
+			w.Header().Set("X-User", name+"-user")
+			w.WriteHeader(http.StatusOK)
+		}))
+		t.Cleanup(s.Close)
+		return "http://" + s.Listener.Addr().String()
+	}
+	globalURL, ownURL := authServer("global")+"/check", authServer("own")+"/check"
+	takeCalls := func(name string) []string {
+		mu.Lock()
+		defer mu.Unlock()
+		c := calls[name]
+		delete(calls, name)
+		return c
+	}
+	app := httpServer(t, func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.WriteString(w, "app "+r.URL.Path+" user="+r.Header.Get("X-User"))
+	})
+	opts := globalAuthOptions(t, map[string]string{"global-auth-url": globalURL, "global-auth-response-headers": "X-User",
+		"global-auth-signin": "https://login.example/start"})
+	m, rejected := buildModelFrom(t, []any{
+		service("default", "app", port(80, "http")),
+		ingress("default", "plain", rule("plain.example", prefix("/", "app", 80), prefix("/.well-known/acme-challenge", "app", 80))),
+		ingress("default", "off", annotate(AnnotationEnableGlobalAuth, "false"), rule("off.example", prefix("/", "app", 80))),
+		ingress("default", "own", annotate(AnnotationAuthURL, ownURL, AnnotationAuthResponseHeaders, "X-User"), rule("own.example", prefix("/", "app", 80))),
+	}, opts)
+	if len(rejected) > 0 || len(m.Profiles) != 2 {
+		t.Fatalf("rejected %v, profiles %+v; want two (global, own)", rejected, m.Profiles)
+	}
+	applyModel(t, rt, m, cfg)
+	if err := rt.Client().PushEndpoints(context.Background(), map[UpstreamName][]Endpoint{up("default", "app", 80).Name: {app}}); err != nil {
+		t.Fatal(err)
+	}
+	noRedirect := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	get := func(host, path, verdict string) (int, string, string) {
+		t.Helper()
+		req, err := http.NewRequest(http.MethodGet, fmt.Sprintf("http://127.0.0.1:%d%s", cfg.HTTPPort, path), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Host = host
+		req.Header.Set("X-Test-Verdict", verdict)
+		req.Header.Set("X-User", "mallory")
+		resp, err := noRedirect.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, resp.Header.Get("Location"), string(b)
+	}
+
+	// No annotations: the global auth decides, its 401 redirects to global-auth-signin, its headers reach the backend.
+	if code, loc, _ := get("plain.example", "/page", "deny"); code != http.StatusFound ||
+		loc != "https://login.example/start?rd=http://plain.example%2Fpage" {
+		t.Errorf("plain, denied: %d Location %q, want 302 to the global signin", code, loc)
+	}
+	if c := takeCalls("global"); len(c) != 1 || c[0] != "http://plain.example/page" {
+		t.Errorf("global auth service calls %q, want one for the request", c)
+	}
+	if code, _, body := get("plain.example", "/page", "allow"); code != http.StatusOK || body != "app /page user=global-user" {
+		t.Errorf("plain, allowed: %d %q, want the app with the global auth's X-User", code, body)
+	}
+	if c := takeCalls("global"); len(c) != 1 {
+		t.Errorf("global auth service calls %q, want one", c)
+	}
+	// A path of no-auth-locations (the default's ACME challenge): no auth at all.
+	if code, _, body := get("plain.example", "/.well-known/acme-challenge/token", "deny"); code != http.StatusOK ||
+		body != "app /.well-known/acme-challenge/token user=mallory" {
+		t.Errorf("no-auth location: %d %q, want the app without auth", code, body)
+	}
+	// enable-global-auth "false": no auth.
+	if code, _, body := get("off.example", "/x", "deny"); code != http.StatusOK || body != "app /x user=mallory" {
+		t.Errorf("enable-global-auth false: %d %q, want the app without auth", code, body)
+	}
+	if c := takeCalls("global"); len(c) != 0 {
+		t.Errorf("the global auth service was asked for %q, want no call", c)
+	}
+	// Its own auth-url: its own service, not the global one.
+	if code, _, _ := get("own.example", "/x", "deny"); code != http.StatusUnauthorized {
+		t.Errorf("own auth-url, denied: %d, want 401 (no global signin)", code)
+	}
+	if code, _, body := get("own.example", "/x", "allow"); code != http.StatusOK || body != "app /x user=own-user" {
+		t.Errorf("own auth-url, allowed: %d %q", code, body)
+	}
+	if g, o := takeCalls("global"), takeCalls("own"); len(g) != 0 || len(o) != 2 {
+		t.Errorf("calls: global %q, own %q; want the own service's two", g, o)
+	}
+}
