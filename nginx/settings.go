@@ -81,6 +81,9 @@ type Settings struct {
 
 	SSLRedirect      bool
 	ForceSSLRedirect bool
+
+	// Logs are the access and error log keys (settings_logs.go).
+	Logs LogSettings
 }
 
 // settingKey is one ConfigMap key this controller reads.
@@ -227,7 +230,7 @@ func (s Settings) overlay(c RenderConfig) RenderConfig {
 	if s.CertificatesDictMB > 0 {
 		c.CertificatesDictMB = s.CertificatesDictMB
 	}
-	return c
+	return s.Logs.overlay(c)
 }
 
 // Value parsers. Each returns the typed value or an error that says what is accepted.
@@ -362,6 +365,8 @@ type settingsView struct {
 	ProxyBuffersNumber        int
 	ProxyBusyBuffersSize      int64 // 0: NGINX's default
 	ProxyNextUpstream         string
+	// Logs are the access log's format and options.
+	Logs logsView
 }
 
 func onOff(b bool) string {
@@ -410,6 +415,7 @@ func newSettingsView(q *quoter, s Settings) settingsView {
 		ProxyBuffersNumber:        s.ProxyBuffersNumber,
 		ProxyBusyBuffersSize:      s.ProxyBusyBuffersSize,
 		ProxyNextUpstream:         "error timeout",
+		Logs:                      newLogsView(q, s.Logs),
 	}
 	for _, t := range s.GzipTypes {
 		v.GzipTypes = append(v.GzipTypes, q.quote(t))

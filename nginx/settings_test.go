@@ -98,6 +98,10 @@ var nonDefaultSettings = map[string]string{
 	"proxy-connect-timeout": "3", "proxy-read-timeout": "120", "proxy-send-timeout": "90s", "proxy-body-size": "0",
 	"proxy-buffering": "on", "proxy-request-buffering": "off", "proxy-buffer-size": "8k", "proxy-buffers-number": "8",
 	"proxy-busy-buffers-size": "16k", "retry-non-idempotent": "true", "allow-snippet-annotations": "true", "annotations-risk-level": "Critical",
+	// The access log keys: TestLogSettingsPassNginx renders them with the access log on.
+	"log-format-upstream": `{"addr": "$remote_addr"}`, "log-format-escape-json": "true", "log-format-escape-none": "true",
+	"access-log-path": "/dev/stderr", "http-access-log-path": "/dev/stderr", "error-log-path": "/dev/stderr", "disable-access-log": "true",
+	"skip-access-log-urls": "/healthz", "enable-access-log-for-default-backend": "true", "access-log-params": "buffer=16k flush=5s",
 }
 
 // TestSettingsNonDefaultsPassNginx renders every supported key at a value other than its default and has
@@ -125,7 +129,7 @@ func TestSettingsNonDefaultsPassNginx(t *testing.T) {
 		"ssl_session_timeout 3600s;", "ssl_session_tickets on;", "http2_max_concurrent_streams 64;", "keepalive 64;", "keepalive_time 1800000ms;",
 		"proxy_connect_timeout 3000ms;", "proxy_read_timeout 120000ms;", "proxy_send_timeout 90000ms;", "client_max_body_size 0;",
 		"set_body_limit(0)", "proxy_buffering on;", "proxy_request_buffering off;", "proxy_buffers 8 8192;", "proxy_busy_buffers_size 16384;",
-		"proxy_next_upstream error timeout non_idempotent;",
+		"proxy_next_upstream error timeout non_idempotent;", "access_log off;", "set_log_default_backend(true)",
 	} {
 		if !bytes.Contains(conf, []byte(want)) {
 			t.Errorf("nginx.conf lacks %q", want)
@@ -200,6 +204,9 @@ func TestSettingsInjection(t *testing.T) {
 	cfg := RenderConfig{HTTPPort: 80, HTTPSPort: 443, StatusPort: 10246, StatusToken: testStatusToken, Paths: Paths{Prefix: "/nginx"},
 		DefaultCertificate: "/ssl/default.crt", DefaultCertificateKey: "/ssl/default.key"}
 	for _, key := range slices.Sorted(maps.Keys(settingKeys)) {
+		if key == "log-format-upstream" {
+			continue // free text, always quoted: TestLogFormatInjection has NGINX read it back
+		}
 		for _, p := range payloads {
 			s, good, problems := ParseSettings(map[string]string{key: p}, nil)
 			if _, applied := good[key]; applied {

@@ -37,8 +37,6 @@ func init() {
 	issue18 := "not applied yet (issue #18 builds it)"
 	unsupported(SettingPlanned, issue18,
 		"add-headers", "hide-headers", "proxy-set-headers", "allow-backend-server-header", "global-allowed-response-headers",
-		"access-log-params", "access-log-path", "http-access-log-path", "error-log-path", "disable-access-log",
-		"enable-access-log-for-default-backend", "skip-access-log-urls", "log-format-escape-none", "log-format-escape-json", "log-format-upstream",
 		"use-forwarded-headers", "enable-real-ip", "forwarded-for-header", "compute-full-forwarded-for", "proxy-real-ip-cidr",
 		"use-proxy-protocol", "proxy-protocol-header-timeout", "forwarded-for-proxy-protocol-header", "proxy-add-original-uri-header",
 		"custom-http-errors", "block-cidrs", "block-user-agents", "block-referers", "denylist-source-range", "whitelist-source-range",

@@ -93,6 +93,8 @@ local profiles = {}
 local default_body_limit
 -- The Strict-Transport-Security value of HTTPS responses (set_hsts), or nil.
 local hsts
+-- Whether requests no route matches are logged (set_log_default_backend).
+local log_default_backend = false
 local DEFAULT_LOCATION = "@ingress_reactor_default"
 
 -- host -> { version, exact = { path -> route }, prefix = { path -> route }, fallback_redirect }
@@ -808,7 +810,10 @@ function _M.route()
     else
         r = match(e, ngx_var.uri)
     end
-    if r and r.no_access_log and not pcall(function() ngx_var.ingress_reactor_no_access_log = "1" end) then
+    -- enable-access-log: false, or no route (the default backend answers) without the ConfigMap's
+    -- enable-access-log-for-default-backend.
+    if (r and r.no_access_log or not r and not log_default_backend)
+        and not pcall(function() ngx_var.ingress_reactor_no_access_log = "1" end) then
         -- enable-access-log: false; a custom template without the variable logs the request.
         ngx_log(ERR, "enable-access-log: the catch-all location lacks \"set $ingress_reactor_no_access_log \"\";\" (start again from nginx/nginx.tmpl)")
     end
@@ -1026,6 +1031,12 @@ end
 -- nil for none; init_by_lua calls it.
 function _M.set_hsts(value)
     hsts = value
+end
+
+-- set_log_default_backend says whether the requests no route matches are logged (the ConfigMap's
+-- enable-access-log-for-default-backend); init_by_lua calls it.
+function _M.set_log_default_backend(on)
+    log_default_backend = on
 end
 
 -- set_profiles records the profiles (named locations) of the configuration being loaded; init_by_lua
