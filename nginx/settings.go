@@ -84,6 +84,8 @@ type Settings struct {
 
 	// Logs are the access and error log keys (settings_logs.go).
 	Logs LogSettings
+	// Headers are the keys about backends' response headers (settings_headers.go).
+	Headers HeaderSettings
 }
 
 // settingKey is one ConfigMap key this controller reads.
@@ -367,6 +369,8 @@ type settingsView struct {
 	ProxyNextUpstream         string
 	// Logs are the access log's format and options.
 	Logs logsView
+	// Headers are hide-headers and allow-backend-server-header.
+	Headers headersView
 }
 
 func onOff(b bool) string {
@@ -416,6 +420,7 @@ func newSettingsView(q *quoter, s Settings) settingsView {
 		ProxyBusyBuffersSize:      s.ProxyBusyBuffersSize,
 		ProxyNextUpstream:         "error timeout",
 		Logs:                      newLogsView(q, s.Logs),
+		Headers:                   newHeadersView(q, s.Headers),
 	}
 	for _, t := range s.GzipTypes {
 		v.GzipTypes = append(v.GzipTypes, q.quote(t))
