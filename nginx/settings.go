@@ -191,6 +191,7 @@ func (s Settings) TranslateOptions(opts TranslateOptions) TranslateOptions {
 	}
 	opts.SSLRedirect = s.SSLRedirect
 	opts.ForceSSLRedirect = s.ForceSSLRedirect
+	opts.AllowedResponseHeaders = strings.ToLower(strings.Join(s.Headers.AllowedResponse, "\n"))
 	return opts
 }
 

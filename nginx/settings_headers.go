@@ -10,6 +10,8 @@ type HeaderSettings struct {
 	Hide []string
 	// AllowServer passes the backend's Server header (allow-backend-server-header).
 	AllowServer bool
+	// AllowedResponse are the names custom-headers may set (global-allowed-response-headers); none: all.
+	AllowedResponse []string
 }
 
 // maxHiddenHeaders bounds hide-headers.
@@ -41,6 +43,14 @@ func init() {
 		settingKey{Name: "allow-backend-server-header", Default: "false", Values: boolValues,
 			Doc: "Pass the Server header of backends' responses instead of NGINX's own (proxy_pass_header Server).",
 			set: boolField(func(s *Settings) *bool { return &s.Headers.AllowServer })},
+		settingKey{Name: "global-allowed-response-headers", Values: "header names of letters, digits, `-` and `_`, separated by commas or spaces (at most 64)",
+			Doc: "When set, the only header names the custom-headers annotation may set (in any case); an Ingress whose ConfigMap names " +
+				"another is rejected with a Warning.",
+			Difference: "Empty (the default) allows every valid name, where ingress-nginx allowed none: values are checked and reach only " +
+				"the Ingress's own responses (see custom-headers in docs/annotations.md). Names that frame the message stay refused.",
+			set: settingsField(func(s *Settings) *[]string { return &s.Headers.AllowedResponse }, func(v string) ([]string, error) {
+				return wordList(v, maxCustomHeaders, isHeaderNameWord, "header names")
+			})},
 	)
 }
 

@@ -87,3 +87,33 @@ func TestHeaderSettingsThroughNginx(t *testing.T) {
 	check(map[string]string{"hide-headers": "X-Powered-By,x-internal", "allow-backend-server-header": "true"},
 		map[string]string{"Server": "backend/1", "X-Powered-By": "", "X-Kept": "yes", "X-Internal": ""})
 }
+
+// TestGlobalAllowedResponseHeaders: the ConfigMap's list restricts the names custom-headers may set (in
+// any case); without it every valid name is allowed.
+func TestGlobalAllowedResponseHeaders(t *testing.T) {
+	cms := configMapLookup{nn("default", "h"): configMap("default", "h", "1", "X-Frame-Options", "DENY", "X-Other", "1")}
+	lk := Lookups{Services: servicesOf(service("default", "web", port(80, "http"))), ConfigMaps: cms}
+	ing := ingress("default", "a", rule("a.example.com", prefix("/", "web", 80)), annotate(AnnotationCustomHeaders, "h"))
+	for _, tc := range []struct {
+		allowed, wantErr string
+	}{
+		{allowed: ""},
+		{allowed: "x-frame-options, X-OTHER"},
+		{allowed: "X-Frame-Options", wantErr: "header X-Other is not among the ConfigMap's global-allowed-response-headers"},
+	} {
+		s, _, problems := ParseSettings(map[string]string{"global-allowed-response-headers": tc.allowed}, nil)
+		if len(problems) > 0 {
+			t.Fatal(problems)
+		}
+		got, err := TranslateIngressWith(ing, lk, s.TranslateOptions(DefaultTranslateOptions()))
+		switch {
+		case tc.wantErr == "" && (err != nil || got.Options == nil || got.Options.ResponseHeaders != "X-Frame-Options:DENY\nX-Other:1"):
+			t.Errorf("allowed %q: %+v, %v", tc.allowed, got, err)
+		case tc.wantErr != "" && (err == nil || !strings.Contains(err.Error(), tc.wantErr)):
+			t.Errorf("allowed %q: error %v, want %q", tc.allowed, err, tc.wantErr)
+		}
+	}
+	if _, _, problems := ParseSettings(map[string]string{"global-allowed-response-headers": "X-A;B"}, nil); len(problems) != 1 {
+		t.Errorf("X-A;B: problems %v", problems)
+	}
+}

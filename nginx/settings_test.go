@@ -103,6 +103,7 @@ var nonDefaultSettings = map[string]string{
 	"access-log-path": "/dev/stderr", "http-access-log-path": "/dev/stderr", "error-log-path": "/dev/stderr", "disable-access-log": "true",
 	"skip-access-log-urls": "/healthz", "enable-access-log-for-default-backend": "true", "access-log-params": "buffer=16k flush=5s",
 	"hide-headers": "X-Powered-By, X-AspNet-Version", "allow-backend-server-header": "true",
+	"global-allowed-response-headers": "X-Frame-Options, Content-Security-Policy",
 }
 
 // TestSettingsNonDefaultsPassNginx renders every supported key at a value other than its default and has

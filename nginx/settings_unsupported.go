@@ -36,7 +36,7 @@ func unsupported(status SettingStatus, reason string, names ...string) {
 func init() {
 	issue18 := "not applied yet (issue #18 builds it)"
 	unsupported(SettingPlanned, issue18,
-		"add-headers", "proxy-set-headers", "global-allowed-response-headers",
+		"add-headers", "proxy-set-headers",
 		"use-forwarded-headers", "enable-real-ip", "forwarded-for-header", "compute-full-forwarded-for", "proxy-real-ip-cidr",
 		"use-proxy-protocol", "proxy-protocol-header-timeout", "forwarded-for-proxy-protocol-header", "proxy-add-original-uri-header",
 		"custom-http-errors", "block-cidrs", "block-user-agents", "block-referers", "denylist-source-range", "whitelist-source-range",

@@ -37,6 +37,9 @@ type TranslateOptions struct {
 	DisableCatchAll bool
 	// DisableExternalName rejects backends that are ExternalName Services (--disable-svc-external-name).
 	DisableExternalName bool
+	// AllowedResponseHeaders are the lower-case header names custom-headers may set, one a line (the
+	// ConfigMap's global-allowed-response-headers); "" allows every name.
+	AllowedResponseHeaders string
 }
 
 // DefaultTranslateOptions returns ingress-nginx's defaults.
