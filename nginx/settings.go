@@ -86,6 +86,8 @@ type Settings struct {
 	Logs LogSettings
 	// Headers are the keys about backends' response headers (settings_headers.go).
 	Headers HeaderSettings
+	// Limits are the limit annotations' statuses (settings_limits.go).
+	Limits LimitSettings
 }
 
 // settingKey is one ConfigMap key this controller reads.
@@ -372,6 +374,8 @@ type settingsView struct {
 	Logs logsView
 	// Headers are hide-headers and allow-backend-server-header.
 	Headers headersView
+	// Limits are the statuses of limit-req-status-code and limit-conn-status-code, printed into Lua code.
+	Limits LimitSettings
 }
 
 func onOff(b bool) string {
@@ -422,6 +426,7 @@ func newSettingsView(q *quoter, s Settings) settingsView {
 		ProxyNextUpstream:         "error timeout",
 		Logs:                      newLogsView(q, s.Logs),
 		Headers:                   newHeadersView(q, s.Headers),
+		Limits:                    s.Limits,
 	}
 	for _, t := range s.GzipTypes {
 		v.GzipTypes = append(v.GzipTypes, q.quote(t))
