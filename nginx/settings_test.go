@@ -104,7 +104,7 @@ var nonDefaultSettings = map[string]string{
 	"skip-access-log-urls": "/healthz", "enable-access-log-for-default-backend": "true", "access-log-params": "buffer=16k flush=5s",
 	"hide-headers": "X-Powered-By, X-AspNet-Version", "allow-backend-server-header": "true",
 	"global-allowed-response-headers": "X-Frame-Options, Content-Security-Policy",
-	"limit-req-status-code": "429", "limit-conn-status-code": "503",
+	"limit-req-status-code":           "429", "limit-conn-status-code": "503",
 }
 
 // TestSettingsNonDefaultsPassNginx renders every supported key at a value other than its default and has
