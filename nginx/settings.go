@@ -88,6 +88,8 @@ type Settings struct {
 	Headers HeaderSettings
 	// Limits are the limit annotations' statuses (settings_limits.go).
 	Limits LimitSettings
+	// Redirects are the redirect keys (settings_redirects.go).
+	Redirects RedirectSettings
 }
 
 // settingKey is one ConfigMap key this controller reads.
@@ -376,6 +378,8 @@ type settingsView struct {
 	Headers headersView
 	// Limits are the statuses of limit-req-status-code and limit-conn-status-code, printed into Lua code.
 	Limits LimitSettings
+	// Redirects holds http-redirect-code, printed into Lua code.
+	Redirects RedirectSettings
 }
 
 func onOff(b bool) string {
@@ -427,6 +431,7 @@ func newSettingsView(q *quoter, s Settings) settingsView {
 		Logs:                      newLogsView(q, s.Logs),
 		Headers:                   newHeadersView(q, s.Headers),
 		Limits:                    s.Limits,
+		Redirects:                 s.Redirects,
 	}
 	for _, t := range s.GzipTypes {
 		v.GzipTypes = append(v.GzipTypes, q.quote(t))

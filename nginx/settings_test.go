@@ -104,7 +104,7 @@ var nonDefaultSettings = map[string]string{
 	"skip-access-log-urls": "/healthz", "enable-access-log-for-default-backend": "true", "access-log-params": "buffer=16k flush=5s",
 	"hide-headers": "X-Powered-By, X-AspNet-Version", "allow-backend-server-header": "true",
 	"global-allowed-response-headers": "X-Frame-Options, Content-Security-Policy",
-	"limit-req-status-code":           "429", "limit-conn-status-code": "503",
+	"limit-req-status-code":           "429", "limit-conn-status-code": "508", "http-redirect-code": "301",
 }
 
 // TestSettingsNonDefaultsPassNginx renders every supported key at a value other than its default and has
@@ -133,7 +133,7 @@ func TestSettingsNonDefaultsPassNginx(t *testing.T) {
 		"proxy_connect_timeout 3000ms;", "proxy_read_timeout 120000ms;", "proxy_send_timeout 90000ms;", "client_max_body_size 0;",
 		"set_body_limit(0)", "proxy_buffering on;", "proxy_request_buffering off;", "proxy_buffers 8 8192;", "proxy_busy_buffers_size 16384;",
 		"proxy_next_upstream error timeout non_idempotent;", "access_log off;", "set_log_default_backend(true)",
-		"proxy_pass_header Server;", "set_status(429, 503)", "proxy_hide_header \"X-Powered-By\";", "proxy_hide_header \"X-AspNet-Version\";",
+		"proxy_pass_header Server;", "set_status(429, 508)", "set_redirect_code(301)", "proxy_hide_header \"X-Powered-By\";", "proxy_hide_header \"X-AspNet-Version\";",
 	} {
 		if !bytes.Contains(conf, []byte(want)) {
 			t.Errorf("nginx.conf lacks %q", want)
