@@ -90,6 +90,8 @@ type Settings struct {
 	Limits LimitSettings
 	// Redirects are the redirect keys (settings_redirects.go).
 	Redirects RedirectSettings
+	// NextUpstream are the retry keys (settings_nextupstream.go).
+	NextUpstream NextUpstreamSettings
 }
 
 // settingKey is one ConfigMap key this controller reads.
@@ -380,6 +382,8 @@ type settingsView struct {
 	Limits LimitSettings
 	// Redirects holds http-redirect-code, printed into Lua code.
 	Redirects RedirectSettings
+	// NextUpstream holds the retries' timeout and tries.
+	NextUpstream nextUpstreamView
 }
 
 func onOff(b bool) string {
@@ -427,11 +431,12 @@ func newSettingsView(q *quoter, s Settings) settingsView {
 		ProxyBufferSize:           s.ProxyBufferSize,
 		ProxyBuffersNumber:        s.ProxyBuffersNumber,
 		ProxyBusyBuffersSize:      s.ProxyBusyBuffersSize,
-		ProxyNextUpstream:         "error timeout",
+		ProxyNextUpstream:         s.NextUpstream.proxyNextUpstream(s.RetryNonIdempotent),
 		Logs:                      newLogsView(q, s.Logs),
 		Headers:                   newHeadersView(q, s.Headers),
 		Limits:                    s.Limits,
 		Redirects:                 s.Redirects,
+		NextUpstream:              nextUpstreamView{TimeoutMS: s.NextUpstream.Timeout.Milliseconds(), Tries: s.NextUpstream.Tries},
 	}
 	for _, t := range s.GzipTypes {
 		v.GzipTypes = append(v.GzipTypes, q.quote(t))
@@ -448,9 +453,6 @@ func newSettingsView(q *quoter, s Settings) settingsView {
 			h += "; preload"
 		}
 		v.HSTSHeader = q.quote(h)
-	}
-	if s.RetryNonIdempotent {
-		v.ProxyNextUpstream += " non_idempotent"
 	}
 	return v
 }

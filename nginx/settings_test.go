@@ -105,6 +105,7 @@ var nonDefaultSettings = map[string]string{
 	"hide-headers": "X-Powered-By, X-AspNet-Version", "allow-backend-server-header": "true",
 	"global-allowed-response-headers": "X-Frame-Options, Content-Security-Policy",
 	"limit-req-status-code":           "429", "limit-conn-status-code": "508", "http-redirect-code": "301",
+	"proxy-next-upstream": "error http_502 http_503", "proxy-next-upstream-timeout": "30", "proxy-next-upstream-tries": "5",
 }
 
 // TestSettingsNonDefaultsPassNginx renders every supported key at a value other than its default and has
@@ -132,7 +133,7 @@ func TestSettingsNonDefaultsPassNginx(t *testing.T) {
 		"ssl_session_timeout 3600s;", "ssl_session_tickets on;", "http2_max_concurrent_streams 64;", "keepalive 64;", "keepalive_time 1800000ms;",
 		"proxy_connect_timeout 3000ms;", "proxy_read_timeout 120000ms;", "proxy_send_timeout 90000ms;", "client_max_body_size 0;",
 		"set_body_limit(0)", "proxy_buffering on;", "proxy_request_buffering off;", "proxy_buffers 8 8192;", "proxy_busy_buffers_size 16384;",
-		"proxy_next_upstream error timeout non_idempotent;", "access_log off;", "set_log_default_backend(true)",
+		"proxy_next_upstream error http_502 http_503 non_idempotent;", "proxy_next_upstream_timeout 30000ms;", "set_default_tries(5)", "access_log off;", "set_log_default_backend(true)",
 		"proxy_pass_header Server;", "set_status(429, 508)", "set_redirect_code(301)", "proxy_hide_header \"X-Powered-By\";", "proxy_hide_header \"X-AspNet-Version\";",
 	} {
 		if !bytes.Contains(conf, []byte(want)) {

@@ -73,6 +73,15 @@ local function lookup(name)
     return entry
 end
 
+-- The tries of routes without proxy-next-upstream-tries: the ConfigMap's (set_default_tries), 3 by default.
+local default_tries = 3
+
+-- set_default_tries sets the tries of routes without their own (the ConfigMap's
+-- proxy-next-upstream-tries; 0: each endpoint once); init_by_lua calls it.
+function _M.set_default_tries(n)
+    default_tries = n
+end
+
 function _M.init_worker()
     math.randomseed(ngx.now() * 1000 + ngx.worker.pid())
 end
@@ -263,7 +272,6 @@ function _M.access()
     end
 end
 
-local DEFAULT_TRIES = 3
 
 -- upstream_options applies the route's timeouts and returns its tries (nil: the default).
 local function upstream_options()
@@ -377,7 +385,7 @@ function _M.balance()
     local tried = ctx.ingress_reactor_tried
     if not tried then
         i = first_pick(entry, s, ctx)
-        local tries = upstream_options() or DEFAULT_TRIES
+        local tries = upstream_options() or default_tries
         if tries == 0 then
             tries = n
         end
