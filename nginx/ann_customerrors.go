@@ -58,6 +58,21 @@ func customErrorDirectives(p ProfileSettings, out []string) []string {
 // applyCustomHTTPErrors parses the list of codes into the Ingress's profile.
 func applyCustomHTTPErrors(t *translator) {
 	raw := t.ing.Annotations[AnnotationCustomHTTPErrors]
+	codes, ok := parseHTTPErrorCodes(raw)
+	switch {
+	case !ok:
+		t.out.Warnings = append(t.out.Warnings, fmt.Sprintf("metadata.annotations[%s]: %s is not a list of HTTP status codes from 300 to 599; ignored",
+			AnnotationCustomHTTPErrors, quoteValue(raw)))
+	case codes == "":
+		t.out.Warnings = append(t.out.Warnings, fmt.Sprintf("metadata.annotations[%s]: lists no status code, so it intercepts nothing", AnnotationCustomHTTPErrors))
+	default:
+		t.out.Profile.CustomHTTPErrors = codes
+	}
+}
+
+// parseHTTPErrorCodes parses a comma-separated list of status codes from 300 to 599 into its written
+// form: sorted, each once, separated by commas ("" for none).
+func parseHTTPErrorCodes(raw string) (string, bool) {
 	var codes []int
 	for f := range strings.SplitSeq(raw, ",") {
 		f = strings.TrimSpace(f)
@@ -66,15 +81,9 @@ func applyCustomHTTPErrors(t *translator) {
 		}
 		n, err := strconv.Atoi(f)
 		if err != nil || n < 300 || n > 599 || len(f) != 3 {
-			t.out.Warnings = append(t.out.Warnings, fmt.Sprintf("metadata.annotations[%s]: %s is not a list of HTTP status codes from 300 to 599; ignored",
-				AnnotationCustomHTTPErrors, quoteValue(raw)))
-			return
+			return "", false
 		}
 		codes = append(codes, n)
-	}
-	if len(codes) == 0 {
-		t.out.Warnings = append(t.out.Warnings, fmt.Sprintf("metadata.annotations[%s]: lists no status code, so it intercepts nothing", AnnotationCustomHTTPErrors))
-		return
 	}
 	slices.Sort(codes)
 	codes = slices.Compact(codes)
@@ -82,5 +91,5 @@ func applyCustomHTTPErrors(t *translator) {
 	for i, c := range codes {
 		parts[i] = strconv.Itoa(c)
 	}
-	t.out.Profile.CustomHTTPErrors = strings.Join(parts, ",")
+	return strings.Join(parts, ","), true
 }

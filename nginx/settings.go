@@ -92,6 +92,8 @@ type Settings struct {
 	Redirects RedirectSettings
 	// NextUpstream are the retry keys (settings_nextupstream.go).
 	NextUpstream NextUpstreamSettings
+	// CustomHTTPErrors is custom-http-errors in its written form (settings_customerrors.go).
+	CustomHTTPErrors string
 }
 
 // settingKey is one ConfigMap key this controller reads.
@@ -197,6 +199,7 @@ func (s Settings) TranslateOptions(opts TranslateOptions) TranslateOptions {
 	}
 	opts.SSLRedirect = s.SSLRedirect
 	opts.ForceSSLRedirect = s.ForceSSLRedirect
+	opts.CustomHTTPErrors = s.CustomHTTPErrors
 	opts.AllowedResponseHeaders = strings.ToLower(strings.Join(s.Headers.AllowedResponse, "\n"))
 	return opts
 }

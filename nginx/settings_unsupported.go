@@ -39,7 +39,7 @@ func init() {
 		"add-headers", "proxy-set-headers",
 		"use-forwarded-headers", "enable-real-ip", "forwarded-for-header", "compute-full-forwarded-for", "proxy-real-ip-cidr",
 		"use-proxy-protocol", "proxy-protocol-header-timeout", "forwarded-for-proxy-protocol-header", "proxy-add-original-uri-header",
-		"custom-http-errors", "block-cidrs", "block-user-agents", "block-referers", "denylist-source-range", "whitelist-source-range",
+		"block-cidrs", "block-user-agents", "block-referers", "denylist-source-range", "whitelist-source-range",
 		"proxy-cookie-path", "proxy-cookie-domain",
 		"proxy-redirect-from", "limit-rate", "limit-rate-after",
 		"global-auth-url", "global-auth-method", "global-auth-signin", "global-auth-signin-redirect-param", "global-auth-response-headers",

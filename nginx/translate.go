@@ -40,6 +40,9 @@ type TranslateOptions struct {
 	// AllowedResponseHeaders are the lower-case header names custom-headers may set, one a line (the
 	// ConfigMap's global-allowed-response-headers); "" allows every name.
 	AllowedResponseHeaders string
+	// CustomHTTPErrors is the custom-http-errors of Ingresses without the annotation ("404,503"; the
+	// ConfigMap's key of that name).
+	CustomHTTPErrors string
 }
 
 // DefaultTranslateOptions returns ingress-nginx's defaults.
