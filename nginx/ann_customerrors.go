@@ -17,7 +17,7 @@ func init() {
 			Name: "custom-http-errors", Origin: OriginDocumented, Status: AnnotationSupported, Kind: KindProfile,
 			Values: "a comma-separated list of HTTP status codes from 300 to 599 (what NGINX's `error_page` takes), for example " +
 				"`404,503`; spaces and repeats are ignored",
-			Default: "none: the upstream's own responses pass through",
+			Default: "the ConfigMap's `custom-http-errors` (none: the upstream's own responses pass through)",
 			Difference: "A **profile setting**: each distinct list of codes is one named location in nginx.conf, so the first Ingress " +
 				"with a list no Ingress uses reloads NGINX once (its routes wait until that configuration is live); Ingresses with a " +
 				"list in use already do not reload. The error page comes from the Ingress's `default-backend` Service, else " +

@@ -3,7 +3,7 @@
 -- has endpoints (503 otherwise, which balancer_by_lua cannot send) and balance() picks the peer.
 --
 -- A retry (proxy_next_upstream) goes to an endpoint the request has not tried yet; a request tries at
--- most 3 endpoints, or its route's number (proxy-next-upstream-tries). A route's timeouts
+-- most the ConfigMap's proxy-next-upstream-tries (3) endpoints, or its route's number. A route's timeouts
 -- (proxy-connect-timeout, proxy-send-timeout, proxy-read-timeout) come from the router in
 -- $ingress_reactor_upstream_options: "<connect ms> <send ms> <read ms> <tries>", 0 and -1 for defaults.
 --
