@@ -144,6 +144,7 @@ func (t *translator) settingsDefaults() {
 		t.options().ForceSSLRedirect = true
 	}
 	t.customHTTPErrorsDefault()
+	t.limitRateDefault()
 }
 
 // redirectURL checks the redirect target of annotation key: an absolute http or https URL with a host,

@@ -94,6 +94,8 @@ type Settings struct {
 	NextUpstream NextUpstreamSettings
 	// CustomHTTPErrors is custom-http-errors in its written form (settings_customerrors.go).
 	CustomHTTPErrors string
+	// LimitRate are the defaults of limit-rate and limit-rate-after (settings_limitrate.go).
+	LimitRate LimitRateSettings
 }
 
 // settingKey is one ConfigMap key this controller reads.
@@ -200,6 +202,7 @@ func (s Settings) TranslateOptions(opts TranslateOptions) TranslateOptions {
 	opts.SSLRedirect = s.SSLRedirect
 	opts.ForceSSLRedirect = s.ForceSSLRedirect
 	opts.CustomHTTPErrors = s.CustomHTTPErrors
+	opts.LimitRate, opts.LimitRateAfter = s.LimitRate.Rate, s.LimitRate.After
 	opts.AllowedResponseHeaders = strings.ToLower(strings.Join(s.Headers.AllowedResponse, "\n"))
 	return opts
 }

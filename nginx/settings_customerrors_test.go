@@ -85,3 +85,41 @@ func TestCustomHTTPErrorsSettingThroughNginx(t *testing.T) {
 		t.Errorf("%d %q, want 503 from the default backend", resp.StatusCode, body)
 	}
 }
+
+// TestLimitRateSettings: the ConfigMap's limit-rate and limit-rate-after reach the routes of Ingresses
+// without the annotations; an Ingress's limit-rate wins and takes the ConfigMap's limit-rate-after when
+// it has none of its own.
+func TestLimitRateSettings(t *testing.T) {
+	s, _, problems := ParseSettings(map[string]string{"limit-rate": "100", "limit-rate-after": "1m"}, nil)
+	if len(problems) > 0 {
+		t.Fatal(problems)
+	}
+	opts := s.TranslateOptions(DefaultTranslateOptions())
+	svcs := servicesOf(service("default", "web", port(80, "http")))
+	for _, tc := range []struct {
+		ing         *networkingv1.Ingress
+		rate, after int64
+	}{
+		{ingress("default", "plain", rule("a.example", prefix("/", "web", 80))), 100 << 10, 1 << 20},
+		{ingress("default", "own", annotate(AnnotationLimitRate, "10"), rule("b.example", prefix("/", "web", 80))), 10 << 10, 1 << 20},
+		{ingress("default", "both", annotate(AnnotationLimitRate, "10", AnnotationLimitRateAfter, "5"), rule("c.example", prefix("/", "web", 80))), 10 << 10, 5 << 10},
+		{ingress("default", "none", annotate(AnnotationLimitRate, "0"), rule("d.example", prefix("/", "web", 80))), 0, 0},
+	} {
+		tr, err := TranslateIngress(tc.ing, svcs, opts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var rate, after int64
+		if tr.Options != nil {
+			rate, after = tr.Options.LimitRate, tr.Options.LimitRateAfter
+		}
+		if rate != tc.rate || after != tc.after {
+			t.Errorf("%s: rate %d after %d, want %d %d", tc.ing.Name, rate, after, tc.rate, tc.after)
+		}
+	}
+	for _, bad := range []string{"-1", "fast", "2000g"} {
+		if _, _, problems := ParseSettings(map[string]string{"limit-rate": bad}, nil); len(problems) != 1 {
+			t.Errorf("%q: problems %v", bad, problems)
+		}
+	}
+}

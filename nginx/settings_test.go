@@ -106,7 +106,7 @@ var nonDefaultSettings = map[string]string{
 	"global-allowed-response-headers": "X-Frame-Options, Content-Security-Policy",
 	"limit-req-status-code":           "429", "limit-conn-status-code": "508", "http-redirect-code": "301",
 	"proxy-next-upstream": "error http_502 http_503", "proxy-next-upstream-timeout": "30", "proxy-next-upstream-tries": "5",
-	"custom-http-errors": "404, 503",
+	"custom-http-errors": "404, 503", "limit-rate": "100", "limit-rate-after": "1m",
 }
 
 // TestSettingsNonDefaultsPassNginx renders every supported key at a value other than its default and has

@@ -43,6 +43,9 @@ type TranslateOptions struct {
 	// CustomHTTPErrors is the custom-http-errors of Ingresses without the annotation ("404,503"; the
 	// ConfigMap's key of that name).
 	CustomHTTPErrors string
+	// LimitRate and LimitRateAfter are the limit-rate and limit-rate-after of Ingresses without the
+	// annotations, in bytes (the ConfigMap's keys of those names).
+	LimitRate, LimitRateAfter int64
 }
 
 // DefaultTranslateOptions returns ingress-nginx's defaults.
