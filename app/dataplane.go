@@ -106,6 +106,9 @@ func NewDataPlane(cfg Config, log *zap.Logger) (*DataPlane, error) {
 			ConfirmTimeout: cfg.NginxConfirmTimeout,
 		},
 	}
+	// Access logs on, as in ingress-nginx, whose image links its access log to the pod's output; the
+	// ConfigMap's access-log-path and disable-access-log replace this.
+	dp.Render.AccessLog = "stdout"
 	passthroughRender(cfg, &dp.Render)
 	// The settings are checked now, so a mistake stops the start with a clear error instead of failing
 	// every render later.

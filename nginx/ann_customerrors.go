@@ -17,7 +17,7 @@ func init() {
 			Name: "custom-http-errors", Origin: OriginDocumented, Status: AnnotationSupported, Kind: KindProfile,
 			Values: "a comma-separated list of HTTP status codes from 300 to 599 (what NGINX's `error_page` takes), for example " +
 				"`404,503`; spaces and repeats are ignored",
-			Default: "none: the upstream's own responses pass through",
+			Default: "the ConfigMap's `custom-http-errors` (none: the upstream's own responses pass through)",
 			Difference: "A **profile setting**: each distinct list of codes is one named location in nginx.conf, so the first Ingress " +
 				"with a list no Ingress uses reloads NGINX once (its routes wait until that configuration is live); Ingresses with a " +
 				"list in use already do not reload. The error page comes from the Ingress's `default-backend` Service, else " +
@@ -58,6 +58,21 @@ func customErrorDirectives(p ProfileSettings, out []string) []string {
 // applyCustomHTTPErrors parses the list of codes into the Ingress's profile.
 func applyCustomHTTPErrors(t *translator) {
 	raw := t.ing.Annotations[AnnotationCustomHTTPErrors]
+	codes, ok := parseHTTPErrorCodes(raw)
+	switch {
+	case !ok:
+		t.out.Warnings = append(t.out.Warnings, fmt.Sprintf("metadata.annotations[%s]: %s is not a list of HTTP status codes from 300 to 599; ignored",
+			AnnotationCustomHTTPErrors, quoteValue(raw)))
+	case codes == "":
+		t.out.Warnings = append(t.out.Warnings, fmt.Sprintf("metadata.annotations[%s]: lists no status code, so it intercepts nothing", AnnotationCustomHTTPErrors))
+	default:
+		t.out.Profile.CustomHTTPErrors = codes
+	}
+}
+
+// parseHTTPErrorCodes parses a comma-separated list of status codes from 300 to 599 into its written
+// form: sorted, each once, separated by commas ("" for none).
+func parseHTTPErrorCodes(raw string) (string, bool) {
 	var codes []int
 	for f := range strings.SplitSeq(raw, ",") {
 		f = strings.TrimSpace(f)
@@ -66,15 +81,9 @@ func applyCustomHTTPErrors(t *translator) {
 		}
 		n, err := strconv.Atoi(f)
 		if err != nil || n < 300 || n > 599 || len(f) != 3 {
-			t.out.Warnings = append(t.out.Warnings, fmt.Sprintf("metadata.annotations[%s]: %s is not a list of HTTP status codes from 300 to 599; ignored",
-				AnnotationCustomHTTPErrors, quoteValue(raw)))
-			return
+			return "", false
 		}
 		codes = append(codes, n)
-	}
-	if len(codes) == 0 {
-		t.out.Warnings = append(t.out.Warnings, fmt.Sprintf("metadata.annotations[%s]: lists no status code, so it intercepts nothing", AnnotationCustomHTTPErrors))
-		return
 	}
 	slices.Sort(codes)
 	codes = slices.Compact(codes)
@@ -82,5 +91,5 @@ func applyCustomHTTPErrors(t *translator) {
 	for i, c := range codes {
 		parts[i] = strconv.Itoa(c)
 	}
-	t.out.Profile.CustomHTTPErrors = strings.Join(parts, ",")
+	return strings.Join(parts, ","), true
 }

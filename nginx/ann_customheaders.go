@@ -39,8 +39,8 @@ func init() {
 			Difference: "**Route data**: the Lua router sets the headers on every response of the Ingress's paths (replacing a header " +
 				"of the same name from the backend, as ingress-nginx's `more_set_headers`), so neither a change of the ConfigMap " +
 				"nor of the annotation reloads NGINX. ingress-nginx allowed only the names listed in its ConfigMap's " +
-				"`global-allowed-response-headers` (none by default); there is no controller ConfigMap here yet (#18), so every " +
-				"valid name is allowed except those that frame the message or the connection (`Connection`, `Content-Length`, " +
+				"`global-allowed-response-headers` (none by default); here that key, when set, restricts the names the same way, and " +
+				"when empty (the default) every valid name is allowed except those that frame the message or the connection (`Connection`, `Content-Length`, " +
 				"`Keep-Alive`, `Proxy-Connection`, `TE`, `Trailer`, `Transfer-Encoding`, `Upgrade`): the headers reach only the " +
 				"Ingress's own responses, which its backend could set as well. A ConfigMap in **another namespace is refused** " +
 				"(its data would be published to clients). A ConfigMap that is missing, larger than 16 KiB, or with an entry " +
@@ -96,6 +96,9 @@ func applyCustomHeaders(t *translator) {
 			return
 		case slices.Contains(deniedResponseHeaders, strings.ToLower(name)):
 			fail("header %s frames the message or the connection and cannot be set", name)
+			return
+		case t.opts.AllowedResponseHeaders != "" && !slices.Contains(strings.Split(t.opts.AllowedResponseHeaders, "\n"), strings.ToLower(name)):
+			fail("header %s is not among the ConfigMap's global-allowed-response-headers", name)
 			return
 		case len(value) > maxHeaderValue || strings.ContainsFunc(value, func(r rune) bool { return r != '\t' && (r < 0x20 || r > 0x7e) }):
 			fail("the value of %s is not a header value (printable ASCII and tabs, at most %d bytes)", name, maxHeaderValue)

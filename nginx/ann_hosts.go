@@ -29,7 +29,7 @@ func init() {
 				Name: "from-to-www-redirect", Origin: OriginDocumented, Status: AnnotationSupported, Kind: KindRouteData,
 				Values:  "a boolean: `true` or `false` (as Go's strconv.ParseBool); spaces around it are trimmed",
 				Default: "`false`",
-				Difference: "Requests for `www.<host>` (or for `<host>` when the rule's host starts with `www.`) get a 308 to the rule's host, " +
+				Difference: "Requests for `www.<host>` (or for `<host>` when the rule's host starts with `www.`) get a 308 (the ConfigMap's `http-redirect-code`) to the rule's host, " +
 					"same scheme, path and query (one trailing `/` of the path dropped), as in ingress-nginx. The port written is the one the client " +
 					"used in its Host header (ingress-nginx wrote NGINX's listening port). Over HTTPS the twin host presents the certificate of " +
 					"the rule's host when the Ingress's `tls` lists that host and not the twin. " + yields +

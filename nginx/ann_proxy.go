@@ -80,7 +80,7 @@ func init() {
 		}, {
 			Name: "limit-rate", Origin: OriginDocumented, Status: AnnotationSupported, Kind: KindRouteData,
 			Values:  "kilobytes per second as a whole number (`100`), as ingress-nginx takes it, or an NGINX size per second (`1m`); `0` for no limit",
-			Default: "`0`: no limit",
+			Default: "the ConfigMap's `limit-rate` (`0`: no limit)",
 			Difference: "**Route data**: the router sets NGINX's `$limit_rate` for the response, per connection as NGINX's `limit_rate`, " +
 				"so a change never reloads NGINX. As in ingress-nginx it takes effect only with `proxy-buffering: \"on\"` (NGINX does not " +
 				"limit the rate of unbuffered responses, and buffering is off by default) and never for gRPC backends; without it, a " +
@@ -88,7 +88,7 @@ func init() {
 		}, {
 			Name: "limit-rate-after", Origin: OriginDocumented, Status: AnnotationSupported, Kind: KindRouteData,
 			Values:  "kilobytes as a whole number (`500`), as ingress-nginx takes it, or an NGINX size (`1m`)",
-			Default: "`0`: the limit applies from the first byte",
+			Default: "the ConfigMap's `limit-rate-after` (`0`: the limit applies from the first byte)",
 			Difference: "**Route data**, with `limit-rate` (alone it has no effect, with a Warning): the response's first bytes are " +
 				"sent without the limit (`limit_rate_after`, read from a variable that the router sets). An invalid value is ignored with a Warning.",
 		}, {
@@ -97,7 +97,7 @@ func init() {
 		}, {
 			Name: "proxy-next-upstream-tries", Origin: OriginDocumented, Status: AnnotationSupported, Kind: KindRouteData,
 			Values:  "a whole number from 0 to 100; `0` tries every endpoint once",
-			Default: "`3`",
+			Default: "the ConfigMap's `proxy-next-upstream-tries` (`3`)",
 			Difference: "**Route data**: the Lua balancer allows that many tries per request (`ngx.balancer.set_more_tries`), never more " +
 				"than the upstream's endpoints, each endpoint once, so a change never reloads NGINX. An invalid value is ignored with a Warning.",
 		}, {

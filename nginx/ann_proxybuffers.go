@@ -83,13 +83,13 @@ func init() {
 			Name: "proxy-next-upstream", Origin: OriginDocumented, Status: AnnotationSupported, Kind: KindProfile,
 			Values: "space-separated conditions of NGINX's `proxy_next_upstream` that ingress-nginx accepts: `error`, `timeout`, " +
 				"`invalid_header`, `http_500`, `http_502`, `http_503`, `http_504`, `http_403`, `http_404`, `http_429`, `non_idempotent`, `off`",
-			Default: "`error timeout`",
+			Default: "the ConfigMap's `proxy-next-upstream` (`error timeout`)",
 			Difference: profileKindText + "`grpc_next_upstream` for gRPC backends. Repeated conditions are written once (NGINX warns about " +
 				"them). An invalid value is ignored with a Warning.",
 		}, {
 			Name: "proxy-next-upstream-timeout", Origin: OriginDocumented, Status: AnnotationSupported, Kind: KindProfile,
 			Values:  "a number of seconds, as ingress-nginx takes it, or an NGINX time (`1500ms`); `0` for no limit",
-			Default: "`0`: no limit",
+			Default: "the ConfigMap's `proxy-next-upstream-timeout` (`0`: no limit)",
 			Difference: profileKindText + "`0` asks for nothing; `grpc_next_upstream_timeout` for gRPC backends. An invalid value is ignored " +
 				"with a Warning.",
 		}, {

@@ -25,8 +25,8 @@ const (
 // many requests at once beyond its rate.
 const DefaultLimitBurstMultiplier = 5
 
-// LimitStatusCode answers requests over a limit: ingress-nginx's default of limit-req-status-code and
-// limit-conn-status-code (ConfigMap keys, not here yet).
+// LimitStatusCode answers requests over a limit: ingress-nginx's default of the ConfigMap's
+// limit-req-status-code and limit-conn-status-code.
 const LimitStatusCode = 503
 
 // maxLimit bounds the limits, the multiplier and the bursts (a burst beyond it limits nothing anyway),
@@ -63,7 +63,7 @@ func init() {
 			"The dict is shared by every Ingress (ingress-nginx had a zone per Ingress), so a flood of client addresses at one limited Ingress " +
 			"can push out the counters of others and loosen their limits for a while: size the dict for the clients you expect. "
 		rate = "Leaky bucket like NGINX's `limit_req` with `burst` = rate × `limit-burst-multiplier` and `nodelay`: a client may send burst + 1 requests at once, " +
-			"then one per interval; the rest get 503 (ingress-nginx's `limit-req-status-code` default; the ConfigMap is not here yet). " +
+			"then one per interval; the rest get the ConfigMap's `limit-req-status-code` (503 by default). " +
 			"A changed rate or multiplier takes effect at once and gives every client a full allowance again (ingress-nginx kept what each had spent). "
 	)
 	registerAnnotationGroup(annotationGroup{
@@ -85,8 +85,8 @@ func init() {
 			{
 				Name: "limit-connections", Origin: OriginDocumented, Status: AnnotationSupported, Kind: KindRouteData,
 				Values: count, Default: "no limit",
-				Difference: common + "Requests of one client in progress at once (each HTTP/2 stream counts, as with NGINX's `limit_conn`); one more gets 503 " +
-					"(`limit-conn-status-code`'s default). A request counts from when the router admits it until NGINX logs it, also when it fails. " + invalid,
+				Difference: common + "Requests of one client in progress at once (each HTTP/2 stream counts, as with NGINX's `limit_conn`); one more gets the ConfigMap's " +
+					"`limit-conn-status-code` (503 by default). A request counts from when the router admits it until NGINX logs it, also when it fails. " + invalid,
 			},
 			{
 				Name: "limit-rpm", Origin: OriginDocumented, Status: AnnotationSupported, Kind: KindRouteData,

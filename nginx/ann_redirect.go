@@ -47,7 +47,7 @@ func init() {
 			{
 				Name: "force-ssl-redirect", Origin: OriginDocumented, Status: AnnotationSupported, Kind: KindRouteData,
 				Values: boolean, Default: "`false`",
-				Difference: "Plain HTTP to the Ingress's paths gets a 308 to HTTPS even without a `tls` section (TLS ended before the controller), " +
+				Difference: "Plain HTTP to the Ingress's paths gets a 308 (the ConfigMap's `http-redirect-code`) to HTTPS even without a `tls` section (TLS ended before the controller), " +
 					"also when `ssl-redirect` is `false`, as in ingress-nginx. The scheme checked is the connection's (`X-Forwarded-Proto` is not trusted). " + invalid,
 			},
 			{
@@ -145,6 +145,8 @@ func (t *translator) settingsDefaults() {
 	}
 	t.balanceDefaults()
 	t.globalAuthDefaults()
+	t.customHTTPErrorsDefault()
+	t.limitRateDefault()
 }
 
 // redirectURL checks the redirect target of annotation key: an absolute http or https URL with a host,

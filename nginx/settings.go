@@ -89,6 +89,20 @@ type Settings struct {
 	// GlobalAuth is the external authentication of every Ingress without its own auth-url
 	// (global-auth-*, no-auth-locations; settings_globalauth.go).
 	GlobalAuth GlobalAuth
+	// Logs are the access and error log keys (settings_logs.go).
+	Logs LogSettings
+	// Headers are the keys about backends' response headers (settings_headers.go).
+	Headers HeaderSettings
+	// Limits are the limit annotations' statuses (settings_limits.go).
+	Limits LimitSettings
+	// Redirects are the redirect keys (settings_redirects.go).
+	Redirects RedirectSettings
+	// NextUpstream are the retry keys (settings_nextupstream.go).
+	NextUpstream NextUpstreamSettings
+	// CustomHTTPErrors is custom-http-errors in its written form (settings_customerrors.go).
+	CustomHTTPErrors string
+	// LimitRate are the defaults of limit-rate and limit-rate-after (settings_limitrate.go).
+	LimitRate LimitRateSettings
 }
 
 // settingKey is one ConfigMap key this controller reads.
@@ -197,6 +211,9 @@ func (s Settings) TranslateOptions(opts TranslateOptions) TranslateOptions {
 	opts.LoadBalance = s.LoadBalance
 	opts.UpstreamHashBy = s.UpstreamHashBy
 	opts.GlobalAuth = s.GlobalAuth
+	opts.CustomHTTPErrors = s.CustomHTTPErrors
+	opts.LimitRate, opts.LimitRateAfter = s.LimitRate.Rate, s.LimitRate.After
+	opts.AllowedResponseHeaders = strings.ToLower(strings.Join(s.Headers.AllowedResponse, "\n"))
 	return opts
 }
 
@@ -238,7 +255,7 @@ func (s Settings) overlay(c RenderConfig) RenderConfig {
 	if s.CertificatesDictMB > 0 {
 		c.CertificatesDictMB = s.CertificatesDictMB
 	}
-	return c
+	return s.Logs.overlay(c)
 }
 
 // Value parsers. Each returns the typed value or an error that says what is accepted.
@@ -373,6 +390,16 @@ type settingsView struct {
 	ProxyBuffersNumber        int
 	ProxyBusyBuffersSize      int64 // 0: NGINX's default
 	ProxyNextUpstream         string
+	// Logs are the access log's format and options.
+	Logs logsView
+	// Headers are hide-headers and allow-backend-server-header.
+	Headers headersView
+	// Limits are the statuses of limit-req-status-code and limit-conn-status-code, printed into Lua code.
+	Limits LimitSettings
+	// Redirects holds http-redirect-code, printed into Lua code.
+	Redirects RedirectSettings
+	// NextUpstream holds the retries' timeout and tries.
+	NextUpstream nextUpstreamView
 }
 
 func onOff(b bool) string {
@@ -420,7 +447,12 @@ func newSettingsView(q *quoter, s Settings) settingsView {
 		ProxyBufferSize:           s.ProxyBufferSize,
 		ProxyBuffersNumber:        s.ProxyBuffersNumber,
 		ProxyBusyBuffersSize:      s.ProxyBusyBuffersSize,
-		ProxyNextUpstream:         "error timeout",
+		ProxyNextUpstream:         s.NextUpstream.proxyNextUpstream(s.RetryNonIdempotent),
+		Logs:                      newLogsView(q, s.Logs),
+		Headers:                   newHeadersView(q, s.Headers),
+		Limits:                    s.Limits,
+		Redirects:                 s.Redirects,
+		NextUpstream:              nextUpstreamView{TimeoutMS: s.NextUpstream.Timeout.Milliseconds(), Tries: s.NextUpstream.Tries},
 	}
 	for _, t := range s.GzipTypes {
 		v.GzipTypes = append(v.GzipTypes, q.quote(t))
@@ -437,9 +469,6 @@ func newSettingsView(q *quoter, s Settings) settingsView {
 			h += "; preload"
 		}
 		v.HSTSHeader = q.quote(h)
-	}
-	if s.RetryNonIdempotent {
-		v.ProxyNextUpstream += " non_idempotent"
 	}
 	return v
 }

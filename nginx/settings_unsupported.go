@@ -36,15 +36,11 @@ func unsupported(status SettingStatus, reason string, names ...string) {
 func init() {
 	issue18 := "not applied yet (issue #18 builds it)"
 	unsupported(SettingPlanned, issue18,
-		"add-headers", "hide-headers", "proxy-set-headers", "allow-backend-server-header", "global-allowed-response-headers",
-		"access-log-params", "access-log-path", "http-access-log-path", "error-log-path", "disable-access-log",
-		"enable-access-log-for-default-backend", "skip-access-log-urls", "log-format-escape-none", "log-format-escape-json", "log-format-upstream",
+		"add-headers", "proxy-set-headers",
 		"use-forwarded-headers", "enable-real-ip", "forwarded-for-header", "compute-full-forwarded-for", "proxy-real-ip-cidr",
 		"use-proxy-protocol", "proxy-protocol-header-timeout", "forwarded-for-proxy-protocol-header", "proxy-add-original-uri-header",
-		"custom-http-errors", "block-cidrs", "block-user-agents", "block-referers", "denylist-source-range", "whitelist-source-range",
-		"proxy-next-upstream", "proxy-next-upstream-timeout", "proxy-next-upstream-tries", "proxy-cookie-path", "proxy-cookie-domain",
-		"proxy-redirect-from", "limit-rate", "limit-rate-after", "http-redirect-code", "limit-req-status-code", "limit-conn-status-code",
-		"no-tls-redirect-locations",
+		"block-cidrs", "block-user-agents", "block-referers", "denylist-source-range", "whitelist-source-range",
+		"proxy-cookie-path", "proxy-cookie-domain", "proxy-redirect-from", "no-tls-redirect-locations",
 		"enable-ocsp", "ssl-dh-param", "service-upstream", "generate-request-id", "reuse-port", "disable-ipv6", "bind-address",
 		"proxy-ssl-location-only", "relative-redirects", "grpc-buffer-size-kb", "ssl-reject-handshake")
 

@@ -43,6 +43,15 @@ type TranslateOptions struct {
 	// GlobalAuth is the external authentication of Ingresses without an auth-url of their own (the
 	// ConfigMap's global-auth-* keys); zero for none.
 	GlobalAuth GlobalAuth
+	// AllowedResponseHeaders are the lower-case header names custom-headers may set, one a line (the
+	// ConfigMap's global-allowed-response-headers); "" allows every name.
+	AllowedResponseHeaders string
+	// CustomHTTPErrors is the custom-http-errors of Ingresses without the annotation ("404,503"; the
+	// ConfigMap's key of that name).
+	CustomHTTPErrors string
+	// LimitRate and LimitRateAfter are the limit-rate and limit-rate-after of Ingresses without the
+	// annotations, in bytes (the ConfigMap's keys of those names).
+	LimitRate, LimitRateAfter int64
 }
 
 // DefaultTranslateOptions returns ingress-nginx's defaults.

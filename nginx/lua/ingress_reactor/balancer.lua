@@ -3,7 +3,7 @@
 -- has endpoints (503 otherwise, which balancer_by_lua cannot send) and balance() picks the peer.
 --
 -- A retry (proxy_next_upstream) goes to an endpoint the request has not tried yet; a request tries at
--- most 3 endpoints, or its route's number (proxy-next-upstream-tries). A route's timeouts
+-- most the ConfigMap's proxy-next-upstream-tries (3) endpoints, or its route's number. A route's timeouts
 -- (proxy-connect-timeout, proxy-send-timeout, proxy-read-timeout) come from the router in
 -- $ingress_reactor_upstream_options: "<connect ms> <send ms> <read ms> <tries>", 0 and -1 for defaults.
 --
@@ -71,6 +71,15 @@ local function lookup(name)
     entry = { name = name, version = version, peers = peers, ids = ids, next = math_random(#peers), tag = balancing.upstream_tag(name) }
     cache[name] = entry
     return entry
+end
+
+-- The tries of routes without proxy-next-upstream-tries: the ConfigMap's (set_default_tries), 3 by default.
+local default_tries = 3
+
+-- set_default_tries sets the tries of routes without their own (the ConfigMap's
+-- proxy-next-upstream-tries; 0: each endpoint once); init_by_lua calls it.
+function _M.set_default_tries(n)
+    default_tries = n
 end
 
 function _M.init_worker()
@@ -265,7 +274,6 @@ function _M.access()
     end
 end
 
-local DEFAULT_TRIES = 3
 
 -- upstream_options applies the route's timeouts and returns its tries (nil: the default).
 local function upstream_options()
@@ -379,7 +387,7 @@ function _M.balance()
     local tried = ctx.ingress_reactor_tried
     if not tried then
         i = first_pick(entry, s, ctx)
-        local tries = upstream_options() or DEFAULT_TRIES
+        local tries = upstream_options() or default_tries
         if tries == 0 then
             tries = n
         end

@@ -34,9 +34,10 @@ local dict = ngx.shared.ingress_reactor_limits
 
 local _M = {}
 
--- STATUS answers a request over a limit: ingress-nginx's limit-req-status-code and
--- limit-conn-status-code defaults.
-_M.STATUS = 503
+-- REQ_STATUS answers a request over limit-rps or limit-rpm, CONN_STATUS one over limit-connections:
+-- the ConfigMap's limit-req-status-code and limit-conn-status-code (set_status), 503 by default.
+_M.REQ_STATUS = 503
+_M.CONN_STATUS = 503
 
 -- Idle connection counters are dropped this long after they reach zero, in seconds.
 local IDLE_COUNTER_TTL = 60
@@ -80,7 +81,7 @@ function _M.enter(l, addr, admits)
         local ok
         ok, rps_taken = take(rps_key, l.rps_interval, l.rps_burst, now)
         if not ok then
-            return _M.STATUS
+            return _M.REQ_STATUS
         end
     end
     if l.rpm then
@@ -88,7 +89,7 @@ function _M.enter(l, addr, admits)
             if rps_taken then
                 give_back(rps_key, l.rps_interval)
             end
-            return _M.STATUS
+            return _M.REQ_STATUS
         end
     end
     if l.conn then
@@ -100,7 +101,7 @@ function _M.enter(l, addr, admits)
         end
         if n > l.conn then
             dict:incr(key, -1)
-            return _M.STATUS
+            return _M.CONN_STATUS
         end
         if n == 1 then
             dict:expire(key, 0) -- counting again: no longer idle
@@ -128,6 +129,11 @@ function _M.leave()
     if n and n <= 0 then
         dict:expire(key, IDLE_COUNTER_TTL)
     end
+end
+
+-- set_status records the statuses of requests over the limits; init_by_lua calls it.
+function _M.set_status(req, conn)
+    _M.REQ_STATUS, _M.CONN_STATUS = req, conn
 end
 
 return _M

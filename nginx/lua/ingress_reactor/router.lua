@@ -16,11 +16,11 @@
 -- none), 400 (or a 302 to its "error_page") when $ssl_client_verify fails its mode, 403 when the subject
 -- DN does not match "match_cn", and sets the ssl-client-* request headers (over plain HTTP the same
 -- check comes after the redirect to HTTPS, with no certificate; the host's "fallback_client_cert" checks
--- the requests no route matches that go to its "default_backend"); a route with "host_redirect" (from-to-www-redirect) answers 308 to its host; CORS (below);
+-- the requests no route matches that go to its "default_backend"); a route with "host_redirect" (from-to-www-redirect) answers 308 (the ConfigMap's http-redirect-code) to its host; CORS (below);
 -- a request whose Content-Length is over the route's "body_limit" (else the default, set_body_limit)
 -- gets 413, as NGINX answers on entering a location; "app_root"
 -- answers "/" with 302, "redirect_url" answers everything with "redirect_code"; a route with "redirect"
--- (when HTTPS is on) or "force_ssl_redirect" answers plain HTTP with 308 to HTTPS (one trailing slash
+-- (when HTTPS is on) or "force_ssl_redirect" answers plain HTTP with 308 (http-redirect-code) to HTTPS (one trailing slash
 -- dropped unless "preserve_trailing_slash"); source ranges answer 403 to clients they do not admit; a
 -- route without upstream answers 404; a route whose upstream has no endpoints goes to its
 -- "default_backend" when it has one; a route with "rewrite" changes the path the backend sees, and
@@ -96,6 +96,10 @@ local profiles = {}
 local default_body_limit
 -- The Strict-Transport-Security value of HTTPS responses (set_hsts), or nil.
 local hsts
+-- The status of redirects to HTTPS and of from-to-www-redirect (set_redirect_code).
+local redirect_code = 308
+-- Whether requests no route matches are logged (set_log_default_backend).
+local log_default_backend = false
 local DEFAULT_LOCATION = "@ingress_reactor_default"
 
 -- host -> { version, exact = { path -> route }, prefix = { path -> route }, fallback_redirect }
@@ -626,7 +630,7 @@ local function host_redirect(r)
         uri = sub(uri, 1, -2)
     end
     local port = (ngx_var.http_host or ""):match(":(%d+)$")
-    return ngx.redirect(ngx_var.scheme .. "://" .. r.host_redirect .. (port and (":" .. port) or "") .. uri, 308)
+    return ngx.redirect(ngx_var.scheme .. "://" .. r.host_redirect .. (port and (":" .. port) or "") .. uri, redirect_code)
 end
 
 -- allowed_origin returns what Access-Control-Allow-Origin answers to the request under compiled CORS
@@ -851,7 +855,10 @@ function _M.route()
     else
         r = match(e, ngx_var.uri)
     end
-    if r and r.no_access_log and not pcall(function() ngx_var.ingress_reactor_no_access_log = "1" end) then
+    -- enable-access-log: false, or no route (the default backend answers) without the ConfigMap's
+    -- enable-access-log-for-default-backend.
+    if (r and r.no_access_log or not r and not log_default_backend)
+        and not pcall(function() ngx_var.ingress_reactor_no_access_log = "1" end) then
         -- enable-access-log: false; a custom template without the variable logs the request.
         ngx_log(ERR, "enable-access-log: the catch-all location lacks \"set $ingress_reactor_no_access_log \"\";\" (start again from nginx/nginx.tmpl)")
     end
@@ -910,7 +917,7 @@ function _M.route()
         upstream, redirect = e.default_backend or dict:get(_M.DEFAULT_KEY) or "", e.redirect
     end
     if ngx_var.scheme == "http" and (redirect and ngx_var.ingress_reactor_https == "1" or r and r.force_ssl_redirect) then
-        return ngx.redirect(https_location(host, r), 308)
+        return ngx.redirect(https_location(host, r), redirect_code)
     end
     if not https and cc and client_cert(cc) then
         return
@@ -1076,6 +1083,18 @@ end
 -- nil for none; init_by_lua calls it.
 function _M.set_hsts(value)
     hsts = value
+end
+
+-- set_redirect_code sets the status of redirects to HTTPS and to the www twin (the ConfigMap's
+-- http-redirect-code); init_by_lua calls it.
+function _M.set_redirect_code(code)
+    redirect_code = code
+end
+
+-- set_log_default_backend says whether the requests no route matches are logged (the ConfigMap's
+-- enable-access-log-for-default-backend); init_by_lua calls it.
+function _M.set_log_default_backend(on)
+    log_default_backend = on
 end
 
 -- set_profiles records the profiles (named locations) of the configuration being loaded; init_by_lua
