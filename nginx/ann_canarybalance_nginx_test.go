@@ -101,6 +101,14 @@ func TestCanaryAffinityNginx(t *testing.T) {
 	if got, _ := get(toCanary, "sticky.example.com", "INGRESSCOOKIE", "X-Canary", "never"); got != first {
 		t.Errorf("X-Canary: never with the canary's cookie went to %s, want %s", got, first)
 	}
+	// An older cookie of the same name that another host set for the parent domain (tagged with its own
+	// upstream) comes first in the Cookie header: the canary's cookie behind it still keeps the client.
+	behind := &stickyClient{cookie: "INGRESSCOOKIE=0123456789abcdef|00000000; " + toCanary.cookie}
+	for i := range 5 {
+		if got, _ := get(behind, "sticky.example.com", "INGRESSCOOKIE"); side(got) != "canary" {
+			t.Fatalf("request %d with another host's cookie before the canary's (%s) went to %s, want the canary", i, behind.cookie, got)
+		}
+	}
 	toMain := &stickyClient{}
 	mainFirst, _ := get(toMain, "sticky.example.com", "INGRESSCOOKIE")
 	if side(mainFirst) != "main" || toMain.cookie == "" || toMain.cookie == toCanary.cookie {
