@@ -119,6 +119,18 @@ func TestCanaryAffinityNginx(t *testing.T) {
 			t.Fatalf("request %d with the main's cookie and X-Canary: always went to %s, want %s", i, got, mainFirst)
 		}
 	}
+	// A cookie written before tags (by the previous version) keeps its endpoint and gets the main's tag,
+	// which then keeps the client there whatever the rules say.
+	untagged := &stickyClient{cookie: "INGRESSCOOKIE=0123456789abcdef"}
+	old, set := get(untagged, "sticky.example.com", "INGRESSCOOKIE")
+	if side(old) != "main" || !strings.HasPrefix(set, "INGRESSCOOKIE=0123456789abcdef|") {
+		t.Fatalf("an untagged cookie went to %s, Set-Cookie %q; want the main backend and its key tagged", old, set)
+	}
+	for i := range 5 {
+		if got, _ := get(untagged, "sticky.example.com", "INGRESSCOOKIE", "X-Canary", "always"); got != old {
+			t.Fatalf("request %d with the retagged cookie %s and X-Canary: always went to %s, want %s", i, untagged.cookie, got, old)
+		}
+	}
 	// A canary without endpoints leaves its clients to the main backend; they come back after.
 	push(nil)
 	if got, _ := get(toCanary, "sticky.example.com", "INGRESSCOOKIE"); side(got) != "main" {

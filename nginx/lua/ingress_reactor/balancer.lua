@@ -222,10 +222,10 @@ end
 local function sticky(entry, c)
     -- Not $cookie_<name>, which matches names in any case and takes the first cookie of the name: a
     -- cookie of the same name that another host set for a parent domain comes first when it is older.
-    local i
+    local i, v, tag
     for _, raw in ipairs(balancing.cookie_values(ngx.var.http_cookie, c.name)) do
         -- The key keeps its endpoint whichever upstream's tag it carries (the router chose the upstream).
-        local v = balancing.split_cookie(raw)
+        v, tag = balancing.split_cookie(raw)
         if c.persistent then
             -- An endpoint that is gone no longer has a token: the request gets a new one.
             i = tokens(entry, c.key).by_value[v]
@@ -235,6 +235,11 @@ local function sticky(entry, c)
             i = balancing.find(ring(entry), balancing.hash(v))
         end
         if i then
+            -- A cookie written before tags gets this upstream's, so that the router keeps its client on
+            -- this side of a canary from now on (else the canary's rules decide each of its requests).
+            if not tag then
+                set_cookie(c, v .. "|" .. entry.tag)
+            end
             break
         end
     end
