@@ -131,6 +131,11 @@ func TestCanaryAffinityNginx(t *testing.T) {
 			t.Fatalf("request %d with the retagged cookie %s and X-Canary: always went to %s, want %s", i, untagged.cookie, got, old)
 		}
 	}
+	// An untagged cookie of another host before the client's tagged one: no new cookie on each request.
+	both := &stickyClient{cookie: "INGRESSCOOKIE=fedcba9876543210; " + untagged.cookie}
+	if _, set := get(both, "sticky.example.com", "INGRESSCOOKIE"); set != "" {
+		t.Errorf("an untagged cookie before a tagged one (%s): Set-Cookie %q, want none", both.cookie, set)
+	}
 	// A canary without endpoints leaves its clients to the main backend; they come back after.
 	push(nil)
 	if got, _ := get(toCanary, "sticky.example.com", "INGRESSCOOKIE"); side(got) != "main" {
