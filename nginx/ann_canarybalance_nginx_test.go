@@ -111,6 +111,14 @@ func TestCanaryAffinityNginx(t *testing.T) {
 	if got, _ := get(toCanary, "sticky.example.com", "INGRESSCOOKIE", "X-Canary", "never"); got != first {
 		t.Errorf("X-Canary: never with the canary's cookie went to %s, want %s", got, first)
 	}
+	// An older cookie of the same name that another host set for the parent domain (tagged with its own
+	// upstream) comes first in the Cookie header: the canary's cookie behind it still keeps the client.
+	behind := &stickyClient{cookie: "INGRESSCOOKIE=0123456789abcdef|00000000; " + toCanary.cookie}
+	for i := range 5 {
+		if got, _ := get(behind, "sticky.example.com", "INGRESSCOOKIE"); side(got) != "canary" {
+			t.Fatalf("request %d with another host's cookie before the canary's (%s) went to %s, want the canary", i, behind.cookie, got)
+		}
+	}
 	toMain := &stickyClient{}
 	mainFirst, _ := get(toMain, "sticky.example.com", "INGRESSCOOKIE")
 	if side(mainFirst) != "main" || toMain.cookie == "" || toMain.cookie == toCanary.cookie {
@@ -120,6 +128,23 @@ func TestCanaryAffinityNginx(t *testing.T) {
 		if got, _ := get(toMain, "sticky.example.com", "INGRESSCOOKIE", "X-Canary", "always"); got != mainFirst {
 			t.Fatalf("request %d with the main's cookie and X-Canary: always went to %s, want %s", i, got, mainFirst)
 		}
+	}
+	// A cookie written before tags (by the previous version) keeps its endpoint and gets the main's tag,
+	// which then keeps the client there whatever the rules say.
+	untagged := &stickyClient{cookie: "INGRESSCOOKIE=0123456789abcdef"}
+	old, set := get(untagged, "sticky.example.com", "INGRESSCOOKIE")
+	if side(old) != "main" || !strings.HasPrefix(set, "INGRESSCOOKIE=0123456789abcdef|") {
+		t.Fatalf("an untagged cookie went to %s, Set-Cookie %q; want the main backend and its key tagged", old, set)
+	}
+	for i := range 5 {
+		if got, _ := get(untagged, "sticky.example.com", "INGRESSCOOKIE", "X-Canary", "always"); got != old {
+			t.Fatalf("request %d with the retagged cookie %s and X-Canary: always went to %s, want %s", i, untagged.cookie, got, old)
+		}
+	}
+	// An untagged cookie of another host before the client's tagged one: no new cookie on each request.
+	both := &stickyClient{cookie: "INGRESSCOOKIE=fedcba9876543210; " + untagged.cookie}
+	if _, set := get(both, "sticky.example.com", "INGRESSCOOKIE"); set != "" {
+		t.Errorf("an untagged cookie before a tagged one (%s): Set-Cookie %q, want none", both.cookie, set)
 	}
 	// A canary without endpoints leaves its clients to the main backend; they come back after.
 	push(nil)

@@ -17,7 +17,8 @@ func init() {
 				"as on a main Ingress).",
 			Difference: "Route data: a change never reloads NGINX. ingress-nginx's other names (`chash`, `chashsubset`, " +
 				"`sticky_balanced`, `sticky_persistent`) and unknown values are refused (the last good value stays applied); " +
-				"ingress-nginx fell back to round robin for them.",
+				"ingress-nginx took those names as that balancer without its settings (no hash key, no cookie), and unknown " +
+				"values as round robin.",
 			set: func(s *Settings, v string) error {
 				switch strings.ToLower(v) {
 				case "round_robin":

@@ -231,10 +231,11 @@ end
 local function sticky(entry, c)
     -- Not $cookie_<name>, which matches names in any case and takes the first cookie of the name: a
     -- cookie of the same name that another host set for a parent domain comes first when it is older.
-    local i
-    for _, raw in ipairs(balancing.cookie_values(ngx.var.http_cookie, c.name)) do
+    local i, v, tag
+    local header = ngx.var.http_cookie
+    for _, raw in ipairs(balancing.cookie_values(header, c.name)) do
         -- The key keeps its endpoint whichever upstream's tag it carries (the router chose the upstream).
-        local v = balancing.split_cookie(raw)
+        v, tag = balancing.split_cookie(raw)
         if c.persistent then
             -- An endpoint that is gone no longer has a token: the request gets a new one.
             i = tokens(entry, c.key).by_value[v]
@@ -244,6 +245,12 @@ local function sticky(entry, c)
             i = balancing.find(ring(entry), balancing.hash(v))
         end
         if i then
+            -- A cookie written before tags gets this upstream's, so that the router keeps its client on
+            -- this side of a canary from now on (else the canary's rules decide each of its requests);
+            -- not when it has such a cookie behind an untagged one of another host, each time.
+            if not tag and not balancing.cookie_has_tag(header, c.name, entry.tag) then
+                set_cookie(c, v .. "|" .. entry.tag)
+            end
             break
         end
     end

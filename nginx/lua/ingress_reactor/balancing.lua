@@ -334,15 +334,17 @@ function _M.split_cookie(v)
     return v, nil
 end
 
--- cookie_tag returns the tag of the first cookie named name in a Cookie header that has one.
-function _M.cookie_tag(header, name)
+-- cookie_has_tag reports whether a cookie named name in a Cookie header carries tag. Any of them
+-- counts, not only the first tagged one: a cookie of the same name that another host set for a parent
+-- domain (tagged with its own upstream) often comes first, and must not hide this route's.
+function _M.cookie_has_tag(header, name, tag)
     for _, v in ipairs(_M.cookie_values(header, name)) do
-        local _, tag = _M.split_cookie(v)
-        if tag then
-            return tag
+        local _, t = _M.split_cookie(v)
+        if t == tag then
+            return true
         end
     end
-    return nil
+    return false
 end
 
 -- valid_key reports whether v is a value new_key could have written.

@@ -289,10 +289,10 @@ function _M.canary_affinity(c)
     if not header then
         return nil
     end
-    if c.main_cookie and balancing.cookie_tag(header, c.main_cookie) == c.main_tag then
+    if c.main_cookie and balancing.cookie_has_tag(header, c.main_cookie, c.main_tag) then
         return false
     end
-    if c.affinity_cookie and balancing.cookie_tag(header, c.affinity_cookie) == c.tag then
+    if c.affinity_cookie and balancing.cookie_has_tag(header, c.affinity_cookie, c.tag) then
         return true
     end
     return nil

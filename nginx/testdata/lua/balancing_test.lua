@@ -185,8 +185,10 @@ key, got = balancing.split_cookie("0123456789abcdef")
 check(key == "0123456789abcdef" and got == nil, "split_cookie of a value without a tag")
 key, got = balancing.split_cookie("k|not-hex!")
 check(key == "k|not-hex!" and got == nil, "split_cookie of a value whose tag is not one")
-check(balancing.cookie_tag("S=untagged; S=k|" .. tag .. "; S=k|00000000", "S") == tag, "cookie_tag: the first tagged cookie of the name")
-check(balancing.cookie_tag("s=k|" .. tag, "S") == nil and balancing.cookie_tag(nil, "S") == nil, "cookie_tag without one")
+check(balancing.cookie_has_tag("S=untagged; S=k|" .. tag .. "; S=k|00000000", "S", tag), "cookie_has_tag: a tagged cookie of the name")
+check(balancing.cookie_has_tag("S=k|00000000; S=k|" .. tag, "S", tag), "cookie_has_tag: behind another host's tagged cookie of the name")
+check(not balancing.cookie_has_tag("s=k|" .. tag, "S", tag) and not balancing.cookie_has_tag(nil, "S", tag)
+    and not balancing.cookie_has_tag("S=k|00000000", "S", tag), "cookie_has_tag without one")
 
 local c = { name = "S", path = "/app", domain = ".example.com", max_age = 60, samesite = "None", samesite_none_conditional = true }
 check(balancing.cookie_header(c, "v", true, "curl/8", 0) == "S=v; Path=/app; Domain=.example.com; Max-Age=60; Secure; HttpOnly; SameSite=None",
