@@ -81,6 +81,9 @@ type Settings struct {
 
 	SSLRedirect      bool
 	ForceSSLRedirect bool
+
+	// Client addresses, forwarded headers and blocking (settings_fwd.go).
+	fwdSettings
 }
 
 // settingKey is one ConfigMap key this controller reads.
@@ -362,6 +365,8 @@ type settingsView struct {
 	ProxyBuffersNumber        int
 	ProxyBusyBuffersSize      int64 // 0: NGINX's default
 	ProxyNextUpstream         string
+	// Fwd: client addresses, forwarded headers and blocking (settings_fwd.go).
+	Fwd fwdView
 }
 
 func onOff(b bool) string {
@@ -410,6 +415,7 @@ func newSettingsView(q *quoter, s Settings) settingsView {
 		ProxyBuffersNumber:        s.ProxyBuffersNumber,
 		ProxyBusyBuffersSize:      s.ProxyBusyBuffersSize,
 		ProxyNextUpstream:         "error timeout",
+		Fwd:                       newFwdView(q, s),
 	}
 	for _, t := range s.GzipTypes {
 		v.GzipTypes = append(v.GzipTypes, q.quote(t))

@@ -98,6 +98,10 @@ var nonDefaultSettings = map[string]string{
 	"proxy-connect-timeout": "3", "proxy-read-timeout": "120", "proxy-send-timeout": "90s", "proxy-body-size": "0",
 	"proxy-buffering": "on", "proxy-request-buffering": "off", "proxy-buffer-size": "8k", "proxy-buffers-number": "8",
 	"proxy-busy-buffers-size": "16k", "retry-non-idempotent": "true", "allow-snippet-annotations": "true", "annotations-risk-level": "Critical",
+	"use-forwarded-headers": "true", "enable-real-ip": "true", "forwarded-for-header": "X-Client-IP", "compute-full-forwarded-for": "true",
+	"proxy-real-ip-cidr": "10.0.0.0/8, 2001:db8::/32", "generate-request-id": "false", "proxy-add-original-uri-header": "true",
+	"block-cidrs": "192.0.2.0/24, 2001:db8:1::1", "block-user-agents": "Mozilla/5.0 (compatible; Bot), ~*bad[a-z]+bot, default",
+	"block-referers": `~^https?://spam\., hostnames`,
 }
 
 // TestSettingsNonDefaultsPassNginx renders every supported key at a value other than its default and has
@@ -126,6 +130,9 @@ func TestSettingsNonDefaultsPassNginx(t *testing.T) {
 		"proxy_connect_timeout 3000ms;", "proxy_read_timeout 120000ms;", "proxy_send_timeout 90000ms;", "client_max_body_size 0;",
 		"set_body_limit(0)", "proxy_buffering on;", "proxy_request_buffering off;", "proxy_buffers 8 8192;", "proxy_busy_buffers_size 16384;",
 		"proxy_next_upstream error timeout non_idempotent;",
+		"real_ip_header X-Client-IP;", "set_real_ip_from 2001:db8::/32;", "10.0.0.0/8 1;", "$ingress_reactor_full_forwarded_for;",
+		"proxy_set_header X-Original-URI $request_uri;", "deny 192.0.2.0/24;", "deny 2001:db8:1::1;",
+		`"\\Mozilla/5.0 (compatible; Bot)" 1;`, `"\\default" 1;`, `"\\hostnames" 1;`,
 	} {
 		if !bytes.Contains(conf, []byte(want)) {
 			t.Errorf("nginx.conf lacks %q", want)
@@ -203,8 +210,22 @@ func TestSettingsInjection(t *testing.T) {
 		for _, p := range payloads {
 			s, good, problems := ParseSettings(map[string]string{key: p}, nil)
 			if _, applied := good[key]; applied {
-				// Only keys without effect on nginx.conf may accept free text; none does today.
-				t.Errorf("%s accepted %q", key, p)
+				// Only keys without effect on nginx.conf may accept free text, and the block-* keys, whose
+				// entries are map keys: quoted, and read literally (the backslash).
+				if key != "block-user-agents" && key != "block-referers" {
+					t.Errorf("%s accepted %q", key, p)
+					continue
+				}
+				cfg.Settings = s
+				conf, _, err := Render(Model{}, cfg)
+				if err != nil {
+					t.Fatalf("%s: render: %v", key, err)
+				}
+				quoted, _ := Quote(`\` + strings.TrimSpace(p))
+				if strings.Contains(p, ",") || !bytes.Contains(conf, []byte(quoted+" 1;")) ||
+					bytes.Contains(bytes.ReplaceAll(conf, []byte(quoted), nil), []byte(strings.TrimSpace(p))) {
+					t.Errorf("%s = %q: not exactly one quoted map key", key, p)
+				}
 				continue
 			}
 			if len(problems) != 1 {

@@ -39,14 +39,12 @@ func init() {
 		"add-headers", "hide-headers", "proxy-set-headers", "allow-backend-server-header", "global-allowed-response-headers",
 		"access-log-params", "access-log-path", "http-access-log-path", "error-log-path", "disable-access-log",
 		"enable-access-log-for-default-backend", "skip-access-log-urls", "log-format-escape-none", "log-format-escape-json", "log-format-upstream",
-		"use-forwarded-headers", "enable-real-ip", "forwarded-for-header", "compute-full-forwarded-for", "proxy-real-ip-cidr",
-		"use-proxy-protocol", "proxy-protocol-header-timeout", "forwarded-for-proxy-protocol-header", "proxy-add-original-uri-header",
-		"custom-http-errors", "block-cidrs", "block-user-agents", "block-referers", "denylist-source-range", "whitelist-source-range",
+		"use-proxy-protocol", "proxy-protocol-header-timeout", "forwarded-for-proxy-protocol-header", "custom-http-errors", "denylist-source-range", "whitelist-source-range",
 		"proxy-next-upstream", "proxy-next-upstream-timeout", "proxy-next-upstream-tries", "proxy-cookie-path", "proxy-cookie-domain",
 		"proxy-redirect-from", "limit-rate", "limit-rate-after", "http-redirect-code", "limit-req-status-code", "limit-conn-status-code",
 		"global-auth-url", "global-auth-method", "global-auth-signin", "global-auth-signin-redirect-param", "global-auth-response-headers",
 		"global-auth-request-redirect", "global-auth-cache-key", "global-auth-cache-duration", "no-auth-locations", "no-tls-redirect-locations",
-		"enable-ocsp", "ssl-dh-param", "service-upstream", "generate-request-id", "reuse-port", "disable-ipv6", "bind-address",
+		"enable-ocsp", "ssl-dh-param", "service-upstream", "reuse-port", "disable-ipv6", "bind-address",
 		"proxy-ssl-location-only", "relative-redirects", "grpc-buffer-size-kb", "ssl-reject-handshake")
 	unsupported(SettingPlanned, "not applied yet (issue #17 builds the balancing settings)", "load-balance", "upstream-hash-by")
 

@@ -1,0 +1,264 @@
+package nginx
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"slices"
+	"strings"
+	"testing"
+)
+
+func TestParseFwdSettings(t *testing.T) {
+	defaults := DefaultSettings()
+	if defaults.UseForwardedHeaders || defaults.EnableRealIP || defaults.ComputeFullForwardedFor || !defaults.GenerateRequestID ||
+		defaults.AddOriginalURIHeader || defaults.ForwardedForHeader != "X-Forwarded-For" ||
+		!slices.Equal(defaults.ProxyRealIPCIDR, []string{"0.0.0.0/0"}) || defaults.BlockCIDRs != nil || defaults.BlockUserAgents != nil {
+		t.Errorf("defaults: %+v", defaults.fwdSettings)
+	}
+	for name, tc := range map[string]struct {
+		key, value string
+		want       func(s Settings) bool
+		bad        string // part of the problem's reason; "" when the value is good
+	}{
+		"forwarded-for-header":        {key: "forwarded-for-header", value: "X-Real-IP", want: func(s Settings) bool { return s.ForwardedForHeader == "X-Real-IP" }},
+		"forwarded-for-header spaces": {key: "forwarded-for-header", value: "X Real", bad: "header name"},
+		"forwarded-for-header pp":     {key: "forwarded-for-header", value: "proxy_protocol", bad: "header name"},
+		"real-ip cidrs canonical": {key: "proxy-real-ip-cidr", value: " 10.0.0.1/8, 192.0.2.7 ,2001:db8::/32,::ffff:192.0.2.8", want: func(s Settings) bool {
+			return slices.Equal(s.ProxyRealIPCIDR, []string{"10.0.0.0/8", "192.0.2.7", "2001:db8::/32", "192.0.2.8"})
+		}},
+		"real-ip cidrs empty":      {key: "proxy-real-ip-cidr", value: " , ", bad: "at least one"},
+		"real-ip cidr invalid":     {key: "proxy-real-ip-cidr", value: "10.0.0.0/33", bad: "not an IP address"},
+		"real-ip cidr zone":        {key: "proxy-real-ip-cidr", value: "fe80::1%eth0", bad: "not an IP address"},
+		"block-cidrs":              {key: "block-cidrs", value: "192.0.2.0/24,198.51.100.3", want: func(s Settings) bool { return slices.Equal(s.BlockCIDRs, []string{"192.0.2.0/24", "198.51.100.3"}) }},
+		"block-cidrs hostname":     {key: "block-cidrs", value: "example.com", bad: "not an IP address"},
+		"block-cidrs empty clears": {key: "block-cidrs", value: "", want: func(s Settings) bool { return s.BlockCIDRs == nil }},
+		"user agents exact and regex": {key: "block-user-agents", value: "curl/7.1, ~*bad[a-z]+bot ,~^Go-http, default", want: func(s Settings) bool {
+			return slices.Equal(s.BlockUserAgents, []string{`\curl/7.1`, `~*` + mustPCRE(t, "bad[a-z]+bot"), `~` + mustPCRE(t, "^Go-http"), `\default`})
+		}},
+		"user agents with semicolons": {key: "block-user-agents", value: "Mozilla/5.0 (compatible; Bot/1.0)", want: func(s Settings) bool {
+			return slices.Equal(s.BlockUserAgents, []string{`\Mozilla/5.0 (compatible; Bot/1.0)`})
+		}},
+		"user agents bad regex":      {key: "block-user-agents", value: "~(unclosed", bad: "regular expression"},
+		"user agents back-reference": {key: "block-user-agents", value: `~(a)\1`, bad: "back-reference"},
+		"user agents empty regex":    {key: "block-user-agents", value: "~*", bad: "want a regular expression"},
+		"user agents variable":       {key: "block-user-agents", value: "$http_cookie", bad: "may not contain"},
+		"user agents too long":       {key: "block-user-agents", value: strings.Repeat("a", 513), bad: "limit"},
+		"referers regex": {key: "block-referers", value: `~^https://spam\.`, want: func(s Settings) bool {
+			return slices.Equal(s.BlockReferers, []string{`~` + mustPCRE(t, `^https://spam\.`)})
+		}},
+		"referers control character":    {key: "block-referers", value: "a\x01b", bad: "may not contain"},
+		"compute-full-forwarded-for":    {key: "compute-full-forwarded-for", value: "true", want: func(s Settings) bool { return s.ComputeFullForwardedFor }},
+		"generate-request-id bad":       {key: "generate-request-id", value: "sometimes", bad: "true or false"},
+		"proxy-add-original-uri-header": {key: "proxy-add-original-uri-header", value: "true", want: func(s Settings) bool { return s.AddOriginalURIHeader }},
+	} {
+		t.Run(name, func(t *testing.T) {
+			s, _, problems := ParseSettings(map[string]string{tc.key: tc.value}, nil)
+			if tc.bad != "" {
+				if len(problems) != 1 || !strings.Contains(problems[0].Reason, tc.bad) {
+					t.Fatalf("problems %v, want one with %q", problems, tc.bad)
+				}
+				return
+			}
+			if len(problems) > 0 {
+				t.Fatalf("problems %v", problems)
+			}
+			if !tc.want(s) {
+				t.Errorf("settings %+v", s.fwdSettings)
+			}
+		})
+	}
+}
+
+// TestFwdSettingsRender: the view prints the realip module only with use-forwarded-headers or
+// enable-real-ip, and trusts X-Forwarded-Proto only with use-forwarded-headers.
+func TestFwdSettingsRender(t *testing.T) {
+	render := func(data map[string]string) string {
+		t.Helper()
+		s, _, problems := ParseSettings(data, nil)
+		if len(problems) > 0 {
+			t.Fatal(problems)
+		}
+		cfg := baseRenderConfig()
+		cfg.Settings = s
+		conf, _, err := Render(Model{}, cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return string(conf)
+	}
+	def := render(nil)
+	for _, absent := range []string{"real_ip_header X-Forwarded-For", "set_real_ip_from 0.0.0.0/0", "deny ", "ingress_reactor_block_ua", "X-Original-URI $request_uri;\n\tproxy_set_header X-Forwarded-Prefix"} {
+		if strings.Contains(def, absent) {
+			t.Errorf("defaults: nginx.conf has %q", absent)
+		}
+	}
+	if !strings.Contains(def, `"" $request_id;`) {
+		t.Error("generate-request-id: the default generates no request ID")
+	}
+	real := render(map[string]string{"enable-real-ip": "true", "forwarded-for-header": "X-Client-IP", "proxy-real-ip-cidr": "10.0.0.0/8"})
+	if !strings.Contains(real, "real_ip_header X-Client-IP;") || !strings.Contains(real, "set_real_ip_from 10.0.0.0/8;") {
+		t.Error("enable-real-ip: no realip directives")
+	}
+	if strings.Contains(real, "10.0.0.0/8 1;") {
+		t.Error("enable-real-ip alone trusts X-Forwarded-Proto")
+	}
+	fwd := render(map[string]string{"use-forwarded-headers": "true", "compute-full-forwarded-for": "true", "generate-request-id": "false",
+		"block-user-agents": "default, ~x", "block-referers": `a"b`})
+	for _, want := range []string{"real_ip_header X-Forwarded-For;", "set_real_ip_from 0.0.0.0/0;", "0.0.0.0/0 1;",
+		"proxy_set_header X-Forwarded-For $ingress_reactor_full_forwarded_for;", `"\\default" 1;`, `"~x" 1;`, `"\\a\"b" 1;`,
+		"if ($ingress_reactor_block_ua)", "if ($ingress_reactor_block_ref)"} {
+		if !strings.Contains(fwd, want) {
+			t.Errorf("use-forwarded-headers: nginx.conf lacks %q", want)
+		}
+	}
+	if strings.Contains(fwd, `"" $request_id;`) {
+		t.Error("generate-request-id: false still generates")
+	}
+}
+
+// TestForwardedHeadersThroughNginx: X-Forwarded-* are the request's own by default, the client's only with
+// use-forwarded-headers and only from proxy-real-ip-cidr; compute-full-forwarded-for, generate-request-id,
+// proxy-add-original-uri-header; block-cidrs (also on the forwarded address), block-user-agents and
+// block-referers answer 403; X-Forwarded-Proto of a trusted proxy stops the ssl-redirect.
+func TestForwardedHeadersThroughNginx(t *testing.T) {
+	requireNginx(t)
+	paths := nginxDir(t)
+	cfg := testRenderConfig(t, paths)
+	rt := testRuntime(t, cfg, nil)
+	m, _ := buildModel(t, []any{
+		service("default", "web", port(80, "http")),
+		ingress("default", "web", rule("web.example", prefix("/", "web", 80)), rule("tls.example", prefix("/", "web", 80)),
+			withTLS("web-tls", "tls.example")),
+	}, nil)
+	apply := func(data map[string]string) {
+		t.Helper()
+		s, _, problems := ParseSettings(data, nil)
+		if len(problems) > 0 {
+			t.Fatal(problems)
+		}
+		cfg.Settings = s
+		applyModel(t, rt, m, cfg)
+	}
+	apply(nil)
+	if err := rt.Client().PushEndpoints(context.Background(), map[UpstreamName][]Endpoint{
+		up("default", "web", 80).Name: {echoBackend(t, "web")},
+	}); err != nil {
+		t.Fatal(err)
+	}
+	plain := proxyClient(cfg.HTTPPort, nil)
+	host := "web.example"
+	get := func(header ...string) (int, echo) {
+		t.Helper()
+		req, _ := http.NewRequest(http.MethodGet, fmt.Sprintf("http://%s:%d/p?q=1", host, cfg.HTTPPort), nil)
+		for i := 0; i+1 < len(header); i += 2 {
+			req.Header.Set(header[i], header[i+1])
+		}
+		resp, err := plain.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		var e echo
+		if resp.StatusCode == http.StatusOK {
+			if err := json.NewDecoder(resp.Body).Decode(&e); err != nil {
+				t.Fatal(err)
+			}
+		}
+		return resp.StatusCode, e
+	}
+	forwarded := []string{"X-Forwarded-For", "203.0.113.7", "X-Forwarded-Proto", "https", "X-Forwarded-Host", "app.example, other.example",
+		"X-Forwarded-Port", "8443"}
+	check := func(what string, e echo, want map[string]string) {
+		t.Helper()
+		for h, w := range want {
+			if got := e.Header.Get(h); got != w {
+				t.Errorf("%s: backend got %s %q, want %q", what, h, got, w)
+			}
+		}
+	}
+	port := fmt.Sprint(cfg.HTTPPort)
+
+	// Defaults: the client's forwarded headers are replaced, and the TLS host redirects HTTP.
+	host = "tls.example"
+	if code, _ := get(forwarded...); code != http.StatusPermanentRedirect {
+		t.Errorf("defaults, X-Forwarded-Proto https from the client: status %d, want the ssl-redirect's 308", code)
+	}
+	host = "web.example"
+	code, e := get(forwarded...)
+	if code != http.StatusOK {
+		t.Fatalf("status %d", code)
+	}
+	check("defaults", e, map[string]string{"X-Forwarded-For": "127.0.0.1", "X-Real-Ip": "127.0.0.1", "X-Forwarded-Proto": "http",
+		"X-Forwarded-Host": "web.example:" + port, "X-Forwarded-Port": port, "X-Scheme": "http", "X-Original-Uri": ""})
+	if e.Host != "web.example:"+port || e.Header.Get("X-Request-Id") == "" {
+		t.Errorf("defaults: Host %q, X-Request-ID %q (generate-request-id)", e.Host, e.Header.Get("X-Request-Id"))
+	}
+
+	// use-forwarded-headers from a proxy outside proxy-real-ip-cidr: nothing trusted.
+	apply(map[string]string{"use-forwarded-headers": "true", "proxy-real-ip-cidr": "192.0.2.0/24"})
+	_, e = get(forwarded...)
+	check("untrusted proxy", e, map[string]string{"X-Forwarded-For": "127.0.0.1", "X-Real-Ip": "127.0.0.1", "X-Forwarded-Proto": "http",
+		"X-Forwarded-Host": "web.example:" + port, "X-Forwarded-Port": port})
+
+	// From a trusted proxy: passed on; compute-full-forwarded-for appends the connection's address.
+	apply(map[string]string{"use-forwarded-headers": "true", "proxy-real-ip-cidr": "192.0.2.0/24, 127.0.0.1", "compute-full-forwarded-for": "true",
+		"generate-request-id": "false", "proxy-add-original-uri-header": "true"})
+	code, e = get(forwarded...)
+	if code != http.StatusOK {
+		t.Fatalf("status %d", code)
+	}
+	check("trusted proxy", e, map[string]string{"X-Forwarded-For": "203.0.113.7, 127.0.0.1", "X-Real-Ip": "203.0.113.7",
+		"X-Forwarded-Proto": "https", "X-Forwarded-Host": "app.example", "X-Forwarded-Port": "8443", "X-Scheme": "https",
+		"X-Request-Id": "", "X-Original-Uri": "/p?q=1"})
+	if e.Host != "app.example" {
+		t.Errorf("trusted proxy: Host %q, want the forwarded host", e.Host)
+	}
+	host = "tls.example"
+	if code, _ := get("X-Forwarded-Proto", "https"); code != http.StatusOK {
+		t.Errorf("TLS host, trusted X-Forwarded-Proto https: status %d, want no ssl-redirect", code)
+	}
+	if code, _ := get("X-Forwarded-Proto", "http"); code != http.StatusPermanentRedirect {
+		t.Errorf("TLS host, trusted X-Forwarded-Proto http: status %d, want 308", code)
+	}
+	host = "web.example"
+	_, e = get("X-Request-ID", "abc")
+	check("request ID", e, map[string]string{"X-Request-Id": "abc", "X-Forwarded-For": "127.0.0.1", "X-Forwarded-Proto": "http"})
+
+	// Blocking, on the address the realip module took from the trusted proxy's header.
+	apply(map[string]string{"enable-real-ip": "true", "proxy-real-ip-cidr": "127.0.0.1",
+		"block-cidrs": "203.0.113.0/24", "block-user-agents": "~*bad[a-z]+bot, curl/7.1", "block-referers": `~^https://spam\.`})
+	for _, tc := range []struct {
+		header []string
+		want   int
+	}{
+		{nil, http.StatusOK},
+		{[]string{"X-Forwarded-For", "203.0.113.9"}, http.StatusForbidden},
+		{[]string{"X-Forwarded-For", "198.51.100.9"}, http.StatusOK},
+		{[]string{"User-Agent", "a BadXYZbot b"}, http.StatusForbidden},
+		{[]string{"User-Agent", "CURL/7.1"}, http.StatusForbidden},
+		{[]string{"User-Agent", "curl/7.10"}, http.StatusOK},
+		{[]string{"Referer", "https://spam.example/"}, http.StatusForbidden},
+		{[]string{"Referer", "https://example/spam."}, http.StatusOK},
+	} {
+		if code, e := get(tc.header...); code != tc.want {
+			t.Errorf("%v: status %d, want %d", tc.header, code, tc.want)
+		} else if code == http.StatusOK && e.Header.Get("X-Forwarded-Proto") != "http" {
+			t.Errorf("enable-real-ip alone trusted X-Forwarded-Proto %q", e.Header.Get("X-Forwarded-Proto"))
+		}
+	}
+	apply(map[string]string{"block-cidrs": "127.0.0.1"})
+	if code, _ := get(); code != http.StatusForbidden {
+		t.Errorf("block-cidrs 127.0.0.1: status %d, want 403", code)
+	}
+}
+
+func mustPCRE(t *testing.T, p string) string {
+	t.Helper()
+	re, err := compileUserPCRE(p, maxBlockEntryLen)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return re
+}
