@@ -143,6 +143,7 @@ func (t *translator) settingsDefaults() {
 	if _, set := t.ing.Annotations[AnnotationForceSSLRedirect]; t.opts.ForceSSLRedirect && !set {
 		t.options().ForceSSLRedirect = true
 	}
+	t.sourceRangeDefaults()
 }
 
 // redirectURL checks the redirect target of annotation key: an absolute http or https URL with a host,

@@ -189,6 +189,8 @@ func (s Settings) TranslateOptions(opts TranslateOptions) TranslateOptions {
 	}
 	opts.SSLRedirect = s.SSLRedirect
 	opts.ForceSSLRedirect = s.ForceSSLRedirect
+	opts.AllowSourceRange = strings.Join(s.WhitelistSourceRange, ",")
+	opts.DenySourceRange = strings.Join(s.DenylistSourceRange, ",")
 	return opts
 }
 

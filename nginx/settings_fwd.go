@@ -31,6 +31,9 @@ type fwdSettings struct {
 	// literally, even "default" or a leading "~").
 	BlockUserAgents []string
 	BlockReferers   []string
+	// WhitelistSourceRange and DenylistSourceRange are canonical prefixes (TranslateOptions).
+	WhitelistSourceRange []string
+	DenylistSourceRange  []string
 }
 
 func init() {
@@ -95,6 +98,27 @@ func init() {
 					return err
 				}
 				s.BlockCIDRs = p
+				return nil
+			}},
+		settingKey{Name: "whitelist-source-range", Values: "IP addresses or CIDR ranges, separated by commas",
+			Doc: "The allowlist of every Ingress without `allowlist-source-range` or `whitelist-source-range`: other addresses get 403.",
+			Difference: "`satisfy: any` needs the Ingress's own allowlist annotation.",
+			set: func(s *Settings, v string) error {
+				p, err := parseRangeSetting(v)
+				if err != nil {
+					return err
+				}
+				s.WhitelistSourceRange = p
+				return nil
+			}},
+		settingKey{Name: "denylist-source-range", Values: "IP addresses or CIDR ranges, separated by commas",
+			Doc: "The denylist of every Ingress without `denylist-source-range`: these addresses get 403.",
+			set: func(s *Settings, v string) error {
+				p, err := parseRangeSetting(v)
+				if err != nil {
+					return err
+				}
+				s.DenylistSourceRange = p
 				return nil
 			}},
 		settingKey{Name: "block-user-agents", Values: blockPatternValues,

@@ -71,6 +71,44 @@ func TestParseFwdSettings(t *testing.T) {
 	}
 }
 
+// TestSourceRangeSettings: the ConfigMap's whitelist-source-range and denylist-source-range are the
+// defaults of Ingresses without the annotation of their kind.
+func TestSourceRangeSettings(t *testing.T) {
+	s, _, problems := ParseSettings(map[string]string{"whitelist-source-range": "10.0.0.7/8, 192.0.2.7,10.0.0.0/8", "denylist-source-range": "10.1.0.0/16"}, nil)
+	if len(problems) > 0 {
+		t.Fatal(problems)
+	}
+	opts := s.TranslateOptions(DefaultTranslateOptions())
+	if opts.AllowSourceRange != "10.0.0.0/8,192.0.2.7/32" || opts.DenySourceRange != "10.1.0.0/16" {
+		t.Fatalf("options %+v", opts)
+	}
+	for name, tc := range map[string]struct {
+		kv          []string
+		allow, deny string
+	}{
+		"no annotation: both defaults":   {allow: "[10.0.0.0/8 192.0.2.7/32]", deny: "[10.1.0.0/16]"},
+		"own allowlist":                  {kv: []string{AnnotationAllowlistSourceRange, "198.51.100.0/24"}, allow: "[198.51.100.0/24]", deny: "[10.1.0.0/16]"},
+		"own whitelist (the older name)": {kv: []string{AnnotationWhitelistSourceRange, "198.51.100.0/24"}, allow: "[198.51.100.0/24]", deny: "[10.1.0.0/16]"},
+		"own denylist":                   {kv: []string{AnnotationDenylistSourceRange, "10.2.0.0/16"}, allow: "[10.0.0.0/8 192.0.2.7/32]", deny: "[10.2.0.0/16]"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			got, errs := translateAnnotated(t, opts, tc.kv...)
+			if errs != nil {
+				t.Fatal(errs)
+			}
+			if got.Access == nil || fmt.Sprint(got.Access.Allow) != tc.allow || fmt.Sprint(got.Access.Deny) != tc.deny {
+				t.Errorf("access %+v, want allow %s deny %s", got.Access, tc.allow, tc.deny)
+			}
+		})
+	}
+	if got, _ := translateAnnotated(t, DefaultTranslateOptions()); got.Access != nil {
+		t.Errorf("without the settings: access %+v", got.Access)
+	}
+	if _, _, problems := ParseSettings(map[string]string{"whitelist-source-range": "10.0.0.0/8, nope"}, nil); len(problems) != 1 {
+		t.Error("an invalid entry was accepted")
+	}
+}
+
 // TestFwdSettingsRender: the view prints the realip module only with use-forwarded-headers or
 // enable-real-ip, and trusts X-Forwarded-Proto only with use-forwarded-headers.
 func TestFwdSettingsRender(t *testing.T) {

@@ -101,7 +101,7 @@ var nonDefaultSettings = map[string]string{
 	"use-forwarded-headers": "true", "enable-real-ip": "true", "forwarded-for-header": "X-Client-IP", "compute-full-forwarded-for": "true",
 	"proxy-real-ip-cidr": "10.0.0.0/8, 2001:db8::/32", "generate-request-id": "false", "proxy-add-original-uri-header": "true",
 	"block-cidrs": "192.0.2.0/24, 2001:db8:1::1", "block-user-agents": "Mozilla/5.0 (compatible; Bot), ~*bad[a-z]+bot, default",
-	"block-referers": `~^https?://spam\., hostnames`,
+	"block-referers": `~^https?://spam\., hostnames`, "whitelist-source-range": "10.0.0.0/8", "denylist-source-range": "10.1.0.0/16",
 }
 
 // TestSettingsNonDefaultsPassNginx renders every supported key at a value other than its default and has

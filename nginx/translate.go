@@ -33,6 +33,10 @@ type TranslateOptions struct {
 	SSLRedirect bool
 	// ForceSSLRedirect is the default of the force-ssl-redirect annotation (the ConfigMap key of that name).
 	ForceSSLRedirect bool
+	// AllowSourceRange and DenySourceRange are the defaults of the source range annotations (the
+	// ConfigMap's whitelist-source-range and denylist-source-range): canonical ranges joined by commas.
+	AllowSourceRange string
+	DenySourceRange  string
 	// DisableCatchAll rejects Ingresses with spec.defaultBackend (--disable-catch-all).
 	DisableCatchAll bool
 	// DisableExternalName rejects backends that are ExternalName Services (--disable-svc-external-name).

@@ -15,8 +15,9 @@ import (
 
 // TestConfigMapForwardedHeaders runs the binary with --configmap through the real API server: a client's
 // X-Forwarded-For and X-Forwarded-Proto reach the backend only with use-forwarded-headers and only from
-// proxy-real-ip-cidr; block-cidrs answers 403 for the address taken from a trusted proxy's header. Each
-// step is a ConfigMap change applied without restarting the controller.
+// proxy-real-ip-cidr; block-cidrs answers 403 for the address taken from a trusted proxy's header; the
+// ConfigMap's whitelist-source-range restricts an Ingress without the annotation. Each step is a
+// ConfigMap change applied without restarting the controller.
 func TestConfigMapForwardedHeaders(t *testing.T) {
 	f := harness.New(t)
 	web := f.StartBackend("web", false)
@@ -104,4 +105,16 @@ func TestConfigMapForwardedHeaders(t *testing.T) {
 			t.Errorf("X-Forwarded-For %q, not blocked: %v, %v", ff, resp, err)
 		}
 	}
+
+	// whitelist-source-range: the default allowlist of Ingresses without the annotation.
+	update(map[string]string{"whitelist-source-range": "192.0.2.0/24"})
+	r.Eventually(harness.DefaultTimeout, "the ConfigMap's whitelist-source-range to answer 403", func() (bool, string) {
+		resp, err := get("")
+		if err != nil {
+			return false, err.Error()
+		}
+		return resp.Status == http.StatusForbidden, resp.String()
+	})
+	update(map[string]string{"whitelist-source-range": "192.0.2.0/24, 127.0.0.1"})
+	r.WaitServedBy("fwd.example", "/", "web")
 }
