@@ -101,7 +101,7 @@ func init() {
 				return nil
 			}},
 		settingKey{Name: "whitelist-source-range", Values: "IP addresses or CIDR ranges, separated by commas",
-			Doc: "The allowlist of every Ingress without `allowlist-source-range` or `whitelist-source-range`: other addresses get 403.",
+			Doc:        "The allowlist of every Ingress without `allowlist-source-range` or `whitelist-source-range`: other addresses get 403.",
 			Difference: "`satisfy: any` needs the Ingress's own allowlist annotation.",
 			set: func(s *Settings, v string) error {
 				p, err := parseRangeSetting(v)
