@@ -300,3 +300,24 @@ func mustPCRE(t *testing.T, p string) string {
 	}
 	return re
 }
+
+// TestFwdSettingsWithPassthroughPassNginx: with the passthrough proxy's PROXY protocol on the HTTPS
+// listener, use-forwarded-headers replaces the public server's realip settings and NGINX accepts both.
+func TestFwdSettingsWithPassthroughPassNginx(t *testing.T) {
+	requireNginx(t)
+	cfg := testRenderConfig(t, nginxDir(t))
+	cfg.HTTPSListenAddress = "127.0.0.1"
+	cfg.HTTPSProxyProtocol = true
+	s, _, problems := ParseSettings(map[string]string{"use-forwarded-headers": "true", "proxy-real-ip-cidr": "10.0.0.0/8"}, nil)
+	if len(problems) > 0 {
+		t.Fatal(problems)
+	}
+	cfg.Settings = s
+	conf := string(nginxTest(t, Model{}, cfg))
+	for _, want := range []string{"real_ip_header proxy_protocol;", "real_ip_header X-Forwarded-For;", "set_real_ip_from 10.0.0.0/8;",
+		"default $ingress_reactor_server_port;"} {
+		if !strings.Contains(conf, want) {
+			t.Errorf("nginx.conf lacks %q", want)
+		}
+	}
+}
