@@ -17,6 +17,7 @@ const (
 // fwdSettings are the typed values of these keys (embedded in Settings).
 type fwdSettings struct {
 	UseForwardedHeaders     bool
+	UseProxyProtocol        bool
 	EnableRealIP            bool
 	ForwardedForHeader      string
 	ComputeFullForwardedFor bool
@@ -48,6 +49,16 @@ func init() {
 				"then take their address from the forwarded-for header too, not from the passthrough proxy's PROXY header " +
 				"(NGINX has one real_ip_header per server).",
 			set: boolField(func(s *Settings) *bool { return &s.UseForwardedHeaders })},
+		settingKey{Name: "use-proxy-protocol", Default: "false", Values: boolValues,
+			Doc: "NGINX's HTTP and HTTPS listeners expect a PROXY protocol header (v1 or v2) on every connection, from a load balancer; " +
+				"the client address (and X-Forwarded-Port) come from it when the connection comes from proxy-real-ip-cidr. " +
+				"compute-full-forwarded-for appends the PROXY header's address.",
+			Difference: "With --enable-ssl-passthrough the public HTTPS port belongs to the passthrough proxy: the flag --use-proxy-protocol " +
+				"makes it expect the header (a ConfigMap cannot change that listener), and this key applies to the HTTP port. " +
+				"With use-forwarded-headers too, the address comes from the PROXY header only: the forwarded-for header is not read for it " +
+				"(ingress-nginx then read X-Forwarded-For from trusted load balancers), while X-Forwarded-Proto, -Host and -Port are " +
+				"trusted from load balancers in proxy-real-ip-cidr.",
+			set: boolField(func(s *Settings) *bool { return &s.UseProxyProtocol })},
 		settingKey{Name: "enable-real-ip", Default: "false", Values: boolValues,
 			Doc: "Take the client address from the forwarded-for header of connections from proxy-real-ip-cidr (NGINX's " +
 				"realip module), without trusting the other X-Forwarded-* headers. use-forwarded-headers implies it.",
@@ -240,6 +251,9 @@ type fwdView struct {
 	RealIP       bool
 	RealIPHeader string
 	RealIPFrom   []string
+	// ProxyProtocol puts the PROXY protocol on the HTTP and HTTPS listeners (use-proxy-protocol); the
+	// client's address then comes from it.
+	ProxyProtocol bool
 	// TrustFrom are the prefixes whose X-Forwarded-Proto/-Host/-Port are trusted (use-forwarded-headers).
 	TrustFrom []string
 	// FullForwardedFor appends the connection's address to the client's X-Forwarded-For.
@@ -255,6 +269,7 @@ type fwdView struct {
 func newFwdView(q *quoter, s Settings) fwdView {
 	v := fwdView{
 		RealIP:            s.UseForwardedHeaders || s.EnableRealIP,
+		ProxyProtocol:     s.UseProxyProtocol,
 		RealIPHeader:      s.ForwardedForHeader,
 		RealIPFrom:        s.ProxyRealIPCIDR,
 		FullForwardedFor:  s.UseForwardedHeaders && s.ComputeFullForwardedFor,

@@ -1,13 +1,18 @@
 package nginx
 
 import (
+	"bufio"
 	"context"
+	"crypto/tls"
 	"encoding/json"
 	"fmt"
+	"io"
+	"net"
 	"net/http"
 	"slices"
 	"strings"
 	"testing"
+	"time"
 )
 
 func TestParseFwdSettings(t *testing.T) {
@@ -319,5 +324,95 @@ func TestFwdSettingsWithPassthroughPassNginx(t *testing.T) {
 		if !strings.Contains(conf, want) {
 			t.Errorf("nginx.conf lacks %q", want)
 		}
+	}
+}
+
+// TestUseProxyProtocolThroughNginx: with use-proxy-protocol, the HTTP and HTTPS listeners take the client's
+// address and port from a PROXY protocol v1 header of a load balancer in proxy-real-ip-cidr; from other
+// senders the connection's address stays; a connection without the header gets no answer.
+func TestUseProxyProtocolThroughNginx(t *testing.T) {
+	requireNginx(t)
+	paths := nginxDir(t)
+	cfg := testRenderConfig(t, paths)
+	rt := testRuntime(t, cfg, nil)
+	m, _ := buildModel(t, []any{
+		service("default", "web", port(80, "http")),
+		ingress("default", "web", rule("web.example", prefix("/", "web", 80))),
+	}, nil)
+	apply := func(data map[string]string) {
+		t.Helper()
+		s, _, problems := ParseSettings(data, nil)
+		if len(problems) > 0 {
+			t.Fatal(problems)
+		}
+		cfg.Settings = s
+		applyModel(t, rt, m, cfg)
+	}
+	apply(map[string]string{"use-proxy-protocol": "true", "proxy-real-ip-cidr": "127.0.0.1", "compute-full-forwarded-for": "true",
+		"use-forwarded-headers": "true"})
+	if err := rt.Client().PushEndpoints(context.Background(), map[UpstreamName][]Endpoint{
+		up("default", "web", 80).Name: {echoBackend(t, "web")},
+	}); err != nil {
+		t.Fatal(err)
+	}
+	// send writes header (a PROXY line, or nothing) and a GET on a new connection to port.
+	send := func(port int, useTLS bool, header string) (echo, error) {
+		t.Helper()
+		conn, err := net.Dial("tcp", fmt.Sprintf("127.0.0.1:%d", port))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer conn.Close()
+		_ = conn.SetDeadline(time.Now().Add(5 * time.Second))
+		if _, err := io.WriteString(conn, header); err != nil {
+			return echo{}, err
+		}
+		var c net.Conn = conn
+		if useTLS {
+			c = tls.Client(conn, &tls.Config{InsecureSkipVerify: true, ServerName: "web.example"})
+		}
+		if _, err := io.WriteString(c, "GET /p HTTP/1.1\r\nHost: web.example\r\nX-Forwarded-For: 198.51.100.1\r\nConnection: close\r\n\r\n"); err != nil {
+			return echo{}, err
+		}
+		resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+		if err != nil {
+			return echo{}, err
+		}
+		defer resp.Body.Close()
+		var e echo
+		if resp.StatusCode != http.StatusOK {
+			return e, fmt.Errorf("status %d", resp.StatusCode)
+		}
+		return e, json.NewDecoder(resp.Body).Decode(&e)
+	}
+	const pp = "PROXY TCP4 203.0.113.7 192.0.2.1 40000 8080\r\n"
+	for _, tc := range []struct {
+		port  int
+		tls   bool
+		proto string
+	}{{cfg.HTTPPort, false, "http"}, {cfg.HTTPSPort, true, "https"}} {
+		e, err := send(tc.port, tc.tls, pp)
+		if err != nil {
+			t.Fatalf("%s with a PROXY header: %v", tc.proto, err)
+		}
+		for h, want := range map[string]string{"X-Real-Ip": "203.0.113.7", "X-Forwarded-Port": "8080", "X-Forwarded-Proto": tc.proto,
+			"X-Forwarded-For": "198.51.100.1, 203.0.113.7"} {
+			if got := e.Header.Get(h); got != want {
+				t.Errorf("%s: backend got %s %q, want %q", tc.proto, h, got, want)
+			}
+		}
+		if _, err := send(tc.port, tc.tls, ""); err == nil {
+			t.Errorf("%s without a PROXY header: answered", tc.proto)
+		}
+	}
+
+	// A sender outside proxy-real-ip-cidr: the connection's address stays.
+	apply(map[string]string{"use-proxy-protocol": "true", "proxy-real-ip-cidr": "192.0.2.0/24"})
+	e, err := send(cfg.HTTPPort, false, pp)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := e.Header.Get("X-Real-Ip"); got != "127.0.0.1" {
+		t.Errorf("untrusted sender: X-Real-Ip %q, want the connection's 127.0.0.1", got)
 	}
 }

@@ -98,7 +98,7 @@ var nonDefaultSettings = map[string]string{
 	"proxy-connect-timeout": "3", "proxy-read-timeout": "120", "proxy-send-timeout": "90s", "proxy-body-size": "0",
 	"proxy-buffering": "on", "proxy-request-buffering": "off", "proxy-buffer-size": "8k", "proxy-buffers-number": "8",
 	"proxy-busy-buffers-size": "16k", "retry-non-idempotent": "true", "allow-snippet-annotations": "true", "annotations-risk-level": "Critical",
-	"use-forwarded-headers": "true", "enable-real-ip": "true", "forwarded-for-header": "X-Client-IP", "compute-full-forwarded-for": "true",
+	"use-forwarded-headers": "true", "use-proxy-protocol": "true", "enable-real-ip": "true", "forwarded-for-header": "X-Client-IP", "compute-full-forwarded-for": "true",
 	"proxy-real-ip-cidr": "10.0.0.0/8, 2001:db8::/32", "generate-request-id": "false", "proxy-add-original-uri-header": "true",
 	"block-cidrs": "192.0.2.0/24, 2001:db8:1::1", "block-user-agents": "Mozilla/5.0 (compatible; Bot), ~*bad[a-z]+bot, default",
 	"block-referers": `~^https?://spam\., hostnames`, "whitelist-source-range": "10.0.0.0/8", "denylist-source-range": "10.1.0.0/16",
@@ -130,7 +130,7 @@ func TestSettingsNonDefaultsPassNginx(t *testing.T) {
 		"proxy_connect_timeout 3000ms;", "proxy_read_timeout 120000ms;", "proxy_send_timeout 90000ms;", "client_max_body_size 0;",
 		"set_body_limit(0)", "proxy_buffering on;", "proxy_request_buffering off;", "proxy_buffers 8 8192;", "proxy_busy_buffers_size 16384;",
 		"proxy_next_upstream error timeout non_idempotent;",
-		"real_ip_header X-Client-IP;", "set_real_ip_from 2001:db8::/32;", "10.0.0.0/8 1;", "$ingress_reactor_full_forwarded_for;",
+		"real_ip_header proxy_protocol;", " proxy_protocol default_server;", "set_real_ip_from 2001:db8::/32;", "10.0.0.0/8 1;", "$ingress_reactor_full_forwarded_for;",
 		"proxy_set_header X-Original-URI $request_uri;", "deny 192.0.2.0/24;", "deny 2001:db8:1::1;",
 		`"\\Mozilla/5.0 (compatible; Bot)" 1;`, `"\\default" 1;`, `"\\hostnames" 1;`,
 	} {

@@ -39,7 +39,7 @@ func init() {
 		"add-headers", "hide-headers", "proxy-set-headers", "allow-backend-server-header", "global-allowed-response-headers",
 		"access-log-params", "access-log-path", "http-access-log-path", "error-log-path", "disable-access-log",
 		"enable-access-log-for-default-backend", "skip-access-log-urls", "log-format-escape-none", "log-format-escape-json", "log-format-upstream",
-		"use-proxy-protocol", "proxy-protocol-header-timeout", "forwarded-for-proxy-protocol-header", "custom-http-errors", "proxy-next-upstream", "proxy-next-upstream-timeout", "proxy-next-upstream-tries", "proxy-cookie-path", "proxy-cookie-domain",
+		"proxy-protocol-header-timeout", "forwarded-for-proxy-protocol-header", "custom-http-errors", "proxy-next-upstream", "proxy-next-upstream-timeout", "proxy-next-upstream-tries", "proxy-cookie-path", "proxy-cookie-domain",
 		"proxy-redirect-from", "limit-rate", "limit-rate-after", "http-redirect-code", "limit-req-status-code", "limit-conn-status-code",
 		"global-auth-url", "global-auth-method", "global-auth-signin", "global-auth-signin-redirect-param", "global-auth-response-headers",
 		"global-auth-request-redirect", "global-auth-cache-key", "global-auth-cache-duration", "no-auth-locations", "no-tls-redirect-locations",
