@@ -39,7 +39,7 @@ func init() {
 		"add-headers", "hide-headers", "proxy-set-headers", "allow-backend-server-header", "global-allowed-response-headers",
 		"access-log-params", "access-log-path", "http-access-log-path", "error-log-path", "disable-access-log",
 		"enable-access-log-for-default-backend", "skip-access-log-urls", "log-format-escape-none", "log-format-escape-json", "log-format-upstream",
-		"proxy-protocol-header-timeout", "forwarded-for-proxy-protocol-header", "custom-http-errors", "proxy-next-upstream", "proxy-next-upstream-timeout", "proxy-next-upstream-tries", "proxy-cookie-path", "proxy-cookie-domain",
+		"custom-http-errors", "proxy-next-upstream", "proxy-next-upstream-timeout", "proxy-next-upstream-tries", "proxy-cookie-path", "proxy-cookie-domain",
 		"proxy-redirect-from", "limit-rate", "limit-rate-after", "http-redirect-code", "limit-req-status-code", "limit-conn-status-code",
 		"global-auth-url", "global-auth-method", "global-auth-signin", "global-auth-signin-redirect-param", "global-auth-response-headers",
 		"global-auth-request-redirect", "global-auth-cache-key", "global-auth-cache-duration", "no-auth-locations", "no-tls-redirect-locations",
@@ -72,6 +72,10 @@ func init() {
 		"http2-max-field-size", "http2-max-header-size", "http2-max-requests")
 	unsupported(SettingIgnored, "NGINX's status page is served on the loopback status port only, to the controller",
 		"nginx-status-ipv4-whitelist", "nginx-status-ipv6-whitelist")
+	unsupported(SettingIgnored, "the passthrough proxy reads the PROXY header and the ClientHello within --passthrough-hello-timeout "+
+		"(default 10s), and NGINX within client-header-timeout", "proxy-protocol-header-timeout")
+	unsupported(SettingIgnored, "with use-proxy-protocol the client address comes from the PROXY header; no intermediate header is set",
+		"forwarded-for-proxy-protocol-header")
 	unsupported(SettingIgnored, "NGINX's defaults apply", "proxy-headers-hash-max-size", "proxy-headers-hash-bucket-size",
 		"enable-multi-accept", "max-worker-open-files", "worker-cpu-affinity", "enable-aio-write", "disable-ipv6-dns", "debug-connections")
 	unsupported(SettingIgnored, "ssl-session-tickets uses NGINX's own ticket key, which a start renews; a key from the ConfigMap is not read",
