@@ -43,7 +43,8 @@ func init() {
 			Doc: "Trust the client's X-Forwarded-For (the header forwarded-for-header names), X-Forwarded-Proto, X-Forwarded-Host " +
 				"and X-Forwarded-Port and pass them on, for NGINX behind another L7 proxy. The client address is taken from the " +
 				"forwarded-for header (NGINX's realip module, recursive) when the connection comes from proxy-real-ip-cidr; " +
-				"HTTP->HTTPS redirects (ssl-redirect) follow the trusted X-Forwarded-Proto.",
+				"HTTP->HTTPS redirects (ssl-redirect) follow the trusted X-Forwarded-Proto, and the backend's Host header is the trusted " +
+				"X-Forwarded-Host (its first entry; upstream-vhost still wins), as ingress-nginx's $best_http_host.",
 			Difference: "X-Forwarded-Proto, -Host and -Port are trusted only from proxy-real-ip-cidr, as X-Forwarded-For is " +
 				"(ingress-nginx trusted them from any client). With --enable-ssl-passthrough, TLS connections that NGINX terminates " +
 				"then take their address from the forwarded-for header too, not from the passthrough proxy's PROXY header " +
