@@ -2,7 +2,6 @@ package nginx
 
 import (
 	"fmt"
-	"net/netip"
 	"strings"
 )
 
@@ -191,19 +190,17 @@ func parsePrefixList(v string) ([]string, error) {
 		if len(out) == maxBlockEntries {
 			return nil, fmt.Errorf("at most %d addresses or ranges", maxBlockEntries)
 		}
-		if strings.Contains(f, "/") {
-			p, err := netip.ParsePrefix(f)
-			if err != nil || p.Addr().Zone() != "" {
-				return nil, fmt.Errorf("%s is not an IP address or CIDR range", quoteValue(f))
-			}
-			out = append(out, p.Masked().String())
-			continue
-		}
-		a, err := netip.ParseAddr(f)
-		if err != nil || a.Zone() != "" {
+		// As the source range annotations: IPv4-mapped ranges become IPv4 ones, which NGINX compares
+		// mapped clients with.
+		p, ok := parseSourceRange(f)
+		if !ok {
 			return nil, fmt.Errorf("%s is not an IP address or CIDR range", quoteValue(f))
 		}
-		out = append(out, a.Unmap().String())
+		if p.IsSingleIP() {
+			out = append(out, p.Addr().String())
+		} else {
+			out = append(out, p.String())
+		}
 	}
 	return out, nil
 }

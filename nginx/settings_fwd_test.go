@@ -30,8 +30,8 @@ func TestParseFwdSettings(t *testing.T) {
 		"forwarded-for-header":        {key: "forwarded-for-header", value: "X-Real-IP", want: func(s Settings) bool { return s.ForwardedForHeader == "X-Real-IP" }},
 		"forwarded-for-header spaces": {key: "forwarded-for-header", value: "X Real", bad: "header name"},
 		"forwarded-for-header pp":     {key: "forwarded-for-header", value: "proxy_protocol", bad: "header name"},
-		"real-ip cidrs canonical": {key: "proxy-real-ip-cidr", value: " 10.0.0.1/8, 192.0.2.7 ,2001:db8::/32,::ffff:192.0.2.8", want: func(s Settings) bool {
-			return slices.Equal(s.ProxyRealIPCIDR, []string{"10.0.0.0/8", "192.0.2.7", "2001:db8::/32", "192.0.2.8"})
+		"real-ip cidrs canonical": {key: "proxy-real-ip-cidr", value: " 10.0.0.1/8, 192.0.2.7 ,2001:db8::/32,::ffff:192.0.2.8, ::ffff:10.1.0.0/112", want: func(s Settings) bool {
+			return slices.Equal(s.ProxyRealIPCIDR, []string{"10.0.0.0/8", "192.0.2.7", "2001:db8::/32", "192.0.2.8", "10.1.0.0/16"})
 		}},
 		"real-ip cidrs empty":      {key: "proxy-real-ip-cidr", value: " , ", bad: "at least one"},
 		"real-ip cidr invalid":     {key: "proxy-real-ip-cidr", value: "10.0.0.0/33", bad: "not an IP address"},
