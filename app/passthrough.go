@@ -29,7 +29,7 @@ func bindPassthroughFlags(fs *flag.FlagSet, c *Config) {
 		"Close a connection through the SSL passthrough proxy when no byte moved in either direction for this long (noticed within twice the time). 0 disables.")
 	fs.BoolVar(&c.UseProxyProtocol, "use-proxy-protocol", c.UseProxyProtocol,
 		"Expect a PROXY protocol (v1 or v2) header from a load balancer on every connection to --https-port, and pass its client address on "+
-			"to NGINX and to backends. Needs --enable-ssl-passthrough; NGINX's HTTP port is not affected.")
+			"to NGINX and to backends. Needs --enable-ssl-passthrough; NGINX's HTTP port is not affected (the ConfigMap's use-proxy-protocol is).")
 }
 
 // validatePassthrough reports errors in the SSL passthrough flags; Config.Validate includes them.

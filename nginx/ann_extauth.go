@@ -621,8 +621,8 @@ type auxiliaryLocation struct {
 // variable of nginx.conf that each becomes. Their values are the request's, which NGINX has parsed (no
 // line breaks), and they only ever go into the Location of the redirect.
 var signinVariables = map[string]string{
-	"host": "host", "http_host": "http_host", "best_http_host": "ingress_reactor_host",
-	"scheme": "scheme", "pass_access_scheme": "scheme",
+	"host": "host", "http_host": "http_host", "best_http_host": "ingress_reactor_pass_host",
+	"scheme": "scheme", "pass_access_scheme": "ingress_reactor_pass_scheme",
 	"request_uri": "request_uri", "escaped_request_uri": "ingress_reactor_escaped_request_uri",
 }
 

@@ -159,7 +159,7 @@ func TestExtAuthDirectives(t *testing.T) {
 		`proxy_set_header Host "192.0.2.5";`,
 		`set $ingress_reactor_signin_0 "https://login.example.com/start?app=1&rd=";`,
 		`set $ingress_reactor_signin_2 "://";`,
-		"return 302 ${ingress_reactor_signin_0}${scheme}${ingress_reactor_signin_2}${ingress_reactor_host}${ingress_reactor_escaped_request_uri};",
+		"return 302 ${ingress_reactor_signin_0}${ingress_reactor_pass_scheme}${ingress_reactor_signin_2}${ingress_reactor_pass_host}${ingress_reactor_escaped_request_uri};",
 	} {
 		if !strings.Contains(c, want) {
 			t.Errorf("nginx.conf lacks %q", want)

@@ -147,6 +147,7 @@ func (t *translator) settingsDefaults() {
 	t.globalAuthDefaults()
 	t.customHTTPErrorsDefault()
 	t.limitRateDefault()
+	t.sourceRangeDefaults()
 }
 
 // redirectURL checks the redirect target of annotation key: an absolute http or https URL with a host,

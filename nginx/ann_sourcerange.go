@@ -22,7 +22,9 @@ func init() {
 		differ = "Applies to the Ingress's own paths only (another Ingress on the same host keeps its rules; requests no path matches have none). " +
 			"An entry that is not an address or a range **rejects the Ingress** (its last good version keeps being served); " +
 			"ingress-nginx served the location denied, or with the entries it could parse. A list without entries restricts nothing, with a Warning. " +
-			"The address checked is the one the connection comes from (`$remote_addr`); `X-Forwarded-For` is not trusted."
+			"The address checked is the client's as NGINX sees it (`$remote_addr`): the connection's, or, with the ConfigMap's " +
+			"`use-forwarded-headers` or `enable-real-ip`, the forwarded-for header of a proxy in `proxy-real-ip-cidr`. " +
+			"The ConfigMap's `whitelist-source-range` and `denylist-source-range` are the defaults of Ingresses without these annotations."
 	)
 	registerAnnotationGroup(annotationGroup{
 		specs: []AnnotationSpec{
@@ -123,4 +125,67 @@ func parseSourceRange(s string) (netip.Prefix, bool) {
 		p = netip.PrefixFrom(a.Unmap(), p.Bits()-96)
 	}
 	return p.Masked(), true
+}
+
+// sourceRangeDefaults applies the ConfigMap's whitelist-source-range and denylist-source-range to an
+// Ingress without the annotation of its kind (the allowlist's two names count as one).
+func (t *translator) sourceRangeDefaults() {
+	_, allowSet := t.ing.Annotations[AnnotationAllowlistSourceRange]
+	if _, legacy := t.ing.Annotations[AnnotationWhitelistSourceRange]; legacy {
+		allowSet = true
+	}
+	_, denySet := t.ing.Annotations[AnnotationDenylistSourceRange]
+	var allow, deny []netip.Prefix
+	if !allowSet {
+		allow = defaultRanges(t.opts.AllowSourceRange)
+	}
+	if !denySet {
+		deny = defaultRanges(t.opts.DenySourceRange)
+	}
+	if len(allow) == 0 && len(deny) == 0 {
+		return
+	}
+	if t.out.Access == nil {
+		t.out.Access = &SourceRanges{}
+	}
+	if len(allow) > 0 {
+		t.out.Access.Allow = allow
+	}
+	if len(deny) > 0 {
+		t.out.Access.Deny = deny
+	}
+}
+
+// defaultRanges parses the canonical list of a TranslateOptions field (see parseRangeSetting).
+func defaultRanges(list string) []netip.Prefix {
+	var out []netip.Prefix
+	for entry := range strings.SplitSeq(list, ",") {
+		if p, ok := parseSourceRange(entry); ok {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// parseRangeSetting parses a ConfigMap list of addresses and CIDR ranges as the annotations are:
+// canonical, sorted, without duplicates.
+func parseRangeSetting(v string) ([]string, error) {
+	var ps []netip.Prefix
+	for entry := range strings.SplitSeq(v, ",") {
+		entry = strings.TrimSpace(entry)
+		if entry == "" {
+			continue
+		}
+		p, ok := parseSourceRange(entry)
+		if !ok {
+			return nil, fmt.Errorf("%s is not an IP address or a CIDR range", quoteValue(entry))
+		}
+		ps = append(ps, p)
+	}
+	slices.SortFunc(ps, netip.Prefix.Compare)
+	var out []string
+	for _, p := range slices.Compact(ps) {
+		out = append(out, p.String())
+	}
+	return out, nil
 }

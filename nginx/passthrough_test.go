@@ -38,7 +38,8 @@ func TestRenderHTTPSBehindPassthroughProxy(t *testing.T) {
 	for _, w := range []string{
 		`set_real_ip_from "127.0.0.1";`,
 		"real_ip_header proxy_protocol;",
-		"proxy_set_header X-Forwarded-Port $ingress_reactor_server_port;",
+		"proxy_set_header X-Forwarded-Port $ingress_reactor_pass_port;",
+		"default $ingress_reactor_server_port;",
 	} {
 		if !strings.Contains(string(conf), w) {
 			t.Errorf("configuration lacks %q", w)

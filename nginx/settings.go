@@ -103,6 +103,8 @@ type Settings struct {
 	CustomHTTPErrors string
 	// LimitRate are the defaults of limit-rate and limit-rate-after (settings_limitrate.go).
 	LimitRate LimitRateSettings
+	// Client addresses, forwarded headers and blocking (settings_fwd.go).
+	fwdSettings
 }
 
 // settingKey is one ConfigMap key this controller reads.
@@ -214,6 +216,8 @@ func (s Settings) TranslateOptions(opts TranslateOptions) TranslateOptions {
 	opts.CustomHTTPErrors = s.CustomHTTPErrors
 	opts.LimitRate, opts.LimitRateAfter = s.LimitRate.Rate, s.LimitRate.After
 	opts.AllowedResponseHeaders = strings.ToLower(strings.Join(s.Headers.AllowedResponse, "\n"))
+	opts.AllowSourceRange = strings.Join(s.WhitelistSourceRange, ",")
+	opts.DenySourceRange = strings.Join(s.DenylistSourceRange, ",")
 	return opts
 }
 
@@ -400,6 +404,8 @@ type settingsView struct {
 	Redirects RedirectSettings
 	// NextUpstream holds the retries' timeout and tries.
 	NextUpstream nextUpstreamView
+	// Fwd: client addresses, forwarded headers and blocking (settings_fwd.go).
+	Fwd fwdView
 }
 
 func onOff(b bool) string {
@@ -453,6 +459,7 @@ func newSettingsView(q *quoter, s Settings) settingsView {
 		Limits:                    s.Limits,
 		Redirects:                 s.Redirects,
 		NextUpstream:              nextUpstreamView{TimeoutMS: s.NextUpstream.Timeout.Milliseconds(), Tries: s.NextUpstream.Tries},
+		Fwd:                       newFwdView(q, s),
 	}
 	for _, t := range s.GzipTypes {
 		v.GzipTypes = append(v.GzipTypes, q.quote(t))

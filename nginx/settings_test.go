@@ -111,6 +111,10 @@ var nonDefaultSettings = map[string]string{
 	"limit-req-status-code":           "429", "limit-conn-status-code": "508", "http-redirect-code": "301",
 	"proxy-next-upstream": "error http_502 http_503", "proxy-next-upstream-timeout": "30", "proxy-next-upstream-tries": "5",
 	"custom-http-errors": "404, 503", "limit-rate": "100", "limit-rate-after": "1m",
+	"use-forwarded-headers": "true", "use-proxy-protocol": "true", "enable-real-ip": "true", "forwarded-for-header": "X-Client-IP", "compute-full-forwarded-for": "true",
+	"proxy-real-ip-cidr": "10.0.0.0/8, 2001:db8::/32", "generate-request-id": "false", "proxy-add-original-uri-header": "true",
+	"block-cidrs": "192.0.2.0/24, 2001:db8:1::1", "block-user-agents": "Mozilla/5.0 (compatible; Bot), ~*bad[a-z]+bot, default",
+	"block-referers": `~^https?://spam\., hostnames`, "whitelist-source-range": "10.0.0.0/8", "denylist-source-range": "10.1.0.0/16",
 }
 
 // TestSettingsNonDefaultsPassNginx renders every supported key at a value other than its default and has
@@ -140,6 +144,9 @@ func TestSettingsNonDefaultsPassNginx(t *testing.T) {
 		"set_body_limit(0)", "proxy_buffering on;", "proxy_request_buffering off;", "proxy_buffers 8 8192;", "proxy_busy_buffers_size 16384;",
 		"proxy_next_upstream error http_502 http_503 non_idempotent;", "proxy_next_upstream_timeout 30000ms;", "set_default_tries(5)", "access_log off;", "set_log_default_backend(true)",
 		"proxy_pass_header Server;", "set_status(429, 508)", "set_redirect_code(301)", "proxy_hide_header \"X-Powered-By\";", "proxy_hide_header \"X-AspNet-Version\";",
+		"real_ip_header proxy_protocol;", " proxy_protocol default_server;", "set_real_ip_from 2001:db8::/32;", "10.0.0.0/8 1;", "$ingress_reactor_full_forwarded_for;",
+		"proxy_set_header X-Original-URI $request_uri;", "deny 192.0.2.0/24;", "deny 2001:db8:1::1;",
+		`"\\Mozilla/5.0 (compatible; Bot)" 1;`, `"\\default" 1;`, `"\\hostnames" 1;`,
 	} {
 		if !bytes.Contains(conf, []byte(want)) {
 			t.Errorf("nginx.conf lacks %q", want)
@@ -237,12 +244,29 @@ func TestSettingsInjection(t *testing.T) {
 			}
 			if _, applied := good[key]; applied {
 				// Only keys without effect on nginx.conf may accept free text: upstream-hash-by, route data,
-				// accepts an expression of allowed variables ($http_*), which the Lua balancer checks again.
-				if key != "upstream-hash-by" || hashExpressionProblem(p) != "" {
+				// accepts an expression of allowed variables ($http_*), which the Lua balancer checks again;
+				// the block-* keys' entries are map keys: quoted, and read literally (the backslash).
+				switch key {
+				case "upstream-hash-by":
+					if hashExpressionProblem(p) != "" {
+						t.Errorf("%s accepted %q", key, p)
+					} else if conf, _, err := Render(Model{}, RenderConfig{HTTPPort: 80, HTTPSPort: 443, StatusPort: 10246, StatusToken: testStatusToken,
+						Paths: Paths{Prefix: "/nginx"}, DefaultCertificate: "/ssl/default.crt", DefaultCertificateKey: "/ssl/default.key", Settings: s}); err != nil || bytes.Contains(conf, []byte(p)) {
+						t.Errorf("%s = %q: render error %v, or the value reached nginx.conf", key, p, err)
+					}
+				case "block-user-agents", "block-referers":
+					cfg.Settings = s
+					conf, _, err := Render(Model{}, cfg)
+					if err != nil {
+						t.Fatalf("%s: render: %v", key, err)
+					}
+					quoted, _ := Quote(`\` + strings.TrimSpace(p))
+					if strings.Contains(p, ",") || !bytes.Contains(conf, []byte(quoted+" 1;")) ||
+						bytes.Contains(bytes.ReplaceAll(conf, []byte(quoted), nil), []byte(strings.TrimSpace(p))) {
+						t.Errorf("%s = %q: not exactly one quoted map key", key, p)
+					}
+				default:
 					t.Errorf("%s accepted %q", key, p)
-				} else if conf, _, err := Render(Model{}, RenderConfig{HTTPPort: 80, HTTPSPort: 443, StatusPort: 10246, StatusToken: testStatusToken,
-					Paths: Paths{Prefix: "/nginx"}, DefaultCertificate: "/ssl/default.crt", DefaultCertificateKey: "/ssl/default.key", Settings: s}); err != nil || bytes.Contains(conf, []byte(p)) {
-					t.Errorf("%s = %q: render error %v, or the value reached nginx.conf", key, p, err)
 				}
 				continue
 			}

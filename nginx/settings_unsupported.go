@@ -36,12 +36,8 @@ func unsupported(status SettingStatus, reason string, names ...string) {
 func init() {
 	issue18 := "not applied yet (issue #18 builds it)"
 	unsupported(SettingPlanned, issue18,
-		"add-headers", "proxy-set-headers",
-		"use-forwarded-headers", "enable-real-ip", "forwarded-for-header", "compute-full-forwarded-for", "proxy-real-ip-cidr",
-		"use-proxy-protocol", "proxy-protocol-header-timeout", "forwarded-for-proxy-protocol-header", "proxy-add-original-uri-header",
-		"block-cidrs", "block-user-agents", "block-referers", "denylist-source-range", "whitelist-source-range",
-		"proxy-cookie-path", "proxy-cookie-domain", "proxy-redirect-from", "no-tls-redirect-locations",
-		"enable-ocsp", "ssl-dh-param", "service-upstream", "generate-request-id", "reuse-port", "disable-ipv6", "bind-address",
+		"add-headers", "proxy-set-headers", "proxy-cookie-path", "proxy-cookie-domain", "proxy-redirect-from", "no-tls-redirect-locations",
+		"enable-ocsp", "ssl-dh-param", "service-upstream", "reuse-port", "disable-ipv6", "bind-address",
 		"proxy-ssl-location-only", "relative-redirects", "grpc-buffer-size-kb", "ssl-reject-handshake")
 
 	unsupported(SettingRefused, "snippets are configuration text that reaches nginx.conf unchecked; this controller never uses them "+
@@ -69,6 +65,10 @@ func init() {
 		"http2-max-field-size", "http2-max-header-size", "http2-max-requests")
 	unsupported(SettingIgnored, "NGINX's status page is served on the loopback status port only, to the controller",
 		"nginx-status-ipv4-whitelist", "nginx-status-ipv6-whitelist")
+	unsupported(SettingIgnored, "the passthrough proxy reads the PROXY header and the ClientHello within --passthrough-hello-timeout "+
+		"(default 10s), and NGINX within client-header-timeout", "proxy-protocol-header-timeout")
+	unsupported(SettingIgnored, "with use-proxy-protocol the client address comes from the PROXY header; no intermediate header is set",
+		"forwarded-for-proxy-protocol-header")
 	unsupported(SettingIgnored, "NGINX's defaults apply", "proxy-headers-hash-max-size", "proxy-headers-hash-bucket-size",
 		"enable-multi-accept", "max-worker-open-files", "worker-cpu-affinity", "enable-aio-write", "disable-ipv6-dns", "debug-connections")
 	unsupported(SettingIgnored, "ssl-session-tickets uses NGINX's own ticket key, which a start renews; a key from the ConfigMap is not read",

@@ -36,6 +36,10 @@ type TranslateOptions struct {
 	// UpstreamHashBy and LoadBalance ("ewma" or "") are the ConfigMap's defaults of the annotations of
 	// those names (balanceDefaults); UpstreamHashBy is a validated expression.
 	UpstreamHashBy, LoadBalance string
+	// AllowSourceRange and DenySourceRange are the defaults of the source range annotations (the
+	// ConfigMap's whitelist-source-range and denylist-source-range): canonical ranges joined by commas.
+	AllowSourceRange string
+	DenySourceRange  string
 	// DisableCatchAll rejects Ingresses with spec.defaultBackend (--disable-catch-all).
 	DisableCatchAll bool
 	// DisableExternalName rejects backends that are ExternalName Services (--disable-svc-external-name).

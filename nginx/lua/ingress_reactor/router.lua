@@ -916,7 +916,8 @@ function _M.route()
     else
         upstream, redirect = e.default_backend or dict:get(_M.DEFAULT_KEY) or "", e.redirect
     end
-    if ngx_var.scheme == "http" and (redirect and ngx_var.ingress_reactor_https == "1" or r and r.force_ssl_redirect) then
+    -- The request's scheme, or a trusted proxy's X-Forwarded-Proto (use-forwarded-headers).
+    if ngx_var.ingress_reactor_pass_scheme == "http" and (redirect and ngx_var.ingress_reactor_https == "1" or r and r.force_ssl_redirect) then
         return ngx.redirect(https_location(host, r), redirect_code)
     end
     if not https and cc and client_cert(cc) then
