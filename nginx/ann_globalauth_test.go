@@ -341,3 +341,37 @@ func TestGlobalAuthThroughNginx(t *testing.T) {
 		t.Errorf("calls: global %q, own %q; want the own service's two", g, o)
 	}
 }
+
+// TestGlobalAuthInvalidWithdrawsAnOpenLastGoodVersion: a global auth turned on with an invalid key (no
+// good value to keep) rejects the Ingresses that would use it; their last good version without external
+// auth is not served either (it would stay open), while one that had the global auth stays served.
+func TestGlobalAuthInvalidWithdrawsAnOpenLastGoodVersion(t *testing.T) {
+	svcs := servicesOf(service("a", "web", port(80, "http")))
+	ing := ingress("a", "site", rule("shop.example", prefix("/", "web", 80)))
+	servedBy := func(m Model) string {
+		s, ok := server(m, "shop.example")
+		if !ok || len(s.Locations) != 1 {
+			return "nobody"
+		}
+		return s.Locations[0].Ingress.String() + " auth=" + s.Locations[0].Profile.AuthURL
+	}
+	valid := DefaultTranslateOptions()
+	valid.GlobalAuth = GlobalAuth{URL: "http://auth.example/", SigninRedirectParam: "rd"}
+	invalid := valid
+	invalid.GlobalAuth.Invalid = "global-auth-method"
+
+	b := NewModelBuilder()
+	build := func(opts TranslateOptions) Build {
+		return b.Build(BuildInput{Ingresses: []*networkingv1.Ingress{ing}, Services: svcs, Options: opts})
+	}
+	build(DefaultTranslateOptions())
+	if got := build(invalid); servedBy(got.Model) != "nobody" || len(got.Rejected) != 1 {
+		t.Errorf("open last good version, global auth invalid: served by %s, %d rejected; want it withdrawn", servedBy(got.Model), len(got.Rejected))
+	}
+
+	b = NewModelBuilder()
+	build(valid)
+	if got := build(invalid); servedBy(got.Model) != "a/site auth=http://auth.example/" || len(got.Rejected) != 1 {
+		t.Errorf("last good version with the global auth: served by %s, %d rejected; want it kept", servedBy(got.Model), len(got.Rejected))
+	}
+}

@@ -295,6 +295,11 @@ func (b *ModelBuilder) set(key types.NamespacedName, ing *networkingv1.Ingress, 
 			for _, s := range tr.Services {
 				e.services = append(e.services, s.Key)
 			}
+		case old != nil && old.lastGood != nil && old.lastGood.UID == ing.UID && !errors.Is(err, ErrWithdrawn) && errors.Is(err, errGlobalAuthInvalid) &&
+			old.lastGood.Profile.AuthURL == "":
+			// The ConfigMap turns a global auth on that is invalid: a last good version without external
+			// auth would keep the Ingress open, which the rejection is there to prevent.
+			e.err = errors.Join(err, ErrWithdrawn)
 		case old != nil && old.lastGood != nil && old.lastGood.UID == ing.UID && !errors.Is(err, ErrWithdrawn) && old.lastGood.staleAuthUsers(&lk):
 			// The last good version admits users (basic authentication) that its Secret no longer lists:
 			// withdrawn, not served, so that a removed user or an old password never keeps its access.
