@@ -1,8 +1,8 @@
 package nginx
 
 import (
-	"errors"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
