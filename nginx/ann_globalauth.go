@@ -1,6 +1,7 @@
 package nginx
 
 import (
+	"errors"
 	"slices"
 	"strings"
 )
@@ -46,6 +47,7 @@ func (t *translator) globalAuthDefaults() {
 		return
 	}
 	if g.Invalid != "" {
+		t.globalAuthInvalid = true
 		t.fail("the ConfigMap's %s (global external auth) has an invalid value and no good value to keep; the Ingresses that "+
 			"use the global auth are not served until it is fixed (or set %s: \"false\")", strings.ReplaceAll(g.Invalid, ",", ", "), AnnotationEnableGlobalAuth)
 		return
@@ -78,6 +80,11 @@ func (t *translator) globalAuthDefaults() {
 		})
 	}
 }
+
+// errGlobalAuthInvalid marks the rejection of an Ingress that would use the ConfigMap's global auth while
+// it is invalid: a last good version without external auth is not served either (it would stay open
+// while the ConfigMap asks for authentication).
+var errGlobalAuthInvalid = errors.New("the global external auth it would use is invalid")
 
 // noAuthLocations marks the routes that the global auth skips (no-auth-locations).
 func (t *translator) noAuthLocations() {

@@ -2,6 +2,7 @@ package nginx
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -329,5 +330,84 @@ func TestGlobalAuthThroughNginx(t *testing.T) {
 	}
 	if g, o := takeCalls("global"), takeCalls("own"); len(g) != 0 || len(o) != 2 {
 		t.Errorf("calls: global %q, own %q; want the own service's two", g, o)
+	}
+}
+
+// TestGlobalAuthInvalidWithdrawsAnOpenLastGoodVersion: a global auth turned on with an invalid key (no
+// good value to keep) rejects the Ingresses that would use it; their last good version without external
+// auth is not served either (it would stay open), while one that had the global auth stays served.
+func TestGlobalAuthInvalidWithdrawsAnOpenLastGoodVersion(t *testing.T) {
+	svcs := servicesOf(service("a", "web", port(80, "http")))
+	ing := ingress("a", "site", rule("shop.example", prefix("/", "web", 80)))
+	servedBy := func(m Model) string {
+		s, ok := server(m, "shop.example")
+		if !ok || len(s.Locations) != 1 {
+			return "nobody"
+		}
+		return s.Locations[0].Ingress.String() + " auth=" + s.Locations[0].Profile.AuthURL
+	}
+	valid := DefaultTranslateOptions()
+	valid.GlobalAuth = GlobalAuth{URL: "http://auth.example/", SigninRedirectParam: "rd"}
+	invalid := valid
+	invalid.GlobalAuth.Invalid = "global-auth-method"
+
+	b := NewModelBuilder()
+	build := func(opts TranslateOptions) Build {
+		return b.Build(BuildInput{Ingresses: []*networkingv1.Ingress{ing}, Services: svcs, Options: opts})
+	}
+	build(DefaultTranslateOptions())
+	if got := build(invalid); servedBy(got.Model) != "nobody" || len(got.Rejected) != 1 {
+		t.Errorf("open last good version, global auth invalid: served by %s, %d rejected; want it withdrawn", servedBy(got.Model), len(got.Rejected))
+	}
+
+	b = NewModelBuilder()
+	build(valid)
+	if got := build(invalid); servedBy(got.Model) != "a/site auth=http://auth.example/" || len(got.Rejected) != 1 {
+		t.Errorf("last good version with the global auth: served by %s, %d rejected; want it kept", servedBy(got.Model), len(got.Rejected))
+	}
+}
+
+// TestGlobalAuthRefusedByNginxIsNotServedOpen: when NGINX refuses the global auth's profile (its host does
+// not resolve), an Ingress's earlier version without external auth is not served instead.
+func TestGlobalAuthRefusedByNginxIsNotServedOpen(t *testing.T) {
+	svcs := servicesOf(service("a", "web", port(80, "http")))
+	ing := ingress("a", "site", rule("shop.example", prefix("/", "web", 80)))
+	opts := DefaultTranslateOptions()
+	opts.GlobalAuth = GlobalAuth{URL: "http://auth.invalid/", SigninRedirectParam: "rd"}
+	b := NewModelBuilder()
+	b.Build(BuildInput{Ingresses: []*networkingv1.Ingress{ing}, Services: svcs, Options: DefaultTranslateOptions()})
+	b.Build(BuildInput{Ingresses: []*networkingv1.Ingress{ing}, Services: svcs, Options: opts})
+	refusal := &Refusal{Err: errors.New("nginx -t: host not found"), Profile: ProfileSettings{AuthURL: "http://auth.invalid/"}}
+	got := b.Build(BuildInput{Ingresses: []*networkingv1.Ingress{ing}, Services: svcs, Options: opts,
+		Quarantine: func(*networkingv1.Ingress) *Refusal { return refusal }})
+	if s, ok := server(got.Model, "shop.example"); ok {
+		for _, l := range s.Locations {
+			if l.Profile.AuthURL == "" {
+				t.Errorf("location %s served without external auth while the global auth is refused", l.Path)
+			}
+		}
+	}
+	if len(got.Rejected) != 1 {
+		t.Errorf("rejected %+v, want the Ingress", got.Rejected)
+	}
+}
+
+// TestGlobalAuthFixedEndsTheQuarantine: once the ConfigMap's global auth that NGINX refused is fixed, the
+// Ingress (the same object version) is served with the new one rather than kept quarantined.
+func TestGlobalAuthFixedEndsTheQuarantine(t *testing.T) {
+	svcs := servicesOf(service("a", "web", port(80, "http")))
+	ing := ingress("a", "site", rule("shop.example", prefix("/", "web", 80)))
+	bad, fixed := DefaultTranslateOptions(), DefaultTranslateOptions()
+	bad.GlobalAuth = GlobalAuth{URL: "http://auth.invalid/", SigninRedirectParam: "rd"}
+	fixed.GlobalAuth = GlobalAuth{URL: "http://auth.example/", SigninRedirectParam: "rd"}
+	refusal := &Refusal{Err: errors.New("nginx -t: host not found"), Profile: ProfileSettings{AuthURL: "http://auth.invalid/"}}
+	quarantine := func(*networkingv1.Ingress) *Refusal { return refusal } // keyed by the object's version, which does not change
+	b := NewModelBuilder()
+	b.Build(BuildInput{Ingresses: []*networkingv1.Ingress{ing}, Services: svcs, Options: bad})
+	b.Build(BuildInput{Ingresses: []*networkingv1.Ingress{ing}, Services: svcs, Options: bad, Quarantine: quarantine})
+	got := b.Build(BuildInput{Ingresses: []*networkingv1.Ingress{ing}, Services: svcs, Options: fixed, Quarantine: quarantine})
+	s, ok := server(got.Model, "shop.example")
+	if !ok || len(s.Locations) != 1 || s.Locations[0].Profile.AuthURL != "http://auth.example/" || len(got.Rejected) != 0 {
+		t.Errorf("after the fix: locations %+v, rejected %+v; want the Ingress served with the fixed global auth", s.Locations, got.Rejected)
 	}
 }

@@ -268,6 +268,11 @@ func (b *ModelBuilder) set(key types.NamespacedName, ing *networkingv1.Ingress, 
 		}
 		lk := Lookups{Services: in.Services, Secrets: in.Secrets, ConfigMaps: in.ConfigMaps}
 		tr, err := b.cache.TranslateWith(ing, lk, in.Options)
+		if refused != nil && tr != nil && !refused.writes(tr) {
+			// The same object translated with other options (the ConfigMap changed, such as a fixed
+			// global-auth-url) no longer has what the data plane refused.
+			refused = nil
+		}
 		switch {
 		case refused != nil:
 			// Quarantined: the newest good version of this object that the data plane did not refuse
@@ -275,8 +280,11 @@ func (b *ModelBuilder) set(key types.NamespacedName, ing *networkingv1.Ingress, 
 			e.err = refused.Err
 			if old != nil {
 				for _, good := range []*IngressTranslation{old.lastGood, old.previousGood} {
-					// A version whose users the Secret no longer lists is not served (basic authentication).
-					if good != nil && good.UID == ing.UID && !refused.writes(good) && !good.staleAuthUsers(&lk) {
+					// A version whose users the Secret no longer lists is not served (basic authentication), nor
+					// one without the external auth that the refused version has (its own auth-url, or the
+					// ConfigMap's global auth): that would open what the configuration closes.
+					if good != nil && good.UID == ing.UID && !refused.writes(good) && !good.staleAuthUsers(&lk) &&
+						(tr == nil || tr.Profile.AuthURL == "" || good.Profile.AuthURL != "") {
 						e.served, e.lastGood = good, good
 						for _, s := range good.Services {
 							e.services = append(e.services, s.Key)
@@ -295,6 +303,11 @@ func (b *ModelBuilder) set(key types.NamespacedName, ing *networkingv1.Ingress, 
 			for _, s := range tr.Services {
 				e.services = append(e.services, s.Key)
 			}
+		case old != nil && old.lastGood != nil && old.lastGood.UID == ing.UID && !errors.Is(err, ErrWithdrawn) && errors.Is(err, errGlobalAuthInvalid) &&
+			old.lastGood.Profile.AuthURL == "":
+			// The ConfigMap turns a global auth on that is invalid: a last good version without external
+			// auth would keep the Ingress open, which the rejection is there to prevent.
+			e.err = errors.Join(err, ErrWithdrawn)
 		case old != nil && old.lastGood != nil && old.lastGood.UID == ing.UID && !errors.Is(err, ErrWithdrawn) && old.lastGood.staleAuthUsers(&lk):
 			// The last good version admits users (basic authentication) that its Secret no longer lists:
 			// withdrawn, not served, so that a removed user or an old password never keeps its access.

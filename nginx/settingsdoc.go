@@ -34,7 +34,7 @@ func SettingsMarkdown() string {
   ` + "`ingress_reactor_configmap_problems`" + `.
 - **Keys without effect** (planned, ignored, refused below) and **unknown keys** get the same Warning, once per
   change of the ConfigMap; the rest applies.
-- A missing ConfigMap means ingress-nginx's defaults, with a log line; creating it later applies it.
+- A ConfigMap missing at the start means ingress-nginx's defaults, with a log line; creating it later applies it. Deleting it keeps its settings applied (as ingress-nginx does) until it is created again or the controller restarts.
 - Keys marked *replaces a flag* take the place of the flag of the same meaning when the ConfigMap sets them
   (` + "`worker-processes`" + ` and ` + "`--worker-processes`" + `, ...); without the key the flag's value applies.
 

@@ -194,6 +194,9 @@ func translate(ing *networkingv1.Ingress, lk Lookups, opts TranslateOptions) (*I
 		if tr.withdraw {
 			errs = append(errs, ErrWithdrawn)
 		}
+		if tr.globalAuthInvalid {
+			errs = append(errs, errGlobalAuthInvalid)
+		}
 		return nil, tr.out.Services, tr.out.Objects, fmt.Errorf("ingress %s rejected: %w", tr.out.Ingress, errors.Join(errs...))
 	}
 	tr.out.Upstreams = sortUpstreams(tr.out.Upstreams)
@@ -228,6 +231,9 @@ type translator struct {
 	withdraw bool
 	// globalAuthOff is set by enable-global-auth "false" (ann_globalauth.go).
 	globalAuthOff bool
+	// globalAuthInvalid is set when the Ingress would use the global auth and the ConfigMap's is invalid
+	// (errGlobalAuthInvalid).
+	globalAuthInvalid bool
 }
 
 // ErrWithdrawn marks the rejection of an Ingress whose last good version must not stay served either:

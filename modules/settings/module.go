@@ -1,7 +1,8 @@
 // Package settings watches ingress-nginx's ConfigMap (--configmap) and publishes the controller-wide
 // settings it holds as SettingsChange. Invalid values keep their key's last good value; they, and keys
 // without effect, get a Warning Event on the ConfigMap, a log line and a metric, and everything else
-// applies. Without --configmap, or while the ConfigMap does not exist, ingress-nginx's defaults apply.
+// applies. Without --configmap, or while the ConfigMap does not exist at the start, ingress-nginx's
+// defaults apply; a deletion keeps the settings applied (as ingress-nginx does).
 package settings
 
 import (
@@ -183,6 +184,14 @@ func (w *Watcher) sync() {
 		}
 	}
 	if w.current.Loaded() && (data == nil) == (w.data == nil) && maps.Equal(data, w.data) {
+		return
+	}
+	if cm == nil && w.data != nil {
+		// Deleted after it was applied: its settings stay, as in ingress-nginx, which ignores the deletion.
+		// Falling back to the defaults would drop the global auth (every Ingress open) and HSTS at once.
+		w.data = nil
+		w.log.Warn("ConfigMap deleted; its settings stay applied until it is created again or the controller restarts",
+			zap.Stringer("configmap", w.opts.ConfigMap))
 		return
 	}
 	w.data = data

@@ -58,7 +58,7 @@ func TestWithoutConfigMapTheDefaultsAreLoaded(t *testing.T) {
 
 func TestConfigMapChangesApplyWithLastGoodValues(t *testing.T) {
 	key := types.NamespacedName{Namespace: "ingress", Name: "settings"}
-	h, _, got, _ := startWatcher(t, key, configMap(map[string]string{"use-gzip": "true", "gzip-level": "4"}))
+	h, w, got, _ := startWatcher(t, key, configMap(map[string]string{"use-gzip": "true", "gzip-level": "4"}))
 	if all := got.All(); len(all) != 1 || !all[0].Settings.UseGzip || all[0].Settings.GzipLevel != 4 {
 		t.Fatalf("first publication %+v", all)
 	}
@@ -85,13 +85,26 @@ func TestConfigMapChangesApplyWithLastGoodValues(t *testing.T) {
 		t.Errorf("ingress_reactor_configmap_problems = %v, want 2", v)
 	}
 
-	// Deleting the ConfigMap brings the defaults back.
+	// Deleting the ConfigMap keeps its settings (as ingress-nginx: the defaults would drop the global auth
+	// of every Ingress); creating it again applies it.
 	if err := h.Client.CoreV1().ConfigMaps("ingress").Delete(context.Background(), "settings", metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	got.WaitFor(t, "the defaults after the deletion", func(c modules.SettingsChange) bool {
-		return !c.Settings.UseGzip && !c.Settings.ServerTokens && c.Settings.GzipLevel == 1
+	moduletest.Eventually(t, "the deletion in the cache", func() bool {
+		_, exists, _ := w.informer.GetStore().GetByKey(key.String())
+		return !exists
 	})
+	w.sync() // the deletion's own event may come later: read it now, as that event does
+	if _, err := h.Client.CoreV1().ConfigMaps("ingress").Create(context.Background(),
+		configMap(map[string]string{"use-gzip": "true", "gzip-level": "7", "server-tokens": "true"}), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	all := got.WaitFor(t, "the re-created ConfigMap", func(c modules.SettingsChange) bool { return c.Settings.GzipLevel == 7 })
+	for _, c := range all {
+		if !c.Settings.UseGzip || !c.Settings.ServerTokens {
+			t.Errorf("published %+v between the deletion and the re-creation; want the ConfigMap's settings kept", c.Settings)
+		}
+	}
 }
 
 func TestMissingConfigMapLoadsDefaults(t *testing.T) {
