@@ -12,7 +12,6 @@ import (
 	"sync"
 	"testing"
 
-	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
 )
 
@@ -30,18 +29,7 @@ func globalAuthOptions(t *testing.T, data map[string]string) TranslateOptions {
 // returns the rejections, by Ingress name.
 func buildModelFrom(t *testing.T, objs []any, opts TranslateOptions) (Model, map[string]error) {
 	t.Helper()
-	svcs := services{}
-	var ings []*networkingv1.Ingress
-	for _, o := range objs {
-		switch o := o.(type) {
-		case *corev1.Service:
-			svcs[nn(o.Namespace, o.Name)] = o
-		case *networkingv1.Ingress:
-			ings = append(ings, o)
-		default:
-			t.Fatalf("unexpected object %T", o)
-		}
-	}
+	svcs, ings := splitObjects(t, objs)
 	return translateAndMerge(svcs, opts, ings...)
 }
 

@@ -13,6 +13,21 @@ import (
 // buildModel translates every Ingress in objs (with the Services in objs) and merges the accepted ones.
 func buildModel(t *testing.T, objs []any, defaultBackend *Upstream) (Model, []Conflict) {
 	t.Helper()
+	svcs, ings := splitObjects(t, objs)
+	var ts []*IngressTranslation
+	for _, ing := range ings {
+		tr, err := TranslateIngress(ing, svcs, DefaultTranslateOptions())
+		if err != nil {
+			continue // rejected alone
+		}
+		ts = append(ts, tr)
+	}
+	return Merge(ts, defaultBackend)
+}
+
+// splitObjects sorts a test's objects into Services and Ingresses; anything else fails the test.
+func splitObjects(t *testing.T, objs []any) (services, []*networkingv1.Ingress) {
+	t.Helper()
 	svcs := services{}
 	var ings []*networkingv1.Ingress
 	for _, o := range objs {
@@ -25,15 +40,7 @@ func buildModel(t *testing.T, objs []any, defaultBackend *Upstream) (Model, []Co
 			t.Fatalf("unexpected object %T", o)
 		}
 	}
-	var ts []*IngressTranslation
-	for _, ing := range ings {
-		tr, err := TranslateIngress(ing, svcs, DefaultTranslateOptions())
-		if err != nil {
-			continue // rejected alone
-		}
-		ts = append(ts, tr)
-	}
-	return Merge(ts, defaultBackend)
+	return svcs, ings
 }
 
 func TestMerge(t *testing.T) {
