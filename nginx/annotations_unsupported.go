@@ -38,8 +38,8 @@ func unsupportedAnnotations() []AnnotationSpec {
 	const neverSnippet = "On purpose, for good: raw NGINX configuration from Ingress owners is the injection path this project " +
 		"removes (ingress-nginx refused snippets by default since 1.9). Typed annotations and ConfigMap keys replace the common uses: " +
 		"[migration.md](migration.md#replacing-snippets) lists them (response headers: `custom-headers`; CORS: `enable-cors`; " +
-		"`proxy_*` directives: the `proxy-*` annotations; the ConfigMap's `add-headers`/`proxy-set-headers`/`hide-headers` are " +
-		"planned in issue #18)."
+		"`proxy_*` directives: the `proxy-*` annotations; the ConfigMap's `add-headers`/`proxy-set-headers`/`hide-headers` for every " +
+		"Ingress: [configmap.md](configmap.md))."
 	snippetAccess := AnnotationSpec{Status: AnnotationRefused, Reason: refusedAccess, RestrictsAccess: true, Difference: neverSnippet}
 	add(snippetAccess, "auth-snippet", "modsecurity-snippet")
 	add(AnnotationSpec{Status: AnnotationRefused, Reason: refusedSnippet, Difference: neverSnippet},

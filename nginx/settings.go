@@ -105,6 +105,9 @@ type Settings struct {
 	LimitRate LimitRateSettings
 	// Client addresses, forwarded headers and blocking (settings_fwd.go).
 	fwdSettings
+
+	// HeaderRefs are the headers of add-headers and proxy-set-headers (settings_hdrs.go).
+	HeaderRefs HeaderRefSettings
 }
 
 // settingKey is one ConfigMap key this controller reads.
@@ -122,6 +125,9 @@ type settingKey struct {
 	// sets them: DefaultSettings leaves them unset, and Default documents the value the flag has by default.
 	Overlay bool
 	set     func(s *Settings, v string) error
+	// resolve, for keys that name another ConfigMap, turns the value into the form set parses (and
+	// lastGood keeps) with the ConfigMap's data.
+	resolve func(v string, lookup SettingsRefLookup) (string, error)
 }
 
 // settingKeys are the supported keys, by name.
@@ -174,6 +180,12 @@ func DefaultSettings() Settings {
 // applied; keys of ingress-nginx this controller does not support and unknown keys are problems too. good
 // holds the values applied, to pass as lastGood next time.
 func ParseSettings(data, lastGood map[string]string) (s Settings, good map[string]string, problems []SettingProblem) {
+	return ParseSettingsRefs(data, lastGood, nil)
+}
+
+// ParseSettingsRefs is ParseSettings with lookup resolving the keys that name another ConfigMap
+// (add-headers, proxy-set-headers); without it they are problems.
+func ParseSettingsRefs(data, lastGood map[string]string, lookup SettingsRefLookup) (s Settings, good map[string]string, problems []SettingProblem) {
 	s = DefaultSettings()
 	good = map[string]string{}
 	for _, key := range slices.Sorted(maps.Keys(data)) {
@@ -183,9 +195,16 @@ func ParseSettings(data, lastGood map[string]string) (s Settings, good map[strin
 			problems = append(problems, SettingProblem{Key: key, Value: v, Reason: unsupportedSettingReason(key)})
 			continue
 		}
-		err := k.set(&s, strings.TrimSpace(v))
+		applied := v
+		var err error
+		if k.resolve != nil {
+			applied, err = k.resolve(strings.TrimSpace(v), lookup)
+		}
 		if err == nil {
-			good[key] = v
+			err = k.set(&s, strings.TrimSpace(applied))
+		}
+		if err == nil {
+			good[key] = applied
 			continue
 		}
 		p := SettingProblem{Key: key, Value: v, Reason: fmt.Sprintf("invalid value %s: %v", quoteValue(v), err)}
@@ -406,6 +425,9 @@ type settingsView struct {
 	NextUpstream nextUpstreamView
 	// Fwd: client addresses, forwarded headers and blocking (settings_fwd.go).
 	Fwd fwdView
+	// AddHeaders and ProxySetHeaders are add-headers and proxy-set-headers, quoted (settings_hdrs.go).
+	AddHeaders      []headerLineView
+	ProxySetHeaders []headerLineView
 }
 
 func onOff(b bool) string {
@@ -460,6 +482,8 @@ func newSettingsView(q *quoter, s Settings) settingsView {
 		Redirects:                 s.Redirects,
 		NextUpstream:              nextUpstreamView{TimeoutMS: s.NextUpstream.Timeout.Milliseconds(), Tries: s.NextUpstream.Tries},
 		Fwd:                       newFwdView(q, s),
+		AddHeaders:                newHeaderLineViews(q, s.HeaderRefs.Add),
+		ProxySetHeaders:           newHeaderLineViews(q, s.HeaderRefs.ProxySet),
 	}
 	for _, t := range s.GzipTypes {
 		v.GzipTypes = append(v.GzipTypes, q.quote(t))

@@ -115,6 +115,8 @@ var nonDefaultSettings = map[string]string{
 	"proxy-real-ip-cidr": "10.0.0.0/8, 2001:db8::/32", "generate-request-id": "false", "proxy-add-original-uri-header": "true",
 	"block-cidrs": "192.0.2.0/24, 2001:db8:1::1", "block-user-agents": "Mozilla/5.0 (compatible; Bot), ~*bad[a-z]+bot, default",
 	"block-referers": `~^https?://spam\., hostnames`, "whitelist-source-range": "10.0.0.0/8", "denylist-source-range": "10.1.0.0/16",
+	// ConfigMaps of headers: testHeaderRefs.
+	"add-headers": "ingress/add", "proxy-set-headers": "ingress/proxy",
 }
 
 // TestSettingsNonDefaultsPassNginx renders every supported key at a value other than its default and has
@@ -126,7 +128,7 @@ func TestSettingsNonDefaultsPassNginx(t *testing.T) {
 			t.Errorf("nonDefaultSettings lacks %s", k)
 		}
 	}
-	s, _, problems := ParseSettings(nonDefaultSettings, nil)
+	s, _, problems := ParseSettingsRefs(nonDefaultSettings, nil, refLookup(testHeaderRefs))
 	if len(problems) > 0 {
 		t.Fatalf("problems: %v", problems)
 	}
@@ -146,6 +148,7 @@ func TestSettingsNonDefaultsPassNginx(t *testing.T) {
 		"proxy_pass_header Server;", "set_status(429, 508)", "set_redirect_code(301)", "proxy_hide_header \"X-Powered-By\";", "proxy_hide_header \"X-AspNet-Version\";",
 		"real_ip_header proxy_protocol;", " proxy_protocol default_server;", "set_real_ip_from 2001:db8::/32;", "10.0.0.0/8 1;", "$ingress_reactor_full_forwarded_for;",
 		"proxy_set_header X-Original-URI $request_uri;", "deny 192.0.2.0/24;", "deny 2001:db8:1::1;",
+		`proxy_set_header "X-Tenant" "blue";`, `set_add_headers({{ "X-Added", "a \"quoted\" \\ value; { }" }, { "X-Frame-Options", "DENY" }, })`,
 		`"\\Mozilla/5.0 (compatible; Bot)" 1;`, `"\\default" 1;`, `"\\hostnames" 1;`,
 	} {
 		if !bytes.Contains(conf, []byte(want)) {

@@ -2,7 +2,9 @@
 // settings it holds as SettingsChange. Invalid values keep their key's last good value; they, and keys
 // without effect, get a Warning Event on the ConfigMap, a log line and a metric, and everything else
 // applies. Without --configmap, or while the ConfigMap does not exist at the start, ingress-nginx's
-// defaults apply; a deletion keeps the settings applied (as ingress-nginx does).
+// defaults apply; a deletion keeps the settings applied (as ingress-nginx does). add-headers and
+// proxy-set-headers name other ConfigMaps of the same namespace: the watcher follows them all, and a
+// change of a referenced one re-publishes the settings.
 package settings
 
 import (
@@ -17,8 +19,6 @@ import (
 	"go.uber.org/fx"
 	"go.uber.org/zap"
 	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
@@ -80,12 +80,60 @@ type Watcher struct {
 	lastGood map[string]string
 	current  nginx.Settings
 	// data is the ConfigMap's data last applied, nil when it did not exist: an event that changes
-	// nothing else (labels, a resync) repeats no Event.
+	// nothing else (labels, a resync) repeats no Event. refs are the data of the ConfigMaps its
+	// reference keys name, as read then (nil: missing or refused).
 	data map[string]string
+	refs map[string]map[string]string
 }
 
-// New builds the watcher and, with --configmap, its informer on that one ConfigMap (in its own
-// namespace, whatever --watch-namespace says).
+// refKeys are the keys whose value names another ConfigMap of the namespace.
+var refKeys = []string{"add-headers", "proxy-set-headers"}
+
+// resolveRefs reads the ConfigMaps that data's reference keys name from the store.
+func (w *Watcher) resolveRefs(data map[string]string) map[string]map[string]string {
+	refs := map[string]map[string]string{}
+	for _, k := range refKeys {
+		ref := strings.TrimSpace(data[k])
+		if ref == "" {
+			continue
+		}
+		key := ref
+		if !strings.Contains(ref, "/") {
+			key = w.opts.ConfigMap.Namespace + "/" + ref
+		}
+		refs[ref] = nil
+		if ns, _, _ := strings.Cut(key, "/"); ns != w.opts.ConfigMap.Namespace {
+			continue
+		}
+		if obj, exists, err := w.informer.GetStore().GetByKey(key); err == nil && exists {
+			if cm, ok := obj.(*corev1.ConfigMap); ok {
+				refs[ref] = cm.Data
+				if refs[ref] == nil {
+					refs[ref] = map[string]string{}
+				}
+			}
+		}
+	}
+	return refs
+}
+
+// lookup resolves a reference from refs, saying why one cannot be used.
+func (w *Watcher) lookup(refs map[string]map[string]string) nginx.SettingsRefLookup {
+	return func(ref string) (map[string]string, error) {
+		ns, _, found := strings.Cut(ref, "/")
+		if found && ns != w.opts.ConfigMap.Namespace {
+			return nil, fmt.Errorf("configmap %s is not in the namespace of --configmap (%s)", ref, w.opts.ConfigMap.Namespace)
+		}
+		data, ok := refs[ref]
+		if !ok || data == nil {
+			return nil, fmt.Errorf("configmap %s does not exist", ref)
+		}
+		return data, nil
+	}
+}
+
+// New builds the watcher and, with --configmap, its informer on the ConfigMaps of its namespace
+// (whatever --watch-namespace says).
 func New(p Params) (*Watcher, error) {
 	w := &Watcher{
 		opts:     p.Options,
@@ -115,11 +163,10 @@ func New(p Params) (*Watcher, error) {
 		if p.Client == nil {
 			return nil, fmt.Errorf("--configmap %s needs a Kubernetes client", w.opts.ConfigMap)
 		}
+		// Every ConfigMap of the namespace: add-headers and proxy-set-headers name others of it, whose
+		// changes apply like the --configmap's own.
 		w.factory = informers.NewSharedInformerFactoryWithOptions(p.Client, 0,
-			informers.WithNamespace(w.opts.ConfigMap.Namespace),
-			informers.WithTweakListOptions(func(o *metav1.ListOptions) {
-				o.FieldSelector = fields.OneTermEqualSelector("metadata.name", w.opts.ConfigMap.Name).String()
-			}))
+			informers.WithNamespace(w.opts.ConfigMap.Namespace))
 		w.informer = w.factory.Core().V1().ConfigMaps().Informer()
 		if _, err := w.informer.AddEventHandler(cache.ResourceEventHandlerFuncs{
 			AddFunc:    func(any) { w.sync() },
@@ -183,9 +230,11 @@ func (w *Watcher) sync() {
 			data = map[string]string{}
 		}
 	}
-	if w.current.Loaded() && (data == nil) == (w.data == nil) && maps.Equal(data, w.data) {
+	refs := w.resolveRefs(data)
+	if w.current.Loaded() && (data == nil) == (w.data == nil) && maps.Equal(data, w.data) && reflect.DeepEqual(refs, w.refs) {
 		return
 	}
+	w.refs = refs
 	if cm == nil && w.data != nil {
 		// Deleted after it was applied: its settings stay, as in ingress-nginx, which ignores the deletion.
 		// Falling back to the defaults would drop the global auth (every Ingress open) and HSTS at once.
@@ -203,7 +252,7 @@ func (w *Watcher) sync() {
 		w.publishLocked(nginx.DefaultSettings())
 		return
 	}
-	s, good, problems := nginx.ParseSettings(cm.Data, w.lastGood)
+	s, good, problems := nginx.ParseSettingsRefs(cm.Data, w.lastGood, w.lookup(refs))
 	w.lastGood = good
 	w.problems.Set(float64(len(problems)))
 	if len(problems) == 0 {

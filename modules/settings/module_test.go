@@ -113,3 +113,54 @@ func TestMissingConfigMapLoadsDefaults(t *testing.T) {
 		t.Fatalf("published %+v, want the defaults", all)
 	}
 }
+
+// TestReferencedConfigMapChangesApply: add-headers names another ConfigMap of the namespace; its
+// creation and its changes re-publish the settings; a reference to another namespace is a problem.
+func TestReferencedConfigMapChangesApply(t *testing.T) {
+	key := types.NamespacedName{Namespace: "ingress", Name: "settings"}
+	headers := func(v string) *corev1.ConfigMap {
+		return &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "ingress", Name: "headers"}, Data: map[string]string{"X-Frame-Options": v}}
+	}
+	h, w, got, _ := startWatcher(t, key, configMap(map[string]string{"add-headers": "ingress/headers", "proxy-set-headers": "other/headers"}))
+	if all := got.All(); len(all) != 1 || len(all[0].Settings.HeaderRefs.Add) != 0 {
+		t.Fatalf("first publication %+v, want no headers (the ConfigMap does not exist yet)", all)
+	}
+	moduletest.Eventually(t, "the Warning Event", func() bool { return len(h.Recorder.WithReason(ReasonInvalidSetting)) == 1 })
+	if ev := h.Recorder.WithReason(ReasonInvalidSetting)[0]; !strings.Contains(ev.Message, "add-headers") || !strings.Contains(ev.Message, "does not exist") ||
+		!strings.Contains(ev.Message, "proxy-set-headers") || !strings.Contains(ev.Message, "not in the namespace of --configmap") {
+		t.Errorf("Event %+v", ev)
+	}
+	ctx := context.Background()
+	if _, err := h.Client.CoreV1().ConfigMaps("ingress").Create(ctx, headers("DENY"), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	got.WaitFor(t, "the created headers", func(c modules.SettingsChange) bool {
+		a := c.Settings.HeaderRefs.Add
+		return len(a) == 1 && a[0].Name == "X-Frame-Options" && a[0].Value == "DENY"
+	})
+	if _, err := h.Client.CoreV1().ConfigMaps("ingress").Update(ctx, headers("SAMEORIGIN"), metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	got.WaitFor(t, "the changed headers", func(c modules.SettingsChange) bool {
+		a := c.Settings.HeaderRefs.Add
+		return len(a) == 1 && a[0].Value == "SAMEORIGIN"
+	})
+	// An invalid change keeps the last good headers.
+	if _, err := h.Client.CoreV1().ConfigMaps("ingress").Update(ctx, headers("$host"), metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	// Each version so far had the refused proxy-set-headers: this is the fourth Warning.
+	moduletest.Eventually(t, "the Warning Event of the invalid value", func() bool { return len(h.Recorder.WithReason(ReasonInvalidSetting)) == 4 })
+	if ev := h.Recorder.WithReason(ReasonInvalidSetting)[3]; !strings.Contains(ev.Message, "add-headers: invalid value") || !strings.Contains(ev.Message, "last good value") {
+		t.Errorf("Event %+v", ev)
+	}
+	w.mu.Lock()
+	a := w.current.HeaderRefs.Add
+	w.mu.Unlock()
+	if len(a) != 1 || a[0].Value != "SAMEORIGIN" {
+		t.Errorf("after an invalid change: %+v, want the last good SAMEORIGIN", a)
+	}
+	if rest := got.All(); len(rest) != 0 {
+		t.Errorf("published %+v after an invalid change that keeps the last good headers", rest)
+	}
+}

@@ -96,6 +96,8 @@ local profiles = {}
 local default_body_limit
 -- The Strict-Transport-Security value of HTTPS responses (set_hsts), or nil.
 local hsts
+-- The ConfigMap's add-headers (set_add_headers): { {name, value}, ... }, validated by the controller.
+local add_headers = {}
 -- The status of redirects to HTTPS and of from-to-www-redirect (set_redirect_code).
 local redirect_code = 308
 -- Whether requests no route matches are logged (set_log_default_backend).
@@ -730,6 +732,10 @@ function _M.header_filter()
     if hsts and ngx_var.https == "on" then -- the ConfigMap's hsts; custom-headers below may replace it
         ngx.header["Strict-Transport-Security"] = hsts
     end
+    for i = 1, #add_headers do -- the ConfigMap's add-headers; custom-headers below replace them
+        local h = add_headers[i]
+        ngx.header[h[1]] = h[2]
+    end
     local h = ngx_var.ingress_reactor_response_headers
     if h and h ~= "" then -- custom-headers
         for name, value in h:gmatch("([^:\n]+):([^\n]*)") do
@@ -1084,6 +1090,12 @@ end
 -- nil for none; init_by_lua calls it.
 function _M.set_hsts(value)
     hsts = value
+end
+
+-- set_add_headers sets the headers of every response (the ConfigMap's add-headers): a list of
+-- {name, value} pairs; init_by_lua calls it.
+function _M.set_add_headers(list)
+    add_headers = list
 end
 
 -- set_redirect_code sets the status of redirects to HTTPS and to the www twin (the ConfigMap's
