@@ -40,7 +40,8 @@ const headerRefValues = "`namespace/name` of a ConfigMap in the --configmap's na
 func init() {
 	registerSettings(
 		settingKey{Name: "add-headers", Values: headerRefValues,
-			Doc: "Headers set on every response to clients. A header that an Ingress's custom-headers sets replaces the one of the same name.",
+			Doc: "Headers set on every response to clients. A header that an Ingress's custom-headers sets replaces the one of the same name; " +
+				"a Strict-Transport-Security here replaces the hsts keys' value.",
 			Difference: "The Lua router sets them in the header filter (replacing a backend's header of the same name), so every location " +
 				"gets them. The ConfigMap must be in the --configmap's namespace: a reference to another namespace is not applied " +
 				"(Warning). Values are literal: `$` is refused where ingress-nginx expanded NGINX variables. Names that frame the " +
