@@ -78,6 +78,10 @@ type Settings struct {
 	ProxyBuffersNumber    int
 	ProxyBusyBuffersSize  int64
 	RetryNonIdempotent    bool
+	// ProxyCookieDomain and ProxyCookiePath are quoted directive arguments, "" for off
+	// (settings_proxycookie.go).
+	ProxyCookieDomain string
+	ProxyCookiePath   string
 
 	SSLRedirect      bool
 	ForceSSLRedirect bool
@@ -413,6 +417,8 @@ type settingsView struct {
 	ProxyBuffersNumber        int
 	ProxyBusyBuffersSize      int64 // 0: NGINX's default
 	ProxyNextUpstream         string
+	ProxyCookieDomain         string // quoted arguments, or "" for none
+	ProxyCookiePath           string
 	// Logs are the access log's format and options.
 	Logs logsView
 	// Headers are hide-headers and allow-backend-server-header.
@@ -476,6 +482,8 @@ func newSettingsView(q *quoter, s Settings) settingsView {
 		ProxyBuffersNumber:        s.ProxyBuffersNumber,
 		ProxyBusyBuffersSize:      s.ProxyBusyBuffersSize,
 		ProxyNextUpstream:         s.NextUpstream.proxyNextUpstream(s.RetryNonIdempotent),
+		ProxyCookieDomain:         s.ProxyCookieDomain,
+		ProxyCookiePath:           s.ProxyCookiePath,
 		Logs:                      newLogsView(q, s.Logs),
 		Headers:                   newHeadersView(q, s.Headers),
 		Limits:                    s.Limits,

@@ -99,6 +99,7 @@ var nonDefaultSettings = map[string]string{
 	"proxy-buffering": "on", "proxy-request-buffering": "off", "proxy-buffer-size": "8k", "proxy-buffers-number": "8",
 	"proxy-busy-buffers-size": "16k", "retry-non-idempotent": "true", "allow-snippet-annotations": "true", "annotations-risk-level": "Critical",
 	"load-balance": "ewma", "upstream-hash-by": "$remote_addr",
+	"proxy-cookie-domain": "backend.internal example.com", "proxy-cookie-path": "/app/ /",
 	"global-auth-url": "http://auth.example:8080/check", "global-auth-method": "GET", "global-auth-signin": "https://$host/oauth2/start",
 	"global-auth-signin-redirect-param": "next", "global-auth-response-headers": "X-User, X-Email", "global-auth-request-redirect": "/signed-in",
 	"global-auth-cache-key": "$http_authorization", "global-auth-cache-duration": "200 1m", "no-auth-locations": "/healthz, /.well-known",
@@ -143,7 +144,7 @@ func TestSettingsNonDefaultsPassNginx(t *testing.T) {
 		"gzip_disable \"msie6\";", "set_hsts(nil)", "ssl_protocols TLSv1.3;", "ssl_ecdh_curve \"X25519:prime256v1\";", "ssl_session_cache off;",
 		"ssl_session_timeout 3600s;", "ssl_session_tickets on;", "http2_max_concurrent_streams 64;", "keepalive 64;", "keepalive_time 1800000ms;",
 		"proxy_connect_timeout 3000ms;", "proxy_read_timeout 120000ms;", "proxy_send_timeout 90000ms;", "client_max_body_size 0;",
-		"set_body_limit(0)", "proxy_buffering on;", "proxy_request_buffering off;", "proxy_buffers 8 8192;", "proxy_busy_buffers_size 16384;",
+		"set_body_limit(0)", `proxy_cookie_domain "backend.internal" "example.com";`, `proxy_cookie_path "/app/" "/";`, "proxy_buffering on;", "proxy_request_buffering off;", "proxy_buffers 8 8192;", "proxy_busy_buffers_size 16384;",
 		"proxy_next_upstream error http_502 http_503 non_idempotent;", "proxy_next_upstream_timeout 30000ms;", "set_default_tries(5)", "access_log off;", "set_log_default_backend(true)",
 		"proxy_pass_header Server;", "set_status(429, 508)", "set_redirect_code(301)", "proxy_hide_header \"X-Powered-By\";", "proxy_hide_header \"X-AspNet-Version\";",
 		"real_ip_header proxy_protocol;", " proxy_protocol default_server;", "set_real_ip_from 2001:db8::/32;", "10.0.0.0/8 1;", "$ingress_reactor_full_forwarded_for;",
@@ -364,5 +365,43 @@ func TestSettingsThroughNginx(t *testing.T) {
 	}
 	if got := resp.Header.Get("Server"); got != "nginx" {
 		t.Errorf("default server-tokens: Server %q, want nginx", got)
+	}
+}
+
+// TestProxyCookieSettingsThroughNginx: the ConfigMap's proxy-cookie-path and proxy-cookie-domain rewrite
+// the backends' Set-Cookie headers; an Ingress with its own proxy-cookie-path annotation keeps its own path
+// and still gets the ConfigMap's domain.
+func TestProxyCookieSettingsThroughNginx(t *testing.T) {
+	requireNginx(t)
+	cfg := testRenderConfig(t, nginxDir(t))
+	cfg.HTTPSPort = 0
+	rt := testRuntime(t, cfg, nil)
+	backend := httpServer(t, func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Add("Set-Cookie", "s=1; Path=/app/; Domain=backend.internal")
+		w.WriteHeader(http.StatusNoContent)
+	})
+	m, _ := buildModel(t, []any{
+		service("default", "web", port(80, "http")),
+		ingress("default", "plain", rule("plain.example", prefix("/", "web", 80))),
+		ingress("default", "own", rule("own.example", prefix("/", "web", 80)), annotate(AnnotationProxyCookiePath, "/app/ /own/")),
+	}, nil)
+	s, _, problems := ParseSettings(map[string]string{"proxy-cookie-path": "/app/ /", "proxy-cookie-domain": "backend.internal example.com"}, nil)
+	if len(problems) > 0 {
+		t.Fatal(problems)
+	}
+	cfg.Settings = s
+	applyModel(t, rt, m, cfg)
+	if err := rt.Client().PushEndpoints(context.Background(), map[UpstreamName][]Endpoint{up("default", "web", 80).Name: {backend}}); err != nil {
+		t.Fatal(err)
+	}
+	c := proxyClient(cfg.HTTPPort, nil)
+	for host, want := range map[string]string{
+		"plain.example": "s=1; Path=/; Domain=example.com",
+		"own.example":   "s=1; Path=/own/; Domain=example.com",
+	} {
+		r := fetch(t, c, fmt.Sprintf("http://%s:%d/", host, cfg.HTTPPort))
+		if got := r.header.Get("Set-Cookie"); r.status != http.StatusNoContent || got != want {
+			t.Errorf("%s: %d, Set-Cookie %q, want 204 and %q", host, r.status, got, want)
+		}
 	}
 }

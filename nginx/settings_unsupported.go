@@ -36,7 +36,7 @@ func unsupported(status SettingStatus, reason string, names ...string) {
 func init() {
 	issue18 := "not applied yet (issue #18 builds it)"
 	unsupported(SettingPlanned, issue18,
-		"proxy-cookie-path", "proxy-cookie-domain", "proxy-redirect-from", "no-tls-redirect-locations",
+		"proxy-redirect-from", "no-tls-redirect-locations",
 		"enable-ocsp", "ssl-dh-param", "service-upstream", "reuse-port", "disable-ipv6", "bind-address",
 		"proxy-ssl-location-only", "relative-redirects", "grpc-buffer-size-kb", "ssl-reject-handshake")
 
