@@ -103,35 +103,14 @@ func init() {
 			Doc: "Requests from these addresses are answered 403 (NGINX's deny), on every host. The address is the client's " +
 				"after enable-real-ip / use-forwarded-headers.",
 			Difference: "Applies to the public listeners only, not to NGINX's loopback status server.",
-			set: func(s *Settings, v string) error {
-				p, err := parsePrefixList(v)
-				if err != nil {
-					return err
-				}
-				s.BlockCIDRs = p
-				return nil
-			}},
+			set:        settingsField(func(s *Settings) *[]string { return &s.BlockCIDRs }, parsePrefixList)},
 		settingKey{Name: "whitelist-source-range", Values: "IP addresses or CIDR ranges, separated by commas",
 			Doc:        "The allowlist of every Ingress without `allowlist-source-range` or `whitelist-source-range`: other addresses get 403.",
 			Difference: "`satisfy: any` needs the Ingress's own allowlist annotation.",
-			set: func(s *Settings, v string) error {
-				p, err := parseRangeSetting(v)
-				if err != nil {
-					return err
-				}
-				s.WhitelistSourceRange = p
-				return nil
-			}},
+			set:        settingsField(func(s *Settings) *[]string { return &s.WhitelistSourceRange }, parseRangeSetting)},
 		settingKey{Name: "denylist-source-range", Values: "IP addresses or CIDR ranges, separated by commas",
 			Doc: "The denylist of every Ingress without `denylist-source-range`: these addresses get 403.",
-			set: func(s *Settings, v string) error {
-				p, err := parseRangeSetting(v)
-				if err != nil {
-					return err
-				}
-				s.DenylistSourceRange = p
-				return nil
-			}},
+			set: settingsField(func(s *Settings) *[]string { return &s.DenylistSourceRange }, parseRangeSetting)},
 		settingKey{Name: "block-user-agents", Values: blockPatternValues,
 			Doc:        "Requests whose User-Agent matches one entry are answered 403, on every host.",
 			Difference: blockPatternDifference,
