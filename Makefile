@@ -21,17 +21,18 @@ SCALE_INGRESSES ?= 1000
 SCALE_TLS       ?= false
 SCALE_ANNOTATED ?= false
 
-.PHONY: deps deps-test build run test test-unit test-integration soak scale fuzz bench fmt lint clean
+.PHONY: deps deps-test build run test test-unit test-integration soak scale fuzz bench manifests fmt lint clean
 
 ## deps: install NGINX with the Lua and stream modules from Debian (only what is missing) and download Go modules.
 deps:
 	hack/install-nginx.sh
 	$(GO) mod download
 
-## deps-test: also build kube-apiserver and etcd for the integration tests (about 5 minutes cold, cached after).
+## deps-test: also build kube-apiserver, etcd and helm for the integration tests (about 8 minutes cold, cached after).
 deps-test: deps
 	@command -v ip >/dev/null || command -v /usr/sbin/ip >/dev/null || apt-get install -y --no-install-recommends --no-upgrade iproute2
 	hack/build-kube-binaries.sh
+	hack/build-helm.sh
 
 ## build: the controller and the echo backend into ./bin.
 build:
@@ -69,6 +70,11 @@ test-integration: deps-test
 ## bench: every Go benchmark once with memory statistics (see docs/benchmarks.md for the documented runs).
 bench:
 	$(GO) test -run '^$$' -bench . -benchmem -count 1 ./...
+
+## manifests: regenerate deploy/ingress-reactor.yaml from the Helm chart's defaults (needs helm: hack/build-helm.sh).
+manifests:
+	hack/build-helm.sh
+	hack/gen-manifest.sh > deploy/ingress-reactor.yaml
 
 ## fmt: format the code.
 fmt:
