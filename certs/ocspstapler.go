@@ -120,6 +120,13 @@ func (s *OCSPStapler) Staple(secret types.NamespacedName) *Staple {
 	return nil
 }
 
+// Tracked returns how many certificates it follows: those with a responder and an issuer.
+func (s *OCSPStapler) Tracked() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.entries)
+}
+
 // Stapled returns how many certificates have a staple.
 func (s *OCSPStapler) Stapled() int {
 	s.mu.Lock()
