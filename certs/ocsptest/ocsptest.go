@@ -56,21 +56,10 @@ func NewCA(t testing.TB) *CA {
 // NewCAOn starts a CA whose responder serves on ln; it stops with the test.
 func NewCAOn(t testing.TB, ln net.Listener) *CA {
 	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	now := time.Now()
-	tmpl := &x509.Certificate{
+	cert, key := newCert(t, &x509.Certificate{
 		SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "ocsptest CA"},
-		NotBefore: now.Add(-time.Hour), NotAfter: now.Add(24 * time.Hour),
 		IsCA: true, BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign | x509.KeyUsageCRLSign | x509.KeyUsageDigitalSignature,
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, key.Public(), key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cert, _ := x509.ParseCertificate(der)
+	}, nil, nil)
 	ca := &CA{Cert: cert, key: key, serial: 100, status: map[string]int{}, validity: time.Hour, now: time.Now}
 	ca.server = httptest.NewUnstartedServer(http.HandlerFunc(ca.serve))
 	_ = ca.server.Listener.Close()
@@ -88,34 +77,48 @@ func (ca *CA) Issue(t testing.TB, host, ocspURL string) (chainPEM, keyPEM []byte
 	if ocspURL == "" {
 		ocspURL = ca.URL
 	}
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
 	ca.mu.Lock()
 	ca.serial++
 	serial = big.NewInt(ca.serial)
 	ca.status[serial.String()] = ocsp.Good
 	ca.mu.Unlock()
-	now := time.Now()
 	tmpl := &x509.Certificate{
 		SerialNumber: serial, Subject: pkix.Name{CommonName: host}, DNSNames: []string{host},
-		NotBefore: now.Add(-time.Hour), NotAfter: now.Add(24 * time.Hour),
 		KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
 	}
 	if ocspURL != "-" {
 		tmpl.OCSPServer = []string{ocspURL}
 	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca.Cert, key.Public(), ca.key)
-	if err != nil {
-		t.Fatal(err)
-	}
+	leaf, key := newCert(t, tmpl, ca.Cert, ca.key)
 	kder, err := x509.MarshalPKCS8PrivateKey(key)
 	if err != nil {
 		t.Fatal(err)
 	}
-	chainPEM = append(pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), ca.PEM()...)
+	chainPEM = append(pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: leaf.Raw}), ca.PEM()...)
 	return chainPEM, pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: kder}), serial
+}
+
+// newCert signs tmpl, valid from an hour ago for a day, for a new P-256 key, with parent's key (nil:
+// self-signed).
+func newCert(t testing.TB, tmpl, parent *x509.Certificate, parentKey crypto.Signer) (*x509.Certificate, crypto.Signer) {
+	t.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl.NotBefore, tmpl.NotAfter = time.Now().Add(-time.Hour), time.Now().Add(24*time.Hour)
+	if parent == nil {
+		parent, parentKey = tmpl, key
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, parent, key.Public(), parentKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cert, err := x509.ParseCertificate(der)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cert, key
 }
 
 // PEM returns the CA certificate as PEM.
@@ -155,23 +158,13 @@ func (ca *CA) SetDown(down bool) {
 // ocspSigning false it lacks the OCSP-signing extended key usage.
 func (ca *CA) DelegateResponder(t testing.TB, ocspSigning bool) {
 	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	now := time.Now()
 	tmpl := &x509.Certificate{
-		SerialNumber: big.NewInt(2), Subject: pkix.Name{CommonName: "ocsptest responder"},
-		NotBefore: now.Add(-time.Hour), NotAfter: now.Add(24 * time.Hour), KeyUsage: x509.KeyUsageDigitalSignature,
+		SerialNumber: big.NewInt(2), Subject: pkix.Name{CommonName: "ocsptest responder"}, KeyUsage: x509.KeyUsageDigitalSignature,
 	}
 	if ocspSigning {
 		tmpl.ExtKeyUsage = []x509.ExtKeyUsage{x509.ExtKeyUsageOCSPSigning}
 	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca.Cert, key.Public(), ca.key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cert, _ := x509.ParseCertificate(der)
+	cert, key := newCert(t, tmpl, ca.Cert, ca.key)
 	ca.mu.Lock()
 	defer ca.mu.Unlock()
 	ca.responder, ca.respKey = cert, key
