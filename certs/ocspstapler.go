@@ -39,6 +39,9 @@ type OCSPStapler struct {
 	enabled bool
 	entries map[types.NamespacedName]*ocspEntry
 	running int
+	// gen numbers the entries' generations across the stapler, so that an entry created after its
+	// Secret's previous one was deleted never takes a fetch started for that one.
+	gen uint64
 }
 
 type ocspEntry struct {
@@ -46,13 +49,13 @@ type ocspEntry struct {
 	staple   *Staple
 	due      time.Time // next fetch; zero while one is in flight
 	failures int
-	gen      uint64 // bumped when the certificate changes: a fetch for an older one is discarded
+	gen      uint64 // renewed when the certificate changes: a fetch for an older one is discarded
 }
 
 // NewOCSPStapler returns a stapler; Run drives it.
 func NewOCSPStapler(opts OCSPStaplerOptions) *OCSPStapler {
 	if opts.Client == nil {
-		opts.Client = &http.Client{Timeout: OCSPFetchTimeout}
+		opts.Client = NewOCSPClient()
 	}
 	if opts.Concurrency <= 0 {
 		opts.Concurrency = 4
@@ -73,7 +76,8 @@ func (s *OCSPStapler) SetEnabled(on bool) {
 	s.enabled = on
 	now := s.opts.Now()
 	for key, e := range s.entries {
-		e.gen++
+		s.gen++
+		e.gen = s.gen
 		e.failures = 0
 		e.due = now
 		s.setStaple(key, e, nil)
@@ -101,10 +105,8 @@ func (s *OCSPStapler) Set(secret types.NamespacedName, c *Certificate) error {
 	if err != nil {
 		return err
 	}
-	e := &ocspEntry{target: t, due: s.opts.Now()}
-	if old != nil {
-		e.gen = old.gen + 1
-	}
+	s.gen++
+	e := &ocspEntry{target: t, due: s.opts.Now(), gen: s.gen}
 	s.entries[secret] = e
 	s.poke()
 	return nil
@@ -158,6 +160,17 @@ func (s *OCSPStapler) setStaple(key types.NamespacedName, e *ocspEntry, st *Stap
 	}
 }
 
+// NewOCSPClient returns the client that fetches responses: OCSPFetchTimeout per request, and no
+// redirect is followed (a 3xx answer is a failure), as NGINX and ingress-nginx did: the responder URL
+// comes from a certificate that any namespace with a TLS Secret chooses, and a redirect would turn the
+// POST into a GET to yet another address.
+func NewOCSPClient() *http.Client {
+	return &http.Client{
+		Timeout:       OCSPFetchTimeout,
+		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
+	}
+}
+
 // Run fetches and expires responses until ctx ends, and waits for the fetches in flight.
 func (s *OCSPStapler) Run(ctx context.Context) {
 	var wg sync.WaitGroup
@@ -206,8 +219,13 @@ func (s *OCSPStapler) step(ctx context.Context, wg *sync.WaitGroup) time.Time {
 		if !s.enabled || e.due.IsZero() {
 			continue
 		}
-		if e.due.After(now) || s.running >= s.opts.Concurrency {
+		if e.due.After(now) {
 			soonest(e.due)
+			continue
+		}
+		if s.running >= s.opts.Concurrency {
+			// Due, but no room: the end of a fetch in flight pokes Run. Waking on e.due, which has
+			// passed, would spin until then.
 			continue
 		}
 		e.due = time.Time{}

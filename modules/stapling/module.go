@@ -30,7 +30,7 @@ var Module = fx.Module("stapling",
 
 // Options configure the module.
 type Options struct {
-	// Client fetches the responses; nil: one with certs.OCSPFetchTimeout.
+	// Client fetches the responses; nil: certs.NewOCSPClient().
 	Client *http.Client
 	// LogEvery is the least time between two log lines of one failure class; 0 means 10 minutes.
 	LogEvery time.Duration
