@@ -111,3 +111,30 @@ func TestOCSPClientFollowsNoRedirect(t *testing.T) {
 		t.Fatal("the redirect was followed")
 	}
 }
+
+// TestOCSPStaplerDisabledFetchesNothing: while enable-ocsp is false a certificate that is due is not
+// fetched. (TestOCSPStapler's check of this looks before an asynchronous fetch could have landed.)
+func TestOCSPStaplerDisabledFetchesNothing(t *testing.T) {
+	ca := ocsptest.NewCA(t)
+	now := time.Now()
+	s := NewOCSPStapler(OCSPStaplerOptions{Now: func() time.Time { return now }})
+	c, _ := ocspCert(t, ca, "a.example.com", "")
+	if err := s.Set(c.SecretKey, c); err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	s.step(context.Background(), &wg)
+	wg.Wait() // every fetch step started has ended
+	if n := ca.Requests.Load(); n != 0 {
+		t.Fatalf("%d requests while disabled", n)
+	}
+	s.SetEnabled(true)
+	s.step(context.Background(), &wg)
+	wg.Wait()
+	if n := ca.Requests.Load(); n != 1 {
+		t.Fatalf("%d requests once enabled, want 1", n)
+	}
+	if s.Staple(c.SecretKey) == nil {
+		t.Fatal("no staple once enabled")
+	}
+}
