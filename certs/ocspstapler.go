@@ -160,12 +160,18 @@ func (s *OCSPStapler) setStaple(key types.NamespacedName, e *ocspEntry, st *Stap
 	}
 }
 
-// NewOCSPClient returns the client that fetches responses: OCSPFetchTimeout per request, and no
+// NewOCSPClient returns the client that fetches responses: OCSPFetchTimeout per request, headers of at
+// most OCSPMaxResponseBytes, and no
 // redirect is followed (a 3xx answer is a failure), as NGINX and ingress-nginx did: the responder URL
 // comes from a certificate that any namespace with a TLS Secret chooses, and a redirect would turn the
 // POST into a GET to yet another address.
 func NewOCSPClient() *http.Client {
+	transport := http.DefaultTransport.(*http.Transport).Clone()
+	// The answer's body is capped at OCSPMaxResponseBytes; its headers would otherwise be read up to
+	// 10 MB each.
+	transport.MaxResponseHeaderBytes = OCSPMaxResponseBytes
 	return &http.Client{
+		Transport:     transport,
 		Timeout:       OCSPFetchTimeout,
 		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -136,5 +137,25 @@ func TestOCSPStaplerDisabledFetchesNothing(t *testing.T) {
 	}
 	if s.Staple(c.SecretKey) == nil {
 		t.Fatal("no staple once enabled")
+	}
+}
+
+// TestOCSPClientBoundsHeaders: a responder's headers are read up to OCSPMaxResponseBytes, like its body.
+func TestOCSPClientBoundsHeaders(t *testing.T) {
+	big := strings.Repeat("x", 4*OCSPMaxResponseBytes)
+	responder := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("X-Padding", big)
+		_, _ = w.Write([]byte("not an OCSP response"))
+	}))
+	defer responder.Close()
+	ca := ocsptest.NewCA(t)
+	c, _ := ocspCert(t, ca, "a.example.com", responder.URL+"/")
+	tgt, err := NewOCSPTarget(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = tgt.Fetch(context.Background(), NewOCSPClient(), time.Now)
+	if OCSPClass(err) != OCSPUnreachable || !strings.Contains(err.Error(), "header") {
+		t.Fatalf("Fetch with %d bytes of headers = %v, want the headers refused", len(big), err)
 	}
 }
