@@ -21,6 +21,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -56,14 +57,15 @@ const scrapeInterval = 30 * time.Second
 // TestDashboardAndAlertsAgainstRunningController runs the controller on a real API server
 // with real NGINX, sends traffic that yields 2xx, 3xx, 4xx and 5xx answers over HTTP and HTTPS to
 // three Ingresses (two with TLS Secrets, one expiring within 14 days), makes a change that
-// reloads NGINX, and scrapes /metrics three times. The samples go into a Prometheus TSDB, and
+// reloads NGINX, kills NGINX (the controller restarts it), and scrapes /metrics three times. The samples go into a Prometheus TSDB, and
 // Prometheus's query engine then evaluates:
 //   - every dashboard query, its variables substituted: each must return a sample that is
 //     not NaN; a variable's label_values() must list the namespace and Ingresses under test;
 //   - every alert expression with its thresholds removed: each must return samples, so it
 //     provably reads series that exist; and each selector in it must match series;
 //   - every alert expression as written: only the alerts this workload should raise (the
-//     expiring certificate, the Ingress answering 503s) may fire, and they must.
+//     expiring certificate, the Ingress answering 503s, the NGINX restart) may fire, and
+//     they must.
 //
 // The queries that read the request metrics (nginx_ingress_controller_*) are listed apart
 // in the failure messages.
@@ -99,8 +101,10 @@ func TestDashboardAndAlertsAgainstRunningController(t *testing.T) {
 	waitStatus(t, r, harness.Request{Host: shopHost, Path: "/admin", HTTPS: true}, http.StatusForbidden)
 	r.WaitConfigSettled()
 
+	batches := 0 // calls of traffic
 	traffic := func() {
 		t.Helper()
+		batches++
 		for i := range 20 {
 			for _, req := range []struct {
 				harness.Request
@@ -125,9 +129,40 @@ func TestDashboardAndAlertsAgainstRunningController(t *testing.T) {
 		}
 	}
 
+	// NGINX's workers hand their request counts to the controller about once a second: a
+	// scrape waits until every kind of request traffic sent is counted (each has a series
+	// only traffic adds to, or a lower bound on one), so rate() sees this batch.
+	waitCounted := func() {
+		t.Helper()
+		m, err := r.Metrics()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, ok := m[requestMetricPrefix+"requests"]; !ok {
+			if batches == 1 {
+				t.Logf("no %srequests metric: the request-metric queries below will return nothing", requestMetricPrefix)
+			}
+			return
+		}
+		n := float64(20 * batches)
+		for _, c := range []struct {
+			labels map[string]string
+			least  float64
+		}{
+			{map[string]string{"method": "POST", "status": "200"}, n},
+			{map[string]string{"method": "GET", "status": "200"}, 3 * n},
+			{map[string]string{"status": "308"}, n},
+			{map[string]string{"status": "403"}, n},
+			{map[string]string{"status": "503"}, n},
+		} {
+			r.WaitMetric(requestMetricPrefix+"requests", c.labels, fmt.Sprintf(">= %g", c.least), func(v float64) bool { return v >= c.least })
+		}
+	}
+
 	var scrapes [][]byte
 	scrape := func() {
 		t.Helper()
+		waitCounted()
 		b, err := fetch(r.HealthzURL("/metrics"))
 		if err != nil {
 			t.Fatal(err)
@@ -149,6 +184,19 @@ func TestDashboardAndAlertsAgainstRunningController(t *testing.T) {
 	if after := r.MetricValue("ingress_reactor_reloads_total", map[string]string{"result": "success"}); after <= reloadsBefore {
 		t.Fatalf("the custom-http-errors Ingress did not reload NGINX (successful reloads %g, before %g): the reload panels would show nothing new", after, reloadsBefore)
 	}
+	// NGINX dies and is restarted: the restart panel and alert see it, and traffic goes on.
+	restarts := r.MetricValue("ingress_reactor_nginx_restarts_total", nil)
+	pid, err := r.NginxMasterPID()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
+		t.Fatalf("kill NGINX master %d: %v", pid, err)
+	}
+	r.WaitMetric("ingress_reactor_nginx_restarts_total", nil, fmt.Sprintf(">= %g", restarts+1), func(v float64) bool { return v >= restarts+1 })
+	waitStatus(t, r, harness.Request{Host: shopHost, Path: "/", HTTPS: true}, http.StatusOK)
+	waitStatus(t, r, harness.Request{Host: legacyHost, Path: "/", HTTPS: true}, http.StatusOK)
+
 	traffic()
 	scrape()
 	traffic()
@@ -279,10 +327,11 @@ func TestDashboardAndAlertsAgainstRunningController(t *testing.T) {
 		len(queries), len(rules), len(failed), len(failedRequest))
 
 	// What this workload must and must not raise. The expiring certificate is legacy-tls's
-	// alone; the 503s are the shop Ingress's (a fifth of its requests).
+	// alone; the 503s are the shop Ingress's (a fifth of its requests); NGINX was killed once.
 	wantFiring := map[string]string{
 		"IngressReactorCertificateExpiringSoon": `secret="legacy-tls"`,
 		"IngressReactorHigh5xxRatio":            `ingress="shop"`,
+		"IngressReactorNginxRestarting":         `instance="127.0.0.1:`,
 	}
 	for alert, got := range firing {
 		want, ok := wantFiring[alert]

@@ -19,6 +19,7 @@ import (
 const (
 	dashboardFile = "../../deploy/grafana/ingress-reactor-dashboard.json"
 	alertsFile    = "../../deploy/prometheus/alerts.yaml"
+	monitoringDoc = "../../docs/monitoring.md"
 )
 
 // requestMetricPrefix starts the names of the request metrics NGINX's traffic produces
@@ -201,8 +202,9 @@ func isNumber(e parser.Expr) bool {
 
 // TestDashboardAndAlertsAreWellFormed checks what needs no running controller: the
 // dashboard's structure (every panel on the chosen data source, every variable it uses
-// defined, unique panel ids and refIds) and that every query, after substitution, and every
-// alert (through Prometheus's rule-file validator) parses.
+// defined, unique panel ids and refIds), that every query, after substitution, and every
+// alert (through Prometheus's rule-file validator) parses, and that docs/monitoring.md
+// explains every alert.
 func TestDashboardAndAlertsAreWellFormed(t *testing.T) {
 	d, qs := loadDashboard(t)
 	if d.UID == "" || d.Title == "" {
@@ -274,6 +276,10 @@ func TestDashboardAndAlertsAreWellFormed(t *testing.T) {
 	if len(rules) == 0 {
 		t.Fatal("no alerting rules")
 	}
+	doc, err := os.ReadFile(monitoringDoc)
+	if err != nil {
+		t.Fatal(err)
+	}
 	for _, r := range rules {
 		if r.Alert == "" {
 			t.Errorf("rule %q is not an alert", r.Record)
@@ -289,6 +295,9 @@ func TestDashboardAndAlertsAreWellFormed(t *testing.T) {
 		}
 		if r.Labels["severity"] == "" {
 			t.Errorf("alert %s has no severity label", r.Alert)
+		}
+		if !strings.Contains(string(doc), "`"+r.Alert+"`") {
+			t.Errorf("%s does not explain alert %s", monitoringDoc, r.Alert)
 		}
 	}
 }
