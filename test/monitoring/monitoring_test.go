@@ -131,18 +131,28 @@ func TestDashboardAndAlertsAgainstRunningController(t *testing.T) {
 
 	// NGINX's workers hand their request counts to the controller about once a second: a
 	// scrape waits until every kind of request traffic sent is counted (each has a series
-	// only traffic adds to, or a lower bound on one), so rate() sees this batch.
+	// only traffic adds to, or a lower bound on one), so rate() sees this batch. A controller
+	// without request metrics shows none within the first 10 s (ten hand-overs); the test then
+	// stops waiting for them, and the queries that read them fail below.
+	requestMetricsAbsent := false
 	waitCounted := func() {
 		t.Helper()
-		m, err := r.Metrics()
-		if err != nil {
-			t.Fatal(err)
-		}
-		if _, ok := m[requestMetricPrefix+"requests"]; !ok {
-			if batches == 1 {
-				t.Logf("no %srequests metric: the request-metric queries below will return nothing", requestMetricPrefix)
-			}
+		if requestMetricsAbsent {
 			return
+		}
+		for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(200 * time.Millisecond) {
+			m, err := r.Metrics()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, ok := m[requestMetricPrefix+"requests"]; ok {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Logf("no %srequests metric 10 s after the first requests: the request-metric queries below will return nothing", requestMetricPrefix)
+				requestMetricsAbsent = true
+				return
+			}
 		}
 		n := float64(20 * batches)
 		for _, c := range []struct {
