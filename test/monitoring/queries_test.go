@@ -1,6 +1,7 @@
 package monitoring
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"log/slog"
@@ -20,6 +21,9 @@ const (
 	dashboardFile = "../../deploy/grafana/ingress-reactor-dashboard.json"
 	alertsFile    = "../../deploy/prometheus/alerts.yaml"
 	monitoringDoc = "../../docs/monitoring.md"
+	// chartAlertsFile is the Helm chart's copy of alertsFile: a chart cannot read files outside
+	// its folder, and its PrometheusRule installs this one.
+	chartAlertsFile = "../../deploy/chart/ingress-reactor/files/alerts.yaml"
 )
 
 // requestMetricPrefix starts the names of the request metrics NGINX's traffic produces
@@ -203,8 +207,8 @@ func isNumber(e parser.Expr) bool {
 // TestDashboardAndAlertsAreWellFormed checks what needs no running controller: the
 // dashboard's structure (every panel on the chosen data source, every variable it uses
 // defined, unique panel ids and refIds), that every query, after substitution, and every
-// alert (through Prometheus's rule-file validator) parses, and that docs/monitoring.md
-// explains every alert.
+// alert (through Prometheus's rule-file validator) parses, that docs/monitoring.md
+// explains every alert, and that the Helm chart carries the same rules.
 func TestDashboardAndAlertsAreWellFormed(t *testing.T) {
 	d, qs := loadDashboard(t)
 	if d.UID == "" || d.Title == "" {
@@ -279,6 +283,13 @@ func TestDashboardAndAlertsAreWellFormed(t *testing.T) {
 	doc, err := os.ReadFile(monitoringDoc)
 	if err != nil {
 		t.Fatal(err)
+	}
+	alerts, err := os.ReadFile(alertsFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if chartAlerts, err := os.ReadFile(chartAlertsFile); err != nil || !bytes.Equal(chartAlerts, alerts) {
+		t.Errorf("%s must be a copy of %s (read error: %v)", chartAlertsFile, alertsFile, err)
 	}
 	for _, r := range rules {
 		if r.Alert == "" {
