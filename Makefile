@@ -21,7 +21,7 @@ SCALE_INGRESSES ?= 1000
 SCALE_TLS       ?= false
 SCALE_ANNOTATED ?= false
 
-.PHONY: deps deps-test build run test test-unit test-integration soak scale fuzz bench manifests fmt lint clean
+.PHONY: deps deps-test build run test test-unit test-integration test-monitoring soak scale fuzz bench manifests fmt lint clean
 
 ## deps: install NGINX with the Lua and stream modules from Debian (only what is missing) and download Go modules.
 deps:
@@ -44,8 +44,8 @@ build:
 run: deps build
 	hack/run-local.sh $(BIN) $(RUN_DIR) $(RUN_HTTP_PORT) $(RUN_HTTPS_PORT)
 
-## test: everything CI runs: lint, unit tests with -race, short fuzzing, integration tests on real kube-apiserver, etcd and NGINX.
-test: deps-test lint test-unit fuzz test-integration
+## test: everything CI runs: lint, unit tests with -race, short fuzzing, integration tests on real kube-apiserver, etcd and NGINX, and the monitoring test.
+test: deps-test lint test-unit fuzz test-integration test-monitoring
 
 ## test-unit: fast unit tests with the race detector.
 test-unit:
@@ -67,6 +67,10 @@ fuzz:
 test-integration: deps-test
 	hack/in-netns.sh $(GO) test -tags integration -count=1 -timeout 30m -v ./test/integration/...
 
+## test-monitoring: the Grafana dashboard's queries and the alerting rules (deploy/) evaluated by Prometheus's query engine on metrics scraped from a controller that served traffic. test/monitoring is a Go module of its own, so the Prometheus server's dependencies stay out of the controller's go.mod.
+test-monitoring: deps-test
+	cd test/monitoring && ../../hack/in-netns.sh $(GO) test -tags integration -count=1 -timeout 20m -v ./...
+
 ## bench: every Go benchmark once with memory statistics (see docs/benchmarks.md for the documented runs).
 bench:
 	$(GO) test -run '^$$' -bench . -benchmem -count 1 ./...
@@ -86,6 +90,7 @@ lint:
 	$(GO) vet ./...
 	$(GO) vet -tags integration ./test/...
 	$(GO) run honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION) -tags integration ./...
+	cd test/monitoring && $(GO) vet ./... && $(GO) vet -tags integration ./... && $(GO) run honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION) -tags integration ./...
 
 ## clean: remove build output and local run state (keeps the kube binaries cache; `rm -rf .cache` removes it).
 clean:

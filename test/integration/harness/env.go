@@ -136,7 +136,9 @@ func findRepoRoot() (string, error) {
 	}
 	for d := dir; ; d = filepath.Dir(d) {
 		b, err := os.ReadFile(filepath.Join(d, "go.mod"))
-		if err == nil && bytes.HasPrefix(bytes.TrimSpace(b), []byte("module "+ModulePath)) {
+		// The whole first line: test/monitoring's module path starts with ModulePath too.
+		first, _, _ := bytes.Cut(bytes.TrimSpace(b), []byte("\n"))
+		if err == nil && string(bytes.TrimSpace(first)) == "module "+ModulePath {
 			return d, nil
 		}
 		if filepath.Dir(d) == d {
