@@ -39,6 +39,27 @@ type Reactor struct {
 // must exit with code 0 then.
 func (f *Fixture) StartReactor(extraArgs ...string) *Reactor {
 	f.T.Helper()
+	return f.StartReactorWith(ReactorSetup{}, extraArgs...)
+}
+
+// ReactorSetup changes how StartReactorWith runs the controller: another binary (the one in an
+// image's root filesystem) behind a wrapper command that enters it.
+type ReactorSetup struct {
+	// Wrapper is the command and its arguments that run the controller; the controller's
+	// arguments follow them. Empty runs Env.ReactorBinary directly.
+	Wrapper []string
+	// Kubeconfig is the kubeconfig path as the controller sees it; empty is Env.KubeconfigPath.
+	Kubeconfig string
+	// HTTPPort and HTTPSPort are NGINX's ports; 0 picks free ones, a fixed port is passed
+	// only by the binary's default (80 and 443 are its defaults).
+	HTTPPort, HTTPSPort int
+	// DefaultDirs leaves --nginx-dir and --ssl-dir out, so the binary's defaults are used.
+	DefaultDirs bool
+}
+
+// StartReactorWith is StartReactor run as setup says.
+func (f *Fixture) StartReactorWith(setup ReactorSetup, extraArgs ...string) *Reactor {
+	f.T.Helper()
 	dir, err := os.MkdirTemp("", "ir-") // short: NGINX may put sockets here
 	if err != nil {
 		f.T.Fatalf("reactor work dir: %v", err)
@@ -52,21 +73,21 @@ func (f *Fixture) StartReactor(extraArgs ...string) *Reactor {
 
 	r := &Reactor{
 		HealthzPort:     FreePort(f.T),
-		HTTPPort:        FreePort(f.T),
-		HTTPSPort:       FreePort(f.T),
+		HTTPPort:        setup.HTTPPort,
+		HTTPSPort:       setup.HTTPSPort,
 		NginxStatusPort: FreePort(f.T),
 		NginxDir:        dir + "/nginx",
 		SSLDir:          dir + "/ssl",
 		t:               f.T,
 	}
+	kubeconfig := setup.Kubeconfig
+	if kubeconfig == "" {
+		kubeconfig = f.Env.KubeconfigPath
+	}
 	args := []string{
-		"--kubeconfig=" + f.Env.KubeconfigPath,
+		"--kubeconfig=" + kubeconfig,
 		"--healthz-port=" + strconv.Itoa(r.HealthzPort),
-		"--http-port=" + strconv.Itoa(r.HTTPPort),
-		"--https-port=" + strconv.Itoa(r.HTTPSPort),
 		"--nginx-status-port=" + strconv.Itoa(r.NginxStatusPort),
-		"--nginx-dir=" + r.NginxDir,
-		"--ssl-dir=" + r.SSLDir,
 		"--controller-class=" + f.ControllerClass,
 		"--ingress-class=" + f.IngressClass,
 		"--watch-namespace=" + f.Namespace,
@@ -75,13 +96,28 @@ func (f *Fixture) StartReactor(extraArgs ...string) *Reactor {
 		"--update-status=false",
 		"--election-id=ingress-reactor-" + f.ID,
 	}
+	if r.HTTPPort == 0 {
+		r.HTTPPort = FreePort(f.T)
+		args = append(args, "--http-port="+strconv.Itoa(r.HTTPPort))
+	}
+	if r.HTTPSPort == 0 {
+		r.HTTPSPort = FreePort(f.T)
+		args = append(args, "--https-port="+strconv.Itoa(r.HTTPSPort))
+	}
+	if !setup.DefaultDirs {
+		args = append(args, "--nginx-dir="+r.NginxDir, "--ssl-dir="+r.SSLDir)
+	}
 	r.Args = append(args, extraArgs...)
 	env := []string{
 		"POD_NAMESPACE=" + f.Namespace,
 		"POD_NAME=ingress-reactor-" + f.ID,
 		"KUBECONFIG=", // only --kubeconfig counts
 	}
-	r.Process = StartProcess(f.T, "ingress-reactor", f.Env.ReactorBinary, r.Args, env)
+	bin, cmdArgs := f.Env.ReactorBinary, r.Args
+	if len(setup.Wrapper) > 0 {
+		bin, cmdArgs = setup.Wrapper[0], append(append([]string{}, setup.Wrapper[1:]...), r.Args...)
+	}
+	r.Process = StartProcess(f.T, "ingress-reactor", bin, cmdArgs, env)
 	return r
 }
 

@@ -1,0 +1,237 @@
+//go:build integration
+
+package integration
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/ingress-reactor/ingress-reactor/internal/ociimage"
+	"github.com/ingress-reactor/ingress-reactor/test/integration/harness"
+)
+
+// imageTar is what `make image` writes, relative to the repository root.
+const imageTar = "bin/ingress-reactor-image.tar"
+
+// capNetBindService is bit 10 of the capability sets in /proc/PID/status.
+const capNetBindService = uint64(1) << 10
+
+// netBindServiceXattr is security.capability as `setcap cap_net_bind_service=+ep` writes it.
+var netBindServiceXattr = []byte{0x01, 0x00, 0x00, 0x02, 0x00, 0x04, 0x00, 0x00, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0}
+
+// enterImage mounts the unpacked root filesystem read-only in a private mount namespace, with a
+// writable /tmp (the image's only declared writable path), /proc and the basic /dev nodes as a
+// container runtime provides them, limits the capability bounding set, and runs the controller in
+// it as uid/gid 101 with no supplementary groups. Capabilities come only from the files: after the
+// change of user the process has none, so NGINX binds port 80 only through the file capability
+// that travelled in the layer.
+const enterImage = `set -eu
+root=$1; tmp=$2; shift 2
+mount --bind "$root" "$root"
+mount -t proc -o nosuid,nodev,noexec proc "$root/proc"
+mount -t tmpfs -o nosuid,mode=0755 dev "$root/dev"
+for d in null zero random urandom; do touch "$root/dev/$d"; mount --bind "/dev/$d" "$root/dev/$d"; done
+mount --bind "$tmp" "$root/tmp"
+mount -o remount,bind,ro "$root"
+exec setpriv --bounding-set=-all,+net_bind_service,+sys_chroot,+setuid,+setgid -- \
+	unshare --root="$root" --setgid=101 --setuid=101 /usr/bin/ingress-reactor "$@"
+`
+
+// TestImage runs the controller from the image that `make image` built: the layer unpacked as a
+// container runtime would, the root filesystem read-only with only /tmp writable, uid 101 and only
+// NET_BIND_SERVICE from the file capabilities, NGINX's default ports 80 and 443 and the binary's
+// default NGINX and certificate directories. It serves an Ingress through the image's NGINX.
+func TestImage(t *testing.T) {
+	harness.RequireNetns(t)
+	env := harness.Shared()
+	archive := filepath.Join(env.RepoRoot, imageTar)
+	if _, err := os.Stat(archive); errors.Is(err, os.ErrNotExist) {
+		t.Skipf("%s does not exist: the image is NOT tested by this run; `make test-image` (or `make image` first) builds and tests it", imageTar)
+	}
+	if os.Geteuid() != 0 {
+		t.Skip("the image test needs root (unpacking with owners and file capabilities, mounts, chroot): the image is NOT tested by this run")
+	}
+	if start, err := os.ReadFile("/proc/sys/net/ipv4/ip_unprivileged_port_start"); err != nil || strings.TrimSpace(string(start)) == "0" {
+		t.Fatalf("ip_unprivileged_port_start is %q (%v): port 80 would not need NET_BIND_SERVICE, the test would prove nothing", start, err)
+	}
+
+	img := readImage(t, archive)
+	rootfs := t.TempDir()
+	entries, err := img.UnpackLayer(rootfs)
+	if err != nil {
+		t.Fatalf("unpack the layer: %v", err)
+	}
+	checkLayerCapabilities(t, entries)
+	// The image's "/" has no entry of its own; runtimes make it 0755 (TempDir is 0700).
+	if err := os.Chmod(rootfs, 0o755); err != nil {
+		t.Fatal(err)
+	}
+
+	tmp := t.TempDir()
+	if err := os.Chmod(tmp, 0o1777); err != nil {
+		t.Fatal(err)
+	}
+	kubeconfig, err := os.ReadFile(env.KubeconfigPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(tmp, "kubeconfig"), kubeconfig, 0o644); err != nil {
+		t.Fatal(err)
+	}
+
+	f := harness.New(t)
+	web := f.StartBackend("web", false)
+	f.CreateService("web", 80, web.Port)
+	f.ServeBackends("web", web)
+	r := f.StartReactorWith(harness.ReactorSetup{
+		Wrapper:     []string{"unshare", "--mount", "--propagation=private", "--", "sh", "-c", enterImage, "enter-image", rootfs, tmp},
+		Kubeconfig:  "/tmp/kubeconfig",
+		HTTPPort:    80,
+		HTTPSPort:   443,
+		DefaultDirs: true,
+	})
+	r.WaitReady()
+	f.CreateIngress(f.Ingress("shop", "shop.example", harness.IngressBackend{Path: "/", Service: "web", Port: 80}))
+	resp := r.WaitServedBy("shop.example", "/cart?x=1", "web")
+	if resp.Echo.Host != "shop.example" || resp.Echo.URI != "/cart?x=1" {
+		t.Errorf("backend saw host %q and URI %q, want shop.example and /cart?x=1", resp.Echo.Host, resp.Echo.URI)
+	}
+
+	// Every process of the container: the controller and NGINX's master and workers run as
+	// 101 with exactly NET_BIND_SERVICE, permitted and effective.
+	procs := processTree(t, r.Pid())
+	var nginx int
+	for _, pid := range procs {
+		st := procStatus(t, pid)
+		if st["Uid"] != "101\t101\t101\t101" || st["Gid"] != "101\t101\t101\t101" || st["Groups"] != "" {
+			t.Errorf("process %d (%s) has Uid %q Gid %q Groups %q, want 101 everywhere and no groups", pid, st["Name"], st["Uid"], st["Gid"], st["Groups"])
+		}
+		for _, set := range []string{"CapPrm", "CapEff"} {
+			v, err := strconv.ParseUint(st[set], 16, 64)
+			if err != nil || v != capNetBindService {
+				t.Errorf("process %d (%s) has %s %s, want only NET_BIND_SERVICE (%016x)", pid, st["Name"], set, st[set], capNetBindService)
+			}
+		}
+		if st["Name"] == "nginx" {
+			nginx++
+		}
+	}
+	if nginx < 2 {
+		t.Errorf("found %d nginx processes below the controller (%v), want a master and workers", nginx, procs)
+	}
+
+	// Everything the controller wrote is under /tmp: nginx.conf under the default --nginx-dir.
+	if _, err := os.Stat(filepath.Join(tmp, "ingress-reactor", "nginx", "nginx.conf")); err != nil {
+		t.Errorf("nginx.conf is not under the default --nginx-dir in /tmp: %v", err)
+	}
+	if out := r.Output(); strings.Contains(out, `"user" directive`) || strings.Contains(out, "[emerg]") {
+		t.Errorf("NGINX complained:\n%s", out)
+	}
+}
+
+// readImage extracts the image tar and reads it back, every digest checked, and checks the
+// config that a runtime reads.
+func readImage(t *testing.T, archive string) *ociimage.Image {
+	t.Helper()
+	layout := t.TempDir()
+	if err := ociimage.ExtractArchive(archive, layout); err != nil {
+		t.Fatalf("extract %s: %v", archive, err)
+	}
+	img, err := ociimage.ReadLayout(layout)
+	if err != nil {
+		t.Fatalf("read the image: %v", err)
+	}
+	c := img.Config.Config
+	if c.User != "101:101" || len(c.Entrypoint) != 1 || c.Entrypoint[0] != "/usr/bin/ingress-reactor" {
+		t.Errorf("config runs %v as %q, want /usr/bin/ingress-reactor as 101:101", c.Entrypoint, c.User)
+	}
+	if _, ok := c.Volumes["/tmp"]; !ok || len(c.Volumes) != 1 {
+		t.Errorf("config declares volumes %v, want /tmp only", c.Volumes)
+	}
+	pkgs := c.Labels["io.ingress-reactor.packages"]
+	for _, p := range []string{"nginx=", "libnginx-mod-http-lua=", "libnginx-mod-stream=", "lua-cjson=", "ca-certificates="} {
+		if !strings.HasPrefix(pkgs, p) && !strings.Contains(pkgs, ","+p) {
+			t.Errorf("label io.ingress-reactor.packages does not record %s...: %.200s", p, pkgs)
+		}
+	}
+	if len(img.Docker) != 1 || len(img.Docker[0].RepoTags) != 1 {
+		t.Errorf("the tar is not a docker-archive with one tag: %+v", img.Docker)
+	}
+	return img
+}
+
+// checkLayerCapabilities: exactly the two binaries that bind ports carry NET_BIND_SERVICE, as a
+// PAX xattr record of the layer, and nothing else carries a capability.
+func checkLayerCapabilities(t *testing.T, entries []ociimage.Entry) {
+	t.Helper()
+	want := map[string]bool{"usr/sbin/nginx": true, "usr/bin/ingress-reactor": true}
+	for _, e := range entries {
+		caps := e.Xattr(ociimage.CapabilityXattr)
+		switch {
+		case want[e.Header.Name]:
+			if !bytes.Equal(caps, netBindServiceXattr) {
+				t.Errorf("%s carries capability %x, want cap_net_bind_service=ep (%x)", e.Header.Name, caps, netBindServiceXattr)
+			}
+			delete(want, e.Header.Name)
+		case caps != nil:
+			t.Errorf("%s carries capability %x; only the controller and nginx should", e.Header.Name, caps)
+		}
+	}
+	if len(want) > 0 {
+		t.Errorf("the layer lacks %v", want)
+	}
+}
+
+// processTree returns pid and every descendant of it.
+func processTree(t *testing.T, pid int) []int {
+	t.Helper()
+	children := map[int][]int{}
+	dirs, err := os.ReadDir("/proc")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, d := range dirs {
+		p, err := strconv.Atoi(d.Name())
+		if err != nil {
+			continue
+		}
+		stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", p))
+		if err != nil {
+			continue // exited meanwhile
+		}
+		// The command name is in parentheses and may hold spaces; the parent follows the state.
+		fields := strings.Fields(string(stat[bytes.LastIndexByte(stat, ')')+1:]))
+		if len(fields) > 1 {
+			if ppid, err := strconv.Atoi(fields[1]); err == nil {
+				children[ppid] = append(children[ppid], p)
+			}
+		}
+	}
+	tree := []int{pid}
+	for i := 0; i < len(tree); i++ {
+		tree = append(tree, children[tree[i]]...)
+	}
+	return tree
+}
+
+// procStatus reads /proc/PID/status into a map of field to value.
+func procStatus(t *testing.T, pid int) map[string]string {
+	t.Helper()
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]string{}
+	for _, line := range strings.Split(string(data), "\n") {
+		if k, v, ok := strings.Cut(line, ":"); ok {
+			out[k] = strings.TrimSpace(v)
+		}
+	}
+	return out
+}
