@@ -66,7 +66,10 @@ log "building the static binary (version ${version}, commit ${commit})"
 log "building the root filesystem with mmdebstrap (SOURCE_DATE_EPOCH=${SOURCE_DATE_EPOCH})"
 # The setup and customize hooks keep the downloaded .deb files in .cache/image/debs (the
 # pattern of mmdebstrap(1)'s examples); download/empty keeps them in the chroot until then.
+# merged-usr: the /usr symlinks made directly, as debootstrap and Docker's debian images do,
+# rather than by the usrmerge package (which would bring perl into the image).
 mmdebstrap --mode=root --variant=minbase --format=directory \
+	--hook-dir=/usr/share/mmdebstrap/hooks/merged-usr \
 	--aptopt='APT::Install-Recommends "false"' \
 	--include="$(IFS=,; echo "${packages[*]}")" \
 	--skip=download/empty \
@@ -74,7 +77,7 @@ mmdebstrap --mode=root --variant=minbase --format=directory \
 	--setup-hook="sync-in '${cache}/debs' /var/cache/apt/archives/" \
 	--customize-hook="sync-out /var/cache/apt/archives '${cache}/debs'" \
 	--customize-hook="cp '${work}/ingress-reactor' \"\$1\"/usr/bin/ingress-reactor" \
-	--customize-hook='setcap cap_net_bind_service=+ep "$1"/usr/sbin/nginx "$1"/usr/bin/ingress-reactor' \
+	--customize-hook='setcap cap_net_bind_service=+ep "$1"/usr/sbin/nginx cap_net_bind_service=+ep "$1"/usr/bin/ingress-reactor' \
 	--customize-hook="'${repo}/hack/image-finish.sh' \"\$1\"" \
 	--customize-hook='rm -f "$1"/var/cache/apt/archives/*.deb' \
 	bookworm "${work}/rootfs" - <<<"${sources}"

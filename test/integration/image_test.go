@@ -27,7 +27,8 @@ var netBindServiceXattr = []byte{0x01, 0x00, 0x00, 0x02, 0x00, 0x04, 0x00, 0x00,
 
 // enterImage mounts the unpacked root filesystem read-only in a private mount namespace, with a
 // writable /tmp (the image's only declared writable path), /proc and the basic /dev nodes as a
-// container runtime provides them, limits the capability bounding set, and runs the controller in
+// container runtime provides them, hands the standard output and error pipes to uid 101 as runc
+// does (NGINX's access log reopens /dev/stdout), limits the capability bounding set, and runs the controller in
 // it as uid/gid 101 with no supplementary groups. Capabilities come only from the files: after the
 // change of user the process has none, so NGINX binds port 80 only through the file capability
 // that travelled in the layer.
@@ -37,8 +38,11 @@ mount --bind "$root" "$root"
 mount -t proc -o nosuid,nodev,noexec proc "$root/proc"
 mount -t tmpfs -o nosuid,mode=0755 dev "$root/dev"
 for d in null zero random urandom; do touch "$root/dev/$d"; mount --bind "/dev/$d" "$root/dev/$d"; done
+ln -s /proc/self/fd "$root/dev/fd"
+ln -s /proc/self/fd/0 "$root/dev/stdin"; ln -s /proc/self/fd/1 "$root/dev/stdout"; ln -s /proc/self/fd/2 "$root/dev/stderr"
 mount --bind "$tmp" "$root/tmp"
 mount -o remount,bind,ro "$root"
+chown 101:101 /proc/self/fd/1 /proc/self/fd/2
 exec setpriv --bounding-set=-all,+net_bind_service,+sys_chroot,+setuid,+setgid -- \
 	unshare --root="$root" --setgid=101 --setuid=101 /usr/bin/ingress-reactor "$@"
 `
