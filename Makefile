@@ -45,6 +45,7 @@ run: deps build
 
 ## test: everything CI runs: lint, unit tests with -race, short fuzzing, integration tests on real kube-apiserver, etcd and NGINX.
 test: deps-test lint test-unit fuzz test-integration
+	@[[ -e $(BIN)/ingress-reactor-image.tar ]] || echo "make test: no $(BIN)/ingress-reactor-image.tar, so TestImage skipped and the container image is NOT tested; make test-image builds and tests it (docs/image.md)"
 
 ## test-unit: fast unit tests with the race detector.
 test-unit:

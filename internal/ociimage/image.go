@@ -382,13 +382,6 @@ func readJSON(name string, v any) error {
 	return nil
 }
 
-// LayerEntries lists the headers of the image's only layer without unpacking it.
-func (img *Image) LayerEntries() ([]Entry, error) {
-	var entries []Entry
-	err := img.walkLayer(func(hdr *tar.Header) { entries = append(entries, Entry{Header: hdr}) })
-	return entries, err
-}
-
 // UnpackLayer extracts the image's only layer into dir (see Unpack).
 func (img *Image) UnpackLayer(dir string) ([]Entry, error) {
 	if len(img.Manifest.Layers) != 1 {
@@ -400,31 +393,4 @@ func (img *Image) UnpackLayer(dir string) ([]Entry, error) {
 	}
 	defer f.Close()
 	return Unpack(f, dir)
-}
-
-func (img *Image) walkLayer(fn func(*tar.Header)) error {
-	if len(img.Manifest.Layers) != 1 {
-		return fmt.Errorf("want one layer, have %d", len(img.Manifest.Layers))
-	}
-	f, err := os.Open(img.BlobPath(img.Manifest.Layers[0].Digest))
-	if err != nil {
-		return err
-	}
-	defer f.Close()
-	zr, err := gzip.NewReader(f)
-	if err != nil {
-		return err
-	}
-	tr := tar.NewReader(zr)
-	for {
-		hdr, err := tr.Next()
-		if errors.Is(err, io.EOF) {
-			break
-		}
-		if err != nil {
-			return err
-		}
-		fn(hdr)
-	}
-	return nil
 }
