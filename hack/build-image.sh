@@ -54,7 +54,13 @@ log "mirror entries:"$'\n'"${sources}"
 mapfile -t packages < <(grep -v '^#' "${repo}/hack/image-packages.txt" | grep -v '^$')
 
 work="${cache}/work"
-rm -rf "${work}"
+# mmdebstrap unmounts what it mounted in the chroot, even when it fails; a mount left behind
+# by a killed build must not let rm reach the host's /dev or /proc.
+if grep -q " ${work}/" /proc/self/mounts; then
+	log "something is still mounted below ${work} (a killed build?); unmount it, then run again"
+	exit 1
+fi
+rm -rf --one-file-system "${work}"
 mkdir -p "${work}" "${cache}/debs" "${out}"
 
 log "building the static binary (version ${version}, commit ${commit})"
