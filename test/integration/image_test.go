@@ -12,6 +12,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/ingress-reactor/ingress-reactor/app"
 	"github.com/ingress-reactor/ingress-reactor/internal/ociimage"
 	"github.com/ingress-reactor/ingress-reactor/test/integration/harness"
 )
@@ -93,13 +94,16 @@ func TestImage(t *testing.T) {
 	web := f.StartBackend("web", false)
 	f.CreateService("web", 80, web.Port)
 	f.ServeBackends("web", web)
-	r := f.StartReactorWith(harness.ReactorSetup{
-		Wrapper:     []string{"unshare", "--mount", "--propagation=private", "--", "sh", "-c", enterImage, "enter-image", rootfs, tmp},
-		Kubeconfig:  "/tmp/kubeconfig",
-		HTTPPort:    80,
-		HTTPSPort:   443,
-		DefaultDirs: true,
-	})
+	// The binary's defaults for the ports and directories, given explicitly because the harness
+	// passes its own (the last value of a flag wins).
+	def := app.DefaultConfig()
+	f.ReactorWrapper = []string{"unshare", "--mount", "--propagation=private", "--", "sh", "-c", enterImage, "enter-image", rootfs, tmp}
+	r := f.StartReactor("--kubeconfig=/tmp/kubeconfig", "--nginx-dir="+def.NginxDir, "--ssl-dir="+def.SSLDir,
+		"--http-port="+strconv.Itoa(def.HTTPPort), "--https-port="+strconv.Itoa(def.HTTPSPort))
+	r.HTTPPort, r.HTTPSPort = def.HTTPPort, def.HTTPSPort
+	if !strings.HasPrefix(def.NginxDir, "/tmp/") || def.HTTPPort != 80 {
+		t.Fatalf("the binary's defaults changed (--nginx-dir %s, --http-port %d): update the image's writable paths and this test", def.NginxDir, def.HTTPPort)
+	}
 	r.WaitReady()
 	f.CreateIngress(f.Ingress("shop", "shop.example", harness.IngressBackend{Path: "/", Service: "web", Port: 80}))
 	resp := r.WaitServedBy("shop.example", "/cart?x=1", "web")
@@ -131,7 +135,7 @@ func TestImage(t *testing.T) {
 	}
 
 	// Everything the controller wrote is under /tmp: nginx.conf under the default --nginx-dir.
-	if _, err := os.Stat(filepath.Join(tmp, "ingress-reactor", "nginx", "nginx.conf")); err != nil {
+	if _, err := os.Stat(filepath.Join(tmp, strings.TrimPrefix(def.NginxDir, "/tmp/"), "nginx.conf")); err != nil {
 		t.Errorf("nginx.conf is not under the default --nginx-dir in /tmp: %v", err)
 	}
 	if out := r.Output(); strings.Contains(out, `"user" directive`) || strings.Contains(out, "[emerg]") {

@@ -39,26 +39,29 @@ type Reactor struct {
 // must exit with code 0 then.
 func (f *Fixture) StartReactor(extraArgs ...string) *Reactor {
 	f.T.Helper()
-	return f.StartReactorWith(ReactorSetup{}, extraArgs...)
+	args := []string{
+		"--kubeconfig=" + f.Env.KubeconfigPath,
+		"--controller-class=" + f.ControllerClass,
+		"--ingress-class=" + f.IngressClass,
+		"--watch-namespace=" + f.Namespace,
+		"--log-level=debug",
+		"--log-format=console",
+		"--update-status=false",
+		"--election-id=ingress-reactor-" + f.ID,
+	}
+	return f.startReactor(append(args, extraArgs...), nil, "ingress-reactor-"+f.ID)
 }
 
-// ReactorSetup changes how StartReactorWith runs the controller: another binary (the one in an
-// image's root filesystem) behind a wrapper command that enters it.
-type ReactorSetup struct {
-	// Wrapper is the command and its arguments that run the controller; the controller's
-	// arguments follow them. Empty runs Env.ReactorBinary directly.
-	Wrapper []string
-	// Kubeconfig is the kubeconfig path as the controller sees it; empty is Env.KubeconfigPath.
-	Kubeconfig string
-	// HTTPPort and HTTPSPort are NGINX's ports; 0 picks free ones, a fixed port is passed
-	// only by the binary's default (80 and 443 are its defaults).
-	HTTPPort, HTTPSPort int
-	// DefaultDirs leaves --nginx-dir and --ssl-dir out, so the binary's defaults are used.
-	DefaultDirs bool
+// StartReactorWith starts the binary with args as they are (for example a Helm chart's), followed only by
+// the ports and directories the harness allocates, and POD_NAMESPACE set to the fixture's namespace and
+// POD_NAME to pod. Nothing else of StartReactor's defaults applies: args must name --kubeconfig.
+func (f *Fixture) StartReactorWith(pod string, args ...string) *Reactor {
+	f.T.Helper()
+	return f.startReactor(nil, args, pod)
 }
 
-// StartReactorWith is StartReactor run as setup says.
-func (f *Fixture) StartReactorWith(setup ReactorSetup, extraArgs ...string) *Reactor {
+// startReactor starts the binary with first, then the allocated ports and directories, then last.
+func (f *Fixture) startReactor(first, last []string, pod string) *Reactor {
 	f.T.Helper()
 	dir, err := os.MkdirTemp("", "ir-") // short: NGINX may put sockets here
 	if err != nil {
@@ -73,49 +76,36 @@ func (f *Fixture) StartReactorWith(setup ReactorSetup, extraArgs ...string) *Rea
 
 	r := &Reactor{
 		HealthzPort:     FreePort(f.T),
-		HTTPPort:        setup.HTTPPort,
-		HTTPSPort:       setup.HTTPSPort,
+		HTTPPort:        FreePort(f.T),
+		HTTPSPort:       FreePort(f.T),
 		NginxStatusPort: FreePort(f.T),
 		NginxDir:        dir + "/nginx",
 		SSLDir:          dir + "/ssl",
 		t:               f.T,
 	}
-	kubeconfig := setup.Kubeconfig
-	if kubeconfig == "" {
-		kubeconfig = f.Env.KubeconfigPath
-	}
-	args := []string{
-		"--kubeconfig=" + kubeconfig,
+	ports := []string{
 		"--healthz-port=" + strconv.Itoa(r.HealthzPort),
+		"--http-port=" + strconv.Itoa(r.HTTPPort),
+		"--https-port=" + strconv.Itoa(r.HTTPSPort),
 		"--nginx-status-port=" + strconv.Itoa(r.NginxStatusPort),
-		"--controller-class=" + f.ControllerClass,
-		"--ingress-class=" + f.IngressClass,
-		"--watch-namespace=" + f.Namespace,
-		"--log-level=debug",
-		"--log-format=console",
-		"--update-status=false",
-		"--election-id=ingress-reactor-" + f.ID,
+		"--nginx-dir=" + r.NginxDir,
+		"--ssl-dir=" + r.SSLDir,
 	}
-	if r.HTTPPort == 0 {
-		r.HTTPPort = FreePort(f.T)
-		args = append(args, "--http-port="+strconv.Itoa(r.HTTPPort))
+	if first != nil {
+		// StartReactor's order: its defaults and the ports first, the caller's arguments last (they win).
+		r.Args = append(append(append([]string{}, first[:1]...), ports...), first[1:]...)
+	} else {
+		// StartReactorWith's: the caller's arguments first, the allocated ports override theirs.
+		r.Args = append(append([]string{}, last...), ports...)
 	}
-	if r.HTTPSPort == 0 {
-		r.HTTPSPort = FreePort(f.T)
-		args = append(args, "--https-port="+strconv.Itoa(r.HTTPSPort))
-	}
-	if !setup.DefaultDirs {
-		args = append(args, "--nginx-dir="+r.NginxDir, "--ssl-dir="+r.SSLDir)
-	}
-	r.Args = append(args, extraArgs...)
 	env := []string{
 		"POD_NAMESPACE=" + f.Namespace,
-		"POD_NAME=ingress-reactor-" + f.ID,
+		"POD_NAME=" + pod,
 		"KUBECONFIG=", // only --kubeconfig counts
 	}
 	bin, cmdArgs := f.Env.ReactorBinary, r.Args
-	if len(setup.Wrapper) > 0 {
-		bin, cmdArgs = setup.Wrapper[0], append(append([]string{}, setup.Wrapper[1:]...), r.Args...)
+	if len(f.ReactorWrapper) > 0 {
+		bin, cmdArgs = f.ReactorWrapper[0], append(append([]string{}, f.ReactorWrapper[1:]...), r.Args...)
 	}
 	r.Process = StartProcess(f.T, "ingress-reactor", bin, cmdArgs, env)
 	return r
