@@ -29,12 +29,18 @@ var netBindServiceXattr = []byte{0x01, 0x00, 0x00, 0x02, 0x00, 0x04, 0x00, 0x00,
 // enterImage mounts the unpacked root filesystem read-only in a private mount namespace, with a
 // writable /tmp (the image's only declared writable path), /proc and the basic /dev nodes as a
 // container runtime provides them, hands the standard output and error pipes to uid 101 as runc
-// does (NGINX's access log reopens /dev/stdout), limits the capability bounding set, and runs the controller in
-// it as uid/gid 101 with no supplementary groups. Capabilities come only from the files: after the
-// change of user the process has none, so NGINX binds port 80 only through the file capability
-// that travelled in the layer.
+// does (NGINX's access log reopens /dev/stdout), and runs the controller in it as uid/gid 101
+// with no supplementary groups and a capability bounding set of NET_BIND_SERVICE (plus, in the
+// file-capabilities mode, what the change of root and user needs). Its modes:
+//
+//   - file-caps: the process changes user with no capability left, and no_new_privs is off, so
+//     the controller and NGINX get NET_BIND_SERVICE from their file capabilities alone.
+//   - no-new-privs: as runc starts a Pod with allowPrivilegeEscalation: false and capabilities
+//     {drop: [ALL], add: [NET_BIND_SERVICE]}: no_new_privs set, NET_BIND_SERVICE permitted before
+//     the exec (setpriv holds it as an ambient capability, which the exec of a binary with file
+//     capabilities clears, so NGINX, two execs later, has it only through its file capability).
 const enterImage = `set -eu
-root=$1; tmp=$2; shift 2
+root=$1; tmp=$2; mode=$3; shift 3
 mount --bind "$root" "$root"
 mount -t proc -o nosuid,nodev,noexec proc "$root/proc"
 mount -t tmpfs -o nosuid,mode=0755 dev "$root/dev"
@@ -44,8 +50,16 @@ ln -s /proc/self/fd/0 "$root/dev/stdin"; ln -s /proc/self/fd/1 "$root/dev/stdout
 mount --bind "$tmp" "$root/tmp"
 mount -o remount,bind,ro "$root"
 chown 101:101 /proc/self/fd/1 /proc/self/fd/2
-exec setpriv --bounding-set=-all,+net_bind_service,+sys_chroot,+setuid,+setgid -- \
-	unshare --root="$root" --setgid=101 --setuid=101 /usr/bin/ingress-reactor "$@"
+case "$mode" in
+file-caps)
+	exec setpriv --bounding-set=-all,+net_bind_service,+sys_chroot,+setuid,+setgid -- \
+		unshare --root="$root" --setgid=101 --setuid=101 /usr/bin/ingress-reactor "$@" ;;
+no-new-privs)
+	exec unshare --root="$root" /usr/bin/setpriv --reuid=101 --regid=101 --clear-groups \
+		--bounding-set=-all,+net_bind_service --inh-caps=-all,+net_bind_service --ambient-caps=-all,+net_bind_service \
+		--no-new-privs -- /usr/bin/ingress-reactor "$@" ;;
+esac
+echo "enter-image: unknown mode $mode" >&2; exit 2
 `
 
 // TestImage runs the controller from the image that `make image` built: the layer unpacked as a
@@ -78,6 +92,14 @@ func TestImage(t *testing.T) {
 		t.Fatal(err)
 	}
 
+	for _, mode := range []struct{ name, noNewPrivs string }{{"file-caps", "0"}, {"no-new-privs", "1"}} {
+		t.Run(mode.name, func(t *testing.T) { runFromImage(t, env, rootfs, mode.name, mode.noNewPrivs) })
+	}
+}
+
+// runFromImage runs the controller from rootfs as enterImage's mode says and serves an Ingress
+// through it on port 80.
+func runFromImage(t *testing.T, env *harness.Env, rootfs, mode, noNewPrivs string) {
 	tmp := t.TempDir()
 	if err := os.Chmod(tmp, 0o1777); err != nil {
 		t.Fatal(err)
@@ -97,7 +119,7 @@ func TestImage(t *testing.T) {
 	// The binary's defaults for the ports and directories, given explicitly because the harness
 	// passes its own (the last value of a flag wins).
 	def := app.DefaultConfig()
-	f.ReactorWrapper = []string{"unshare", "--mount", "--propagation=private", "--", "sh", "-c", enterImage, "enter-image", rootfs, tmp}
+	f.ReactorWrapper = []string{"unshare", "--mount", "--propagation=private", "--", "sh", "-c", enterImage, "enter-image", rootfs, tmp, mode}
 	r := f.StartReactor("--kubeconfig=/tmp/kubeconfig", "--nginx-dir="+def.NginxDir, "--ssl-dir="+def.SSLDir,
 		"--http-port="+strconv.Itoa(def.HTTPPort), "--https-port="+strconv.Itoa(def.HTTPSPort))
 	r.HTTPPort, r.HTTPSPort = def.HTTPPort, def.HTTPSPort
@@ -112,7 +134,7 @@ func TestImage(t *testing.T) {
 	}
 
 	// Every process of the container: the controller and NGINX's master and workers run as
-	// 101 with exactly NET_BIND_SERVICE, permitted and effective.
+	// 101 with exactly NET_BIND_SERVICE, permitted and effective, none ambient.
 	procs := processTree(t, r.Pid())
 	var nginx int
 	for _, pid := range procs {
@@ -125,6 +147,9 @@ func TestImage(t *testing.T) {
 			if err != nil || v != capNetBindService {
 				t.Errorf("process %d (%s) has %s %s, want only NET_BIND_SERVICE (%016x)", pid, st["Name"], set, st[set], capNetBindService)
 			}
+		}
+		if st["CapAmb"] != "0000000000000000" || st["NoNewPrivs"] != noNewPrivs {
+			t.Errorf("process %d (%s) has CapAmb %s NoNewPrivs %s, want none ambient and NoNewPrivs %s", pid, st["Name"], st["CapAmb"], st["NoNewPrivs"], noNewPrivs)
 		}
 		if st["Name"] == "nginx" {
 			nginx++
