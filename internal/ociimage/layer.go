@@ -205,8 +205,9 @@ func (e Entry) Xattr(attr string) []byte {
 
 // Unpack extracts a gzip-compressed layer into dir (which must exist), with the layer's numeric
 // owners, modes, symlinks, hard links, device nodes and file capabilities, and returns its entries
-// in order. Names that would leave dir are refused. It needs root to set owners, devices and
-// capabilities.
+// in order. Names are confined to dir, but a symlink that the layer puts in a parent directory of a
+// later entry is followed: use it for layers this repository built, not for untrusted ones. It needs
+// root to set owners, devices and capabilities.
 func Unpack(layer io.Reader, dir string) ([]Entry, error) {
 	zr, err := gzip.NewReader(layer)
 	if err != nil {
