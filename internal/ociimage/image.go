@@ -119,6 +119,10 @@ func Build(opts Options, layoutDir, tarPath string) (Descriptor, error) {
 		return Descriptor{}, err
 	}
 	layer, err := WriteLayer(opts.RootFS, opts.Created, tmp)
+	if err == nil {
+		// CreateTemp makes the file 0600; the layout's blobs are readable by all, as the tar says.
+		err = tmp.Chmod(0o644)
+	}
 	if cerr := tmp.Close(); err == nil {
 		err = cerr
 	}

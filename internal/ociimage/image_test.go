@@ -150,6 +150,19 @@ func TestCapabilityRoundTrip(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	blobs, err := os.ReadDir(filepath.Join(layout, "blobs", "sha256"))
+	if err != nil || len(blobs) != 3 {
+		t.Fatalf("layout has blobs %v (%v), want the layer, config and manifest", blobs, err)
+	}
+	for _, b := range blobs {
+		fi, err := b.Info()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if fi.Mode().Perm() != 0o644 {
+			t.Errorf("blob %s has mode %v, want 0644 like the tar's entries", b.Name(), fi.Mode())
+		}
+	}
 	if desc.Digest != again.Digest {
 		t.Fatalf("two builds: manifests %s and %s", desc.Digest, again.Digest)
 	}
