@@ -22,7 +22,9 @@ log() { printf 'build-image: %s\n' "$*" >&2; }
 
 out="${1:?usage: $0 OUT_DIR}"
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-cache="${repo}/.cache/image"
+# Resolved: .cache may be a symlink (worktrees share one), and /proc/self/mounts lists the real
+# paths, which the check for mounts left behind below compares against.
+cache="$(realpath -m "${repo}/.cache")/image"
 go="${GO:-go}"
 
 ((EUID == 0)) || { log "needs root (mmdebstrap in root mode, setcap)"; exit 1; }
@@ -54,6 +56,10 @@ log "mirror entries:"$'\n'"${sources}"
 mapfile -t packages < <(grep -v '^#' "${repo}/hack/image-packages.txt" | grep -v '^$')
 
 work="${cache}/work"
+# One build at a time per cache: a second one would remove the first one's tree under it.
+mkdir -p "${cache}"
+exec 9>"${cache}/lock"
+flock -n 9 || { log "another image build holds ${cache}/lock; wait for it to finish"; exit 1; }
 # mmdebstrap unmounts what it mounted in the chroot, even when it fails; a mount left behind
 # by a killed build must not let rm reach the host's /dev or /proc.
 if grep -q " ${work}/" /proc/self/mounts; then
