@@ -78,6 +78,9 @@ log "building the static binary (version ${version}, commit ${commit})"
 log "building the root filesystem with mmdebstrap (SOURCE_DATE_EPOCH=${SOURCE_DATE_EPOCH})"
 # The setup and customize hooks keep the downloaded .deb files in .cache/image/debs (the
 # pattern of mmdebstrap(1)'s examples); download/empty keeps them in the chroot until then.
+# mmdebstrap copies this machine's /etc/resolv.conf and /etc/hostname into the tree (mmdebstrap(1),
+# SOURCE_DATE_EPOCH): the last hook replaces them, so that the image carries neither the build
+# machine's name servers nor its name (runtimes mount their own over both).
 # merged-usr: the /usr symlinks made directly, as debootstrap and Docker's debian images do,
 # rather than by the usrmerge package (which would bring perl into the image).
 mmdebstrap --mode=root --variant=minbase --format=directory \
@@ -92,6 +95,7 @@ mmdebstrap --mode=root --variant=minbase --format=directory \
 	--customize-hook='setcap cap_net_bind_service=+ep "$1"/usr/sbin/nginx cap_net_bind_service=+ep "$1"/usr/bin/ingress-reactor' \
 	--customize-hook="'${repo}/hack/image-finish.sh' \"\$1\"" \
 	--customize-hook='rm -f "$1"/var/cache/apt/archives/*.deb' \
+	--customize-hook=': >"$1"/etc/resolv.conf; echo localhost >"$1"/etc/hostname; chmod 0644 "$1"/etc/resolv.conf "$1"/etc/hostname' \
 	bookworm "${work}/rootfs" - <<<"${sources}"
 
 log "writing the image"

@@ -1,7 +1,8 @@
 // Package ociimage writes and reads the single-layer container image that `make image` builds: a
 // root filesystem directory packed into a deterministic layer, an OCI image layout that is also a
 // docker-archive, and the reverse (unpacking a layer into a directory with owners, modes, links and
-// file capabilities), which the image's integration test uses. Standard library only.
+// file capabilities), which the image's integration test uses. The standard library and
+// golang.org/x/sys (extended attributes, device numbers) only.
 package ociimage
 
 import (

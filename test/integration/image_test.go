@@ -92,6 +92,7 @@ func TestImage(t *testing.T) {
 		t.Fatalf("unpack the layer: %v", err)
 	}
 	checkLayerCapabilities(t, entries)
+	checkNoBuildHostFiles(t, rootfs)
 	// The image's "/" has no entry of its own; runtimes make it 0755 (TempDir is 0700).
 	if err := os.Chmod(rootfs, 0o755); err != nil {
 		t.Fatal(err)
@@ -239,6 +240,22 @@ func checkLayerCapabilities(t *testing.T, entries []ociimage.Entry) {
 	}
 	if len(want) > 0 {
 		t.Errorf("the layer lacks %v", want)
+	}
+}
+
+// checkNoBuildHostFiles: mmdebstrap copies the build machine's /etc/resolv.conf and /etc/hostname
+// into the tree; the image must carry fixed ones instead (not the builder's name servers and name,
+// and the same bytes whichever machine builds it).
+func checkNoBuildHostFiles(t *testing.T, rootfs string) {
+	t.Helper()
+	for name, want := range map[string]string{"etc/resolv.conf": "", "etc/hostname": "localhost\n"} {
+		got, err := os.ReadFile(filepath.Join(rootfs, name))
+		if err != nil || string(got) != want {
+			t.Errorf("the image's /%s holds %q (%v), want %q", name, got, err, want)
+		}
+		if fi, err := os.Stat(filepath.Join(rootfs, name)); err == nil && fi.Mode().Perm() != 0o644 {
+			t.Errorf("the image's /%s has mode %v, want 0644", name, fi.Mode())
+		}
 	}
 }
 
