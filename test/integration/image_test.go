@@ -81,6 +81,9 @@ func TestImage(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Skip("the image test needs root (unpacking with owners and file capabilities, mounts, chroot): the image is NOT tested by this run")
 	}
+	if uidMap, err := os.ReadFile("/proc/self/uid_map"); err == nil && !mapsImageIDs(string(uidMap)) {
+		t.Skipf("root here is a user namespace's (hack/in-netns.sh without root) that cannot own files as the image's users or make its device nodes: the image is NOT tested by this run; run `make test-image` as root. uid_map: %s", strings.TrimSpace(string(uidMap)))
+	}
 	if start, err := os.ReadFile("/proc/sys/net/ipv4/ip_unprivileged_port_start"); err != nil || strings.TrimSpace(string(start)) == "0" {
 		t.Fatalf("ip_unprivileged_port_start is %q (%v): port 80 would not need NET_BIND_SERVICE, the test would prove nothing", start, err)
 	}
@@ -241,6 +244,24 @@ func checkLayerCapabilities(t *testing.T, entries []ociimage.Entry) {
 	if len(want) > 0 {
 		t.Errorf("the layer lacks %v", want)
 	}
+}
+
+// mapsImageIDs reports whether a /proc/self/uid_map maps every id the image's files and user have
+// (0 through 101 and beyond: the initial namespace's identity map does; `unshare --map-root-user`'s
+// single line "0 <uid> 1" does not).
+func mapsImageIDs(uidMap string) bool {
+	for _, line := range strings.Split(uidMap, "\n") {
+		f := strings.Fields(line)
+		if len(f) != 3 {
+			continue
+		}
+		inside, err1 := strconv.ParseUint(f[0], 10, 32)
+		count, err2 := strconv.ParseUint(f[2], 10, 32)
+		if err1 == nil && err2 == nil && inside == 0 && count > 65535 {
+			return true
+		}
+	}
+	return false
 }
 
 // checkNoBuildHostFiles: mmdebstrap copies the build machine's /etc/resolv.conf and /etc/hostname
