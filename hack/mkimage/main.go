@@ -50,9 +50,13 @@ func run(rootfs, layout, tarPath, version, revision, tag string) error {
 	if err != nil {
 		return err
 	}
-	arch := pkgs.version("nginx", 2)
-	if arch == "" {
+	debArch := pkgs.version("nginx", 2)
+	if debArch == "" {
 		return fmt.Errorf("%s does not list nginx", manifestFile)
+	}
+	platform, ok := ociPlatforms[debArch]
+	if !ok {
+		return fmt.Errorf("no OCI platform known for the Debian architecture %q", debArch)
 	}
 	labels := map[string]string{
 		"org.opencontainers.image.title":       "ingress-reactor",
@@ -72,7 +76,8 @@ func run(rootfs, layout, tarPath, version, revision, tag string) error {
 		RootFS:       rootfs,
 		Created:      created,
 		Name:         tag,
-		Architecture: arch,
+		Architecture: platform[0],
+		Variant:      platform[1],
 		CreatedBy:    "hack/build-image.sh: mmdebstrap bookworm minbase + hack/image-packages.txt + hack/image-finish.sh",
 		Config: ociimage.ContainerConfig{
 			User:         "101:101",
@@ -90,6 +95,21 @@ func run(rootfs, layout, tarPath, version, revision, tag string) error {
 	}
 	fmt.Printf("image %s\nmanifest %s\n", tag, desc.Digest)
 	return nil
+}
+
+// ociPlatforms maps Debian's architecture names to the OCI config's architecture (Go's GOARCH) and
+// variant, which runtimes match against their platform: Debian says i386, armhf, ppc64el where
+// Go and OCI say 386, arm v7, ppc64le.
+var ociPlatforms = map[string][2]string{
+	"amd64":    {"amd64", ""},
+	"arm64":    {"arm64", "v8"},
+	"armhf":    {"arm", "v7"},
+	"armel":    {"arm", "v5"},
+	"i386":     {"386", ""},
+	"ppc64el":  {"ppc64le", ""},
+	"s390x":    {"s390x", ""},
+	"mips64el": {"mips64le", ""},
+	"riscv64":  {"riscv64", ""},
 }
 
 // packages are the lines of the manifest file: name, version, architecture.

@@ -68,3 +68,29 @@ func TestRunRefusesWithoutEpochOrNginx(t *testing.T) {
 		t.Error("built an image whose package manifest has no nginx")
 	}
 }
+
+// The config names the platform as runtimes match it (GOARCH names), not as Debian does.
+func TestRunNamesTheOCIPlatform(t *testing.T) {
+	t.Setenv("SOURCE_DATE_EPOCH", "1700000000")
+	for debArch, want := range map[string][2]string{"amd64": {"amd64", ""}, "ppc64el": {"ppc64le", ""}, "armhf": {"arm", "v7"}, "i386": {"386", ""}} {
+		rootfs := t.TempDir()
+		manifest := filepath.Join(rootfs, manifestFile)
+		if err := os.MkdirAll(filepath.Dir(manifest), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(manifest, []byte("nginx\t1.22.1-9\t"+debArch+"\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		layout := filepath.Join(t.TempDir(), "oci")
+		if err := run(rootfs, layout, "", "v", "c", "ingress-reactor:v"); err != nil {
+			t.Fatal(err)
+		}
+		img, err := ociimage.ReadLayout(layout)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := [2]string{img.Config.Architecture, img.Config.Variant}; got != want {
+			t.Errorf("Debian %s: config architecture/variant %q, want %q", debArch, got, want)
+		}
+	}
+}

@@ -60,6 +60,7 @@ type RootFS struct {
 type Config struct {
 	Created      string          `json:"created"`
 	Architecture string          `json:"architecture"`
+	Variant      string          `json:"variant,omitempty"`
 	OS           string          `json:"os"`
 	Config       ContainerConfig `json:"config"`
 	RootFS       RootFS          `json:"rootfs"`
@@ -96,8 +97,10 @@ type Options struct {
 	// Created is every time stamp: the config's, the history's and every file's mtime.
 	Created time.Time
 	// Name is the image reference without a registry, "ingress-reactor:v1.2.3".
-	Name         string
+	Name string
+	// Architecture and Variant are the OCI platform's (GOARCH names: amd64, arm64, arm v7).
 	Architecture string
+	Variant      string
 	Config       ContainerConfig
 	// Annotations go on the manifest (the labels stay in Config).
 	Annotations map[string]string
@@ -135,7 +138,7 @@ func Build(opts Options, layoutDir, tarPath string) (Descriptor, error) {
 	}
 	created := opts.Created.UTC().Format(time.RFC3339)
 	cfg := Config{
-		Created: created, Architecture: opts.Architecture, OS: "linux", Config: opts.Config,
+		Created: created, Architecture: opts.Architecture, Variant: opts.Variant, OS: "linux", Config: opts.Config,
 		RootFS:  RootFS{Type: "layers", DiffIDs: []Digest{layer.DiffID}},
 		History: []History{{Created: created, CreatedBy: opts.CreatedBy}},
 	}
