@@ -16,3 +16,12 @@ func TestMapsImageIDs(t *testing.T) {
 		}
 	}
 }
+
+func TestBuiltFrom(t *testing.T) {
+	head := "060cc13a1b2c3d4e5f60718293a4b5c6d7e8f901"
+	for rev, want := range map[string]bool{"060cc13": true, "060cc13a1b": true, "a9561b0": false, "": false, "unknown": false, "06": false} {
+		if got := builtFrom(rev, head); got != want {
+			t.Errorf("builtFrom(%q, %s) = %v, want %v", rev, head, got, want)
+		}
+	}
+}
