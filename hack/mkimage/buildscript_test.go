@@ -93,3 +93,32 @@ func TestBuildImageOneAtATime(t *testing.T) {
 		t.Errorf("the second build removed the first one's work directory: %v", err)
 	}
 }
+
+// `docker build -f deploy/Dockerfile .` must not send what `make image` leaves in the checkout: its
+// root filesystem under .cache (root-only files, device nodes) and the image under bin.
+func TestDockerContextExcludesImageBuild(t *testing.T) {
+	data, err := os.ReadFile(filepath.Join("..", "..", ".dockerignore"))
+	if err != nil {
+		t.Fatalf("no .dockerignore: %v", err)
+	}
+	var patterns []string
+	for _, line := range strings.Split(string(data), "\n") {
+		if line = strings.TrimSpace(line); line != "" && !strings.HasPrefix(line, "#") {
+			patterns = append(patterns, strings.TrimPrefix(line, "/"))
+		}
+	}
+	for _, p := range []string{".cache/image/work/rootfs/etc/shadow", "bin/ingress-reactor-image.tar"} {
+		excluded := false
+		for _, pat := range patterns {
+			// Docker excludes a directory's contents when the directory matches.
+			for dir := p; dir != "."; dir = filepath.Dir(dir) {
+				if ok, _ := filepath.Match(pat, dir); ok {
+					excluded = true
+				}
+			}
+		}
+		if !excluded {
+			t.Errorf(".dockerignore (%v) does not exclude %s", patterns, p)
+		}
+	}
+}
