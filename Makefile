@@ -21,7 +21,7 @@ SCALE_INGRESSES ?= 1000
 SCALE_TLS       ?= false
 SCALE_ANNOTATED ?= false
 
-.PHONY: deps deps-test build run test test-unit test-integration test-monitoring soak scale fuzz bench manifests fmt lint clean
+.PHONY: deps deps-test build run test test-unit test-integration test-monitoring image test-image soak scale fuzz bench manifests fmt lint clean
 
 ## deps: install NGINX with the Lua and stream modules from Debian (only what is missing) and download Go modules.
 deps:
@@ -46,10 +46,19 @@ run: deps build
 
 ## test: everything CI runs: lint, unit tests with -race, short fuzzing, integration tests on real kube-apiserver, etcd and NGINX, and the monitoring test.
 test: deps-test lint test-unit fuzz test-integration test-monitoring
+	@[[ -e $(BIN)/ingress-reactor-image.tar ]] || echo "make test: no $(BIN)/ingress-reactor-image.tar, so TestImage skipped and the container image is NOT tested; make test-image builds and tests it (docs/image.md)"
 
 ## test-unit: fast unit tests with the race detector.
 test-unit:
 	$(GO) test -race -count=1 ./...
+
+## image: the container image without a container engine (root; Debian packages via mmdebstrap): bin/ingress-reactor-image.tar (OCI layout + docker-archive) and bin/ingress-reactor-oci/ (docs/image.md).
+image:
+	VERSION=$(VERSION) COMMIT=$(COMMIT) GO=$(GO) hack/build-image.sh $(BIN)
+
+## test-image: build the image, then run the controller from its root filesystem against a real API server (TestImage).
+test-image: deps-test image
+	hack/in-netns.sh $(GO) test -tags integration -count=1 -timeout 10m -run TestImage -v ./test/integration/
 
 ## soak: faults and churn under steady load, about 4 minutes (not part of test; docs/benchmarks-faults.md).
 soak: deps-test

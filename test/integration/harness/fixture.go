@@ -39,6 +39,10 @@ type Fixture struct {
 	IngressClass string
 	// ControllerClass is that IngressClass's spec.controller.
 	ControllerClass string
+	// ReactorWrapper, when not empty, is the command (and its first arguments) that StartReactor
+	// and StartReactorWith run instead of Env.ReactorBinary, with the controller's arguments
+	// after it: TestImage enters the image's root filesystem with it.
+	ReactorWrapper []string
 }
 
 var fixtureSeq atomic.Int64

@@ -103,7 +103,11 @@ func (f *Fixture) startReactor(first, last []string, pod string) *Reactor {
 		"POD_NAME=" + pod,
 		"KUBECONFIG=", // only --kubeconfig counts
 	}
-	r.Process = StartProcess(f.T, "ingress-reactor", f.Env.ReactorBinary, r.Args, env)
+	bin, cmdArgs := f.Env.ReactorBinary, r.Args
+	if len(f.ReactorWrapper) > 0 {
+		bin, cmdArgs = f.ReactorWrapper[0], append(append([]string{}, f.ReactorWrapper[1:]...), r.Args...)
+	}
+	r.Process = StartProcess(f.T, "ingress-reactor", bin, cmdArgs, env)
 	return r
 }
 
