@@ -21,5 +21,8 @@ metadata:
   labels:
     pod-security.kubernetes.io/enforce: restricted
 HEADER
+# The admission webhook's certificate would be new at each rendering: deploy/admission-webhook.yaml
+# adds the webhook with cert-manager instead.
 "${helm}" template ingress-reactor "${repo_root}/deploy/chart/ingress-reactor" \
-	--namespace ingress-reactor --kube-version "${kube_version}"
+	--namespace ingress-reactor --kube-version "${kube_version}" \
+	--set controller.admissionWebhooks.enabled=false

@@ -26,6 +26,11 @@
 {{- if ne $c.healthCheckPath "/healthz" }}{{ $_ := set $args "health-check-path" $c.healthCheckPath }}{{ end -}}
 {{- $_ := set $args "shutdown-grace-period" $c.shutdownGracePeriod -}}
 {{- $_ := set $args "enable-metrics" (toString $c.metrics.enabled) -}}
+{{- if $c.admissionWebhooks.enabled -}}
+{{- $_ := set $args "validating-webhook" (printf ":%v" $c.admissionWebhooks.port) -}}
+{{- $_ := set $args "validating-webhook-certificate" $c.admissionWebhooks.certificate -}}
+{{- $_ := set $args "validating-webhook-key" $c.admissionWebhooks.key -}}
+{{- end -}}
 {{- range $k, $v := $c.extraArgs }}{{ $_ := set $args $k (toString $v) }}{{ end -}}
 {{- range $k := keys $args | sortAlpha }}
 {{- $v := index $args $k }}

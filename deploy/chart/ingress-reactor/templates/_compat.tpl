@@ -46,6 +46,10 @@ dropped silently. README.md lists every ingress-nginx value and what happens to 
 {{- if $c.extraModules -}}
 {{- $fail = append $fail "controller.extraModules: NGINX modules cannot be added at run time" -}}
 {{- end -}}
+{{- $w := $c.admissionWebhooks -}}
+{{- if and $w.enabled (ne (dir (toString $w.certificate)) (dir (toString $w.key))) -}}
+{{- $fail = append $fail "controller.admissionWebhooks.certificate and .key must be in one directory (both come from one Secret volume)" -}}
+{{- end -}}
 {{- $d := $v.defaultBackend -}}
 {{- if and $d.autoscaling $d.autoscaling.enabled -}}
 {{- $fail = append $fail "defaultBackend.autoscaling.enabled: set defaultBackend.replicaCount" -}}
