@@ -1,0 +1,193 @@
+package nginx
+
+import (
+	"time"
+
+	networkingv1 "k8s.io/api/networking/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// AdmissionInput is what ReviewIngress reads: the Ingress of an admission request and the controller's
+// cached view of the others. Nothing of it is modified.
+type AdmissionInput struct {
+	// Ingress is the candidate, the object the request would store.
+	Ingress *networkingv1.Ingress
+	// Others are the cached Ingresses, of every class; the candidate's own cached version (an update's
+	// old object) is among them and skipped.
+	Others []*networkingv1.Ingress
+	// Accepts reports whether one of Others is served by this controller (the class filter's rule).
+	Accepts func(*networkingv1.Ingress) bool
+	// Lookups, Options and Ownership are the renderer's: the same Services, Secrets and ConfigMaps,
+	// translation options (the ConfigMap's included) and --host-ownership.
+	Lookups   Lookups
+	Options   TranslateOptions
+	Ownership HostOwnership
+	// Cache, when set, translates Others, so that an unchanged Ingress costs a lookup; it must be the
+	// caller's own, never the renderer's. The candidate is never cached.
+	Cache *TranslationCache
+	// Now is the creation time of a candidate that has none yet: a new Ingress is the youngest.
+	Now time.Time
+}
+
+// AdmissionResult is the answer to an admission request for an Ingress.
+type AdmissionResult struct {
+	// Err, when set, rejects the Ingress: it is the error the renderer would report in the Ingress's
+	// Warning Event.
+	Err error
+	// Warnings are what the Ingress would be served with but its owner should know: the translation's
+	// warnings (ignored annotations, missing Services), then the conflicts it loses (Conflict.Message),
+	// the texts of the renderer's Warning Events.
+	Warnings []string
+	// Merged counts the other Ingresses merged with the candidate: those that share a host with it.
+	Merged int
+}
+
+// ReviewIngress judges an Ingress as the renderer would if it were stored: it is translated with the
+// same registry and options, then merged, by the same Merger, with the served translations of the other
+// Ingresses that can change what the candidate's hosts serve (those routing a host it routes or lists in
+// spec.tls, and the TLS entries that can cover them), so that host and path conflicts and the TLS rules
+// across namespaces are those of the real merge. Nothing is rendered and nothing is written.
+//
+// An other Ingress whose current version is rejected is left out, where the renderer may still serve
+// its last good version: a conflict with such a version is not reported.
+func ReviewIngress(in AdmissionInput) AdmissionResult {
+	cand := in.Ingress
+	if cand.CreationTimestamp.IsZero() {
+		c := *cand // shallow: translation reads the object, never writes it
+		c.CreationTimestamp = metav1.NewTime(in.Now)
+		cand = &c
+	}
+	t, err := TranslateIngressWith(cand, in.Lookups, in.Options)
+	if err != nil {
+		return AdmissionResult{Err: err}
+	}
+	out := AdmissionResult{Warnings: append([]string(nil), t.Warnings...)}
+
+	// near are the hosts whose servers the candidate takes part in, and so where it can lose something:
+	// those it routes or lists in spec.tls, and the hosts that others route under its wildcard TLS entries.
+	// A host's server depends on the Ingresses that route it or list it in spec.tls, and on the TLS
+	// entries of the wildcard one label above it (above).
+	near := map[Hostname]struct{}{}
+	above := map[Hostname]struct{}{}
+	addNear := func(h Hostname) {
+		near[h] = struct{}{}
+		if w, ok := wildcardAbove(h); ok && !h.IsWildcard() {
+			above[w] = struct{}{}
+		}
+	}
+	for _, h := range routedHostsOf(t) {
+		addNear(h)
+	}
+	var wildcards []Hostname
+	for _, h := range tlsHostsOf(t) {
+		addNear(h)
+		if h.IsWildcard() {
+			wildcards = append(wildcards, h)
+		}
+	}
+	touches := func(h Hostname) bool {
+		if _, ok := near[h]; ok {
+			return true
+		}
+		if _, ok := above[h]; ok {
+			return true
+		}
+		w, ok := wildcardAbove(h)
+		return ok && !h.IsWildcard() && containsHost(wildcards, w)
+	}
+	for {
+		relevant := in.relevantOthers(touches)
+		grew := false
+		for _, o := range relevant {
+			for _, h := range routedHostsOf(o) {
+				if _, ok := near[h]; ok || h.IsWildcard() {
+					continue
+				}
+				if w, ok := wildcardAbove(h); ok && containsHost(wildcards, w) {
+					addNear(h) // under the candidate's wildcard: its TLS entry takes part there
+					grew = true
+				}
+			}
+		}
+		if grew {
+			continue // the hosts added may have other Ingresses' TLS entries: look again, once
+		}
+		out.Merged = len(relevant)
+		merged := MergeAll(append(relevant, t), MergeOptions{Ownership: in.Ownership})
+		for _, c := range merged.Conflicts {
+			if c.Loser == t.Ingress {
+				out.Warnings = append(out.Warnings, c.Message())
+			}
+		}
+		return out
+	}
+}
+
+// relevantOthers returns the served translations of the other Ingresses that have a host for which
+// touches holds. An Ingress is translated only when its spec names such a host or it has alias
+// annotations (whose hosts only translation knows).
+func (in *AdmissionInput) relevantOthers(touches func(Hostname) bool) []*IngressTranslation {
+	var out []*IngressTranslation
+	for _, ing := range in.Others {
+		if ing.Namespace == in.Ingress.Namespace && ing.Name == in.Ingress.Name {
+			continue
+		}
+		if !mayTouch(ing, touches) || (in.Accepts != nil && !in.Accepts(ing)) {
+			continue
+		}
+		var t *IngressTranslation
+		var err error
+		if in.Cache != nil {
+			t, err = in.Cache.TranslateWith(ing, in.Lookups, in.Options)
+		} else {
+			t, err = TranslateIngressWith(ing, in.Lookups, in.Options)
+		}
+		if err != nil {
+			continue
+		}
+		for _, h := range append(routedHostsOf(t), tlsHostsOf(t)...) {
+			if touches(h) {
+				out = append(out, t)
+				break
+			}
+		}
+	}
+	return out
+}
+
+// mayTouch reports whether an Ingress's translation can have a host for which touches holds, from its
+// spec alone: translation takes hosts from the rules and spec.tls as written (or rejects them), routes a
+// spec.defaultBackend without rules on the catch-all host, and adds hosts only for the alias annotations.
+func mayTouch(ing *networkingv1.Ingress, touches func(Hostname) bool) bool {
+	if _, ok := ing.Annotations[IngressNginxPrefix+"server-alias"]; ok {
+		return true
+	}
+	if _, ok := ing.Annotations[IngressNginxPrefix+"from-to-www-redirect"]; ok {
+		return true
+	}
+	if ing.Spec.DefaultBackend != nil && touches("") {
+		return true
+	}
+	for i := range ing.Spec.Rules {
+		if touches(Hostname(ing.Spec.Rules[i].Host)) {
+			return true
+		}
+	}
+	for i := range ing.Spec.TLS {
+		for _, h := range ing.Spec.TLS[i].Hosts {
+			if touches(Hostname(h)) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+func containsHost(hs []Hostname, h Hostname) bool {
+	for _, x := range hs {
+		if x == h {
+			return true
+		}
+	}
+	return false
+}
