@@ -45,7 +45,9 @@ func (c *certificate) load() error {
 }
 
 // get is tls.Config.GetCertificate.
-func (c *certificate) get(*tls.ClientHelloInfo) (*tls.Certificate, error) { return c.current.Load(), nil }
+func (c *certificate) get(*tls.ClientHelloInfo) (*tls.Certificate, error) {
+	return c.current.Load(), nil
+}
 
 // watch reads the files again whenever something changes in their directories, until ctx ends.
 func (c *certificate) watch(ctx context.Context) error {

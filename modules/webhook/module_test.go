@@ -266,7 +266,9 @@ func TestHandler(t *testing.T) {
 		},
 		"DELETE": {body: review(t, admissionv1.Delete, ingress("team-a", "shop", "shop.example.com")), wantCode: 200, wantAllowed: true, wantResult: resultSkipped},
 		"another resource": {
-			body:     withReview(func(m map[string]any) { request(m)["kind"] = map[string]any{"group": "", "version": "v1", "kind": "Service"} }),
+			body: withReview(func(m map[string]any) {
+				request(m)["kind"] = map[string]any{"group": "", "version": "v1", "kind": "Service"}
+			}),
 			wantCode: 200, wantAllowed: true, wantResult: resultSkipped,
 		},
 		"status subresource": {
