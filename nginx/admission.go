@@ -1,6 +1,7 @@
 package nginx
 
 import (
+	"strings"
 	"time"
 
 	networkingv1 "k8s.io/api/networking/v1"
@@ -67,33 +68,40 @@ func ReviewIngress(in AdmissionInput) AdmissionResult {
 	// those it routes or lists in spec.tls, and the hosts that others route under its wildcard TLS entries.
 	// A host's server depends on the Ingresses that route it or list it in spec.tls, and on the TLS
 	// entries of the wildcard one label above it (above).
+	// Wildcards are kept by the domain under their "*.", so that a host is looked up without building
+	// strings: this runs for every host of every cached Ingress.
 	near := map[Hostname]struct{}{}
-	above := map[Hostname]struct{}{}
+	aboveOf := map[string]struct{}{}     // domains d of the wildcards "*.d" one label above a near host
+	wildcardsOf := map[string]struct{}{} // domains d of the candidate's TLS wildcards "*.d"
 	addNear := func(h Hostname) {
 		near[h] = struct{}{}
-		if w, ok := wildcardAbove(h); ok && !h.IsWildcard() {
-			above[w] = struct{}{}
+		if _, d, ok := strings.Cut(string(h), "."); ok && !h.IsWildcard() {
+			aboveOf[d] = struct{}{}
 		}
 	}
 	for _, h := range routedHostsOf(t) {
 		addNear(h)
 	}
-	var wildcards []Hostname
 	for _, h := range tlsHostsOf(t) {
 		addNear(h)
 		if h.IsWildcard() {
-			wildcards = append(wildcards, h)
+			wildcardsOf[string(h[2:])] = struct{}{}
 		}
 	}
 	touches := func(h Hostname) bool {
 		if _, ok := near[h]; ok {
 			return true
 		}
-		if _, ok := above[h]; ok {
-			return true
+		if h.IsWildcard() {
+			_, ok := aboveOf[string(h[2:])]
+			return ok
 		}
-		w, ok := wildcardAbove(h)
-		return ok && !h.IsWildcard() && containsHost(wildcards, w)
+		_, d, ok := strings.Cut(string(h), ".")
+		if !ok {
+			return false
+		}
+		_, ok = wildcardsOf[d]
+		return ok
 	}
 	for {
 		relevant := in.relevantOthers(touches)
@@ -103,7 +111,7 @@ func ReviewIngress(in AdmissionInput) AdmissionResult {
 				if _, ok := near[h]; ok || h.IsWildcard() {
 					continue
 				}
-				if w, ok := wildcardAbove(h); ok && containsHost(wildcards, w) {
+				if _, d, ok := strings.Cut(string(h), "."); ok && hasKey(wildcardsOf, d) {
 					addNear(h) // under the candidate's wildcard: its TLS entry takes part there
 					grew = true
 				}
@@ -183,11 +191,7 @@ func mayTouch(ing *networkingv1.Ingress, touches func(Hostname) bool) bool {
 	return false
 }
 
-func containsHost(hs []Hostname, h Hostname) bool {
-	for _, x := range hs {
-		if x == h {
-			return true
-		}
-	}
-	return false
+func hasKey(m map[string]struct{}, k string) bool {
+	_, ok := m[k]
+	return ok
 }

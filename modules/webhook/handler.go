@@ -170,6 +170,9 @@ func decodeIngress(req *admissionv1.AdmissionRequest) (*networkingv1.Ingress, er
 	if ing.Namespace != "" && ing.Namespace != req.Namespace {
 		return nil, fmt.Errorf("object namespace %.80q is not the request's %.80q", ing.Namespace, req.Namespace)
 	}
+	if req.Namespace == "" {
+		return nil, errors.New("request without a namespace: Ingresses are namespaced")
+	}
 	ing.Namespace = req.Namespace
 	if ing.Name == "" {
 		ing.Name = req.Name

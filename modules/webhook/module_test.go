@@ -203,7 +203,11 @@ func post(tb testing.TB, h http.Handler, method, path, contentType string, body 
 	if err := json.Unmarshal(rec.Body.Bytes(), &out); err != nil {
 		tb.Fatalf("response is not an AdmissionReview: %v: %s", err, rec.Body.String())
 	}
-	if out.APIVersion != "admission.k8s.io/v1" || out.Kind != "AdmissionReview" || out.Response == nil || out.Response.UID != "req-1" {
+	uid := types.UID("req-1")
+	if in, err := decodeReview(body); err == nil {
+		uid = in.Request.UID
+	}
+	if out.APIVersion != "admission.k8s.io/v1" || out.Kind != "AdmissionReview" || out.Response == nil || out.Response.UID != uid {
 		tb.Fatalf("response does not answer the request: %s", rec.Body.String())
 	}
 	return rec.Code, out.Response, rec.Body.String()
