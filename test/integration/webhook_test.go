@@ -28,6 +28,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
+	"sigs.k8s.io/yaml"
 
 	"github.com/ingress-reactor/ingress-reactor/nginx"
 	"github.com/ingress-reactor/ingress-reactor/test/integration/harness"
@@ -113,9 +114,33 @@ func admissionTotal(t *testing.T, r *harness.Reactor) float64 {
 	return total
 }
 
+// shippedWebhookConfiguration reads the ValidatingWebhookConfiguration of deploy/admission-webhook.yaml.
+func shippedWebhookConfiguration(t *testing.T, root string) *admissionregistrationv1.ValidatingWebhookConfiguration {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(root, "deploy", "admission-webhook.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, doc := range strings.Split(string(b), "\n---\n") {
+		if !strings.Contains(doc, "kind: ValidatingWebhookConfiguration") {
+			continue
+		}
+		var vwc admissionregistrationv1.ValidatingWebhookConfiguration
+		if err := yaml.UnmarshalStrict([]byte(doc), &vwc); err != nil {
+			t.Fatalf("deploy/admission-webhook.yaml: %v", err)
+		}
+		if len(vwc.Webhooks) != 1 || vwc.Webhooks[0].ClientConfig.Service == nil || vwc.Webhooks[0].ClientConfig.Service.Path == nil {
+			t.Fatalf("deploy/admission-webhook.yaml: want one webhook reached through a Service path: %+v", vwc.Webhooks)
+		}
+		return &vwc
+	}
+	t.Fatal("deploy/admission-webhook.yaml has no ValidatingWebhookConfiguration")
+	return nil
+}
+
 // TestAdmissionWebhook runs the webhook in the binary behind the real API server, which calls it over
-// TLS on loopback through a ValidatingWebhookConfiguration made like deploy/admission-webhook.yaml's
-// (the fixture's class and namespace only): a bad Ingress is refused by Create with the reason, a good
+// TLS on loopback through deploy/admission-webhook.yaml's ValidatingWebhookConfiguration (its failure
+// policy and class conditions; reached by URL, for the fixture's class and namespace only): a bad Ingress is refused by Create with the reason, a good
 // one is created, one that loses a conflict is created with the conflict as a warning, an Ingress of
 // another class is never sent, the injection corpus is refused exactly where translation refuses it
 // and what is admitted leaves nginx.conf clean, and with the webhook down a failure policy of Ignore
@@ -129,29 +154,18 @@ func TestAdmissionWebhook(t *testing.T) {
 		"--validating-webhook-certificate="+certFile, "--validating-webhook-key="+keyFile)
 	r.WaitReady()
 
-	vwc := &admissionregistrationv1.ValidatingWebhookConfiguration{
-		ObjectMeta: metav1.ObjectMeta{Name: "ingress-reactor-" + f.ID},
-		Webhooks: []admissionregistrationv1.ValidatingWebhook{{
-			Name: "validate.ingress-reactor.io",
-			ClientConfig: admissionregistrationv1.WebhookClientConfig{
-				URL: ptr.To(fmt.Sprintf("https://127.0.0.1:%d/networking/v1/ingresses", port)), CABundle: caPEM,
-			},
-			Rules: []admissionregistrationv1.RuleWithOperations{{
-				Operations: []admissionregistrationv1.OperationType{admissionregistrationv1.Create, admissionregistrationv1.Update},
-				Rule: admissionregistrationv1.Rule{APIGroups: []string{"networking.k8s.io"}, APIVersions: []string{"v1"},
-					Resources: []string{"ingresses"}, Scope: ptr.To(admissionregistrationv1.NamespacedScope)},
-			}},
-			// The shared API server serves every test: only this test's namespace is sent.
-			NamespaceSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"kubernetes.io/metadata.name": f.Namespace}},
-			MatchConditions: []admissionregistrationv1.MatchCondition{{
-				Name:       "our-class",
-				Expression: fmt.Sprintf("has(object.spec.ingressClassName) && object.spec.ingressClassName == %q", f.IngressClass),
-			}},
-			FailurePolicy:           ptr.To(admissionregistrationv1.Fail),
-			SideEffects:             ptr.To(admissionregistrationv1.SideEffectClassNone),
-			AdmissionReviewVersions: []string{"v1"},
-			TimeoutSeconds:          ptr.To(int32(5)),
-		}},
+	vwc := shippedWebhookConfiguration(t, f.Env.RepoRoot)
+	vwc.Name = "ingress-reactor-" + f.ID
+	vwc.Annotations = nil
+	hook := &vwc.Webhooks[0]
+	hook.ClientConfig = admissionregistrationv1.WebhookClientConfig{
+		URL: ptr.To(fmt.Sprintf("https://127.0.0.1:%d%s", port, *hook.ClientConfig.Service.Path)), CABundle: caPEM,
+	}
+	// The shared API server serves every test: only this test's namespace is sent, and the class is the
+	// fixture's.
+	hook.NamespaceSelector = &metav1.LabelSelector{MatchLabels: map[string]string{"kubernetes.io/metadata.name": f.Namespace}}
+	for i := range hook.MatchConditions {
+		hook.MatchConditions[i].Expression = strings.ReplaceAll(hook.MatchConditions[i].Expression, "'ingress-reactor'", "'"+f.IngressClass+"'")
 	}
 	vwcs := f.Client.AdmissionregistrationV1().ValidatingWebhookConfigurations()
 	if _, err := vwcs.Create(f.Ctx, vwc, metav1.CreateOptions{}); err != nil {
@@ -192,6 +206,14 @@ func TestAdmissionWebhook(t *testing.T) {
 		}
 		if _, err := ingresses.Get(f.Ctx, "bad", metav1.GetOptions{}); err == nil {
 			t.Fatal("the refused Ingress exists")
+		}
+	})
+	t.Run("the legacy class annotation is ours too", func(t *testing.T) {
+		legacy := bad("legacy")
+		legacy.Spec.IngressClassName = nil
+		legacy.Annotations["kubernetes.io/ingress.class"] = f.IngressClass
+		if err := create(legacy, true); err == nil || !strings.Contains(err.Error(), "denied the request") {
+			t.Fatalf("Create: %v, want a denial", err)
 		}
 	})
 	t.Run("a good Ingress is created without warnings", func(t *testing.T) {
