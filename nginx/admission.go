@@ -14,8 +14,12 @@ type AdmissionInput struct {
 	// Ingress is the candidate, the object the request would store.
 	Ingress *networkingv1.Ingress
 	// Others are the cached Ingresses, of every class; the candidate's own cached version (an update's
-	// old object) is among them and skipped.
+	// old object) is among them and skipped. Ignored when Indexed is set.
 	Others []*networkingv1.Ingress
+	// Indexed, when set, returns the cached Ingresses filed under an AdmissionIndexKeys key (an
+	// informer's index): only those that can share a host with the candidate are then looked at, instead
+	// of every Ingress in Others.
+	Indexed func(key string) []*networkingv1.Ingress
 	// Accepts reports whether one of Others is served by this controller (the class filter's rule).
 	Accepts func(*networkingv1.Ingress) bool
 	// Lookups, Options and Ownership are the renderer's: the same Services, Secrets and ConfigMaps,
@@ -104,7 +108,11 @@ func ReviewIngress(in AdmissionInput) AdmissionResult {
 		return ok
 	}
 	for {
-		relevant := in.relevantOthers(touches)
+		others := in.Others
+		if in.Indexed != nil {
+			others = in.indexedOthers(near, aboveOf, wildcardsOf)
+		}
+		relevant := in.relevantOthers(others, touches)
 		grew := false
 		for _, o := range relevant {
 			for _, h := range routedHostsOf(o) {
@@ -134,9 +142,9 @@ func ReviewIngress(in AdmissionInput) AdmissionResult {
 // relevantOthers returns the served translations of the other Ingresses that have a host for which
 // touches holds. An Ingress is translated only when its spec names such a host or it has alias
 // annotations (whose hosts only translation knows).
-func (in *AdmissionInput) relevantOthers(touches func(Hostname) bool) []*IngressTranslation {
+func (in *AdmissionInput) relevantOthers(others []*networkingv1.Ingress, touches func(Hostname) bool) []*IngressTranslation {
 	var out []*IngressTranslation
-	for _, ing := range in.Others {
+	for _, ing := range others {
 		if ing.Namespace == in.Ingress.Namespace && ing.Name == in.Ingress.Name {
 			continue
 		}
@@ -159,6 +167,79 @@ func (in *AdmissionInput) relevantOthers(touches func(Hostname) bool) []*Ingress
 				break
 			}
 		}
+	}
+	return out
+}
+
+// Keys of AdmissionIndexKeys.
+const (
+	admissionKeyHost  = "host:"  // a host of the rules or spec.tls ("" for rules without one and spec.defaultBackend)
+	admissionKeyUnder = "under:" // the domain one label above such a host (not a wildcard)
+	admissionKeyAlias = "alias"  // alias annotations, whose hosts only translation knows
+)
+
+// AdmissionIndexKeys returns the keys under which AdmissionInput.Indexed must find an Ingress: an
+// informer indexer over it gives ReviewIngress the Ingresses near a candidate without a look at the rest.
+// The keys are a superset of what mayTouch looks at.
+func AdmissionIndexKeys(ing *networkingv1.Ingress) []string {
+	var keys []string
+	add := func(k string) {
+		for _, x := range keys {
+			if x == k {
+				return
+			}
+		}
+		keys = append(keys, k)
+	}
+	host := func(h string) {
+		add(admissionKeyHost + h)
+		if _, d, ok := strings.Cut(h, "."); ok && !strings.HasPrefix(h, "*.") {
+			add(admissionKeyUnder + d)
+		}
+	}
+	if _, ok := ing.Annotations[IngressNginxPrefix+"server-alias"]; ok {
+		add(admissionKeyAlias)
+	}
+	if _, ok := ing.Annotations[IngressNginxPrefix+"from-to-www-redirect"]; ok {
+		add(admissionKeyAlias)
+	}
+	if ing.Spec.DefaultBackend != nil {
+		add(admissionKeyHost)
+	}
+	for i := range ing.Spec.Rules {
+		host(ing.Spec.Rules[i].Host)
+	}
+	for i := range ing.Spec.TLS {
+		for _, h := range ing.Spec.TLS[i].Hosts {
+			host(h)
+		}
+	}
+	return keys
+}
+
+// indexedOthers returns, once each, the Ingresses filed under a key that touches looks for: the near
+// hosts, the wildcards one label above them, the hosts under the candidate's wildcards, and those with
+// alias annotations.
+func (in *AdmissionInput) indexedOthers(near map[Hostname]struct{}, aboveOf, wildcardsOf map[string]struct{}) []*networkingv1.Ingress {
+	var out []*networkingv1.Ingress
+	seen := map[*networkingv1.Ingress]struct{}{}
+	take := func(key string) {
+		for _, ing := range in.Indexed(key) {
+			if _, ok := seen[ing]; !ok {
+				seen[ing] = struct{}{}
+				out = append(out, ing)
+			}
+		}
+	}
+	take(admissionKeyAlias)
+	for h := range near {
+		take(admissionKeyHost + string(h))
+	}
+	for d := range aboveOf {
+		take(admissionKeyHost + "*." + d)
+	}
+	for d := range wildcardsOf {
+		take(admissionKeyUnder + d)
 	}
 	return out
 }

@@ -189,6 +189,19 @@ func TestReviewIngressIsTheFullMerge(t *testing.T) {
 		if !slices.Equal(got.Warnings, want) {
 			t.Fatalf("round %d (%s): review warnings\n%q\nwant (full merge)\n%q", round, ownership, got.Warnings, want)
 		}
+		// Through an index of the Ingresses by AdmissionIndexKeys, as the webhook's informer has them.
+		index := map[string][]*networkingv1.Ingress{}
+		for _, o := range others {
+			for _, k := range AdmissionIndexKeys(o) {
+				index[k] = append(index[k], o)
+			}
+		}
+		indexed := ReviewIngress(AdmissionInput{Ingress: cand, Indexed: func(k string) []*networkingv1.Ingress { return index[k] },
+			Lookups: lk, Options: DefaultTranslateOptions(), Ownership: ownership})
+		if !slices.Equal(indexed.Warnings, want) || indexed.Merged != got.Merged {
+			t.Fatalf("round %d (%s): through the index, %d merged and warnings\n%q\nwant %d and (full merge)\n%q",
+				round, ownership, indexed.Merged, indexed.Warnings, got.Merged, want)
+		}
 		if len(want) > len(ct.Warnings) {
 			checked++
 		}

@@ -22,7 +22,6 @@ import (
 	"go.uber.org/zap"
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
-	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/informers"
 	listerscorev1 "k8s.io/client-go/listers/core/v1"
@@ -88,6 +87,7 @@ type Result struct {
 type Webhook struct {
 	opts       Options
 	ingresses  listersnetv1.IngressLister
+	indexer    cache.Indexer
 	services   listerscorev1.ServiceLister
 	secrets    listerscorev1.SecretLister
 	configMaps listerscorev1.ConfigMapLister
@@ -125,9 +125,20 @@ func New(p Params) (Result, error) {
 		return Result{}, err
 	}
 	ingInf := p.Factory.Networking().V1().Ingresses()
+	// The Ingresses by host, so that a review looks only at those near the candidate's hosts.
+	if err := ingInf.Informer().AddIndexers(cache.Indexers{hostIndex: func(obj any) ([]string, error) {
+		ing, ok := obj.(*networkingv1.Ingress)
+		if !ok {
+			return nil, nil
+		}
+		return nginx.AdmissionIndexKeys(ing), nil
+	}}); err != nil {
+		return Result{}, fmt.Errorf("webhook: add ingress index: %w", err)
+	}
 	w := &Webhook{
 		opts:       p.Options,
 		ingresses:  ingInf.Lister(),
+		indexer:    ingInf.Informer().GetIndexer(),
 		services:   p.Factory.Core().V1().Services().Lister(),
 		secrets:    p.Factory.Core().V1().Secrets().Lister(),
 		configMaps: p.Factory.Core().V1().ConfigMaps().Lister(),
@@ -257,13 +268,15 @@ func (w *Webhook) Stop(ctx context.Context) error {
 	return err
 }
 
+// hostIndex is the Ingress informer's index of nginx.AdmissionIndexKeys.
+const hostIndex = "webhook-admission-hosts"
+
 // review judges an Ingress of our class against the caches.
 func (w *Webhook) review(ing *networkingv1.Ingress) nginx.AdmissionResult {
-	others, _ := w.ingresses.List(labels.Everything()) // a cache lister never fails
 	settings := w.settings.Load()
 	return nginx.ReviewIngress(nginx.AdmissionInput{
 		Ingress: ing,
-		Others:  others,
+		Indexed: w.indexed,
 		Accepts: w.opts.Accepts,
 		Lookups: nginx.Lookups{
 			Services:   nginx.ServiceLookupFunc(w.lookupService),
@@ -275,6 +288,21 @@ func (w *Webhook) review(ing *networkingv1.Ingress) nginx.AdmissionResult {
 		Cache:     w.translations,
 		Now:       time.Now(),
 	})
+}
+
+// indexed returns the cached Ingresses filed under key.
+func (w *Webhook) indexed(key string) []*networkingv1.Ingress {
+	objs, err := w.indexer.ByIndex(hostIndex, key)
+	if err != nil {
+		return nil // the index exists from New on
+	}
+	out := make([]*networkingv1.Ingress, 0, len(objs))
+	for _, o := range objs {
+		if ing, ok := o.(*networkingv1.Ingress); ok {
+			out = append(out, ing)
+		}
+	}
+	return out
 }
 
 func (w *Webhook) lookupService(key types.NamespacedName) (*corev1.Service, bool) {
