@@ -111,6 +111,12 @@ func (w *Webhook) answer(rw http.ResponseWriter, r *http.Request) (*admissionv1.
 	if !w.ready.Load() {
 		return nil, resultUnavailable, &httpError{http.StatusServiceUnavailable, "the controller's caches are not synced yet"}
 	}
+	select {
+	case w.reviews <- struct{}{}:
+		defer func() { <-w.reviews }()
+	case <-r.Context().Done():
+		return nil, resultUnavailable, &httpError{http.StatusServiceUnavailable, "too many admission reviews at once"}
+	}
 	verdict := w.review(ing)
 	if verdict.Err != nil {
 		out.Response.Allowed = false

@@ -13,6 +13,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -100,6 +101,11 @@ type Webhook struct {
 	metrics        metrics
 	log            *zap.Logger
 
+	// reviews bounds the reviews judged at once: a client that floods the webhook (it answers anyone who
+	// reaches its port, as the API server does not present a client certificate) gets no more CPU than
+	// that; the others wait for their turn, within their request's lifetime.
+	reviews chan struct{}
+
 	settings atomic.Pointer[nginx.Settings]
 	ready    atomic.Bool
 	serving  atomic.Bool
@@ -152,6 +158,7 @@ func New(p Params) (Result, error) {
 		translations:   nginx.NewTranslationCache(),
 		cert:           cert,
 		settingsLoaded: p.SettingsLoaded,
+		reviews:        make(chan struct{}, max(2, runtime.GOMAXPROCS(0))),
 		metrics:        m,
 		log:            log,
 	}
@@ -209,6 +216,10 @@ func (w *Webhook) Start(ctx context.Context) error {
 	if err := w.cert.watch(ctx); err != nil {
 		return errors.Join(err, l.Close())
 	}
+	errorLog, err := zap.NewStdLogAt(w.log.Named("http"), zap.DebugLevel)
+	if err != nil {
+		return errors.Join(err, l.Close())
+	}
 	srv := &http.Server{
 		Handler: w.Handler(),
 		TLSConfig: &tls.Config{
@@ -221,7 +232,8 @@ func (w *Webhook) Start(ctx context.Context) error {
 		WriteTimeout:   30 * time.Second,
 		IdleTimeout:    90 * time.Second,
 		MaxHeaderBytes: 16 << 10,
-		ErrorLog:       zap.NewStdLog(w.log.Named("http").WithOptions(zap.IncreaseLevel(zap.WarnLevel))),
+		// Handshake errors of clients that are not the API server are theirs: debug level.
+		ErrorLog: errorLog,
 	}
 	w.mu.Lock()
 	w.server = srv

@@ -442,3 +442,33 @@ func TestServer(t *testing.T) {
 		t.Fatal("handshake after Stop succeeded")
 	}
 }
+
+// TestHandlerBoundsConcurrentReviews: while as many reviews as allowed run, another waits, and is
+// answered 503 when its request ends first; it is judged once a slot frees up.
+func TestHandlerBoundsConcurrentReviews(t *testing.T) {
+	w, _ := newWebhook(t, webService("team-a"))
+	for range cap(w.reviews) {
+		w.reviews <- struct{}{}
+	}
+	body := review(t, admissionv1.Create, ingress("team-a", "blog", "blog.example.com", created))
+	ctx, cancel := context.WithCancel(context.Background())
+	req := httptest.NewRequestWithContext(ctx, http.MethodPost, Path, bytes.NewReader(body))
+	req.Header.Set("Content-Type", "application/json")
+	rec := httptest.NewRecorder()
+	done := make(chan struct{})
+	go func() { w.Handler().ServeHTTP(rec, req); close(done) }()
+	select {
+	case <-done:
+		t.Fatalf("answered %d while every slot was taken", rec.Code)
+	case <-time.After(50 * time.Millisecond):
+	}
+	cancel()
+	<-done
+	if rec.Code != http.StatusServiceUnavailable || !strings.Contains(rec.Body.String(), "too many") {
+		t.Fatalf("status %d %q, want 503", rec.Code, rec.Body.String())
+	}
+	<-w.reviews // one slot frees up
+	if code, resp, text := post(t, w.Handler(), http.MethodPost, Path, "application/json", body); code != http.StatusOK || !resp.Allowed {
+		t.Fatalf("status %d: %s", code, text)
+	}
+}
