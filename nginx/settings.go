@@ -112,6 +112,9 @@ type Settings struct {
 
 	// HeaderRefs are the headers of add-headers and proxy-set-headers (settings_hdrs.go).
 	HeaderRefs HeaderRefSettings
+
+	// EnableOCSP is enable-ocsp (settings_ocsp.go): the controller staples OCSP responses; nothing is rendered.
+	EnableOCSP bool
 }
 
 // settingKey is one ConfigMap key this controller reads.

@@ -118,6 +118,7 @@ var nonDefaultSettings = map[string]string{
 	"block-referers": `~^https?://spam\., hostnames`, "whitelist-source-range": "10.0.0.0/8", "denylist-source-range": "10.1.0.0/16",
 	// ConfigMaps of headers: testHeaderRefs.
 	"add-headers": "ingress/add", "proxy-set-headers": "ingress/proxy",
+	"enable-ocsp": "true",
 }
 
 // TestSettingsNonDefaultsPassNginx renders every supported key at a value other than its default and has
