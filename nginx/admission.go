@@ -1,6 +1,7 @@
 package nginx
 
 import (
+	"slices"
 	"strings"
 	"time"
 
@@ -69,14 +70,23 @@ func ReviewIngress(in AdmissionInput) AdmissionResult {
 	out := AdmissionResult{Warnings: append([]string(nil), t.Warnings...)}
 
 	// near are the hosts whose servers the candidate takes part in, and so where it can lose something:
-	// those it routes or lists in spec.tls, and the hosts that others route under its wildcard TLS entries.
+	// those it routes or lists in spec.tls, and the hosts that its namespace routes under its wildcard TLS
+	// entries when it has a rival there (wildcardsOf).
 	// A host's server depends on the Ingresses that route it or list it in spec.tls, and on the TLS
 	// entries of the wildcard one label above it (above).
 	// Wildcards are kept by the domain under their "*.", so that a host is looked up without building
 	// strings: this runs for every host of every cached Ingress.
 	near := map[Hostname]struct{}{}
-	aboveOf := map[string]struct{}{}     // domains d of the wildcards "*.d" one label above a near host
-	wildcardsOf := map[string]struct{}{} // domains d of the candidate's TLS wildcards "*.d"
+	aboveOf := map[string]struct{}{} // domains d of the wildcards "*.d" one label above a near host
+	// wildcardsOf are the domains d of the candidate's TLS wildcards "*.d" whose covered hosts are merged;
+	// wild are all of them. On a host it neither routes nor lists exactly, a wildcard entry of the
+	// candidate can lose only one thing: the host's certificate, to an entry for the same wildcard of
+	// another Ingress of its own namespace with another Secret (ConflictTLS; hostTLS reports the other
+	// TLS conflicts only for exact entries). Without such a rival the hosts it covers cannot give the
+	// candidate a warning, and are not merged: a "*.example.com" entry does not cost the merge of every
+	// host under example.com.
+	wildcardsOf := map[string]struct{}{}
+	wild := map[string]struct{}{}
 	addNear := func(h Hostname) {
 		near[h] = struct{}{}
 		if _, d, ok := strings.Cut(string(h), "."); ok && !h.IsWildcard() {
@@ -89,16 +99,27 @@ func ReviewIngress(in AdmissionInput) AdmissionResult {
 	for _, h := range tlsHostsOf(t) {
 		addNear(h)
 		if h.IsWildcard() {
-			wildcardsOf[string(h[2:])] = struct{}{}
+			wild[string(h[2:])] = struct{}{}
 		}
 	}
-	touches := func(h Hostname) bool {
+	// touchesNear holds for the hosts whose Ingresses take part in a near host's server; touches also for
+	// the hosts under the candidate's wildcards, to find the Ingresses that route them.
+	touchesNear := func(h Hostname) bool {
 		if _, ok := near[h]; ok {
 			return true
 		}
 		if h.IsWildcard() {
 			_, ok := aboveOf[string(h[2:])]
 			return ok
+		}
+		return false
+	}
+	touches := func(h Hostname) bool {
+		if touchesNear(h) {
+			return true
+		}
+		if h.IsWildcard() {
+			return false
 		}
 		_, d, ok := strings.Cut(string(h), ".")
 		if !ok {
@@ -114,7 +135,19 @@ func ReviewIngress(in AdmissionInput) AdmissionResult {
 		}
 		relevant := in.relevantOthers(others, touches)
 		grew := false
+		// The candidate's wildcards are near hosts, so relevant has every served Ingress that lists them.
+		for d := range wild {
+			if !hasKey(wildcardsOf, d) && hasTLSRival(relevant, t, Hostname("*."+d)) {
+				wildcardsOf[d] = struct{}{}
+				grew = true
+			}
+		}
 		for _, o := range relevant {
+			if o.Ingress.Namespace != t.Ingress.Namespace {
+				// The certificate of a host goes to entries of the namespace of its oldest rule: a host
+				// only other namespaces route cannot take it from the candidate's wildcard entry.
+				continue
+			}
 			for _, h := range routedHostsOf(o) {
 				if _, ok := near[h]; ok || h.IsWildcard() {
 					continue
@@ -126,8 +159,13 @@ func ReviewIngress(in AdmissionInput) AdmissionResult {
 			}
 		}
 		if grew {
-			continue // the hosts added may have other Ingresses' TLS entries: look again, once
+			continue // the hosts added may have other Ingresses' routes and TLS entries: look again
 		}
+		// Those found only under a wildcard of the candidate route no near host: hosts only other
+		// namespaces route, where the candidate cannot lose (above).
+		relevant = slices.DeleteFunc(relevant, func(o *IngressTranslation) bool {
+			return !slices.ContainsFunc(routedHostsOf(o), touchesNear) && !slices.ContainsFunc(tlsHostsOf(o), touchesNear)
+		})
 		out.Merged = len(relevant)
 		merged := MergeAll(append(relevant, t), MergeOptions{Ownership: in.Ownership})
 		for _, c := range merged.Conflicts {
@@ -174,7 +212,7 @@ func (in *AdmissionInput) relevantOthers(others []*networkingv1.Ingress, touches
 // Keys of AdmissionIndexKeys.
 const (
 	admissionKeyHost  = "host:"  // a host of the rules or spec.tls ("" for rules without one and spec.defaultBackend)
-	admissionKeyUnder = "under:" // the domain one label above such a host (not a wildcard)
+	admissionKeyUnder = "under:" // namespace "/" the domain one label above such a host (not a wildcard)
 	admissionKeyAlias = "alias"  // alias annotations, whose hosts only translation knows
 )
 
@@ -194,7 +232,7 @@ func AdmissionIndexKeys(ing *networkingv1.Ingress) []string {
 	host := func(h string) {
 		add(admissionKeyHost + h)
 		if _, d, ok := strings.Cut(h, "."); ok && !strings.HasPrefix(h, "*.") {
-			add(admissionKeyUnder + d)
+			add(admissionKeyUnder + ing.Namespace + "/" + d)
 		}
 	}
 	if _, ok := ing.Annotations[IngressNginxPrefix+"server-alias"]; ok {
@@ -218,8 +256,8 @@ func AdmissionIndexKeys(ing *networkingv1.Ingress) []string {
 }
 
 // indexedOthers returns, once each, the Ingresses filed under a key that touches looks for: the near
-// hosts, the wildcards one label above them, the hosts under the candidate's wildcards, and those with
-// alias annotations.
+// hosts, the wildcards one label above them, the hosts of the candidate's namespace under its wildcards,
+// and those with alias annotations.
 func (in *AdmissionInput) indexedOthers(near map[Hostname]struct{}, aboveOf, wildcardsOf map[string]struct{}) []*networkingv1.Ingress {
 	var out []*networkingv1.Ingress
 	seen := map[*networkingv1.Ingress]struct{}{}
@@ -239,7 +277,7 @@ func (in *AdmissionInput) indexedOthers(near map[Hostname]struct{}, aboveOf, wil
 		take(admissionKeyHost + "*." + d)
 	}
 	for d := range wildcardsOf {
-		take(admissionKeyUnder + d)
+		take(admissionKeyUnder + in.Ingress.Namespace + "/" + d) // only its namespace's hosts can matter
 	}
 	return out
 }
@@ -266,6 +304,28 @@ func mayTouch(ing *networkingv1.Ingress, touches func(Hostname) bool) bool {
 		for _, h := range ing.Spec.TLS[i].Hosts {
 			if touches(Hostname(h)) {
 				return true
+			}
+		}
+	}
+	return false
+}
+
+// hasTLSRival reports whether one of others, of the candidate's namespace, lists the TLS host w with
+// another Secret than one of the candidate's entries for it: only such an entry can take a host's
+// certificate from the candidate's entry for w.
+func hasTLSRival(others []*IngressTranslation, cand *IngressTranslation, w Hostname) bool {
+	for _, o := range others {
+		if o.Ingress.Namespace != cand.Ingress.Namespace {
+			continue
+		}
+		for _, e := range o.TLS {
+			if e.Host != w {
+				continue
+			}
+			for _, c := range cand.TLS {
+				if c.Host == w && c.Secret != e.Secret {
+					return true
+				}
 			}
 		}
 	}

@@ -83,6 +83,26 @@ func TestReviewIngress(t *testing.T) {
 			cand:       ingress("b", "new", rule("shop.example.com", prefix("/", "web", 80))),
 			wantMerged: 1,
 		},
+		"wildcard TLS over others' hosts without a rival: they are not merged": {
+			others: []*networkingv1.Ingress{older, ingress("b", "wild", rule("y.example.com", prefix("/", "web", 80)), withTLS("cert", "*.example.com"))},
+			cand:   ingress("a", "new", rule("x.test", prefix("/", "web", 80)), withTLS("wild", "*.example.com"), age(time.Minute)),
+			// b/wild lists the wildcard, of another namespace: it is merged, but it cannot take the
+			// certificate of a/old's host from the candidate, so that host is not.
+			wantMerged: 1,
+		},
+		"wildcard TLS over a host whose namespace lists the wildcard with another Secret": {
+			others:       []*networkingv1.Ingress{ingress("a", "old", rule("shop.example.com", prefix("/", "web", 80)), withTLS("cert", "*.example.com"))},
+			cand:         ingress("a", "new", rule("x.test", prefix("/", "web", 80)), withTLS("wild", "*.example.com"), age(time.Minute)),
+			wantWarnings: []string{"TLS for host shop.example.com is served with the secret of Ingress a/old"},
+			wantMerged:   1,
+		},
+		"wildcard TLS with a rival: hosts only other namespaces route are not merged": {
+			others: []*networkingv1.Ingress{ingress("a", "old", rule("shop.example.com", prefix("/", "web", 80)), withTLS("cert", "*.example.com")),
+				ingress("b", "far", rule("y.example.com", prefix("/", "web", 80)))},
+			cand:         ingress("a", "new", rule("x.test", prefix("/", "web", 80)), withTLS("wild", "*.example.com"), age(time.Minute)),
+			wantWarnings: []string{"TLS for host shop.example.com is served with the secret of Ingress a/old"},
+			wantMerged:   1,
+		},
 		"an Ingress of another class is not merged": {
 			others: []*networkingv1.Ingress{ingress("a", "old", rule("shop.example.com", prefix("/", "web", 80)),
 				annotate("kubernetes.io/ingress.class", "other"))},
@@ -138,6 +158,9 @@ func TestReviewIngressIsTheFullMerge(t *testing.T) {
 		if rng.IntN(3) == 0 {
 			opts = append(opts, withTLS(fmt.Sprintf("cert%d", rng.IntN(2)), pick(hosts[1:])))
 		}
+		if rng.IntN(4) == 0 { // wildcard entries over hosts the Ingress may not route
+			opts = append(opts, withTLS(fmt.Sprintf("cert%d", rng.IntN(2)), pick([]string{"*.example.com", "*.a.example.com"})))
+		}
 		switch rng.IntN(8) {
 		case 0:
 			opts = append(opts, annotate(IngressNginxPrefix+"server-alias", pick(hosts[1:])))
@@ -151,7 +174,7 @@ func TestReviewIngressIsTheFullMerge(t *testing.T) {
 		opts = append(opts, age(time.Duration(rng.IntN(5))*time.Minute))
 		return ingress(ns, fmt.Sprintf("i%d", i), opts...)
 	}
-	checked := 0
+	checked, covered := 0, 0
 	for round := range 1000 {
 		others := make([]*networkingv1.Ingress, 3+rng.IntN(10))
 		for i := range others {
@@ -184,6 +207,9 @@ func TestReviewIngressIsTheFullMerge(t *testing.T) {
 		for _, c := range MergeAll(all, MergeOptions{Ownership: ownership}).Conflicts {
 			if c.Loser == ct.Ingress {
 				want = append(want, c.Message())
+				if !slices.Contains(routedHostsOf(ct), c.Host) && !slices.Contains(tlsHostsOf(ct), c.Host) {
+					covered++ // lost on a host only its wildcard TLS entry reaches
+				}
 			}
 		}
 		if !slices.Equal(got.Warnings, want) {
@@ -208,5 +234,9 @@ func TestReviewIngressIsTheFullMerge(t *testing.T) {
 	}
 	if checked < 100 {
 		t.Fatalf("only %d rounds had conflicts of the candidate: the generator no longer makes them", checked)
+	}
+	t.Logf("%d conflicts on hosts only the candidate's wildcard TLS reaches", covered)
+	if covered < 5 {
+		t.Fatalf("only %d conflicts on hosts only the candidate's wildcard TLS reaches: the generator no longer makes them", covered)
 	}
 }
