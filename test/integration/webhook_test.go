@@ -216,6 +216,19 @@ func TestAdmissionWebhook(t *testing.T) {
 			t.Fatalf("Create: %v, want a denial", err)
 		}
 	})
+	t.Run("an empty class annotation leaves the class to spec.ingressClassName", func(t *testing.T) {
+		// The controller reads an empty kubernetes.io/ingress.class as none (the API server refuses it
+		// next to spec.ingressClassName on CREATE only): an UPDATE that adds it is still ours.
+		ing, err := ingresses.Create(f.Ctx, f.Ingress("empty-class", "empty-class.example.com", prefixPath("/", "web")), metav1.CreateOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ing.Annotations = map[string]string{"kubernetes.io/ingress.class": "", "nginx.ingress.kubernetes.io/ssl-redirect": "maybe"}
+		_, err = ingresses.Update(f.Ctx, ing, metav1.UpdateOptions{DryRun: []string{metav1.DryRunAll}})
+		if err == nil || !strings.Contains(err.Error(), "denied the request") {
+			t.Fatalf("Update: %v, want a denial", err)
+		}
+	})
 	t.Run("a good Ingress is created without warnings", func(t *testing.T) {
 		seen.take()
 		if err := create(f.Ingress("shop", "shop.example.com", prefixPath("/", "web")), false); err != nil {
