@@ -12,7 +12,7 @@ func newMetrics() metrics {
 	return metrics{
 		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "ingress_reactor_admission_requests_total",
-			Help: "Admission requests, by result: allowed, warned (allowed with warnings), denied, skipped (not an Ingress of ours), invalid (not an AdmissionReview we accept), unavailable (caches not synced).",
+			Help: "Admission requests, by result: allowed, warned (allowed with warnings), denied, skipped (not an Ingress of ours), invalid (not an AdmissionReview we accept), unavailable (caches not synced, or gave up waiting for its turn).",
 		}, []string{"result"}),
 		duration: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name:    "ingress_reactor_admission_duration_seconds",
