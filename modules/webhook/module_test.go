@@ -11,6 +11,7 @@ import (
 	"crypto/x509/pkix"
 	"encoding/json"
 	"encoding/pem"
+	"fmt"
 	"math/big"
 	"net"
 	"net/http"
@@ -18,12 +19,14 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	admissionv1 "k8s.io/api/admission/v1"
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
@@ -471,4 +474,49 @@ func TestHandlerBoundsConcurrentReviews(t *testing.T) {
 	if code, resp, text := post(t, w.Handler(), http.MethodPost, Path, "application/json", body); code != http.StatusOK || !resp.Allowed {
 		t.Fatalf("status %d: %s", code, text)
 	}
+}
+
+// TestConcurrentReviewsWhileIngressesChange runs reviews in parallel, all on the hosts of cached
+// Ingresses that are updated and deleted meanwhile, so that they share the translation cache and the
+// informer's objects: under -race it finds unsynchronized access; every review must still be answered.
+func TestConcurrentReviewsWhileIngressesChange(t *testing.T) {
+	var objs []runtime.Object
+	objs = append(objs, webService("team-a"), webService("team-b"))
+	for i := range 8 {
+		objs = append(objs, ingress("team-a", fmt.Sprintf("ing-%d", i), fmt.Sprintf("h%d.example.com", i%4), withTLSHosts("*.example.com")))
+	}
+	w, h := newWebhook(t, objs...)
+	handler := w.Handler()
+	var wg sync.WaitGroup
+	for g := range 4 {
+		wg.Go(func() {
+			for i := range 40 {
+				ing := ingress("team-b", fmt.Sprintf("cand-%d", g), fmt.Sprintf("h%d.example.com", i%4), created, withTLSHosts("*.example.com"))
+				if code, _, text := post(t, handler, http.MethodPost, Path, "application/json", review(t, admissionv1.Create, ing)); code != http.StatusOK {
+					t.Errorf("status %d: %s", code, text)
+					return
+				}
+			}
+		})
+	}
+	ings := h.Client.NetworkingV1()
+	for i := range 40 {
+		ing := ingress("team-a", fmt.Sprintf("ing-%d", i%8), fmt.Sprintf("h%d.example.com", (i+1)%4), withTLSHosts("*.example.com"))
+		ing.ResourceVersion = ""
+		if i%5 == 4 {
+			if err := ings.Ingresses("team-a").Delete(t.Context(), ing.Name, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
+				t.Fatal(err)
+			}
+			continue
+		}
+		if _, err := ings.Ingresses("team-a").Update(t.Context(), ing, metav1.UpdateOptions{}); apierrors.IsNotFound(err) {
+			_, err = ings.Ingresses("team-a").Create(t.Context(), ing, metav1.CreateOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+		} else if err != nil {
+			t.Fatal(err)
+		}
+	}
+	wg.Wait()
 }
