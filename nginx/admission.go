@@ -211,14 +211,15 @@ func (in *AdmissionInput) relevantOthers(others []*networkingv1.Ingress, touches
 
 // Keys of AdmissionIndexKeys.
 const (
-	admissionKeyHost  = "host:"  // a host of the rules or spec.tls ("" for rules without one and spec.defaultBackend)
+	admissionKeyHost  = "host:"  // a host of the rules, spec.tls or the aliases ("" for rules without one and spec.defaultBackend)
 	admissionKeyUnder = "under:" // namespace "/" the domain one label above such a host (not a wildcard)
-	admissionKeyAlias = "alias"  // alias annotations, whose hosts only translation knows
 )
 
 // AdmissionIndexKeys returns the keys under which AdmissionInput.Indexed must find an Ingress: an
 // informer indexer over it gives ReviewIngress the Ingresses near a candidate without a look at the rest.
-// The keys are a superset of what mayTouch looks at.
+// An Ingress is filed under host:h for every host h its translation can route or list in spec.tls (its
+// aliases included), and under:namespace/d when h is one label under d; an Ingress with aliases is so
+// found by its alias hosts, not looked at for every candidate.
 func AdmissionIndexKeys(ing *networkingv1.Ingress) []string {
 	var keys []string
 	add := func(k string) {
@@ -235,11 +236,35 @@ func AdmissionIndexKeys(ing *networkingv1.Ingress) []string {
 			add(admissionKeyUnder + ing.Namespace + "/" + d)
 		}
 	}
-	if _, ok := ing.Annotations[IngressNginxPrefix+"server-alias"]; ok {
-		add(admissionKeyAlias)
+	// The alias hosts, as applyHostAliases and hostAliases find them (a superset: every entry of
+	// server-alias, valid or not, and the www twin of every rule host): an Ingress with aliases is filed
+	// under them rather than looked at for every candidate. Beyond maxAliases distinct entries
+	// translation rejects the Ingress, which so routes nothing.
+	if raw, ok := ing.Annotations[AnnotationServerAlias]; ok {
+		var seen []string
+		for entry := range strings.SplitSeq(raw, ",") {
+			entry = strings.ToLower(strings.TrimSpace(entry))
+			if entry == "" || slices.Contains(seen, entry) {
+				continue
+			}
+			if seen = append(seen, entry); len(seen) > maxAliases {
+				break
+			}
+			host(entry)
+		}
 	}
-	if _, ok := ing.Annotations[IngressNginxPrefix+"from-to-www-redirect"]; ok {
-		add(admissionKeyAlias)
+	if _, ok := ing.Annotations[AnnotationFromToWWWRedirect]; ok {
+		for i := range ing.Spec.Rules {
+			h := ing.Spec.Rules[i].Host
+			if h == "" || strings.HasPrefix(h, "*.") {
+				continue
+			}
+			if rest, ok := strings.CutPrefix(h, "www."); ok {
+				host(rest)
+			} else {
+				host("www." + h)
+			}
+		}
 	}
 	if ing.Spec.DefaultBackend != nil {
 		add(admissionKeyHost)
@@ -256,8 +281,8 @@ func AdmissionIndexKeys(ing *networkingv1.Ingress) []string {
 }
 
 // indexedOthers returns, once each, the Ingresses filed under a key that touches looks for: the near
-// hosts, the wildcards one label above them, the hosts of the candidate's namespace under its wildcards,
-// and those with alias annotations.
+// hosts, the wildcards one label above them and the hosts of the candidate's namespace under its
+// wildcards, alias hosts included.
 func (in *AdmissionInput) indexedOthers(near map[Hostname]struct{}, aboveOf, wildcardsOf map[string]struct{}) []*networkingv1.Ingress {
 	var out []*networkingv1.Ingress
 	seen := map[*networkingv1.Ingress]struct{}{}
@@ -269,7 +294,6 @@ func (in *AdmissionInput) indexedOthers(near map[Hostname]struct{}, aboveOf, wil
 			}
 		}
 	}
-	take(admissionKeyAlias)
 	for h := range near {
 		take(admissionKeyHost + string(h))
 	}

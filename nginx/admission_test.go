@@ -240,3 +240,35 @@ func TestReviewIngressIsTheFullMerge(t *testing.T) {
 		t.Fatalf("only %d conflicts on hosts only the candidate's wildcard TLS reaches: the generator no longer makes them", covered)
 	}
 }
+
+// TestAdmissionIndexKeys: alias hosts are index keys of their own, so that an Ingress with aliases is
+// found by them (and only near them), as its rule and TLS hosts are.
+func TestAdmissionIndexKeys(t *testing.T) {
+	cases := map[string]struct {
+		ing  *networkingv1.Ingress
+		want []string
+	}{
+		"rules and TLS": {
+			ing:  ingress("a", "x", rule("shop.example.com", prefix("/", "web", 80)), withTLS("cert", "*.example.com")),
+			want: []string{"host:shop.example.com", "under:a/example.com", "host:*.example.com"},
+		},
+		"server-alias entries, folded and deduplicated": {
+			ing: ingress("a", "x", rule("shop.example.com", prefix("/", "web", 80)),
+				annotate(AnnotationServerAlias, " Shop.Example.NET ,,*.example.org, shop.example.net")),
+			want: []string{"host:shop.example.net", "under:a/example.net", "host:*.example.org", "host:shop.example.com", "under:a/example.com"},
+		},
+		"from-to-www-redirect twins": {
+			ing: ingress("a", "x", rule("shop.example.com", prefix("/", "web", 80)), rule("www.example.org", prefix("/", "web", 80)),
+				rule("*.example.com", prefix("/", "web", 80)), annotate(AnnotationFromToWWWRedirect, "true")),
+			want: []string{"host:www.shop.example.com", "under:a/shop.example.com", "host:example.org", "under:a/org",
+				"host:shop.example.com", "under:a/example.com", "host:www.example.org", "under:a/example.org", "host:*.example.com"},
+		},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			if got := AdmissionIndexKeys(tc.ing); !slices.Equal(got, tc.want) {
+				t.Fatalf("keys\n%q\nwant\n%q", got, tc.want)
+			}
+		})
+	}
+}

@@ -142,7 +142,8 @@ func FuzzHandler(f *testing.F) {
 }
 
 // BenchmarkAdmission5000 measures an admission request answered in-process (decoding, the review, the
-// response) with 5,000 Ingresses of our class in the cache, two per host, each with TLS, for a new host,
+// response) with 5,000 Ingresses of our class in the cache, two per host, each with TLS, half of them
+// with from-to-www-redirect, for a new host,
 // a host in use (a lost conflict), an update of a cached Ingress, and an Ingress whose wildcard TLS entry
 // covers all 2,500 hosts: without and with another entry for the wildcard in its namespace (which merges
 // the hosts of its namespace). Each reports the 50th and 99th percentile.
@@ -157,6 +158,9 @@ func BenchmarkAdmission5000(b *testing.B) {
 		ing := ingress(fmt.Sprintf("ns-%d", i%50), fmt.Sprintf("ing-%d", i), fmt.Sprintf("app-%d.example.com", i/2))
 		ing.CreationTimestamp.Time = epoch.Add(time.Duration(i) * time.Second)
 		ing.Spec.TLS = []networkingv1.IngressTLS{{Hosts: []string{ing.Spec.Rules[0].Host}, SecretName: "cert"}}
+		if i%2 == 1 { // half of them answer the www twin of their host too
+			annotated(nginx.AnnotationFromToWWWRedirect, "true")(ing)
+		}
 		objs = append(objs, ing)
 	}
 	// An Ingress of ns-5 lists the wildcard with another Secret: a wildcard entry of ns-5 may lose the
