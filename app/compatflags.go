@@ -76,9 +76,6 @@ var ignoredFlags = []ignoredFlag{
 	{"stream-port", kindInt, "10247", "there is no stream configuration server"},
 	{"sync-rate-limit", kindFloat, "0.3", "changes are applied as they come, each lane at its own pace (see docs/architecture.md)"},
 	{"time-buckets", kindFloatList, "", "request metrics are not exported yet (issue #19)"},
-	{"validating-webhook", kindString, "", "the admission webhook does not exist yet (issue #21); invalid Ingresses are rejected with a Warning Event instead"},
-	{"validating-webhook-certificate", kindString, "", "the admission webhook does not exist yet (issue #21)"},
-	{"validating-webhook-key", kindString, "", "the admission webhook does not exist yet (issue #21)"},
 }
 
 // klogFlags are the logging flags ingress-nginx's binary accepts from klog. --v picks the log level when

@@ -106,6 +106,10 @@ type Config struct {
 	TCPServicesMaxConnections int
 	UDPServicesIdleTimeout    time.Duration
 	UDPServicesMaxFlows       int
+	// Admission webhook (webhook.go).
+	ValidatingWebhook            string
+	ValidatingWebhookCertificate string
+	ValidatingWebhookKey         string
 
 	// Version information, set by main from linker flags; not a flag.
 	Version string
@@ -221,6 +225,7 @@ func BindFlags(fs *flag.FlagSet, c *Config) {
 	bindPassthroughFlags(fs, c)
 	bindCompatFlags(fs, c)
 	bindStreamsFlags(fs, c)
+	bindWebhookFlags(fs, c)
 }
 
 // maxDictSizeMB bounds --endpoints-dict-size, --certificates-dict-size, --routes-dict-size and
@@ -305,6 +310,7 @@ func (c *Config) Validate() error {
 	errs = append(errs, c.validatePassthrough()...)
 	errs = append(errs, c.validateCompat()...)
 	errs = append(errs, c.validateStreams()...)
+	errs = append(errs, c.validateWebhook()...)
 	return errors.Join(errs...)
 }
 
