@@ -1,6 +1,7 @@
 package nginx
 
 import (
+	"errors"
 	"slices"
 	"strings"
 	"time"
@@ -64,6 +65,12 @@ func ReviewIngress(in AdmissionInput) AdmissionResult {
 		cand = &c
 	}
 	t, err := TranslateIngressWith(cand, in.Lookups, in.Options)
+	if errors.Is(err, ErrOnlyMissingObjects) {
+		// A Secret or ConfigMap created after the Ingress (kubectl apply -f dir/, external-secrets) makes it
+		// served; refusing it would force an order on every tool. Without a translation there is nothing to
+		// merge: its conflicts are reported by the renderer's Events once it is served.
+		return AdmissionResult{Warnings: []string{err.Error() + " (admitted: served once they exist)"}}
+	}
 	if err != nil {
 		return AdmissionResult{Err: err}
 	}

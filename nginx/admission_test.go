@@ -35,6 +35,16 @@ func TestReviewIngress(t *testing.T) {
 			cand:    ingress("a", "new", rule("new.example.com", prefix("/a;b", "web", 80))),
 			wantErr: `spec.rules[0].http.paths[0].path: path "/a;b"`,
 		},
+		"a Secret that does not exist yet is a warning": {
+			cand: ingress("a", "new", rule("new.example.com", prefix("/", "web", 80)),
+				annotate(AnnotationAuthType, "basic"), annotate(AnnotationAuthSecret, "users")),
+			wantWarnings: []string{"secret a/users does not exist"},
+		},
+		"a ConfigMap that does not exist yet with another fault is the rejection": {
+			cand: ingress("a", "new", rule("new.example.com", prefix("/", "web", 80)),
+				annotate(AnnotationCustomHeaders, "headers"), annotate(AnnotationSSLRedirect, "maybe")),
+			wantErr: "configmap a/headers does not exist",
+		},
 		"missing Service is a warning": {
 			cand:         ingress("a", "new", rule("new.example.com", prefix("/", "nope", 80))),
 			wantWarnings: []string{"a/nope"},

@@ -164,7 +164,7 @@ func applyBasicAuth(t *translator) {
 	sec, found := t.lk.secret(key)
 	var users, reason string
 	if !found {
-		t.recordObject(ref, "")
+		t.recordMissing(ref)
 		reason = "does not exist"
 	} else {
 		t.recordObject(ref, sec.ResourceVersion)

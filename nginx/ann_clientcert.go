@@ -195,7 +195,7 @@ func applyClientCert(t *translator) {
 	reason := ""
 	switch {
 	case !found:
-		t.recordObject(ref, "")
+		t.recordMissing(ref)
 		reason = "does not exist"
 	default:
 		t.recordObject(ref, sec.ResourceVersion)

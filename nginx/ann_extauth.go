@@ -279,7 +279,7 @@ func (t *translator) authProxySetHeaders() string {
 	ref := ObjectRef{Kind: KindConfigMap, Key: key}
 	cm, ok := t.lk.configMap(key)
 	if !ok {
-		t.recordObject(ref, "")
+		t.recordMissing(ref)
 		t.fail("metadata.annotations[%s]: configmap %s does not exist; the Ingress is not served until it does", AnnotationAuthProxySetHeaders, key)
 		return ""
 	}

@@ -279,7 +279,7 @@ func (t *translator) backendTLSSecret(key types.NamespacedName, verify bool) (*B
 	sec, ok := t.lk.secret(key)
 	ref := ObjectRef{Kind: KindSecret, Key: key}
 	if !ok {
-		t.recordObject(ref, "")
+		t.recordMissing(ref)
 		return nil, "does not exist"
 	}
 	t.recordObject(ref, sec.ResourceVersion)

@@ -110,6 +110,14 @@ func (l *Lookups) secret(key types.NamespacedName) (*corev1.Secret, bool) {
 	return l.Secrets.Secret(key)
 }
 
+// recordMissing notes that the translation looked for ref and it does not exist, which is about to reject
+// the Ingress with one error: the caller fails it next. A rejection with no other cause is
+// ErrOnlyMissingObjects (the admission webhook admits such an Ingress with a warning).
+func (t *translator) recordMissing(ref ObjectRef) {
+	t.recordObject(ref, "")
+	t.missingObjects++
+}
+
 // recordObject notes that the translation read ref (obj nil: it does not exist).
 func (t *translator) recordObject(ref ObjectRef, rv string) {
 	for _, o := range t.out.Objects {

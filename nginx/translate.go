@@ -197,7 +197,11 @@ func translate(ing *networkingv1.Ingress, lk Lookups, opts TranslateOptions) (*I
 		if tr.globalAuthInvalid {
 			errs = append(errs, errGlobalAuthInvalid)
 		}
-		return nil, tr.out.Services, tr.out.Objects, fmt.Errorf("ingress %s rejected: %w", tr.out.Ingress, errors.Join(errs...))
+		err := fmt.Errorf("ingress %s rejected: %w", tr.out.Ingress, errors.Join(errs...))
+		if len(tr.errs) == tr.missingObjects {
+			err = onlyMissingError{err}
+		}
+		return nil, tr.out.Services, tr.out.Objects, err
 	}
 	tr.out.Upstreams = sortUpstreams(tr.out.Upstreams)
 	return tr.out, tr.out.Services, tr.out.Objects, nil
@@ -234,7 +238,19 @@ type translator struct {
 	// globalAuthInvalid is set when the Ingress would use the global auth and the ConfigMap's is invalid
 	// (errGlobalAuthInvalid).
 	globalAuthInvalid bool
+	// missingObjects counts the errors caused by a Secret or ConfigMap that does not exist (recordMissing).
+	missingObjects int
 }
+
+// ErrOnlyMissingObjects marks (errors.Is) the rejection of an Ingress whose only faults are Secrets or
+// ConfigMaps its annotations name that do not exist yet: it is served as soon as they do. The message is
+// the rejection's own.
+var ErrOnlyMissingObjects = errors.New("only objects that do not exist yet")
+
+type onlyMissingError struct{ error }
+
+func (e onlyMissingError) Unwrap() error        { return e.error }
+func (e onlyMissingError) Is(target error) bool { return target == ErrOnlyMissingObjects }
 
 // ErrWithdrawn marks the rejection of an Ingress whose last good version must not stay served either:
 // it used credentials (a proxy-ssl-secret) that are gone or no longer valid.
