@@ -112,6 +112,12 @@ type Settings struct {
 
 	// HeaderRefs are the headers of add-headers and proxy-set-headers (settings_hdrs.go).
 	HeaderRefs HeaderRefSettings
+
+	// Listen are reuse-port, disable-ipv6 and bind-address (settings_listen.go).
+	Listen ListenSettings
+	// Routing are service-upstream, proxy-redirect-from/-to and no-tls-redirect-locations
+	// (settings_routing.go).
+	Routing RoutingSettings
 }
 
 // settingKey is one ConfigMap key this controller reads.
@@ -241,6 +247,8 @@ func (s Settings) TranslateOptions(opts TranslateOptions) TranslateOptions {
 	opts.AllowedResponseHeaders = strings.ToLower(strings.Join(s.Headers.AllowedResponse, "\n"))
 	opts.AllowSourceRange = strings.Join(s.WhitelistSourceRange, ",")
 	opts.DenySourceRange = strings.Join(s.DenylistSourceRange, ",")
+	opts.ServiceUpstream = s.Routing.ServiceUpstream
+	opts.ProxyRedirectFrom, opts.ProxyRedirectTo = s.Routing.ProxyRedirectFrom, s.Routing.ProxyRedirectTo
 	return opts
 }
 
@@ -434,6 +442,13 @@ type settingsView struct {
 	// AddHeaders and ProxySetHeaders are add-headers and proxy-set-headers, quoted (settings_hdrs.go).
 	AddHeaders      []headerLineView
 	ProxySetHeaders []headerLineView
+
+	// ReusePort adds reuseport to the public listeners (settings_listen.go).
+	ReusePort bool
+	// ProxyRedirect are the http block's proxy_redirect arguments, NoTLSRedirectLocations the quoted
+	// prefixes of no-tls-redirect-locations (settings_routing.go).
+	ProxyRedirect          string
+	NoTLSRedirectLocations []string
 }
 
 func onOff(b bool) string {
@@ -492,6 +507,10 @@ func newSettingsView(q *quoter, s Settings) settingsView {
 		Fwd:                       newFwdView(q, s),
 		AddHeaders:                newHeaderLineViews(q, s.HeaderRefs.Add),
 		ProxySetHeaders:           newHeaderLineViews(q, s.HeaderRefs.ProxySet),
+
+		ReusePort:              s.Listen.ReusePort,
+		ProxyRedirect:          s.Routing.proxyRedirect(q),
+		NoTLSRedirectLocations: s.Routing.noTLSRedirectLocations(q),
 	}
 	for _, t := range s.GzipTypes {
 		v.GzipTypes = append(v.GzipTypes, q.quote(t))

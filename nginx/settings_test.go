@@ -16,9 +16,9 @@ import (
 )
 
 // ingressNginxSettingKeys are the 192 keys of ingress-nginx's ConfigMap reference (the table of
-// docs/user-guide/nginx-configuration/configmap.md of its last release), plus upstream-hash-by, which its
-// configuration reads though the table lacks it.
-var ingressNginxSettingKeys = strings.Fields(`add-headers allow-backend-server-header allow-cross-namespace-resources
+// docs/user-guide/nginx-configuration/configmap.md of its last release), plus upstream-hash-by and
+// proxy-redirect-to, which its configuration reads though the table lacks them.
+var ingressNginxSettingKeys = strings.Fields(`proxy-redirect-to add-headers allow-backend-server-header allow-cross-namespace-resources
 allow-snippet-annotations annotations-risk-level annotation-value-word-blocklist hide-headers access-log-params access-log-path
 http-access-log-path stream-access-log-path enable-access-log-for-default-backend error-log-path enable-modsecurity
 modsecurity-snippet enable-owasp-modsecurity-crs client-header-buffer-size client-header-timeout client-body-buffer-size
@@ -57,8 +57,8 @@ debug-connections strict-validate-path-type grpc-buffer-size-kb relative-redirec
 // TestEveryIngressNginxSettingKeyIsKnown: each key is supported or listed with its reason, never an
 // "unknown key", and nothing is listed that ingress-nginx does not have.
 func TestEveryIngressNginxSettingKeyIsKnown(t *testing.T) {
-	if len(ingressNginxSettingKeys) != 193 {
-		t.Fatalf("the list has %d keys, want 193", len(ingressNginxSettingKeys))
+	if len(ingressNginxSettingKeys) != 194 {
+		t.Fatalf("the list has %d keys, want 194", len(ingressNginxSettingKeys))
 	}
 	theirs := map[string]bool{}
 	for _, k := range ingressNginxSettingKeys {
@@ -118,6 +118,9 @@ var nonDefaultSettings = map[string]string{
 	"block-referers": `~^https?://spam\., hostnames`, "whitelist-source-range": "10.0.0.0/8", "denylist-source-range": "10.1.0.0/16",
 	// ConfigMaps of headers: testHeaderRefs.
 	"add-headers": "ingress/add", "proxy-set-headers": "ingress/proxy",
+	// Listeners and routing defaults (settings_listen.go, settings_routing.go).
+	"reuse-port": "false", "disable-ipv6": "true", "bind-address": "127.0.0.1, ::1", "service-upstream": "true",
+	"proxy-redirect-from": "http://backend.internal/", "proxy-redirect-to": "https://example.com/", "no-tls-redirect-locations": "/acme/, /healthz",
 }
 
 // TestSettingsNonDefaultsPassNginx renders every supported key at a value other than its default and has
@@ -151,15 +154,23 @@ func TestSettingsNonDefaultsPassNginx(t *testing.T) {
 		"proxy_set_header X-Original-URI $request_uri;", "deny 192.0.2.0/24;", "deny 2001:db8:1::1;",
 		`proxy_set_header "X-Tenant" "blue";`, `set_add_headers({{ "X-Added", "a \"quoted\" \\ value; { }" }, { "X-Frame-Options", "DENY" }, })`,
 		`"\\Mozilla/5.0 (compatible; Bot)" 1;`, `"\\default" 1;`, `"\\hostnames" 1;`,
+		`proxy_redirect "http://backend.internal/" "https://example.com/";`, `set_no_tls_redirect_locations({"/acme/", "/healthz", })`,
+		fmt.Sprintf(`listen "127.0.0.1:%d" proxy_protocol default_server;`, cfg.HTTPPort),
 	} {
 		if !bytes.Contains(conf, []byte(want)) {
 			t.Errorf("nginx.conf lacks %q", want)
 		}
 	}
+	if bytes.Contains(conf, []byte("reuseport")) || bytes.Contains(conf, []byte("[::")) {
+		t.Error("reuse-port false and disable-ipv6 true, but a listener has reuseport or an IPv6 address")
+	}
 	if bytes.Contains(conf, []byte(" http2")) {
 		t.Error("use-http2: false, but a listener offers http2")
 	}
 	o := s.TranslateOptions(DefaultTranslateOptions())
+	if !o.ServiceUpstream || o.ProxyRedirectFrom != "http://backend.internal/" || o.ProxyRedirectTo != "https://example.com/" {
+		t.Errorf("translate options %+v, want service-upstream and the proxy-redirect pair", o)
+	}
 	if o.SSLRedirect || !o.ForceSSLRedirect {
 		t.Errorf("translate options %+v, want ssl-redirect off and force-ssl-redirect on", o)
 	}

@@ -36,8 +36,7 @@ func unsupported(status SettingStatus, reason string, names ...string) {
 func init() {
 	issue18 := "not applied yet (issue #18 builds it)"
 	unsupported(SettingPlanned, issue18,
-		"proxy-redirect-from", "no-tls-redirect-locations",
-		"enable-ocsp", "ssl-dh-param", "service-upstream", "reuse-port", "disable-ipv6", "bind-address",
+		"enable-ocsp", "ssl-dh-param",
 		"proxy-ssl-location-only", "relative-redirects", "grpc-buffer-size-kb", "ssl-reject-handshake")
 
 	unsupported(SettingRefused, "snippets are configuration text that reaches nginx.conf unchecked; this controller never uses them "+

@@ -600,19 +600,6 @@ func accessLogPath(p string) string {
 	return p
 }
 
-func listens(q *quoter, cfg RenderConfig, port int) []string {
-	p := strconv.Itoa(port)
-	if cfg.ListenAddress != "" {
-		a := netip.MustParseAddr(cfg.ListenAddress)
-		return []string{q.quote(netip.AddrPortFrom(a, uint16(port)).String())}
-	}
-	out := []string{q.quote(p)}
-	if cfg.IPv6 {
-		out = append(out, q.quote("[::]:"+p))
-	}
-	return out
-}
-
 // quoter applies Quote and keeps the first error, so view building reads straight.
 type quoter struct {
 	buf []byte
