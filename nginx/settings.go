@@ -118,6 +118,9 @@ type Settings struct {
 	// Routing are service-upstream, proxy-redirect-from/-to and no-tls-redirect-locations
 	// (settings_routing.go).
 	Routing RoutingSettings
+	// SSLDHParam is ssl-dh-param's PEM, encoded anew from the parsed parameters; "" for none
+	// (settings_dhparam.go).
+	SSLDHParam string
 }
 
 // settingKey is one ConfigMap key this controller reads.
@@ -449,6 +452,9 @@ type settingsView struct {
 	// prefixes of no-tls-redirect-locations (settings_routing.go).
 	ProxyRedirect          string
 	NoTLSRedirectLocations []string
+	// SSLDHParam is the quoted path of ssl-dh-param's file, or "" (settings_dhparam.go; set by newView,
+	// which knows the paths).
+	SSLDHParam string
 }
 
 func onOff(b bool) string {

@@ -121,6 +121,8 @@ var nonDefaultSettings = map[string]string{
 	// Listeners and routing defaults (settings_listen.go, settings_routing.go).
 	"reuse-port": "false", "disable-ipv6": "true", "bind-address": "127.0.0.1, ::1", "service-upstream": "true",
 	"proxy-redirect-from": "http://backend.internal/", "proxy-redirect-to": "https://example.com/", "no-tls-redirect-locations": "/acme/, /healthz",
+	// The Secret of DH parameters: TestSettingsNonDefaultsPassNginx serves it.
+	"ssl-dh-param": "ingress/dh",
 }
 
 // TestSettingsNonDefaultsPassNginx renders every supported key at a value other than its default and has
@@ -132,12 +134,17 @@ func TestSettingsNonDefaultsPassNginx(t *testing.T) {
 			t.Errorf("nonDefaultSettings lacks %s", k)
 		}
 	}
-	s, _, problems := ParseSettingsRefs(nonDefaultSettings, nil, refLookup(testHeaderRefs))
+	refs := maps.Clone(testHeaderRefs)
+	refs[SecretRefPrefix+"ingress/dh"] = map[string]string{DHParamKey: testDHParam}
+	s, _, problems := ParseSettingsRefs(nonDefaultSettings, nil, refLookup(refs))
 	if len(problems) > 0 {
 		t.Fatalf("problems: %v", problems)
 	}
 	cfg := testRenderConfig(t, nginxDir(t))
 	cfg.Settings = s
+	if err := WriteDHParamFile(cfg.Paths, s); err != nil {
+		t.Fatal(err)
+	}
 	conf := nginxTest(t, Model{}, cfg)
 	for _, want := range []string{
 		"worker_processes 2;", "worker_connections 2048;", "worker_shutdown_timeout 30s;", "error_log \"stderr\" warn;",
@@ -156,6 +163,7 @@ func TestSettingsNonDefaultsPassNginx(t *testing.T) {
 		`"\\Mozilla/5.0 (compatible; Bot)" 1;`, `"\\default" 1;`, `"\\hostnames" 1;`,
 		`proxy_redirect "http://backend.internal/" "https://example.com/";`, `set_no_tls_redirect_locations({"/acme/", "/healthz", })`,
 		fmt.Sprintf(`listen "127.0.0.1:%d" proxy_protocol default_server;`, cfg.HTTPPort),
+		fmt.Sprintf("ssl_dhparam %q;", s.DHParamFile(cfg.Paths)),
 	} {
 		if !bytes.Contains(conf, []byte(want)) {
 			t.Errorf("nginx.conf lacks %q", want)

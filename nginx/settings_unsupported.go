@@ -36,7 +36,7 @@ func unsupported(status SettingStatus, reason string, names ...string) {
 func init() {
 	issue18 := "not applied yet (issue #18 builds it)"
 	unsupported(SettingPlanned, issue18,
-		"enable-ocsp", "ssl-dh-param",
+		"enable-ocsp",
 		"proxy-ssl-location-only", "relative-redirects", "grpc-buffer-size-kb", "ssl-reject-handshake")
 
 	unsupported(SettingRefused, "snippets are configuration text that reaches nginx.conf unchecked; this controller never uses them "+

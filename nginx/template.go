@@ -554,6 +554,7 @@ func newView(cfg RenderConfig) (*view, error) {
 	for _, mod := range cfg.Modules {
 		v.Modules = append(v.Modules, q.quote(mod))
 	}
+	v.Settings.SSLDHParam = q.quoteOptional(cfg.Settings.DHParamFile(cfg.Paths))
 	v.HTTPListen = listens(&q, cfg, cfg.HTTPPort)
 	if v.HTTPS {
 		v.HTTPSListen = listens(&q, cfg, cfg.HTTPSPort)

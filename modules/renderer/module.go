@@ -611,6 +611,11 @@ func (r *Renderer) sync(context.Context, renderKey) error {
 		return fmt.Errorf("render nginx.conf: %w", err)
 	}
 	r.backendTLS, r.olderBackendTLS = written, r.backendTLS
+	// ssl-dh-param: its file is named by a hash of its content, so the previous configuration keeps its own.
+	if err := nginx.WriteDHParamFile(r.opts.Render.Paths, renderCfg.Settings); err != nil {
+		r.metrics.renders.WithLabelValues("error").Inc()
+		return fmt.Errorf("render nginx.conf: %w", err)
+	}
 	r.published, r.lastHash, r.lastModel = true, hash, model
 	r.metrics.renders.WithLabelValues("changed").Inc()
 	r.metrics.confBytes.Set(float64(len(conf)))
