@@ -455,6 +455,8 @@ type settingsView struct {
 	// SSLDHParam is the quoted path of ssl-dh-param's file, or "" (settings_dhparam.go; set by newView,
 	// which knows the paths).
 	SSLDHParam string
+	// Routing holds relative-redirects and grpc-buffer-size-kb (settings_routing.go).
+	Routing RoutingSettings
 }
 
 func onOff(b bool) string {
@@ -517,6 +519,7 @@ func newSettingsView(q *quoter, s Settings) settingsView {
 		ReusePort:              s.Listen.ReusePort,
 		ProxyRedirect:          s.Routing.proxyRedirect(q),
 		NoTLSRedirectLocations: s.Routing.noTLSRedirectLocations(q),
+		Routing:                s.Routing,
 	}
 	for _, t := range s.GzipTypes {
 		v.GzipTypes = append(v.GzipTypes, q.quote(t))

@@ -5,8 +5,8 @@ import (
 	"strings"
 )
 
-// The ConfigMap's routing defaults (issue #18): service-upstream, proxy-redirect-from and -to, and
-// no-tls-redirect-locations.
+// The ConfigMap's routing defaults (issue #18): service-upstream, proxy-redirect-from and -to,
+// no-tls-redirect-locations, relative-redirects and grpc-buffer-size-kb.
 
 // RoutingSettings are those keys, validated.
 type RoutingSettings struct {
@@ -18,6 +18,10 @@ type RoutingSettings struct {
 	// NoTLSRedirectLocations are the path prefixes (comma-separated) whose routes are never redirected
 	// to HTTPS (no-tls-redirect-locations).
 	NoTLSRedirectLocations string
+	// RelativeRedirects turns NGINX's absolute_redirect off; GRPCBufferSizeKB is grpc_buffer_size in KB
+	// (0: NGINX's default).
+	RelativeRedirects bool
+	GRPCBufferSizeKB  int
 }
 
 func init() {
@@ -81,4 +85,19 @@ func (r RoutingSettings) noTLSRedirectLocations(q *quoter) []string {
 		out = append(out, q.quote(p))
 	}
 	return out
+}
+
+// The ConfigMap's relative-redirects and grpc-buffer-size-kb: http-level directives.
+func init() {
+	registerSettings(
+		settingKey{Name: "relative-redirects", Default: "false", Values: boolValues,
+			Doc: "`true`: the redirects NGINX writes itself (a `Location` of a backend that proxy-redirect-to turned into a path, " +
+				"a directory's slash) keep a relative `Location` (absolute_redirect off) instead of naming the scheme, host and port.",
+			Difference: "The redirects the Lua router writes (to HTTPS, app-root, permanent-redirect, from-to-www-redirect) are absolute " +
+				"URLs whatever this says, as ingress-nginx's were; the annotation relative-redirects is not supported.",
+			set: boolField(func(s *Settings) *bool { return &s.Routing.RelativeRedirects })},
+		settingKey{Name: "grpc-buffer-size-kb", Default: "0", Values: "a number of KB from 0 (NGINX's default: one memory page) to 1024",
+			Doc: "grpc_buffer_size, in KB: the buffer for the first part of gRPC backends' responses.",
+			set: intField(func(s *Settings) *int { return &s.Routing.GRPCBufferSizeKB }, 0, 1024)},
+	)
 }

@@ -35,6 +35,12 @@ func TestRoutingSettings(t *testing.T) {
 		"no-tls-redirect-locations empty": {data: map[string]string{"no-tls-redirect-locations": ""}, want: RoutingSettings{}},
 		"no-tls-redirect-locations not a path": {data: map[string]string{"no-tls-redirect-locations": "/a, healthz"}, want: def,
 			wantProblem: `no-tls-redirect-locations: invalid value "/a, healthz": "healthz" is not a path prefix`},
+		"relative-redirects": {data: map[string]string{"relative-redirects": "true"},
+			want: RoutingSettings{RelativeRedirects: true, NoTLSRedirectLocations: def.NoTLSRedirectLocations}},
+		"grpc-buffer-size-kb": {data: map[string]string{"grpc-buffer-size-kb": "16"},
+			want: RoutingSettings{GRPCBufferSizeKB: 16, NoTLSRedirectLocations: def.NoTLSRedirectLocations}},
+		"grpc-buffer-size-kb with a unit": {data: map[string]string{"grpc-buffer-size-kb": "16k"}, want: def,
+			wantProblem: `grpc-buffer-size-kb: invalid value "16k": want a whole number from 0 to 1024`},
 		"no-tls-redirect-locations quote": {data: map[string]string{"no-tls-redirect-locations": `/a"b`}, want: def,
 			wantProblem: `no-tls-redirect-locations: invalid value "/a\"b"`},
 	}
@@ -135,44 +141,52 @@ func TestProxyRedirectDefaults(t *testing.T) {
 
 // TestProxyRedirectSettingsNginx: through real NGINX, the ConfigMap's pair rewrites the Location of an
 // Ingress without the annotations; an Ingress with proxy-redirect-from "off" gets it as the backend sent
-// it, and one with proxy-redirect-to only gets the ConfigMap's from with its own to.
+// it, and one with proxy-redirect-to only gets the ConfigMap's from with its own to, which NGINX makes
+// absolute unless relative-redirects is true.
 func TestProxyRedirectSettingsNginx(t *testing.T) {
 	requireNginx(t)
 	cfg := testRenderConfig(t, nginxDir(t))
 	cfg.HTTPSPort = 0
-	s, _, problems := ParseSettings(map[string]string{"proxy-redirect-from": "http://backend.local/app/", "proxy-redirect-to": "https://www.example/"}, nil)
-	if len(problems) > 0 {
-		t.Fatal(problems)
-	}
-	cfg.Settings = s
 	rt := testRuntime(t, cfg, nil)
 	app := httpServer(t, func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Location", "http://backend.local/app/next")
 		w.WriteHeader(http.StatusFound)
 	})
-	m := buildModelWith(t, s.TranslateOptions(DefaultTranslateOptions()), servicesOf(service("default", "app", port(80, "http"))),
-		ingress("default", "plain", rule("plain.example", prefix("/", "app", 80))),
-		ingress("default", "off", annotate(AnnotationProxyRedirectFrom, "off"), rule("off.example", prefix("/", "app", 80))),
-		ingress("default", "to", annotate(AnnotationProxyRedirectTo, "/v2/"), rule("to.example", prefix("/", "app", 80))),
-	)
-	applyModel(t, rt, m, cfg)
-	if err := rt.Client().PushEndpoints(context.Background(), map[UpstreamName][]Endpoint{up("default", "app", 80).Name: {app}}); err != nil {
-		t.Fatal(err)
-	}
 	client := proxyClient(cfg.HTTPPort, nil)
-	for host, want := range map[string]string{
-		"plain.example": "https://www.example/next",
-		"off.example":   "http://backend.local/app/next",
-		// NGINX writes a replacement without host as an absolute URL (absolute_redirect, its default).
-		"to.example": fmt.Sprintf("http://to.example:%d/v2/next", cfg.HTTPPort),
-	} {
-		resp, err := client.Get("http://" + host + "/")
-		if err != nil {
+	for _, relative := range []bool{false, true} {
+		s, _, problems := ParseSettings(map[string]string{"proxy-redirect-from": "http://backend.local/app/", "proxy-redirect-to": "https://www.example/",
+			"relative-redirects": fmt.Sprint(relative)}, nil)
+		if len(problems) > 0 {
+			t.Fatal(problems)
+		}
+		cfg.Settings = s
+		m := buildModelWith(t, s.TranslateOptions(DefaultTranslateOptions()), servicesOf(service("default", "app", port(80, "http"))),
+			ingress("default", "plain", rule("plain.example", prefix("/", "app", 80))),
+			ingress("default", "off", annotate(AnnotationProxyRedirectFrom, "off"), rule("off.example", prefix("/", "app", 80))),
+			ingress("default", "to", annotate(AnnotationProxyRedirectTo, "/v2/"), rule("to.example", prefix("/", "app", 80))),
+		)
+		applyModel(t, rt, m, cfg)
+		if err := rt.Client().PushEndpoints(context.Background(), map[UpstreamName][]Endpoint{up("default", "app", 80).Name: {app}}); err != nil {
 			t.Fatal(err)
 		}
-		resp.Body.Close()
-		if got := resp.Header.Get("Location"); resp.StatusCode != http.StatusFound || got != want {
-			t.Errorf("%s: %d to %q, want 302 to %q", host, resp.StatusCode, got, want)
+		// NGINX writes a replacement without host as an absolute URL (absolute_redirect, its default).
+		toWant := fmt.Sprintf("http://to.example:%d/v2/next", cfg.HTTPPort)
+		if relative {
+			toWant = "/v2/next"
+		}
+		for host, want := range map[string]string{
+			"plain.example": "https://www.example/next",
+			"off.example":   "http://backend.local/app/next",
+			"to.example":    toWant,
+		} {
+			resp, err := client.Get("http://" + host + "/")
+			if err != nil {
+				t.Fatal(err)
+			}
+			resp.Body.Close()
+			if got := resp.Header.Get("Location"); resp.StatusCode != http.StatusFound || got != want {
+				t.Errorf("relative-redirects %v: %s: %d to %q, want 302 to %q", relative, host, resp.StatusCode, got, want)
+			}
 		}
 	}
 }
