@@ -121,6 +121,8 @@ type Settings struct {
 	// SSLDHParam is ssl-dh-param's PEM, encoded anew from the parsed parameters; "" for none
 	// (settings_dhparam.go).
 	SSLDHParam string
+	// SSLRejectHandshake refuses TLS handshakes for names no Ingress serves (settings_sslreject.go).
+	SSLRejectHandshake bool
 }
 
 // settingKey is one ConfigMap key this controller reads.
@@ -457,6 +459,8 @@ type settingsView struct {
 	SSLDHParam string
 	// Routing holds relative-redirects and grpc-buffer-size-kb (settings_routing.go).
 	Routing RoutingSettings
+	// SSLRejectHandshake is ssl-reject-handshake, printed into Lua code (settings_sslreject.go).
+	SSLRejectHandshake bool
 }
 
 func onOff(b bool) string {
@@ -520,6 +524,7 @@ func newSettingsView(q *quoter, s Settings) settingsView {
 		ProxyRedirect:          s.Routing.proxyRedirect(q),
 		NoTLSRedirectLocations: s.Routing.noTLSRedirectLocations(q),
 		Routing:                s.Routing,
+		SSLRejectHandshake:     s.SSLRejectHandshake,
 	}
 	for _, t := range s.GzipTypes {
 		v.GzipTypes = append(v.GzipTypes, q.quote(t))

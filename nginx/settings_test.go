@@ -123,6 +123,7 @@ var nonDefaultSettings = map[string]string{
 	"proxy-redirect-from": "http://backend.internal/", "proxy-redirect-to": "https://example.com/", "no-tls-redirect-locations": "/acme/, /healthz",
 	// The Secret of DH parameters: TestSettingsNonDefaultsPassNginx serves it.
 	"ssl-dh-param": "ingress/dh", "relative-redirects": "true", "grpc-buffer-size-kb": "16",
+	"ssl-reject-handshake": "true",
 }
 
 // TestSettingsNonDefaultsPassNginx renders every supported key at a value other than its default and has
@@ -163,7 +164,7 @@ func TestSettingsNonDefaultsPassNginx(t *testing.T) {
 		`"\\Mozilla/5.0 (compatible; Bot)" 1;`, `"\\default" 1;`, `"\\hostnames" 1;`,
 		`proxy_redirect "http://backend.internal/" "https://example.com/";`, `set_no_tls_redirect_locations({"/acme/", "/healthz", })`,
 		fmt.Sprintf(`listen "127.0.0.1:%d" proxy_protocol default_server;`, cfg.HTTPPort),
-		fmt.Sprintf("ssl_dhparam %q;", s.DHParamFile(cfg.Paths)), "grpc_buffer_size 16k;", "absolute_redirect off;",
+		fmt.Sprintf("ssl_dhparam %q;", s.DHParamFile(cfg.Paths)), "grpc_buffer_size 16k;", "absolute_redirect off;", "set_reject_handshake(true)",
 	} {
 		if !bytes.Contains(conf, []byte(want)) {
 			t.Errorf("nginx.conf lacks %q", want)

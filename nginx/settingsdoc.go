@@ -18,7 +18,7 @@ func SettingsMarkdown() string {
 	b.WriteString("# The ConfigMap\n\n")
 	b.WriteString("Generated from the settings registry in `nginx/` (`go run ./hack/configmapdoc > docs/configmap.md`);\n")
 	b.WriteString("`nginx/settingsdoc_test.go` fails when this file differs from it.\n\n")
-	fmt.Fprintf(&b, "`--configmap=namespace/name` names ingress-nginx's ConfigMap. Of its %d keys, %d are supported here, %d are planned,\n",
+	fmt.Fprintf(&b, "`--configmap=namespace/name` names ingress-nginx's ConfigMap. Of its %d keys, %d are supported here, %d planned,\n",
 		len(settingKeys)+len(unsupportedSettings), len(settingKeys), count[SettingPlanned])
 	fmt.Fprintf(&b, "%d are accepted without effect for good and %d (the snippets) are refused.\n\n", count[SettingIgnored], count[SettingRefused])
 	b.WriteString(`## How the ConfigMap is applied

@@ -463,6 +463,18 @@ local function server(host)
     return lookup("")
 end
 
+-- serves reports whether an Ingress rule names host (lower case), exactly or by the wildcard one label
+-- up: the names whose TLS handshakes ssl-reject-handshake lets through. Rules without a host do not
+-- count, as ingress-nginx's catch-all server rejected them.
+function _M.serves(host)
+    filled.wait(dict, "routes")
+    if dict:get(_M.VERSION_PREFIX .. host) then
+        return true
+    end
+    local dot = find(host, ".", 1, true)
+    return dot ~= nil and dot > 1 and dict:get(_M.VERSION_PREFIX .. "*" .. sub(host, dot)) ~= nil
+end
+
 -- client_ca returns the CA that the handshakes for the SNI name (lower case) verify client certificates
 -- with, {id, depth, cert}, or nil: that of the entry that serves the name, as route() finds it.
 function _M.client_ca(name)
