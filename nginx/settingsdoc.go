@@ -35,6 +35,8 @@ func SettingsMarkdown() string {
 - **Keys without effect** (planned, ignored, refused below) and **unknown keys** get the same Warning, once per
   change of the ConfigMap; the rest applies.
 - A ConfigMap missing at the start means ingress-nginx's defaults, with a log line; creating it later applies it. Deleting it keeps its settings applied (as ingress-nginx does) until it is created again or the controller restarts.
+- The objects that keys name are watched too: the ConfigMaps of ` + "`add-headers`" + ` and ` + "`proxy-set-headers`" + `, and the Secret
+  of ` + "`ssl-dh-param`" + ` (followed alone, in any namespace); a change of them applies like a change of the ConfigMap.
 - Keys marked *replaces a flag* take the place of the flag of the same meaning when the ConfigMap sets them
   (` + "`worker-processes`" + ` and ` + "`--worker-processes`" + `, ...); without the key the flag's value applies.
 
