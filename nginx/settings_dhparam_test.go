@@ -19,27 +19,20 @@ import (
 	"time"
 )
 
-// testDHParam and testDHParam5 are RFC 3526's 2048-bit MODP prime with the generators 2 and 5.
-const (
-	testDHParam = `-----BEGIN DH PARAMETERS-----
-MIIBCAKCAQEA///////////JD9qiIWjCNMTGYouA3BzRKQJOCIpnzHQCC76mOxOb
-IlFKCHmONATd75UZs806QxswKwpt8l8UN0/hNW1tUcJF5IW1dmJefsb0TELppjft
-awv/XLb0Brft7jhr+1qJn6WunyQRfEsf5kkoZlHs5Fs9wgB8uKFjvwWY2kg2HFXT
-mmkWP6j9JM9fg2VdI9yjrZYcYvNWIIVSu57VKQdwlpZtZww1Tkq8mATxdGwIyhgh
-fDKQXkYuNs474553LBgOhgObJ4Oi7Aeij7XFXfBvTFLJ3ivL9pVYFxg5lUl86pVq
-5RXSJhiY+gUQFXKOWoqsqmj//////////wIBAg==
------END DH PARAMETERS-----
-`
-	testDHParam5 = `-----BEGIN DH PARAMETERS-----
-MIIBCAKCAQEA///////////JD9qiIWjCNMTGYouA3BzRKQJOCIpnzHQCC76mOxOb
-IlFKCHmONATd75UZs806QxswKwpt8l8UN0/hNW1tUcJF5IW1dmJefsb0TELppjft
-awv/XLb0Brft7jhr+1qJn6WunyQRfEsf5kkoZlHs5Fs9wgB8uKFjvwWY2kg2HFXT
-mmkWP6j9JM9fg2VdI9yjrZYcYvNWIIVSu57VKQdwlpZtZww1Tkq8mATxdGwIyhgh
-fDKQXkYuNs474553LBgOhgObJ4Oi7Aeij7XFXfBvTFLJ3ivL9pVYFxg5lUl86pVq
-5RXSJhiY+gUQFXKOWoqsqmj//////////wIBBQ==
------END DH PARAMETERS-----
-`
+// testDHParam and testDHParam5 are RFC 3526's 2048-bit MODP prime with the generators 2 and 5
+// (testdata/dhparam-2048-g*.pem, which the modules and integration tests read too).
+var (
+	testDHParam  = mustReadTestdata("testdata/dhparam-2048-g2.pem")
+	testDHParam5 = mustReadTestdata("testdata/dhparam-2048-g5.pem")
 )
+
+func mustReadTestdata(path string) string {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		panic(err)
+	}
+	return string(b)
+}
 
 // dhLookup serves the Secret ingress/dh with data.
 func dhLookup(data map[string]string) SettingsRefLookup {

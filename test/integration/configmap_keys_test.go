@@ -22,16 +22,8 @@ import (
 	"github.com/ingress-reactor/ingress-reactor/test/integration/harness"
 )
 
-// testDHParamPEM is RFC 3526's 2048-bit MODP prime with the generator 2, as openssl dhparam writes it.
-const testDHParamPEM = `-----BEGIN DH PARAMETERS-----
-MIIBCAKCAQEA///////////JD9qiIWjCNMTGYouA3BzRKQJOCIpnzHQCC76mOxOb
-IlFKCHmONATd75UZs806QxswKwpt8l8UN0/hNW1tUcJF5IW1dmJefsb0TELppjft
-awv/XLb0Brft7jhr+1qJn6WunyQRfEsf5kkoZlHs5Fs9wgB8uKFjvwWY2kg2HFXT
-mmkWP6j9JM9fg2VdI9yjrZYcYvNWIIVSu57VKQdwlpZtZww1Tkq8mATxdGwIyhgh
-fDKQXkYuNs474553LBgOhgObJ4Oi7Aeij7XFXfBvTFLJ3ivL9pVYFxg5lUl86pVq
-5RXSJhiY+gUQFXKOWoqsqmj//////////wIBAg==
------END DH PARAMETERS-----
-`
+// testDHParamFile holds RFC 3526's 2048-bit MODP prime with the generator 2, as openssl dhparam writes it.
+const testDHParamFile = "../../nginx/testdata/dhparam-2048-g2.pem"
 
 // TestConfigMapTLSRedirectAndDHParam runs the binary with --configmap through the real API server:
 // plain HTTP to cert-manager's challenge path on a host with TLS is served (no-tls-redirect-locations'
@@ -51,8 +43,12 @@ func TestConfigMapTLSRedirectAndDHParam(t *testing.T) {
 	if _, err := f.Client.CoreV1().Namespaces().Create(f.Ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: dhNamespace}}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
+	dhParam, err := os.ReadFile(testDHParamFile)
+	if err != nil {
+		t.Fatal(err)
+	}
 	if _, err := f.Client.CoreV1().Secrets(dhNamespace).Create(f.Ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "dh", Namespace: dhNamespace},
-		Data: map[string][]byte{"dhparam.pem": []byte(testDHParamPEM)}}, metav1.CreateOptions{}); err != nil {
+		Data: map[string][]byte{"dhparam.pem": dhParam}}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	cm, err := f.Client.CoreV1().ConfigMaps(f.Namespace).Create(f.Ctx, &corev1.ConfigMap{
@@ -117,13 +113,7 @@ func TestConfigMapServiceUpstream(t *testing.T) {
 	pods := f.StartBackend("pods", false)
 	svc := f.CreateService("web", 80, pods.Port)
 	f.ServeBackends("web", pods)
-	vip := svc.Spec.ClusterIP
-	if out, err := exec.Command("ip", "addr", "add", vip+"/32", "dev", "lo").CombinedOutput(); err != nil {
-		t.Fatalf("put the cluster IP %s on the test namespace's loopback: %v: %s", vip, err, out)
-	}
-	t.Cleanup(func() { _ = exec.Command("ip", "addr", "del", vip+"/32", "dev", "lo").Run() })
-	harness.StartProcess(t, "echoserver via-cluster-ip", f.Env.EchoserverBinary,
-		[]string{"--name=via-cluster-ip", "--listen=" + net.JoinHostPort(vip, "80"), "--shutdown-timeout=5s"}, nil)
+	serveClusterIP(t, f, svc, "via-cluster-ip")
 	if _, err := f.Client.CoreV1().ConfigMaps(f.Namespace).Create(f.Ctx, &corev1.ConfigMap{
 		ObjectMeta: metav1.ObjectMeta{Name: "ingress-nginx-controller", Namespace: f.Namespace},
 		Data:       map[string]string{"service-upstream": "true"},
@@ -137,4 +127,17 @@ func TestConfigMapServiceUpstream(t *testing.T) {
 	r.WaitReady()
 	r.WaitServedBy("vip.example", "/", "via-cluster-ip")
 	r.WaitServedBy("pods.example", "/", "pods")
+}
+
+// serveClusterIP puts svc's cluster IP on the test namespace's loopback with an echoserver named name on
+// port 80 there, standing in for kube-proxy.
+func serveClusterIP(t *testing.T, f *harness.Fixture, svc *corev1.Service, name string) {
+	t.Helper()
+	vip := svc.Spec.ClusterIP
+	if out, err := exec.Command("ip", "addr", "add", vip+"/32", "dev", "lo").CombinedOutput(); err != nil {
+		t.Fatalf("put the cluster IP %s on the test namespace's loopback: %v: %s", vip, err, out)
+	}
+	t.Cleanup(func() { _ = exec.Command("ip", "addr", "del", vip+"/32", "dev", "lo").Run() })
+	harness.StartProcess(t, "echoserver "+name, f.Env.EchoserverBinary,
+		[]string{"--name=" + name, "--listen=" + net.JoinHostPort(vip, "80"), "--shutdown-timeout=5s"}, nil)
 }
