@@ -19,6 +19,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/ingress-reactor/ingress-reactor/nginx"
 	"github.com/ingress-reactor/ingress-reactor/test/integration/harness"
 )
 
@@ -28,8 +29,9 @@ const testDHParamFile = "../../nginx/testdata/dhparam-2048-g2.pem"
 // TestConfigMapTLSRedirectAndDHParam runs the binary with --configmap through the real API server:
 // plain HTTP to cert-manager's challenge path on a host with TLS is served (no-tls-redirect-locations'
 // default) while the host's other paths get 308; ssl-dh-param's Secret (in another namespace) gives
-// NGINX a 0600 parameter file and a TLS 1.2 client offering only DHE a 2048-bit key exchange; emptying
-// no-tls-redirect-locations redirects the challenge path too.
+// NGINX a 0600 parameter file and a TLS 1.2 client offering only DHE a 2048-bit key exchange; NGINX
+// answers on IPv6 where the test's network namespace has it; emptying no-tls-redirect-locations
+// redirects the challenge path too, and disable-ipv6 closes the IPv6 listener.
 func TestConfigMapTLSRedirectAndDHParam(t *testing.T) {
 	f := harness.New(t)
 	routingService(f, "web", f.StartBackend("web", false))
@@ -79,13 +81,29 @@ func TestConfigMapTLSRedirectAndDHParam(t *testing.T) {
 		t.Errorf("no 2048-bit DHE key exchange with ssl-dh-param:\n%s", out)
 	}
 
+	// NGINX listens on IPv6 too where the namespace has it (disable-ipv6 false, the default).
+	ipv6 := nginx.HostHasIPv6()
+	ipv6Addr := net.JoinHostPort("::1", fmt.Sprint(r.HTTPPort))
+	if ipv6 {
+		if resp, err := harness.DoRequestTo(ipv6Addr, harness.Request{Host: "tls.example", Path: challenge}); err != nil || resp.Status != http.StatusOK {
+			t.Errorf("plain HTTP over IPv6 (%s): %v, %v; want 200", ipv6Addr, resp, err)
+		}
+	}
+
 	cm.Data["no-tls-redirect-locations"] = ""
+	cm.Data["disable-ipv6"] = "true"
 	if _, err := f.Client.CoreV1().ConfigMaps(f.Namespace).Update(f.Ctx, cm, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	waitFor(r, harness.Request{Host: "tls.example", Path: challenge}, "308 once no path is exempt", func(resp *harness.Response) bool {
 		return resp.Status == http.StatusPermanentRedirect
 	})
+	if ipv6 {
+		r.Eventually(harness.DefaultTimeout, "no IPv6 listener with disable-ipv6", func() (bool, string) {
+			_, err := harness.DoRequestTo(ipv6Addr, harness.Request{Host: "tls.example", Path: challenge})
+			return err != nil, fmt.Sprintf("error %v", err)
+		})
+	}
 }
 
 // dheHandshake has openssl (Go's crypto/tls has no DHE) connect over TLS 1.2 offering only a DHE cipher,
