@@ -21,17 +21,18 @@ SCALE_INGRESSES ?= 1000
 SCALE_TLS       ?= false
 SCALE_ANNOTATED ?= false
 
-.PHONY: deps deps-test build run test test-unit test-integration soak scale fuzz bench fmt lint clean
+.PHONY: deps deps-test build run test test-unit test-integration test-monitoring soak scale fuzz bench manifests fmt lint clean
 
 ## deps: install NGINX with the Lua and stream modules from Debian (only what is missing) and download Go modules.
 deps:
 	hack/install-nginx.sh
 	$(GO) mod download
 
-## deps-test: also build kube-apiserver and etcd for the integration tests (about 5 minutes cold, cached after).
+## deps-test: also build kube-apiserver, etcd and helm for the integration tests (about 8 minutes cold, cached after).
 deps-test: deps
 	@command -v ip >/dev/null || command -v /usr/sbin/ip >/dev/null || apt-get install -y --no-install-recommends --no-upgrade iproute2
 	hack/build-kube-binaries.sh
+	hack/build-helm.sh
 
 ## build: the controller and the echo backend into ./bin.
 build:
@@ -43,8 +44,8 @@ build:
 run: deps build
 	hack/run-local.sh $(BIN) $(RUN_DIR) $(RUN_HTTP_PORT) $(RUN_HTTPS_PORT)
 
-## test: everything CI runs: lint, unit tests with -race, short fuzzing, integration tests on real kube-apiserver, etcd and NGINX.
-test: deps-test lint test-unit fuzz test-integration
+## test: everything CI runs: lint, unit tests with -race, short fuzzing, integration tests on real kube-apiserver, etcd and NGINX, and the monitoring test.
+test: deps-test lint test-unit fuzz test-integration test-monitoring
 
 ## test-unit: fast unit tests with the race detector.
 test-unit:
@@ -66,9 +67,18 @@ fuzz:
 test-integration: deps-test
 	hack/in-netns.sh $(GO) test -tags integration -count=1 -timeout 30m -v ./test/integration/...
 
+## test-monitoring: the Grafana dashboard's queries and the alerting rules (deploy/) evaluated by Prometheus's query engine on metrics scraped from a controller that served traffic. test/monitoring is a Go module of its own, so the Prometheus server's dependencies stay out of the controller's go.mod.
+test-monitoring: deps-test
+	cd test/monitoring && ../../hack/in-netns.sh $(GO) test -tags integration -count=1 -timeout 20m -v ./...
+
 ## bench: every Go benchmark once with memory statistics (see docs/benchmarks.md for the documented runs).
 bench:
 	$(GO) test -run '^$$' -bench . -benchmem -count 1 ./...
+
+## manifests: regenerate deploy/ingress-reactor.yaml from the Helm chart's defaults (needs helm: hack/build-helm.sh).
+manifests:
+	hack/build-helm.sh
+	hack/gen-manifest.sh > deploy/ingress-reactor.yaml
 
 ## fmt: format the code.
 fmt:
@@ -80,6 +90,7 @@ lint:
 	$(GO) vet ./...
 	$(GO) vet -tags integration ./test/...
 	$(GO) run honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION) -tags integration ./...
+	cd test/monitoring && $(GO) vet ./... && $(GO) vet -tags integration ./... && $(GO) run honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION) -tags integration ./...
 
 ## clean: remove build output and local run state (keeps the kube binaries cache; `rm -rf .cache` removes it).
 clean:

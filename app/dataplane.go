@@ -18,6 +18,7 @@ import (
 	"github.com/ingress-reactor/ingress-reactor/modules/reloader"
 	"github.com/ingress-reactor/ingress-reactor/modules/renderer"
 	"github.com/ingress-reactor/ingress-reactor/modules/secretsync"
+	"github.com/ingress-reactor/ingress-reactor/modules/stapling"
 	"github.com/ingress-reactor/ingress-reactor/nginx"
 )
 
@@ -171,6 +172,7 @@ func dataPlaneModules(cfg Config) []fx.Option {
 		fx.Supply(reloader.Options{MaxRetries: cfg.ReloadRetries, Pod: podFromEnv()}),
 		endpoints.Module,
 		secretsync.Module,
+		stapling.Module, // enable-ocsp
 		renderer.Module,
 		reloader.Module,
 		fx.Invoke(watchTemplate),

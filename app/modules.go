@@ -40,6 +40,7 @@ var topics = []any{
 	newTopic[modules.RoutesRefused]("routes-refused"),
 	newTopic[modules.SettingsChange]("settings-changes"),
 	newTopic[modules.StreamUpstreams]("stream-upstreams"),
+	newTopic[modules.OCSPChange]("ocsp-changes"),
 	modules.NewIngressesAnnounced,
 	modules.NewSettingsLoaded,
 }

@@ -101,6 +101,15 @@ type CertChange struct {
 	Default bool
 }
 
+// OCSPChange says that the OCSP response to staple with a TLS Secret's certificate changed (the
+// ConfigMap's enable-ocsp). The certificate lane pushes it with the certificate it was fetched for
+// (Staple.ContentHash), never with another one.
+type OCSPChange struct {
+	Secret types.NamespacedName
+	// Staple is the checked response; nil when there is none to staple any more.
+	Staple *certs.Staple
+}
+
 // RoutesRefused says that the data plane refused a route that an Ingress wrote (Location, on Host): a
 // limit or a bug that validation did not catch. The renderer quarantines the Ingress (leaves it out of
 // the model, with a Warning Event) until the Ingress changes, so that the host's other routes go live.

@@ -328,6 +328,10 @@ func (c *Client) Routes(ctx context.Context) (map[Hostname]RouteHost, UpstreamNa
 type CertificatePEM struct {
 	Cert []byte
 	Key  []byte
+	// OCSP is the DER OCSP response to staple (enable-ocsp), checked for this chain; nil: none.
+	// OCSPExpires is when the data plane stops stapling it.
+	OCSP        []byte
+	OCSPExpires time.Time
 }
 
 // CertificateID names a certificate in the data plane: the Secret's "namespace/name".
@@ -343,8 +347,10 @@ type CertificateUpdate struct {
 }
 
 type certificatePair struct {
-	Cert string `json:"cert"`
-	Key  string `json:"key"`
+	Cert        string `json:"cert"`
+	Key         string `json:"key"`
+	OCSP        []byte `json:"ocsp,omitempty"`
+	OCSPExpires int64  `json:"ocsp_expires,omitempty"`
 }
 
 type certificatesRequest struct {
@@ -379,7 +385,11 @@ func (c *Client) postCertificates(ctx context.Context, u CertificateUpdate, full
 			req.Certificates[id] = nil
 			continue
 		}
-		req.Certificates[id] = &certificatePair{Cert: string(pem.Cert), Key: string(pem.Key)}
+		pair := &certificatePair{Cert: string(pem.Cert), Key: string(pem.Key)}
+		if len(pem.OCSP) > 0 {
+			pair.OCSP, pair.OCSPExpires = pem.OCSP, pem.OCSPExpires.Unix()
+		}
+		req.Certificates[id] = pair
 	}
 	for host, id := range u.Hosts {
 		if id == "" {
@@ -409,6 +419,17 @@ func (c *Client) CertificateHosts(ctx context.Context) (map[Hostname]string, err
 		out.Hosts = map[Hostname]string{}
 	}
 	return out.Hosts, nil
+}
+
+// StapledCertificates returns the IDs of the certificates whose OCSP response the data plane staples.
+func (c *Client) StapledCertificates(ctx context.Context) (map[string]bool, error) {
+	var out struct {
+		Stapled map[string]bool `json:"stapled"`
+	}
+	if err := c.getJSON(ctx, "/configuration/certificates", &out); err != nil {
+		return nil, fmt.Errorf("read certificates: %w", err)
+	}
+	return out.Stapled, nil
 }
 
 // ConfigHash returns the hash of the configuration the running NGINX workers serve.

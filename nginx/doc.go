@@ -65,10 +65,11 @@
 //	                                   -> {"changed": n, "unchanged": n, "removed": n}
 //	GET  /configuration/endpoints      {"upstreams": {"<upstream>": [{"address": ..., "port": ...}]}}
 //	POST /configuration/certificates   {"full": bool,
-//	                                    "certificates": {"<namespace>/<name>": {"cert": "<PEM chain>", "key": "<PEM key>"} | null},
+//	                                    "certificates": {"<namespace>/<name>": {"cert": "<PEM chain>", "key": "<PEM key>",
+//	                                                     "ocsp": "<base64 DER OCSP response>", "ocsp_expires": <unix s>} | null},
 //	                                    "hosts": {"<host or *.domain or *>": "<namespace>/<name>" | null}}
 //	                                   -> {"changed": n, "removed": n, "removed_hosts": n}
-//	GET  /configuration/certificates   {"hosts": {...}, "certificates": ["<id>", ...]} (no key material)
+//	GET  /configuration/certificates   {"hosts": {...}, "certificates": ["<id>", ...], "stapled": {"<id>": true}} (no key material)
 //	GET  /nginx_status                 stub_status
 //
 // With "full": true the body is the complete set and everything else is removed; otherwise only the

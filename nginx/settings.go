@@ -123,6 +123,8 @@ type Settings struct {
 	SSLDHParam string
 	// SSLRejectHandshake refuses TLS handshakes for names no Ingress serves (settings_sslreject.go).
 	SSLRejectHandshake bool
+	// EnableOCSP is enable-ocsp (settings_ocsp.go): the controller staples OCSP responses; nothing is rendered.
+	EnableOCSP bool
 }
 
 // settingKey is one ConfigMap key this controller reads.

@@ -124,6 +124,7 @@ var nonDefaultSettings = map[string]string{
 	// The Secret of DH parameters: TestSettingsNonDefaultsPassNginx serves it.
 	"ssl-dh-param": "ingress/dh", "relative-redirects": "true", "grpc-buffer-size-kb": "16",
 	"ssl-reject-handshake": "true",
+	"enable-ocsp":          "true",
 }
 
 // TestSettingsNonDefaultsPassNginx renders every supported key at a value other than its default and has

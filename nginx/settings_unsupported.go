@@ -34,8 +34,6 @@ func unsupported(status SettingStatus, reason string, names ...string) {
 }
 
 func init() {
-	issue18 := "not applied yet (issue #18 builds it)"
-	unsupported(SettingPlanned, issue18, "enable-ocsp")
 	unsupported(SettingIgnored, "the proxy-ssl-* annotations always apply to their Ingress's own paths only (its profile), never to "+
 		"the other paths of its host: what true asked for", "proxy-ssl-location-only")
 

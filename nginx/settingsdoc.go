@@ -64,6 +64,9 @@ func SettingsMarkdown() string {
 		status SettingStatus
 		title  string
 	}{{SettingPlanned, "Planned keys"}, {SettingIgnored, "Keys without effect"}, {SettingRefused, "Refused keys"}} {
+		if count[st.status] == 0 {
+			continue
+		}
 		fmt.Fprintf(&b, "\n## %s\n\n| key | why |\n|---|---|\n", st.title)
 		for _, name := range slices.Sorted(maps.Keys(unsupportedSettings)) {
 			if u := unsupportedSettings[name]; u.status == st.status {

@@ -196,10 +196,14 @@ func TestDeployManifestsParse(t *testing.T) {
 	for _, o := range objs {
 		kinds[o.GetObjectKind().GroupVersionKind().Kind]++
 	}
-	for _, k := range []string{"Namespace", "ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding", "IngressClass", "Deployment", "Service"} {
+	for _, k := range []string{"Namespace", "ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding", "IngressClass", "Deployment", "ConfigMap", "PodDisruptionBudget"} {
 		if kinds[k] != 1 {
 			t.Errorf("deploy manifest: want one %s, got %d", k, kinds[k])
 		}
+	}
+	// The controller's Service and its metrics Service.
+	if kinds["Service"] != 2 {
+		t.Errorf("deploy manifest: want two Services, got %d", kinds["Service"])
 	}
 }
 

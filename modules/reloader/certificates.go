@@ -25,6 +25,10 @@ type certState struct {
 	// hostsFromModel is set once hosts come from an applied configuration.
 	hostsFromModel bool
 
+	// staples are the OCSP responses to staple (enable-ocsp), by Secret; each goes out with the
+	// certificate it was fetched for (same ContentHash) and with no other.
+	staples map[types.NamespacedName]*certs.Staple
+
 	// What the data plane holds since the last successful push.
 	pushedCerts map[string]string // id -> content hash
 	pushedHosts map[nginx.Hostname]string
@@ -34,6 +38,7 @@ func newCertState() *certState {
 	return &certState{
 		certs:       map[types.NamespacedName]*certs.Certificate{},
 		hosts:       map[nginx.Hostname]types.NamespacedName{},
+		staples:     map[types.NamespacedName]*certs.Staple{},
 		pushedCerts: map[string]string{},
 		pushedHosts: map[nginx.Hostname]string{},
 	}
@@ -50,9 +55,32 @@ func (s *certState) apply(c modules.CertChange) {
 	}
 }
 
+// setStaple records the OCSP response of a Secret's certificate; nil: none.
+func (s *certState) setStaple(c modules.OCSPChange) {
+	if c.Staple == nil {
+		delete(s.staples, c.Secret)
+	} else {
+		s.staples[c.Secret] = c.Staple
+	}
+}
+
+// liveCert is a certificate to serve and the OCSP response to staple with it (nil: none).
+type liveCert struct {
+	*certs.Certificate
+	staple *certs.Staple
+}
+
+// hash identifies what a push of the certificate carries.
+func (c liveCert) hash() string {
+	if c.staple == nil {
+		return c.ContentHash
+	}
+	return c.ContentHash + "+" + c.staple.Hash
+}
+
 // desired returns the certificate IDs with their certificates, and the host table, that should be live.
-func (s *certState) desired() (map[string]*certs.Certificate, map[nginx.Hostname]string) {
-	cs := map[string]*certs.Certificate{}
+func (s *certState) desired() (map[string]liveCert, map[nginx.Hostname]string) {
+	cs := map[string]liveCert{}
 	hosts := map[nginx.Hostname]string{}
 	use := func(host nginx.Hostname, secret types.NamespacedName) {
 		c, ok := s.certs[secret]
@@ -60,7 +88,11 @@ func (s *certState) desired() (map[string]*certs.Certificate, map[nginx.Hostname
 			return
 		}
 		id := nginx.CertificateID(secret)
-		cs[id] = c
+		lc := liveCert{Certificate: c}
+		if st := s.staples[secret]; st != nil && st.ContentHash == c.ContentHash {
+			lc.staple = st
+		}
+		cs[id] = lc
 		hosts[host] = id
 	}
 	for h, secret := range s.hosts {
@@ -78,9 +110,13 @@ func (s *certState) diff(full bool) (nginx.CertificateUpdate, map[string]string,
 	u := nginx.CertificateUpdate{Certificates: map[string]*nginx.CertificatePEM{}, Hosts: map[nginx.Hostname]string{}}
 	nextCerts := make(map[string]string, len(cs))
 	for id, c := range cs {
-		nextCerts[id] = c.ContentHash
-		if full || s.pushedCerts[id] != c.ContentHash {
-			u.Certificates[id] = &nginx.CertificatePEM{Cert: c.ChainPEM, Key: c.KeyPEM()}
+		nextCerts[id] = c.hash()
+		if full || s.pushedCerts[id] != nextCerts[id] {
+			pem := &nginx.CertificatePEM{Cert: c.ChainPEM, Key: c.KeyPEM()}
+			if c.staple != nil {
+				pem.OCSP, pem.OCSPExpires = c.staple.Response, c.staple.Expires
+			}
+			u.Certificates[id] = pem
 		}
 	}
 	for h, id := range hosts {

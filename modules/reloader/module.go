@@ -58,7 +58,9 @@ type Params struct {
 	Endpoints *pipeline.Topic[modules.EndpointsChange]
 	Certs     *pipeline.Topic[modules.CertChange]
 	// Refused hears the routes the data plane refused; without it they are only logged.
-	Refused   *pipeline.Topic[modules.RoutesRefused] `optional:"true"`
+	Refused *pipeline.Topic[modules.RoutesRefused] `optional:"true"`
+	// OCSP carries the OCSP responses to staple (enable-ocsp); without it nothing is stapled.
+	OCSP      *pipeline.Topic[modules.OCSPChange] `optional:"true"`
 	Recorder  record.EventRecorder
 	Metrics   *pipeline.Metrics
 	Registry  prometheus.Registerer
@@ -164,6 +166,11 @@ func New(p Params) (ReadyResult, error) {
 	p.Certs.Subscribe(func(c modules.CertChange) {
 		r.certs.change(func() { r.certStore.apply(c) }, false)
 	})
+	if p.OCSP != nil {
+		p.OCSP.Subscribe(func(c modules.OCSPChange) {
+			r.certs.change(func() { r.certStore.setStaple(c) }, false)
+		})
+	}
 	p.Endpoints.Subscribe(func(c modules.EndpointsChange) {
 		r.endpoints.change(func() { r.epStore.apply(c) }, false)
 	})

@@ -3,6 +3,7 @@
 -- of the ssl_certificate directives, so a missing or broken Secret degrades to the default
 -- certificate instead of failing the handshake. Rotation is a push: no reload, open connections stay.
 local ssl = require("ngx.ssl")
+local ocsp = require("ngx.ocsp")
 local cjson = require("cjson.safe")
 local filled = require("ingress_reactor.filled")
 local router = require("ingress_reactor.router")
@@ -20,6 +21,7 @@ local _M = {}
 _M.HOST_PREFIX = "h:"    -- "h:<host>" -> certificate id
 _M.VERSION_PREFIX = "cv:" -- "cv:<id>" -> version
 _M.DATA_PREFIX = "c:"     -- "c:<id>" -> pack(cert PEM, key PEM)
+_M.OCSP_PREFIX = "o:"     -- "o:<id>" -> the DER OCSP response to staple (enable-ocsp), expiring with it
 
 -- The dict keeps certificates as DER, not as the PEM they are pushed in: base64, line breaks and
 -- JSON escapes make PEM about 40% larger, and the dict hands out room for values over 2 KB in whole
@@ -211,6 +213,15 @@ function _M.serve()
     if not ok then
         ngx_log(ERR, "setting certificate ", id, " for ", name, ": ", err)
         return ngx.exit(ngx.ERROR)
+    end
+    -- The controller pushes a response only for this certificate, checked, and the dict drops it when
+    -- it expires. Stapling is best effort: the handshake goes on without it.
+    local staple = dict:get(_M.OCSP_PREFIX .. id)
+    if staple then
+        ok, err = ocsp.set_ocsp_status_resp(staple)
+        if not ok then
+            ngx_log(ERR, "stapling the OCSP response of certificate ", id, ": ", err)
+        end
     end
 end
 

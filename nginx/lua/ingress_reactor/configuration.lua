@@ -3,9 +3,15 @@
 --
 --   POST /configuration/endpoints     {"full": bool, "upstreams": {"<name>": [{"address": "10.0.0.1", "port": 8080}, ...]}}
 --   GET  /configuration/endpoints     {"upstreams": {...}, "filled": bool}
---   POST /configuration/certificates  {"full": bool, "certificates": {"<id>": {"cert": "<PEM>", "key": "<PEM>"} | null},
+--   POST /configuration/certificates  {"full": bool, "certificates": {"<id>": {"cert": "<PEM>", "key": "<PEM>",
+--                                      "ocsp": "<base64 DER>", "ocsp_expires": <unix seconds>} | null},
 --                                      "hosts": {"<host>": "<id>" | null}}
---   GET  /configuration/certificates  {"hosts": {"<host>": "<id>"}, "certificates": ["<id>", ...], "filled": bool}
+--   GET  /configuration/certificates  {"hosts": {"<host>": "<id>"}, "certificates": ["<id>", ...], "stapled": {"<id>": true},
+--                                      "filled": bool}
+--
+-- "ocsp" (enable-ocsp) is the OCSP response the controller fetched and checked for that very certificate;
+-- certificates.lua staples it until "ocsp_expires", after which the dict forgets it. A certificate pushed
+-- without one is stapled no more.
 --   POST /configuration/routes        {"full": bool, "hosts": {"<host>": {"redirect": bool, "routes": [...]} | null},
 --                                      "default_upstream": "<name>" | ""}
 --   GET  /configuration/routes        {"hosts": {...}, "default_upstream": "<name>", "filled": bool}
@@ -408,6 +414,30 @@ function _M.endpoints()
     return respond(200, body)
 end
 
+-- ocsp_staple checks the "ocsp" and "ocsp_expires" of a pushed certificate: it returns { der, ttl }, false
+-- when there is none (or it has expired), or nil and why not.
+local function ocsp_staple(pair)
+    if pair.ocsp == nil and pair.ocsp_expires == nil then
+        return false
+    end
+    if type(pair.ocsp) ~= "string" or pair.ocsp == "" or #pair.ocsp > 98304 then
+        return nil, "\"ocsp\" must be a base64 string"
+    end
+    local der = ngx.decode_base64(pair.ocsp)
+    if not der then
+        return nil, "\"ocsp\" must be a base64 string"
+    end
+    local expires = pair.ocsp_expires
+    if type(expires) ~= "number" or expires ~= math.floor(expires) or expires <= 0 then
+        return nil, "\"ocsp_expires\" must be a time in unix seconds"
+    end
+    local ttl = expires - ngx.time()
+    if ttl <= 0 then
+        return false
+    end
+    return { der = der, ttl = ttl }
+end
+
 local function get_certificates()
     if only_filled(certificates_dict) then
         return
@@ -418,7 +448,11 @@ local function get_certificates()
     end
     local ids = keys_with_prefix(certificates_dict, certificates.VERSION_PREFIX)
     table.sort(ids)
-    return respond(200, { hosts = hosts, certificates = ids, filled = filled(certificates_dict) })
+    local stapled = {}
+    for _, id in ipairs(keys_with_prefix(certificates_dict, certificates.OCSP_PREFIX)) do
+        stapled[id] = true
+    end
+    return respond(200, { hosts = hosts, certificates = ids, stapled = stapled, filled = filled(certificates_dict) })
 end
 
 function _M.certificates()
@@ -433,6 +467,7 @@ function _M.certificates()
     end
 
     local updates, removed_ids, unchanged = {}, {}, 0
+    local staples = {} -- id -> { der, ttl } or false
     for id, pair in pairs(certs) do
         if type(id) ~= "string" or not id:match("^[a-z0-9.-]+/[a-z0-9.-]+$") then
             return fail(400, "invalid certificate id " .. tostring(id) .. " (want namespace/name)")
@@ -443,6 +478,11 @@ function _M.certificates()
             if type(pair) ~= "table" or type(pair.cert) ~= "string" or type(pair.key) ~= "string" then
                 return fail(400, "certificate " .. id .. " needs \"cert\" and \"key\" PEM strings")
             end
+            local staple, serr = ocsp_staple(pair)
+            if serr then
+                return fail(400, "certificate " .. id .. ": " .. serr)
+            end
+            staples[id] = staple
             local value = certificates.pack(pair.cert, pair.key)
             local packed = value ~= nil
             if not packed then
@@ -582,6 +622,21 @@ function _M.certificates()
                 drop_hosts(id)
             end
         end
+    end
+
+    -- OCSP responses go with the certificate stored now; one that does not fit is not stapled.
+    for id, staple in pairs(staples) do
+        local key = certificates.OCSP_PREFIX .. id
+        if staple and live(id) and certificates_dict:get(certificates.DATA_PREFIX .. id) == updates[id] then
+            if not certificates_dict:safe_set(key, staple.der, staple.ttl) then
+                certificates_dict:delete(key)
+            end
+        else
+            certificates_dict:delete(key)
+        end
+    end
+    for _, id in ipairs(removed_ids) do
+        certificates_dict:delete(certificates.OCSP_PREFIX .. id)
     end
 
     if req.full then

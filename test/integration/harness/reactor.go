@@ -39,6 +39,30 @@ type Reactor struct {
 // must exit with code 0 then.
 func (f *Fixture) StartReactor(extraArgs ...string) *Reactor {
 	f.T.Helper()
+	args := []string{
+		"--kubeconfig=" + f.Env.KubeconfigPath,
+		"--controller-class=" + f.ControllerClass,
+		"--ingress-class=" + f.IngressClass,
+		"--watch-namespace=" + f.Namespace,
+		"--log-level=debug",
+		"--log-format=console",
+		"--update-status=false",
+		"--election-id=ingress-reactor-" + f.ID,
+	}
+	return f.startReactor(append(args, extraArgs...), nil, "ingress-reactor-"+f.ID)
+}
+
+// StartReactorWith starts the binary with args as they are (for example a Helm chart's), followed only by
+// the ports and directories the harness allocates, and POD_NAMESPACE set to the fixture's namespace and
+// POD_NAME to pod. Nothing else of StartReactor's defaults applies: args must name --kubeconfig.
+func (f *Fixture) StartReactorWith(pod string, args ...string) *Reactor {
+	f.T.Helper()
+	return f.startReactor(nil, args, pod)
+}
+
+// startReactor starts the binary with first, then the allocated ports and directories, then last.
+func (f *Fixture) startReactor(first, last []string, pod string) *Reactor {
+	f.T.Helper()
 	dir, err := os.MkdirTemp("", "ir-") // short: NGINX may put sockets here
 	if err != nil {
 		f.T.Fatalf("reactor work dir: %v", err)
@@ -59,26 +83,24 @@ func (f *Fixture) StartReactor(extraArgs ...string) *Reactor {
 		SSLDir:          dir + "/ssl",
 		t:               f.T,
 	}
-	args := []string{
-		"--kubeconfig=" + f.Env.KubeconfigPath,
+	ports := []string{
 		"--healthz-port=" + strconv.Itoa(r.HealthzPort),
 		"--http-port=" + strconv.Itoa(r.HTTPPort),
 		"--https-port=" + strconv.Itoa(r.HTTPSPort),
 		"--nginx-status-port=" + strconv.Itoa(r.NginxStatusPort),
 		"--nginx-dir=" + r.NginxDir,
 		"--ssl-dir=" + r.SSLDir,
-		"--controller-class=" + f.ControllerClass,
-		"--ingress-class=" + f.IngressClass,
-		"--watch-namespace=" + f.Namespace,
-		"--log-level=debug",
-		"--log-format=console",
-		"--update-status=false",
-		"--election-id=ingress-reactor-" + f.ID,
 	}
-	r.Args = append(args, extraArgs...)
+	if first != nil {
+		// StartReactor's order: its defaults and the ports first, the caller's arguments last (they win).
+		r.Args = append(append(append([]string{}, first[:1]...), ports...), first[1:]...)
+	} else {
+		// StartReactorWith's: the caller's arguments first, the allocated ports override theirs.
+		r.Args = append(append([]string{}, last...), ports...)
+	}
 	env := []string{
 		"POD_NAMESPACE=" + f.Namespace,
-		"POD_NAME=ingress-reactor-" + f.ID,
+		"POD_NAME=" + pod,
 		"KUBECONFIG=", // only --kubeconfig counts
 	}
 	r.Process = StartProcess(f.T, "ingress-reactor", f.Env.ReactorBinary, r.Args, env)
