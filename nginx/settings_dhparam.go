@@ -39,7 +39,8 @@ func init() {
 			"a change of the ConfigMap (one reload). Empty: no DHE key exchange (NGINX's default).",
 		Difference: "The parameters are parsed and written anew from their numbers into a 0600 file; a Secret that is missing, lacks " +
 			DHParamKey + " or holds anything else is a Warning on the ConfigMap and the last good parameters stay applied (ingress-nginx " +
-			"logged it and dropped ssl_dhparam).",
+			"logged it and dropped ssl_dhparam). The controller lists and watches that one Secret: with the chart's `rbac.scope` it " +
+			"must be in the watched namespace.",
 		resolve: resolveDHParam,
 		set: func(s *Settings, v string) error {
 			if v == "" {
