@@ -35,11 +35,11 @@ func init() {
 		specs: []AnnotationSpec{{
 			Name: "proxy-cookie-domain", Origin: OriginDocumented, Status: AnnotationSupported, Kind: KindProfile,
 			Values:  "`off`, or a domain and its replacement separated by a space (`backend.local example.com`), as NGINX's `proxy_cookie_domain`",
-			Default: "`off`", Difference: rewriteDiff,
+			Default: "`off` (the ConfigMap's `proxy-cookie-domain`)", Difference: rewriteDiff,
 		}, {
 			Name: "proxy-cookie-path", Origin: OriginDocumented, Status: AnnotationSupported, Kind: KindProfile,
 			Values:  "`off`, or a path and its replacement separated by a space (`/app/ /`), as NGINX's `proxy_cookie_path`",
-			Default: "`off`", Difference: rewriteDiff,
+			Default: "`off` (the ConfigMap's `proxy-cookie-path`)", Difference: rewriteDiff,
 		}, {
 			Name: "proxy-redirect-from", Origin: OriginDocumented, Status: AnnotationSupported, Kind: KindProfile,
 			Values: "`off`, or the start of a `Location` to replace (a URL or a path) by `proxy-redirect-to`, as the " +
@@ -71,13 +71,18 @@ func proxyRewriteDirectives(p ProfileSettings, out []string) []string {
 func applyProxyRewrite(t *translator) {
 	ann := t.ing.Annotations
 	p := &t.out.Profile
-	pair := func(key string, valid *regexp.Regexp, want string) string {
+	// inherited: the ConfigMap's key of the same name rewrites in the http block, which an explicit "off"
+	// must cancel (NGINX inherits proxy_cookie_* into a location that has none of its own).
+	pair := func(key string, valid *regexp.Regexp, want string, inherited bool) string {
 		raw, ok := ann[key]
 		if !ok {
 			return ""
 		}
 		f := strings.Fields(raw)
 		if len(f) == 1 && f[0] == "off" {
+			if inherited {
+				return "off"
+			}
 			return ""
 		}
 		q, ok := quoteArgs(f...)
@@ -87,8 +92,8 @@ func applyProxyRewrite(t *translator) {
 		}
 		return q
 	}
-	p.ProxyCookieDomain = pair(AnnotationProxyCookieDomain, cookieDomain, "off, or a domain and its replacement")
-	p.ProxyCookiePath = pair(AnnotationProxyCookiePath, cookiePath, "off, or a path and its replacement")
+	p.ProxyCookieDomain = pair(AnnotationProxyCookieDomain, cookieDomain, "off, or a domain and its replacement", t.opts.ProxyCookieDomain)
+	p.ProxyCookiePath = pair(AnnotationProxyCookiePath, cookiePath, "off, or a path and its replacement", t.opts.ProxyCookiePath)
 
 	from, fromSet := ann[AnnotationProxyRedirectFrom]
 	to, toSet := ann[AnnotationProxyRedirectTo]

@@ -256,6 +256,7 @@ func (s Settings) TranslateOptions(opts TranslateOptions) TranslateOptions {
 	opts.DenySourceRange = strings.Join(s.DenylistSourceRange, ",")
 	opts.ServiceUpstream = s.Routing.ServiceUpstream
 	opts.ProxyRedirectFrom, opts.ProxyRedirectTo = s.Routing.ProxyRedirectFrom, s.Routing.ProxyRedirectTo
+	opts.ProxyCookieDomain, opts.ProxyCookiePath = s.ProxyCookieDomain != "", s.ProxyCookiePath != ""
 	return opts
 }
 

@@ -391,7 +391,7 @@ func TestSettingsThroughNginx(t *testing.T) {
 
 // TestProxyCookieSettingsThroughNginx: the ConfigMap's proxy-cookie-path and proxy-cookie-domain rewrite
 // the backends' Set-Cookie headers; an Ingress with its own proxy-cookie-path annotation keeps its own path
-// and still gets the ConfigMap's domain.
+// and still gets the ConfigMap's domain; an Ingress whose annotations say off gets neither.
 func TestProxyCookieSettingsThroughNginx(t *testing.T) {
 	requireNginx(t)
 	cfg := testRenderConfig(t, nginxDir(t))
@@ -401,14 +401,19 @@ func TestProxyCookieSettingsThroughNginx(t *testing.T) {
 		w.Header().Add("Set-Cookie", "s=1; Path=/app/; Domain=backend.internal")
 		w.WriteHeader(http.StatusNoContent)
 	})
-	m, _ := buildModel(t, []any{
-		service("default", "web", port(80, "http")),
-		ingress("default", "plain", rule("plain.example", prefix("/", "web", 80))),
-		ingress("default", "own", rule("own.example", prefix("/", "web", 80)), annotate(AnnotationProxyCookiePath, "/app/ /own/")),
-	}, nil)
 	s, _, problems := ParseSettings(map[string]string{"proxy-cookie-path": "/app/ /", "proxy-cookie-domain": "backend.internal example.com"}, nil)
 	if len(problems) > 0 {
 		t.Fatal(problems)
+	}
+	m, rejected := buildModelFrom(t, []any{
+		service("default", "web", port(80, "http")),
+		ingress("default", "plain", rule("plain.example", prefix("/", "web", 80))),
+		ingress("default", "own", rule("own.example", prefix("/", "web", 80)), annotate(AnnotationProxyCookiePath, "/app/ /own/")),
+		ingress("default", "off", rule("off.example", prefix("/", "web", 80)),
+			annotate(AnnotationProxyCookiePath, "off", AnnotationProxyCookieDomain, " off ")),
+	}, s.TranslateOptions(DefaultTranslateOptions()))
+	if len(rejected) > 0 {
+		t.Fatal(rejected)
 	}
 	cfg.Settings = s
 	applyModel(t, rt, m, cfg)
@@ -419,6 +424,7 @@ func TestProxyCookieSettingsThroughNginx(t *testing.T) {
 	for host, want := range map[string]string{
 		"plain.example": "s=1; Path=/; Domain=example.com",
 		"own.example":   "s=1; Path=/own/; Domain=example.com",
+		"off.example":   "s=1; Path=/app/; Domain=backend.internal",
 	} {
 		r := fetch(t, c, fmt.Sprintf("http://%s:%d/", host, cfg.HTTPPort))
 		if got := r.header.Get("Set-Cookie"); r.status != http.StatusNoContent || got != want {

@@ -62,6 +62,9 @@ type TranslateOptions struct {
 	// ConfigMap's keys of those names (settings_routing.go).
 	ServiceUpstream                    bool
 	ProxyRedirectFrom, ProxyRedirectTo string
+	// ProxyCookieDomain and ProxyCookiePath say whether the ConfigMap's proxy-cookie-domain and
+	// proxy-cookie-path rewrite in the http block: an Ingress's "off" must then cancel them in its profile.
+	ProxyCookieDomain, ProxyCookiePath bool
 }
 
 // DefaultTranslateOptions returns ingress-nginx's defaults.
