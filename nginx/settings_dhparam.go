@@ -99,8 +99,11 @@ func parseDHParam(data []byte) (string, error) {
 	if rest, err := asn1.Unmarshal(block.Bytes, &p); err != nil || len(rest) > 0 {
 		return "", errors.New("the DH PARAMETERS block is not PKCS #3 parameters")
 	}
+	// The generator must be below p-1, whose subgroup has two elements; p must be prime (Baillie-PSW,
+	// which no composite is known to pass), as the doc says.
 	if p.P == nil || p.G == nil || p.P.BitLen() < 1024 || p.P.BitLen() > 8192 || p.P.Bit(0) == 0 ||
-		p.G.Cmp(big.NewInt(2)) < 0 || p.G.Cmp(p.P) >= 0 || p.PrivLen < 0 || p.PrivLen > p.P.BitLen() {
+		p.G.Cmp(big.NewInt(2)) < 0 || p.G.Cmp(new(big.Int).Sub(p.P, big.NewInt(1))) >= 0 || p.PrivLen < 0 || p.PrivLen > p.P.BitLen() ||
+		!p.P.ProbablyPrime(0) {
 		return "", errors.New("want an odd prime of 1024 to 8192 bits and a generator between 2 and it")
 	}
 	der, err := asn1.Marshal(p)

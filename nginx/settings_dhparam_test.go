@@ -54,6 +54,9 @@ func TestDHParamSetting(t *testing.T) {
 		t.Fatal(err)
 	}
 	badGenerator, _ := asn1.Marshal(dhParams{P: parsed.P, G: big.NewInt(1)})
+	generatorPMinus1, _ := asn1.Marshal(dhParams{P: parsed.P, G: new(big.Int).Sub(parsed.P, big.NewInt(1))})
+	// 2^2047+1: odd, 2048 bits, and divisible by 3.
+	composite, _ := asn1.Marshal(dhParams{P: new(big.Int).Add(new(big.Int).Lsh(big.NewInt(1), 2047), big.NewInt(1)), G: big.NewInt(2)})
 	pemOf := func(typ string, der []byte) string {
 		return string(pem.EncodeToMemory(&pem.Block{Type: typ, Bytes: der}))
 	}
@@ -83,6 +86,10 @@ func TestDHParamSetting(t *testing.T) {
 			wantProblem: "want an odd prime of 1024 to 8192 bits"},
 		"generator 1": {value: "ingress/dh", secret: map[string]string{DHParamKey: pemOf("DH PARAMETERS", badGenerator)},
 			wantProblem: "want an odd prime of 1024 to 8192 bits and a generator between 2 and it"},
+		"generator p-1": {value: "ingress/dh", secret: map[string]string{DHParamKey: pemOf("DH PARAMETERS", generatorPMinus1)},
+			wantProblem: "want an odd prime of 1024 to 8192 bits and a generator between 2 and it"},
+		"odd composite": {value: "ingress/dh", secret: map[string]string{DHParamKey: pemOf("DH PARAMETERS", composite)},
+			wantProblem: "want an odd prime of 1024 to 8192 bits"},
 		"invalid, the last good kept": {value: "ingress/dh", secret: map[string]string{DHParamKey: "junk"}, lastGood: "ingress/dh\n" + testDHParam5,
 			want: testDHParam5, wantProblem: "ssl-dh-param: invalid value \"ingress/dh\": secret ingress/dh: dhparam.pem: want exactly one PEM block"},
 	}
