@@ -51,6 +51,11 @@ func (w *Watcher) followSecret(data map[string]string) bool {
 	if !ok || w.client == nil {
 		return true
 	}
+	select {
+	case <-w.stop:
+		return true // stopped: stopSecret may have run already, and nothing would stop a new informer
+	default:
+	}
 	if w.secret == nil {
 		s := &secretSource{key: key, stop: make(chan struct{}), deadline: time.Now().Add(secretSyncTimeout)}
 		s.factory = informers.NewSharedInformerFactoryWithOptions(w.client, 0, informers.WithNamespace(key.Namespace),

@@ -85,3 +85,21 @@ func TestDHParamSecretMissing(t *testing.T) {
 	}
 	got.WaitFor(t, "the created Secret's parameters", func(c modules.SettingsChange) bool { return c.Settings.SSLDHParam == dhParam2 })
 }
+
+// TestDHParamSecretNotFollowedAfterStop: a sync that runs after Stop (it passed its check of the stop
+// channel before Stop ran) starts no Secret informer, which nothing would stop.
+func TestDHParamSecretNotFollowedAfterStop(t *testing.T) {
+	key := types.NamespacedName{Namespace: "ingress", Name: "settings"}
+	_, w, _, _ := startWatcherWith(t, moduletest.New(t), key, configMap(map[string]string{"use-gzip": "true"}))
+	if err := w.Stop(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	w.mu.Lock()
+	w.followSecret(map[string]string{"ssl-dh-param": "certs/dh"})
+	followed := w.secret
+	w.mu.Unlock()
+	if followed != nil {
+		w.stopSecret()
+		t.Error("a Secret informer was started after Stop")
+	}
+}
