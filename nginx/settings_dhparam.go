@@ -10,6 +10,7 @@ import (
 	"math/big"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 )
 
@@ -124,21 +125,34 @@ func (s Settings) DHParamFile(paths Paths) string {
 }
 
 // WriteDHParamFile writes the file of s's parameters (DHParamFile) when s has some, atomically, 0600 in a
-// 0700 directory; an existing file is not written again.
-func WriteDHParamFile(paths Paths, s Settings) error {
+// 0700 directory; an existing file is not written again. It removes the directory's other files but keep
+// (those of the configurations published before, which NGINX may not have loaded yet), so that each
+// change of the Secret does not leave one more file behind.
+func WriteDHParamFile(paths Paths, s Settings, keep ...string) error {
 	file := s.DHParamFile(paths)
-	if file == "" {
-		return nil
+	dir := filepath.Join(paths.Prefix, DHParamDir)
+	if file != "" {
+		if err := os.MkdirAll(dir, 0o700); err != nil {
+			return fmt.Errorf("DH parameters directory: %w", err)
+		}
+		if err := os.Chmod(dir, 0o700); err != nil {
+			return fmt.Errorf("DH parameters directory: %w", err)
+		}
+		if err := writeFileOnce(dir, file, []byte(s.SSLDHParam)); err != nil {
+			return fmt.Errorf("write DH parameters: %w", err)
+		}
 	}
-	dir := filepath.Dir(file)
-	if err := os.MkdirAll(dir, 0o700); err != nil {
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		if errors.Is(err, os.ErrNotExist) {
+			return nil
+		}
 		return fmt.Errorf("DH parameters directory: %w", err)
 	}
-	if err := os.Chmod(dir, 0o700); err != nil {
-		return fmt.Errorf("DH parameters directory: %w", err)
-	}
-	if err := writeFileOnce(dir, file, []byte(s.SSLDHParam)); err != nil {
-		return fmt.Errorf("write DH parameters: %w", err)
+	for _, e := range entries {
+		if p := filepath.Join(dir, e.Name()); p != file && !slices.Contains(keep, p) && e.Type().IsRegular() {
+			_ = os.Remove(p) // best effort: a leftover file costs little
+		}
 	}
 	return nil
 }

@@ -14,6 +14,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -188,4 +189,42 @@ func rsaSelfSigned(t *testing.T, dir string) (certFile, keyFile string) {
 		t.Fatal(err)
 	}
 	return certFile, keyFile
+}
+
+// TestWriteDHParamFileRemovesOld: each change of the parameters writes a new file; the files of the
+// configurations kept are left, every other one is removed, and without parameters nothing is written.
+func TestWriteDHParamFileRemovesOld(t *testing.T) {
+	paths := Paths{Prefix: t.TempDir()}
+	if err := WriteDHParamFile(paths, Settings{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join(paths.Prefix, DHParamDir)); !os.IsNotExist(err) {
+		t.Errorf("without ssl-dh-param the directory exists: %v", err)
+	}
+	// Three contents, so three files: each write keeps the file written just before it.
+	var files []string
+	for _, pemText := range []string{testDHParam, testDHParam5, testDHParam5 + "\n"} {
+		s := Settings{SSLDHParam: pemText}
+		keep := files[:min(len(files), 1)]
+		if err := WriteDHParamFile(paths, s, keep...); err != nil {
+			t.Fatal(err)
+		}
+		files = append([]string{s.DHParamFile(paths)}, keep...)
+	}
+	entries, err := os.ReadDir(filepath.Join(paths.Prefix, DHParamDir))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, e := range entries {
+		got = append(got, filepath.Join(paths.Prefix, DHParamDir, e.Name()))
+	}
+	slices.Sort(got)
+	want := slices.Sorted(slices.Values(files))
+	if !slices.Equal(got, want) {
+		t.Errorf("files %q, want %q (the last one and the one it kept)", got, want)
+	}
+	if len(want) != 2 {
+		t.Errorf("want two files kept, have %q", want)
+	}
 }
