@@ -110,6 +110,9 @@ func NewDataPlane(cfg Config, log *zap.Logger) (*DataPlane, error) {
 	// Access logs on, as in ingress-nginx, whose image links its access log to the pod's output; the
 	// ConfigMap's access-log-path and disable-access-log replace this.
 	dp.Render.AccessLog = "stdout"
+	// NGINX listens on IPv6 too where the pod has it, as ingress-nginx does; the ConfigMap's disable-ipv6
+	// and bind-address change that.
+	dp.Render.IPv6 = nginx.HostHasIPv6()
 	passthroughRender(cfg, &dp.Render)
 	// The settings are checked now, so a mistake stops the start with a clear error instead of failing
 	// every render later.

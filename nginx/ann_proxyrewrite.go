@@ -35,21 +35,21 @@ func init() {
 		specs: []AnnotationSpec{{
 			Name: "proxy-cookie-domain", Origin: OriginDocumented, Status: AnnotationSupported, Kind: KindProfile,
 			Values:  "`off`, or a domain and its replacement separated by a space (`backend.local example.com`), as NGINX's `proxy_cookie_domain`",
-			Default: "`off`", Difference: rewriteDiff,
+			Default: "`off` (the ConfigMap's `proxy-cookie-domain`)", Difference: rewriteDiff,
 		}, {
 			Name: "proxy-cookie-path", Origin: OriginDocumented, Status: AnnotationSupported, Kind: KindProfile,
 			Values:  "`off`, or a path and its replacement separated by a space (`/app/ /`), as NGINX's `proxy_cookie_path`",
-			Default: "`off`", Difference: rewriteDiff,
+			Default: "`off` (the ConfigMap's `proxy-cookie-path`)", Difference: rewriteDiff,
 		}, {
 			Name: "proxy-redirect-from", Origin: OriginDocumented, Status: AnnotationSupported, Kind: KindProfile,
 			Values: "`off`, or the start of a `Location` to replace (a URL or a path) by `proxy-redirect-to`, as the " +
 				"arguments of NGINX's `proxy_redirect`; `default` rewrites nothing here (as in ingress-nginx, where NGINX's default named " +
 				"the internal upstream), with a Warning",
-			Default: "`off`", Difference: rewriteDiff,
+			Default: "`off` (the ConfigMap's `proxy-redirect-from`)", Difference: rewriteDiff,
 		}, {
 			Name: "proxy-redirect-to", Origin: OriginDocumented, Status: AnnotationSupported, Kind: KindProfile,
 			Values:  "the replacement (a URL or a path) of `proxy-redirect-from`; `off` for none",
-			Default: "`off`", Difference: rewriteDiff,
+			Default: "`off` (the ConfigMap's `proxy-redirect-to`)", Difference: rewriteDiff,
 		}},
 		apply: applyProxyRewrite,
 	})
@@ -71,13 +71,18 @@ func proxyRewriteDirectives(p ProfileSettings, out []string) []string {
 func applyProxyRewrite(t *translator) {
 	ann := t.ing.Annotations
 	p := &t.out.Profile
-	pair := func(key string, valid *regexp.Regexp, want string) string {
+	// inherited: the ConfigMap's key of the same name rewrites in the http block, which an explicit "off"
+	// must cancel (NGINX inherits proxy_cookie_* into a location that has none of its own).
+	pair := func(key string, valid *regexp.Regexp, want string, inherited bool) string {
 		raw, ok := ann[key]
 		if !ok {
 			return ""
 		}
 		f := strings.Fields(raw)
 		if len(f) == 1 && f[0] == "off" {
+			if inherited {
+				return "off"
+			}
 			return ""
 		}
 		q, ok := quoteArgs(f...)
@@ -87,16 +92,28 @@ func applyProxyRewrite(t *translator) {
 		}
 		return q
 	}
-	p.ProxyCookieDomain = pair(AnnotationProxyCookieDomain, cookieDomain, "off, or a domain and its replacement")
-	p.ProxyCookiePath = pair(AnnotationProxyCookiePath, cookiePath, "off, or a path and its replacement")
+	p.ProxyCookieDomain = pair(AnnotationProxyCookieDomain, cookieDomain, "off, or a domain and its replacement", t.opts.ProxyCookieDomain)
+	p.ProxyCookiePath = pair(AnnotationProxyCookiePath, cookiePath, "off, or a path and its replacement", t.opts.ProxyCookiePath)
 
 	from, fromSet := ann[AnnotationProxyRedirectFrom]
 	to, toSet := ann[AnnotationProxyRedirectTo]
+	fromOwn, toOwn := fromSet, toSet
+	if !fromSet && !toSet {
+		return // the ConfigMap's proxy-redirect-from and -to, in the http block, apply
+	}
+	// An annotation the Ingress lacks takes the ConfigMap's value (validated there), as ingress-nginx
+	// combined them.
+	if !fromSet && t.opts.ProxyRedirectFrom != "" {
+		from, fromSet = t.opts.ProxyRedirectFrom, true
+	}
+	if !toSet && t.opts.ProxyRedirectTo != "" {
+		to, toSet = t.opts.ProxyRedirectTo, true
+	}
 	from, to = strings.TrimSpace(from), strings.TrimSpace(to)
 	const want = "off, default, or a URL or path without regexes and variables"
 	switch {
 	case !fromSet || from == "off":
-		if toSet && to != "off" {
+		if toOwn && to != "off" {
 			t.out.Warnings = append(t.out.Warnings, fmt.Sprintf("metadata.annotations[%s]: has an effect only with %s; ignored",
 				AnnotationProxyRedirectTo, AnnotationProxyRedirectFrom))
 		}
@@ -108,6 +125,9 @@ func applyProxyRewrite(t *translator) {
 	case !redirectURL.MatchString(from) || strings.HasPrefix(from, "~"):
 		t.warnIgnored(AnnotationProxyRedirectFrom, ann[AnnotationProxyRedirectFrom], want)
 	case !toSet || to == "off":
+		if !fromOwn {
+			break
+		}
 		t.out.Warnings = append(t.out.Warnings, fmt.Sprintf("metadata.annotations[%s]: has an effect only with %s; ignored",
 			AnnotationProxyRedirectFrom, AnnotationProxyRedirectTo))
 	case !redirectURL.MatchString(to):
@@ -116,6 +136,9 @@ func applyProxyRewrite(t *translator) {
 		if q, ok := quoteArgs(from, to); ok {
 			p.ProxyRedirect = q
 		}
+	}
+	if p.ProxyRedirect == "" && t.opts.ProxyRedirectFrom != "" && t.opts.ProxyRedirectTo != "" {
+		p.ProxyRedirect = "off" // the Ingress's pair rewrites nothing: the http block's must not apply either
 	}
 }
 

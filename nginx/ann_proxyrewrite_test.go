@@ -14,12 +14,16 @@ func TestAnnotationProxyRewrite(t *testing.T) {
 	p := IngressNginxPrefix
 	tests := map[string]struct {
 		kv          []string
+		opts        func(*TranslateOptions)
 		want        ProfileSettings
 		wantWarning string
 	}{
 		"no annotation":     {},
 		"cookie domain":     {kv: []string{AnnotationProxyCookieDomain, "backend.local  .example.com"}, want: ProfileSettings{ProxyCookieDomain: `"backend.local" ".example.com"`}},
 		"cookie domain off": {kv: []string{AnnotationProxyCookieDomain, "off"}},
+		"cookie off cancels the ConfigMap's": {opts: func(o *TranslateOptions) { o.ProxyCookieDomain, o.ProxyCookiePath = true, true },
+			kv: []string{AnnotationProxyCookieDomain, "off", AnnotationProxyCookiePath, "off"}, want: ProfileSettings{ProxyCookieDomain: "off", ProxyCookiePath: "off"}},
+		"cookie without annotation keeps the ConfigMap's": {opts: func(o *TranslateOptions) { o.ProxyCookieDomain, o.ProxyCookiePath = true, true }},
 		"cookie domain regex is ignored": {kv: []string{AnnotationProxyCookieDomain, `~\.(?P<d>[a-z]+)$ $d`},
 			wantWarning: "metadata.annotations[" + p + `proxy-cookie-domain]: "~\\.(?P<d>[a-z]+)$ $d" is not off, or a domain and its replacement; ignored`},
 		"cookie domain alone is ignored": {kv: []string{AnnotationProxyCookieDomain, "backend.local"},
@@ -45,7 +49,11 @@ func TestAnnotationProxyRewrite(t *testing.T) {
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
-			got, errs := translateAnnotated(t, DefaultTranslateOptions(), tc.kv...)
+			opts := DefaultTranslateOptions()
+			if tc.opts != nil {
+				tc.opts(&opts)
+			}
+			got, errs := translateAnnotated(t, opts, tc.kv...)
 			if got == nil {
 				t.Fatalf("rejected: %q", errs)
 			}

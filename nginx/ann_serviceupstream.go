@@ -16,7 +16,7 @@ func init() {
 		specs: []AnnotationSpec{{
 			Name: "service-upstream", Origin: OriginDocumented, Status: AnnotationSupported, Kind: KindRouteData,
 			Values:  "a boolean: `true` or `false` (as Go's strconv.ParseBool, which ingress-nginx uses too); spaces around it are trimmed",
-			Default: "`false`: requests go to the Service's ready Pods, chosen by the Lua balancer",
+			Default: "`false` (the ConfigMap's `service-upstream`): requests go to the Service's ready Pods, chosen by the Lua balancer",
 			Difference: "With `true`, each of the Ingress's backends has one endpoint: the Service's cluster IP and port (a named port " +
 				"looked up in the Service), so kube-proxy picks the Pod, as in ingress-nginx. The endpoint lane pushes it like any " +
 				"endpoint (no reload), and follows a change of the cluster IP or port. Other Ingresses that route to the same " +
@@ -35,12 +35,13 @@ func applyServiceUpstream(t *translator) {
 	t.parseBoolAnnotation(AnnotationServiceUpstream)
 }
 
-// serviceUpstream reports whether ing asks for its Services' cluster IPs. A value that is not a boolean
-// counts as false here; the translation rejects such an Ingress.
-func serviceUpstream(ing *networkingv1.Ingress) bool {
+// serviceUpstream reports whether ing asks for its Services' cluster IPs; def (the ConfigMap's
+// service-upstream) answers for an Ingress without the annotation. A value that is not a boolean counts
+// as false here; the translation rejects such an Ingress.
+func serviceUpstream(ing *networkingv1.Ingress, def bool) bool {
 	raw, ok := ing.Annotations[AnnotationServiceUpstream]
 	if !ok {
-		return false
+		return def
 	}
 	b, err := strconv.ParseBool(strings.TrimSpace(raw))
 	return err == nil && b

@@ -82,9 +82,16 @@ func Backends(ing *networkingv1.Ingress) iter.Seq[*networkingv1.IngressBackend] 
 // IngressUpstream names the upstream of one of ing's backends: BackendUpstream, as the Ingress's
 // service-upstream annotation asks (its Pods, or the Service's cluster IP). The translation, which
 // rejects an invalid service-upstream value, and the endpoint lane both name upstreams through it.
+// The ConfigMap's service-upstream (the default of Ingresses without the annotation) is the
+// translation's: the endpoint lane watches the upstreams it names through the rendered model.
 func IngressUpstream(ing *networkingv1.Ingress, b *networkingv1.IngressBackend) (Upstream, error) {
+	return ingressUpstream(ing, b, false)
+}
+
+// ingressUpstream is IngressUpstream with def the service-upstream of an Ingress without the annotation.
+func ingressUpstream(ing *networkingv1.Ingress, b *networkingv1.IngressBackend, def bool) (Upstream, error) {
 	up, err := BackendUpstream(ing.Namespace, b)
-	if err == nil && serviceUpstream(ing) {
+	if err == nil && serviceUpstream(ing, def) {
 		up = NewServiceIPUpstream(up.Service, up.Port)
 	}
 	return up, err

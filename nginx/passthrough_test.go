@@ -26,7 +26,7 @@ func TestRenderHTTPSBehindPassthroughProxy(t *testing.T) {
 		t.Fatal(err)
 	}
 	block := serverBlock(t, conf, "_")
-	for _, w := range []string{`listen "80" default_server;`, `listen "127.0.0.1:442" ssl http2 proxy_protocol default_server;`,
+	for _, w := range []string{`listen "80" default_server reuseport;`, `listen "127.0.0.1:442" ssl http2 proxy_protocol default_server reuseport;`,
 		`set $ingress_reactor_https_port_suffix "";`} {
 		if !strings.Contains(block, w) {
 			t.Errorf("the public server lacks %q:\n%s", w, block)

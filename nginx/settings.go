@@ -113,6 +113,16 @@ type Settings struct {
 	// HeaderRefs are the headers of add-headers and proxy-set-headers (settings_hdrs.go).
 	HeaderRefs HeaderRefSettings
 
+	// Listen are reuse-port, disable-ipv6 and bind-address (settings_listen.go).
+	Listen ListenSettings
+	// Routing are service-upstream, proxy-redirect-from/-to and no-tls-redirect-locations
+	// (settings_routing.go).
+	Routing RoutingSettings
+	// SSLDHParam is ssl-dh-param's PEM, encoded anew from the parsed parameters; "" for none
+	// (settings_dhparam.go).
+	SSLDHParam string
+	// SSLRejectHandshake refuses TLS handshakes for names no Ingress serves (settings_sslreject.go).
+	SSLRejectHandshake bool
 	// EnableOCSP is enable-ocsp (settings_ocsp.go): the controller staples OCSP responses; nothing is rendered.
 	EnableOCSP bool
 }
@@ -244,6 +254,9 @@ func (s Settings) TranslateOptions(opts TranslateOptions) TranslateOptions {
 	opts.AllowedResponseHeaders = strings.ToLower(strings.Join(s.Headers.AllowedResponse, "\n"))
 	opts.AllowSourceRange = strings.Join(s.WhitelistSourceRange, ",")
 	opts.DenySourceRange = strings.Join(s.DenylistSourceRange, ",")
+	opts.ServiceUpstream = s.Routing.ServiceUpstream
+	opts.ProxyRedirectFrom, opts.ProxyRedirectTo = s.Routing.ProxyRedirectFrom, s.Routing.ProxyRedirectTo
+	opts.ProxyCookieDomain, opts.ProxyCookiePath = s.ProxyCookieDomain != "", s.ProxyCookiePath != ""
 	return opts
 }
 
@@ -437,6 +450,20 @@ type settingsView struct {
 	// AddHeaders and ProxySetHeaders are add-headers and proxy-set-headers, quoted (settings_hdrs.go).
 	AddHeaders      []headerLineView
 	ProxySetHeaders []headerLineView
+
+	// ReusePort adds reuseport to the public listeners (settings_listen.go).
+	ReusePort bool
+	// ProxyRedirect are the http block's proxy_redirect arguments, NoTLSRedirectLocations the quoted
+	// prefixes of no-tls-redirect-locations (settings_routing.go).
+	ProxyRedirect          string
+	NoTLSRedirectLocations []string
+	// SSLDHParam is the quoted path of ssl-dh-param's file, or "" (settings_dhparam.go; set by newView,
+	// which knows the paths).
+	SSLDHParam string
+	// Routing holds relative-redirects and grpc-buffer-size-kb (settings_routing.go).
+	Routing RoutingSettings
+	// SSLRejectHandshake is ssl-reject-handshake, printed into Lua code (settings_sslreject.go).
+	SSLRejectHandshake bool
 }
 
 func onOff(b bool) string {
@@ -495,6 +522,12 @@ func newSettingsView(q *quoter, s Settings) settingsView {
 		Fwd:                       newFwdView(q, s),
 		AddHeaders:                newHeaderLineViews(q, s.HeaderRefs.Add),
 		ProxySetHeaders:           newHeaderLineViews(q, s.HeaderRefs.ProxySet),
+
+		ReusePort:              s.Listen.ReusePort,
+		ProxyRedirect:          s.Routing.proxyRedirect(q),
+		NoTLSRedirectLocations: s.Routing.noTLSRedirectLocations(q),
+		Routing:                s.Routing,
+		SSLRejectHandshake:     s.SSLRejectHandshake,
 	}
 	for _, t := range s.GzipTypes {
 		v.GzipTypes = append(v.GzipTypes, q.quote(t))

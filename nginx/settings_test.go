@@ -16,9 +16,9 @@ import (
 )
 
 // ingressNginxSettingKeys are the 192 keys of ingress-nginx's ConfigMap reference (the table of
-// docs/user-guide/nginx-configuration/configmap.md of its last release), plus upstream-hash-by, which its
-// configuration reads though the table lacks it.
-var ingressNginxSettingKeys = strings.Fields(`add-headers allow-backend-server-header allow-cross-namespace-resources
+// docs/user-guide/nginx-configuration/configmap.md of its last release), plus upstream-hash-by and
+// proxy-redirect-to, which its configuration reads though the table lacks them.
+var ingressNginxSettingKeys = strings.Fields(`proxy-redirect-to add-headers allow-backend-server-header allow-cross-namespace-resources
 allow-snippet-annotations annotations-risk-level annotation-value-word-blocklist hide-headers access-log-params access-log-path
 http-access-log-path stream-access-log-path enable-access-log-for-default-backend error-log-path enable-modsecurity
 modsecurity-snippet enable-owasp-modsecurity-crs client-header-buffer-size client-header-timeout client-body-buffer-size
@@ -57,8 +57,8 @@ debug-connections strict-validate-path-type grpc-buffer-size-kb relative-redirec
 // TestEveryIngressNginxSettingKeyIsKnown: each key is supported or listed with its reason, never an
 // "unknown key", and nothing is listed that ingress-nginx does not have.
 func TestEveryIngressNginxSettingKeyIsKnown(t *testing.T) {
-	if len(ingressNginxSettingKeys) != 193 {
-		t.Fatalf("the list has %d keys, want 193", len(ingressNginxSettingKeys))
+	if len(ingressNginxSettingKeys) != 194 {
+		t.Fatalf("the list has %d keys, want 194", len(ingressNginxSettingKeys))
 	}
 	theirs := map[string]bool{}
 	for _, k := range ingressNginxSettingKeys {
@@ -118,7 +118,13 @@ var nonDefaultSettings = map[string]string{
 	"block-referers": `~^https?://spam\., hostnames`, "whitelist-source-range": "10.0.0.0/8", "denylist-source-range": "10.1.0.0/16",
 	// ConfigMaps of headers: testHeaderRefs.
 	"add-headers": "ingress/add", "proxy-set-headers": "ingress/proxy",
-	"enable-ocsp": "true",
+	// Listeners and routing defaults (settings_listen.go, settings_routing.go).
+	"reuse-port": "false", "disable-ipv6": "true", "bind-address": "127.0.0.1, ::1", "service-upstream": "true",
+	"proxy-redirect-from": "http://backend.internal/", "proxy-redirect-to": "https://example.com/", "no-tls-redirect-locations": "/acme/, /healthz",
+	// The Secret of DH parameters: TestSettingsNonDefaultsPassNginx serves it.
+	"ssl-dh-param": "ingress/dh", "relative-redirects": "true", "grpc-buffer-size-kb": "16",
+	"ssl-reject-handshake": "true",
+	"enable-ocsp":          "true",
 }
 
 // TestSettingsNonDefaultsPassNginx renders every supported key at a value other than its default and has
@@ -130,12 +136,17 @@ func TestSettingsNonDefaultsPassNginx(t *testing.T) {
 			t.Errorf("nonDefaultSettings lacks %s", k)
 		}
 	}
-	s, _, problems := ParseSettingsRefs(nonDefaultSettings, nil, refLookup(testHeaderRefs))
+	refs := maps.Clone(testHeaderRefs)
+	refs[SecretRefPrefix+"ingress/dh"] = map[string]string{DHParamKey: testDHParam}
+	s, _, problems := ParseSettingsRefs(nonDefaultSettings, nil, refLookup(refs))
 	if len(problems) > 0 {
 		t.Fatalf("problems: %v", problems)
 	}
 	cfg := testRenderConfig(t, nginxDir(t))
 	cfg.Settings = s
+	if err := WriteDHParamFile(cfg.Paths, s); err != nil {
+		t.Fatal(err)
+	}
 	conf := nginxTest(t, Model{}, cfg)
 	for _, want := range []string{
 		"worker_processes 2;", "worker_connections 2048;", "worker_shutdown_timeout 30s;", "error_log \"stderr\" warn;",
@@ -152,15 +163,24 @@ func TestSettingsNonDefaultsPassNginx(t *testing.T) {
 		"proxy_set_header X-Original-URI $request_uri;", "deny 192.0.2.0/24;", "deny 2001:db8:1::1;",
 		`proxy_set_header "X-Tenant" "blue";`, `set_add_headers({{ "X-Added", "a \"quoted\" \\ value; { }" }, { "X-Frame-Options", "DENY" }, })`,
 		`"\\Mozilla/5.0 (compatible; Bot)" 1;`, `"\\default" 1;`, `"\\hostnames" 1;`,
+		`proxy_redirect "http://backend.internal/" "https://example.com/";`, `set_no_tls_redirect_locations({"/acme/", "/healthz", })`,
+		fmt.Sprintf(`listen "127.0.0.1:%d" proxy_protocol default_server;`, cfg.HTTPPort),
+		fmt.Sprintf("ssl_dhparam %q;", s.DHParamFile(cfg.Paths)), "grpc_buffer_size 16k;", "absolute_redirect off;", "set_reject_handshake(true)",
 	} {
 		if !bytes.Contains(conf, []byte(want)) {
 			t.Errorf("nginx.conf lacks %q", want)
 		}
 	}
+	if bytes.Contains(conf, []byte("reuseport")) || bytes.Contains(conf, []byte("[::")) {
+		t.Error("reuse-port false and disable-ipv6 true, but a listener has reuseport or an IPv6 address")
+	}
 	if bytes.Contains(conf, []byte(" http2")) {
 		t.Error("use-http2: false, but a listener offers http2")
 	}
 	o := s.TranslateOptions(DefaultTranslateOptions())
+	if !o.ServiceUpstream || o.ProxyRedirectFrom != "http://backend.internal/" || o.ProxyRedirectTo != "https://example.com/" {
+		t.Errorf("translate options %+v, want service-upstream and the proxy-redirect pair", o)
+	}
 	if o.SSLRedirect || !o.ForceSSLRedirect {
 		t.Errorf("translate options %+v, want ssl-redirect off and force-ssl-redirect on", o)
 	}
@@ -371,7 +391,7 @@ func TestSettingsThroughNginx(t *testing.T) {
 
 // TestProxyCookieSettingsThroughNginx: the ConfigMap's proxy-cookie-path and proxy-cookie-domain rewrite
 // the backends' Set-Cookie headers; an Ingress with its own proxy-cookie-path annotation keeps its own path
-// and still gets the ConfigMap's domain.
+// and still gets the ConfigMap's domain; an Ingress whose annotations say off gets neither.
 func TestProxyCookieSettingsThroughNginx(t *testing.T) {
 	requireNginx(t)
 	cfg := testRenderConfig(t, nginxDir(t))
@@ -381,14 +401,19 @@ func TestProxyCookieSettingsThroughNginx(t *testing.T) {
 		w.Header().Add("Set-Cookie", "s=1; Path=/app/; Domain=backend.internal")
 		w.WriteHeader(http.StatusNoContent)
 	})
-	m, _ := buildModel(t, []any{
-		service("default", "web", port(80, "http")),
-		ingress("default", "plain", rule("plain.example", prefix("/", "web", 80))),
-		ingress("default", "own", rule("own.example", prefix("/", "web", 80)), annotate(AnnotationProxyCookiePath, "/app/ /own/")),
-	}, nil)
 	s, _, problems := ParseSettings(map[string]string{"proxy-cookie-path": "/app/ /", "proxy-cookie-domain": "backend.internal example.com"}, nil)
 	if len(problems) > 0 {
 		t.Fatal(problems)
+	}
+	m, rejected := buildModelFrom(t, []any{
+		service("default", "web", port(80, "http")),
+		ingress("default", "plain", rule("plain.example", prefix("/", "web", 80))),
+		ingress("default", "own", rule("own.example", prefix("/", "web", 80)), annotate(AnnotationProxyCookiePath, "/app/ /own/")),
+		ingress("default", "off", rule("off.example", prefix("/", "web", 80)),
+			annotate(AnnotationProxyCookiePath, "off", AnnotationProxyCookieDomain, " off ")),
+	}, s.TranslateOptions(DefaultTranslateOptions()))
+	if len(rejected) > 0 {
+		t.Fatal(rejected)
 	}
 	cfg.Settings = s
 	applyModel(t, rt, m, cfg)
@@ -399,6 +424,7 @@ func TestProxyCookieSettingsThroughNginx(t *testing.T) {
 	for host, want := range map[string]string{
 		"plain.example": "s=1; Path=/; Domain=example.com",
 		"own.example":   "s=1; Path=/own/; Domain=example.com",
+		"off.example":   "s=1; Path=/app/; Domain=backend.internal",
 	} {
 		r := fetch(t, c, fmt.Sprintf("http://%s:%d/", host, cfg.HTTPPort))
 		if got := r.header.Get("Set-Cookie"); r.status != http.StatusNoContent || got != want {

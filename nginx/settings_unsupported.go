@@ -34,11 +34,8 @@ func unsupported(status SettingStatus, reason string, names ...string) {
 }
 
 func init() {
-	issue18 := "not applied yet (issue #18 builds it)"
-	unsupported(SettingPlanned, issue18,
-		"proxy-redirect-from", "no-tls-redirect-locations",
-		"ssl-dh-param", "service-upstream", "reuse-port", "disable-ipv6", "bind-address",
-		"proxy-ssl-location-only", "relative-redirects", "grpc-buffer-size-kb", "ssl-reject-handshake")
+	unsupported(SettingIgnored, "the proxy-ssl-* annotations always apply to their Ingress's own paths only (its profile), never to "+
+		"the other paths of its host: what true asked for", "proxy-ssl-location-only")
 
 	unsupported(SettingRefused, "snippets are configuration text that reaches nginx.conf unchecked; this controller never uses them "+
 		"(ingress-nginx's CVE-2021-25742 and CVE-2025-1974 went through them)",

@@ -18,7 +18,7 @@ func SettingsMarkdown() string {
 	b.WriteString("# The ConfigMap\n\n")
 	b.WriteString("Generated from the settings registry in `nginx/` (`go run ./hack/configmapdoc > docs/configmap.md`);\n")
 	b.WriteString("`nginx/settingsdoc_test.go` fails when this file differs from it.\n\n")
-	fmt.Fprintf(&b, "`--configmap=namespace/name` names ingress-nginx's ConfigMap. Of its %d keys, %d are supported here, %d are planned,\n",
+	fmt.Fprintf(&b, "`--configmap=namespace/name` names ingress-nginx's ConfigMap. Of its %d keys, %d are supported here, %d planned,\n",
 		len(settingKeys)+len(unsupportedSettings), len(settingKeys), count[SettingPlanned])
 	fmt.Fprintf(&b, "%d are accepted without effect for good and %d (the snippets) are refused.\n\n", count[SettingIgnored], count[SettingRefused])
 	b.WriteString(`## How the ConfigMap is applied
@@ -35,6 +35,8 @@ func SettingsMarkdown() string {
 - **Keys without effect** (planned, ignored, refused below) and **unknown keys** get the same Warning, once per
   change of the ConfigMap; the rest applies.
 - A ConfigMap missing at the start means ingress-nginx's defaults, with a log line; creating it later applies it. Deleting it keeps its settings applied (as ingress-nginx does) until it is created again or the controller restarts.
+- The objects that keys name are watched too: the ConfigMaps of ` + "`add-headers`" + ` and ` + "`proxy-set-headers`" + `, and the Secret
+  of ` + "`ssl-dh-param`" + ` (followed alone, in any namespace); a change of them applies like a change of the ConfigMap.
 - Keys marked *replaces a flag* take the place of the flag of the same meaning when the ConfigMap sets them
   (` + "`worker-processes`" + ` and ` + "`--worker-processes`" + `, ...); without the key the flag's value applies.
 
@@ -62,6 +64,9 @@ func SettingsMarkdown() string {
 		status SettingStatus
 		title  string
 	}{{SettingPlanned, "Planned keys"}, {SettingIgnored, "Keys without effect"}, {SettingRefused, "Refused keys"}} {
+		if count[st.status] == 0 {
+			continue
+		}
 		fmt.Fprintf(&b, "\n## %s\n\n| key | why |\n|---|---|\n", st.title)
 		for _, name := range slices.Sorted(maps.Keys(unsupportedSettings)) {
 			if u := unsupportedSettings[name]; u.status == st.status {

@@ -554,6 +554,7 @@ func newView(cfg RenderConfig) (*view, error) {
 	for _, mod := range cfg.Modules {
 		v.Modules = append(v.Modules, q.quote(mod))
 	}
+	v.Settings.SSLDHParam = q.quoteOptional(cfg.Settings.DHParamFile(cfg.Paths))
 	v.HTTPListen = listens(&q, cfg, cfg.HTTPPort)
 	if v.HTTPS {
 		v.HTTPSListen = listens(&q, cfg, cfg.HTTPSPort)
@@ -598,19 +599,6 @@ func accessLogPath(p string) string {
 		return "/dev/stdout"
 	}
 	return p
-}
-
-func listens(q *quoter, cfg RenderConfig, port int) []string {
-	p := strconv.Itoa(port)
-	if cfg.ListenAddress != "" {
-		a := netip.MustParseAddr(cfg.ListenAddress)
-		return []string{q.quote(netip.AddrPortFrom(a, uint16(port)).String())}
-	}
-	out := []string{q.quote(p)}
-	if cfg.IPv6 {
-		out = append(out, q.quote("[::]:"+p))
-	}
-	return out
 }
 
 // quoter applies Quote and keeps the first error, so view building reads straight.

@@ -38,8 +38,8 @@ func TestRenderPublicServer(t *testing.T) {
 		want string
 	}{
 		"HTTPS on the default port": {want: `	server {
-		listen "80" default_server;
-		listen "443" ssl http2 default_server;
+		listen "80" default_server reuseport;
+		listen "443" ssl http2 default_server reuseport;
 		server_name _;
 		# Requests NGINX answers before any location (400, 408, 414, 494) run the http block's
 		# log_by_lua_block without the location's "set $ingress_reactor_limit_conn": no warning each.
@@ -90,8 +90,8 @@ func TestRenderPublicServer(t *testing.T) {
 	}
 `},
 		"redirects name another port": {cfg: func(c *RenderConfig) { c.RedirectHTTPSPort = 8443 }, want: `	server {
-		listen "80" default_server;
-		listen "443" ssl http2 default_server;
+		listen "80" default_server reuseport;
+		listen "443" ssl http2 default_server reuseport;
 		server_name _;
 		# Requests NGINX answers before any location (400, 408, 414, 494) run the http block's
 		# log_by_lua_block without the location's "set $ingress_reactor_limit_conn": no warning each.
@@ -142,8 +142,8 @@ func TestRenderPublicServer(t *testing.T) {
 	}
 `},
 		"HTTPS off: no TLS listener, no redirects; IPv6 listeners": {cfg: func(c *RenderConfig) { c.HTTPSPort = 0; c.IPv6 = true }, want: `	server {
-		listen "80" default_server;
-		listen "[::]:80" default_server;
+		listen "80" default_server reuseport;
+		listen "[::]:80" default_server reuseport;
 		server_name _;
 		# Requests NGINX answers before any location (400, 408, 414, 494) run the http block's
 		# log_by_lua_block without the location's "set $ingress_reactor_limit_conn": no warning each.

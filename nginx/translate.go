@@ -56,6 +56,15 @@ type TranslateOptions struct {
 	// LimitRate and LimitRateAfter are the limit-rate and limit-rate-after of Ingresses without the
 	// annotations, in bytes (the ConfigMap's keys of those names).
 	LimitRate, LimitRateAfter int64
+
+	// ServiceUpstream is the service-upstream of Ingresses without the annotation; ProxyRedirectFrom
+	// and ProxyRedirectTo the proxy-redirect-from and -to of those without them ("" for off): the
+	// ConfigMap's keys of those names (settings_routing.go).
+	ServiceUpstream                    bool
+	ProxyRedirectFrom, ProxyRedirectTo string
+	// ProxyCookieDomain and ProxyCookiePath say whether the ConfigMap's proxy-cookie-domain and
+	// proxy-cookie-path rewrite in the http block: an Ingress's "off" must then cancel them in its profile.
+	ProxyCookieDomain, ProxyCookiePath bool
 }
 
 // DefaultTranslateOptions returns ingress-nginx's defaults.
@@ -375,7 +384,7 @@ func (t *translator) find(k routeKey) (int, bool) {
 // path answers 503 until the Service appears (as with ingress-nginx), and the translation carries a warning.
 // A port the existing Service does not have is an error.
 func (t *translator) backend(field fieldRef, b *networkingv1.IngressBackend) (Upstream, bool) {
-	up, err := IngressUpstream(t.ing, b)
+	up, err := ingressUpstream(t.ing, b, t.opts.ServiceUpstream)
 	if err != nil {
 		if be := (*BackendError)(nil); errors.As(err, &be) && be.Field != "" {
 			t.fail("%s.%s: %s", field, be.Field, be.Reason)

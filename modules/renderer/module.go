@@ -133,6 +133,9 @@ type Renderer struct {
 	// configurations, kept on disk until two more are published: NGINX may still be loading one, or
 	// keep the older one live when it refused the newer.
 	backendTLS, olderBackendTLS map[string]struct{}
+	// dhParamFiles are the ssl-dh-param files of the last two published configurations ("" for none),
+	// which WriteDHParamFile keeps.
+	dhParamFiles [2]string
 	// reported remembers the last Event sent per Ingress, so an unchanged problem is not repeated on
 	// every render.
 	reported map[types.NamespacedName]string
@@ -611,6 +614,12 @@ func (r *Renderer) sync(context.Context, renderKey) error {
 		return fmt.Errorf("render nginx.conf: %w", err)
 	}
 	r.backendTLS, r.olderBackendTLS = written, r.backendTLS
+	// ssl-dh-param: its file is named by a hash of its content, so the previous configuration keeps its own.
+	if err := nginx.WriteDHParamFile(r.opts.Render.Paths, renderCfg.Settings, r.dhParamFiles[:]...); err != nil {
+		r.metrics.renders.WithLabelValues("error").Inc()
+		return fmt.Errorf("render nginx.conf: %w", err)
+	}
+	r.dhParamFiles = [2]string{renderCfg.Settings.DHParamFile(r.opts.Render.Paths), r.dhParamFiles[0]}
 	r.published, r.lastHash, r.lastModel = true, hash, model
 	r.metrics.renders.WithLabelValues("changed").Inc()
 	r.metrics.confBytes.Set(float64(len(conf)))

@@ -4,7 +4,8 @@
 // applies. Without --configmap, or while the ConfigMap does not exist at the start, ingress-nginx's
 // defaults apply; a deletion keeps the settings applied (as ingress-nginx does). add-headers and
 // proxy-set-headers name other ConfigMaps of the same namespace: the watcher follows them all, and a
-// change of a referenced one re-publishes the settings.
+// change of a referenced one re-publishes the settings; so does a change of the Secret that
+// ssl-dh-param names, which an informer of that one object follows (secret.go).
 package settings
 
 import (
@@ -84,6 +85,10 @@ type Watcher struct {
 	// reference keys name, as read then (nil: missing or refused).
 	data map[string]string
 	refs map[string]map[string]string
+
+	// client reads the Secret that ssl-dh-param names; secret follows it (secret.go).
+	client kubernetes.Interface
+	secret *secretSource
 }
 
 // refKeys are the keys whose value names another ConfigMap of the namespace.
@@ -114,12 +119,21 @@ func (w *Watcher) resolveRefs(data map[string]string) map[string]map[string]stri
 			}
 		}
 	}
+	if w.secret != nil {
+		refs[nginx.SecretRefPrefix+w.secret.key.String()] = w.secretData()
+	}
 	return refs
 }
 
 // lookup resolves a reference from refs, saying why one cannot be used.
 func (w *Watcher) lookup(refs map[string]map[string]string) nginx.SettingsRefLookup {
 	return func(ref string) (map[string]string, error) {
+		if secret, ok := strings.CutPrefix(ref, nginx.SecretRefPrefix); ok {
+			if data := refs[ref]; data != nil {
+				return data, nil
+			}
+			return nil, fmt.Errorf("secret %s does not exist or cannot be read", secret)
+		}
 		ns, _, found := strings.Cut(ref, "/")
 		if found && ns != w.opts.ConfigMap.Namespace {
 			return nil, fmt.Errorf("configmap %s is not in the namespace of --configmap (%s)", ref, w.opts.ConfigMap.Namespace)
@@ -137,6 +151,7 @@ func (w *Watcher) lookup(refs map[string]map[string]string) nginx.SettingsRefLoo
 func New(p Params) (*Watcher, error) {
 	w := &Watcher{
 		opts:     p.Options,
+		client:   p.Client,
 		changes:  p.Changes,
 		loaded:   p.Loaded,
 		recorder: p.Recorder,
@@ -207,12 +222,18 @@ func (w *Watcher) Stop(context.Context) error {
 	if w.factory != nil {
 		w.factory.Shutdown()
 	}
+	w.stopSecret()
 	return nil
 }
 
 // sync reads the ConfigMap from the cache and publishes its settings when they changed. Before the cache
 // has synced it does nothing: the first publication must see the ConfigMap if it exists.
 func (w *Watcher) sync() {
+	select {
+	case <-w.stop:
+		return // a Secret informer's late call must not follow a Secret again
+	default:
+	}
 	if !w.informer.HasSynced() {
 		return
 	}
@@ -229,6 +250,9 @@ func (w *Watcher) sync() {
 		if data == nil {
 			data = map[string]string{}
 		}
+	}
+	if !w.followSecret(data) {
+		return // the Secret's informer calls sync once it has synced
 	}
 	refs := w.resolveRefs(data)
 	if w.current.Loaded() && (data == nil) == (w.data == nil) && maps.Equal(data, w.data) && reflect.DeepEqual(refs, w.refs) {

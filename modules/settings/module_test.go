@@ -17,7 +17,12 @@ import (
 
 func startWatcher(t *testing.T, key types.NamespacedName, objs ...*corev1.ConfigMap) (*moduletest.Harness, *Watcher, *moduletest.Collector[modules.SettingsChange], *modules.SettingsLoaded) {
 	t.Helper()
-	h := moduletest.New(t)
+	return startWatcherWith(t, moduletest.New(t), key, objs...)
+}
+
+// startWatcherWith is startWatcher on a harness the test has filled already.
+func startWatcherWith(t *testing.T, h *moduletest.Harness, key types.NamespacedName, objs ...*corev1.ConfigMap) (*moduletest.Harness, *Watcher, *moduletest.Collector[modules.SettingsChange], *modules.SettingsLoaded) {
+	t.Helper()
 	for _, o := range objs {
 		if _, err := h.Client.CoreV1().ConfigMaps(o.Namespace).Create(context.Background(), o, metav1.CreateOptions{}); err != nil {
 			t.Fatal(err)

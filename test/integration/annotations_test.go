@@ -7,7 +7,6 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"sync"
@@ -476,13 +475,7 @@ func TestAnnotationsServiceUpstream(t *testing.T) {
 	pods := f.StartBackend("pods", false)
 	svc := f.CreateService("web", 80, pods.Port)
 	f.ServeBackends("web", pods)
-	vip := svc.Spec.ClusterIP
-	if out, err := exec.Command("ip", "addr", "add", vip+"/32", "dev", "lo").CombinedOutput(); err != nil {
-		t.Fatalf("put the cluster IP %s on the test namespace's loopback: %v: %s", vip, err, out)
-	}
-	t.Cleanup(func() { _ = exec.Command("ip", "addr", "del", vip+"/32", "dev", "lo").Run() })
-	harness.StartProcess(t, "echoserver via-cluster-ip", f.Env.EchoserverBinary,
-		[]string{"--name=via-cluster-ip", "--listen=" + net.JoinHostPort(vip, "80"), "--shutdown-timeout=5s"}, nil)
+	serveClusterIP(t, f, svc, "via-cluster-ip")
 
 	f.CreateIngress(f.Ingress("to-pods", "pods.example", harness.IngressBackend{Path: "/", Service: "web", Port: 80}))
 	r := f.StartReactor()

@@ -164,6 +164,14 @@ local function verify_client(name)
     end
 end
 
+-- Whether handshakes without SNI or for names no Ingress serves are refused (set_reject_handshake).
+local reject_handshake = false
+
+-- set_reject_handshake sets the ConfigMap's ssl-reject-handshake; init_by_lua calls it.
+function _M.set_reject_handshake(on)
+    reject_handshake = on == true
+end
+
 function _M.serve()
     -- Right after a start the dict is empty until the first full push: wait for it rather than present
     -- the default certificate, which a keep-alive connection would keep for all its requests.
@@ -171,6 +179,10 @@ function _M.serve()
         ngx_log(ERR, "no certificates pushed since NGINX started ", filled.WAIT, " s ago at least; serving the default certificate")
     end
     local name = ssl.server_name()
+    if reject_handshake and not (name and router.serves(string_lower(name))) then
+        -- ssl-reject-handshake: no default certificate for scanners.
+        return ngx.exit(ngx.ERROR)
+    end
     if name then
         verify_client(string_lower(name))
     end

@@ -21,7 +21,8 @@
 -- gets 413, as NGINX answers on entering a location; "app_root"
 -- answers "/" with 302, "redirect_url" answers everything with "redirect_code"; a route with "redirect"
 -- (when HTTPS is on) or "force_ssl_redirect" answers plain HTTP with 308 (http-redirect-code) to HTTPS (one trailing slash
--- dropped unless "preserve_trailing_slash"); source ranges answer 403 to clients they do not admit; a
+-- dropped unless "preserve_trailing_slash"), except a route whose path starts with one of the
+-- no-tls-redirect-locations (set_no_tls_redirect_locations); source ranges answer 403 to clients they do not admit; a
 -- route without upstream answers 404; a route whose upstream has no endpoints goes to its
 -- "default_backend" when it has one; a route with "rewrite" changes the path the backend sees, and
 -- "upstream_vhost" its Host header; "upstream_options" (timeouts and tries) and "balance" go to
@@ -100,6 +101,9 @@ local hsts
 local add_headers = {}
 -- The status of redirects to HTTPS and of from-to-www-redirect (set_redirect_code).
 local redirect_code = 308
+-- The path prefixes whose routes are never redirected to HTTPS (set_no_tls_redirect_locations; the
+-- ConfigMap's no-tls-redirect-locations, ingress-nginx's default until the template sets it).
+local no_tls_redirect_locations = { "/.well-known/acme-challenge" }
 -- Whether requests no route matches are logged (set_log_default_backend).
 local log_default_backend = false
 local DEFAULT_LOCATION = "@ingress_reactor_default"
@@ -366,6 +370,14 @@ local function compile(raw, version)
     for _, r in ipairs(h.routes) do
         local route = { upstream = r.upstream or "", redirect = r.redirect == true }
         compile_redirects(r, route)
+        -- no-tls-redirect-locations: compared with the route's path, as ingress-nginx compared the
+        -- location's (the Ingress's path, not the request's).
+        for _, prefix in ipairs(no_tls_redirect_locations) do
+            if sub(r.path, 1, #prefix) == prefix then
+                route.no_tls_redirect = true
+                break
+            end
+        end
         route.deny, err = compile_ranges(r.deny)
         if err then
             return nil, err
@@ -449,6 +461,18 @@ local function server(host)
         end
     end
     return lookup("")
+end
+
+-- serves reports whether an Ingress rule names host (lower case), exactly or by the wildcard one label
+-- up: the names whose TLS handshakes ssl-reject-handshake lets through. Rules without a host do not
+-- count, as ingress-nginx's catch-all server rejected them.
+function _M.serves(host)
+    filled.wait(dict, "routes")
+    if dict:get(_M.VERSION_PREFIX .. host) then
+        return true
+    end
+    local dot = find(host, ".", 1, true)
+    return dot ~= nil and dot > 1 and dict:get(_M.VERSION_PREFIX .. "*" .. sub(host, dot)) ~= nil
 end
 
 -- client_ca returns the CA that the handshakes for the SNI name (lower case) verify client certificates
@@ -923,7 +947,8 @@ function _M.route()
         upstream, redirect = e.default_backend or dict:get(_M.DEFAULT_KEY) or "", e.redirect
     end
     -- The request's scheme, or a trusted proxy's X-Forwarded-Proto (use-forwarded-headers).
-    if ngx_var.ingress_reactor_pass_scheme == "http" and (redirect and ngx_var.ingress_reactor_https == "1" or r and r.force_ssl_redirect) then
+    if ngx_var.ingress_reactor_pass_scheme == "http" and not (r and r.no_tls_redirect)
+        and (redirect and ngx_var.ingress_reactor_https == "1" or r and r.force_ssl_redirect) then
         return ngx.redirect(https_location(host, r), redirect_code)
     end
     if not https and cc and client_cert(cc) then
@@ -1102,6 +1127,12 @@ end
 -- http-redirect-code); init_by_lua calls it.
 function _M.set_redirect_code(code)
     redirect_code = code
+end
+
+-- set_no_tls_redirect_locations sets the path prefixes whose routes are never redirected to HTTPS (the
+-- ConfigMap's no-tls-redirect-locations, validated by the controller); init_by_lua calls it.
+function _M.set_no_tls_redirect_locations(prefixes)
+    no_tls_redirect_locations = prefixes
 end
 
 -- set_log_default_backend says whether the requests no route matches are logged (the ConfigMap's
