@@ -110,6 +110,7 @@ func NewDataPlane(cfg Config, log *zap.Logger) (*DataPlane, error) {
 	// ConfigMap's access-log-path and disable-access-log replace this.
 	dp.Render.AccessLog = "stdout"
 	passthroughRender(cfg, &dp.Render)
+	dp.Render.RequestMetrics = requestMetricsRender(cfg)
 	// The settings are checked now, so a mistake stops the start with a clear error instead of failing
 	// every render later.
 	if _, _, err := nginx.Render(nginx.Model{}, dp.Render); err != nil {

@@ -53,6 +53,7 @@ local limits = require("ingress_reactor.limits")
 local auth = require("ingress_reactor.auth")
 local balancing = require("ingress_reactor.balancing")
 local ssl = require("ngx.ssl")
+local metrics = require("ingress_reactor.metrics")
 
 local ngx = ngx
 local ngx_var = ngx.var
@@ -392,6 +393,10 @@ local function compile(raw, version)
             -- cached them per location: an answer for one path must not admit a request for another.
             route.auth_route = (r.exact and "=" or "") .. r.path
         end
+        if type(r.metrics) == "table" then
+            -- Request metrics: namespace, ingress, service and the Ingress path (never the request's URI).
+            route.metrics = r.metrics[1] .. "\t" .. r.metrics[2] .. "\t" .. r.metrics[3] .. "\t" .. r.path
+        end
         route.limit, err = compile_limit(r.limit)
         if err then
             return nil, err
@@ -430,6 +435,7 @@ local function lookup(host)
         ngx_log(ERR, "routes of host ", host == "" and "(catch-all)" or host, " are unreadable: ", err)
         return nil
     end
+    e.name = host
     cache[host] = e
     return e
 end
@@ -861,6 +867,11 @@ function _M.route()
     else
         r = match(e, ngx_var.uri)
     end
+    local metrics_on = metrics.enabled()
+    if metrics_on and not pcall(function() ngx_var.ingress_reactor_metrics = metrics.labels(r and r.metrics, e.name, host) end) then
+        metrics_on = false
+        ngx_log(ERR, "request metrics: the catch-all location lacks \"set $ingress_reactor_metrics \"\";\" (start again from nginx/nginx.tmpl)")
+    end
     -- enable-access-log: false, or no route (the default backend answers) without the ConfigMap's
     -- enable-access-log-for-default-backend.
     if (r and r.no_access_log or not r and not log_default_backend)
@@ -975,6 +986,9 @@ function _M.route()
     end
     if to_canary and endpoints:get(ENDPOINTS_VERSION_PREFIX .. r.canary.upstream) then
         upstream = r.canary.upstream -- canary: a canary without endpoints leaves the request to the main backend
+        if metrics_on then
+            ngx_var.ingress_reactor_metrics = metrics.labels(r.metrics, e.name, host, upstream)
+        end
     elseif r and r.default_backend and not endpoints:get(ENDPOINTS_VERSION_PREFIX .. upstream) then
         upstream = r.default_backend -- default-backend: the route's Service has no endpoints
     end

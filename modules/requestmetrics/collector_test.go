@@ -1,0 +1,124 @@
+package requestmetrics
+
+import (
+	"context"
+	"strings"
+	"testing"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	"go.uber.org/zap"
+
+	"github.com/ingress-reactor/ingress-reactor/nginx"
+)
+
+// fakeSource answers the dumps of a test in turn.
+type fakeSource struct{ dumps []nginx.RequestMetricsDump }
+
+func (f *fakeSource) RequestMetrics(context.Context) (nginx.RequestMetricsDump, error) {
+	d := f.dumps[0]
+	if len(f.dumps) > 1 {
+		f.dumps = f.dumps[1:]
+	}
+	return d, nil
+}
+
+var web = nginx.RequestLabels{Namespace: "default", Ingress: "a", Service: "web", Path: "/app", Host: "a.example.com", Status: "200", Method: "GET"}
+
+// dump builds a dump of one series: n requests, their request_time sum and one count per time bucket
+// (TimeBuckets {0.1, 1}: slots 2, 3 and +Inf 4).
+func dump(gen string, n, sum float64, buckets ...float64) nginx.RequestMetricsDump {
+	d := nginx.RequestMetricsDump{Generation: gen, Values: []nginx.RequestMetricValue{{Slot: 0, Labels: web, Value: n}, {Slot: 1, Labels: web, Value: sum}}}
+	for i, b := range buckets {
+		d.Values = append(d.Values, nginx.RequestMetricValue{Slot: 2 + i, Labels: web, Value: b})
+	}
+	return d
+}
+
+func newTestCollector(t *testing.T, perHost bool, exclude []string, dumps ...nginx.RequestMetricsDump) *prometheus.Registry {
+	t.Helper()
+	reg := prometheus.NewRegistry()
+	_, err := New(Params{Options: Options{
+		Source:      &fakeSource{dumps: dumps},
+		Config:      nginx.RequestMetricsConfig{TimeBuckets: []float64{0.1, 1}, LengthBuckets: []float64{100}, SizeBuckets: []float64{1000}, PerHost: perHost},
+		Exclude:     exclude,
+		ConstLabels: prometheus.Labels{"controller_class": "k8s.io/ingress-reactor"},
+	}, Registry: reg, Log: zap.NewNop()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return reg
+}
+
+const hostLabels = `canary="",controller_class="k8s.io/ingress-reactor",host="a.example.com",ingress="a",method="GET",namespace="default",path="/app",service="web",status="200"`
+
+func TestCollectorExportsIngressNginxNames(t *testing.T) {
+	reg := newTestCollector(t, true, nil, dump("g1", 3, 1.5, 1, 1, 1))
+	want := `# HELP nginx_ingress_controller_requests The total number of client requests
+# TYPE nginx_ingress_controller_requests counter
+nginx_ingress_controller_requests{` + hostLabels + `} 3
+# HELP nginx_ingress_controller_request_duration_seconds The request processing time in seconds (NGINX's $request_time)
+# TYPE nginx_ingress_controller_request_duration_seconds histogram
+nginx_ingress_controller_request_duration_seconds_bucket{` + hostLabels + `,le="0.1"} 1
+nginx_ingress_controller_request_duration_seconds_bucket{` + hostLabels + `,le="1"} 2
+nginx_ingress_controller_request_duration_seconds_bucket{` + hostLabels + `,le="+Inf"} 3
+nginx_ingress_controller_request_duration_seconds_sum{` + hostLabels + `} 1.5
+nginx_ingress_controller_request_duration_seconds_count{` + hostLabels + `} 3
+`
+	if err := testutil.GatherAndCompare(reg, strings.NewReader(want), Prefix+"requests", Prefix+"request_duration_seconds"); err != nil {
+		t.Error(err)
+	}
+}
+
+func TestCollectorCountersSurviveRestartsAndEvictions(t *testing.T) {
+	reg := newTestCollector(t, true, nil,
+		dump("g1", 3, 1.5, 3),
+		dump("g1", 5, 2.5, 5),                      // 2 more
+		dump("g2", 1, 0.5, 1),                      // NGINX restarted: its dict started again from 0
+		dump("g2", 1, 0.5, 1),                      // nothing new: nothing doubles
+		nginx.RequestMetricsDump{Generation: "g2"}, // the keys were evicted
+		nginx.RequestMetricsDump{Generation: "g2", Values: []nginx.RequestMetricValue{{Labels: web, Value: 2}}}, // and created again
+	)
+	for i, want := range []float64{3, 5, 6, 6, 6, 8} {
+		if got := testutil.ToFloat64(onlyRequests{reg}); got != want {
+			t.Errorf("scrape %d: %v requests, want %v", i+1, got, want)
+		}
+	}
+}
+
+// onlyRequests collects nginx_ingress_controller_requests from a registry (one series).
+type onlyRequests struct{ reg *prometheus.Registry }
+
+func (o onlyRequests) Describe(chan<- *prometheus.Desc) {}
+
+func (o onlyRequests) Collect(ch chan<- prometheus.Metric) {
+	mfs, err := o.reg.Gather()
+	if err != nil {
+		panic(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() == Prefix+"requests" {
+			ch <- prometheus.MustNewConstMetric(prometheus.NewDesc("r", "r", nil, nil), prometheus.CounterValue, mf.GetMetric()[0].GetCounter().GetValue())
+		}
+	}
+}
+
+func TestCollectorExcludeAndPerHost(t *testing.T) {
+	reg := newTestCollector(t, false, []string{"nginx_ingress_controller_request_duration_seconds", "bytes_sent"}, dump("g1", 1, 0.05, 1))
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		switch mf.GetName() {
+		case Prefix + "request_duration_seconds", Prefix + "bytes_sent":
+			t.Errorf("%s exported though excluded", mf.GetName())
+		case Prefix + "requests":
+			for _, l := range mf.GetMetric()[0].GetLabel() {
+				if l.GetName() == "host" {
+					t.Error("host label without --metrics-per-host")
+				}
+			}
+		}
+	}
+}

@@ -1,0 +1,213 @@
+-- Request metrics (--enable-metrics): ingress-nginx's per-request histograms and counter, aggregated
+-- in NGINX rather than sent to the controller one message per request.
+--
+-- The router (route) puts the request's route labels into $ingress_reactor_metrics: namespace, ingress,
+-- service, the Ingress path, the host label and the canary label, tab-separated (Ingress names and paths
+-- hold no tab: the controller validated them). In the log phase, log() adds the request to a table of
+-- this worker keyed by those labels, the status and the bounded method: plain Lua table arithmetic, no
+-- shared memory and no lock on the request path. Every second (and when the worker exits, on a reload
+-- or a stop) flush() adds the worker's sums to the shared dict with incr, one key per non-zero slot:
+--   "<slot>\t<labels>\t<status>\t<method>" -> count or sum
+-- Slots (layout, the Go side computes the same): 0 requests; then per histogram in the order of HISTOGRAMS
+-- its sum, followed by one slot per bucket and one for +Inf (counts of the bucket a value fell into, not
+-- cumulative). The dict survives reloads; "generation", set once per NGINX start, tells the controller
+-- that a restart emptied it (the controller keeps the counters growing across restarts).
+-- dump() answers the status server's GET /metrics/requests with every key and value, one a line, after
+-- a first line "generation\t<id>".
+
+local ngx = ngx
+local ngx_var = ngx.var
+local tonumber = tonumber
+local match = string.match
+
+local dict = ngx.shared.ingress_reactor_metrics
+
+local _M = {}
+
+-- HISTOGRAMS: NGINX variable and bucket list of each histogram, in slot order. bytes_sent feeds two
+-- histograms (response_size with the length buckets, bytes_sent with the size buckets).
+local HISTOGRAMS = {
+    { var = "request_time", buckets = "time" },
+    { var = "upstream_response_time", buckets = "time", upstream = true },
+    { var = "upstream_header_time", buckets = "time", upstream = true },
+    { var = "upstream_connect_time", buckets = "time", upstream = true },
+    { var = "request_length", buckets = "length" },
+    { var = "bytes_sent", buckets = "length" },
+    { var = "bytes_sent", buckets = "size" },
+}
+
+-- METHODS bound the method label: any other method counts as "other".
+local METHODS = { GET = "GET", HEAD = "HEAD", POST = "POST", PUT = "PUT", DELETE = "DELETE", PATCH = "PATCH",
+    OPTIONS = "OPTIONS", CONNECT = "CONNECT", TRACE = "TRACE" }
+
+local enabled = false
+local per_host = true
+local per_undefined_host = false
+-- layout: per histogram {var, upstream, buckets = {...}, base = slot of its sum}
+local layout = {}
+local slots = 1
+-- acc: this worker's sums since its last flush, by label key: an array of slots (index slot + 1).
+local acc = {}
+local FLUSH_EVERY = 1
+
+-- configure runs in init_by_lua (the master): the buckets of --time-buckets, --length-buckets and
+-- --size-buckets, and the host label flags. It also sets the dict's generation once per NGINX start
+-- (a reload runs it again and keeps it: the dict survives).
+function _M.configure(c)
+    enabled = true
+    per_host = c.per_host == true
+    per_undefined_host = c.per_undefined_host == true
+    layout = {}
+    local slot = 1
+    for i, h in ipairs(HISTOGRAMS) do
+        layout[i] = { var = h.var, upstream = h.upstream, buckets = c[h.buckets], base = slot }
+        slot = slot + 1 + #c[h.buckets] + 1
+    end
+    slots = slot
+    if dict and not dict:get("generation") then
+        -- Unique per start: the time and the address of a fresh table (ASLR).
+        dict:add("generation", os.time() .. "-" .. tostring({}):sub(8))
+    end
+end
+
+function _M.enabled()
+    return enabled
+end
+
+-- labels returns the value of $ingress_reactor_metrics for a request: the route's labels (namespace,
+-- ingress, service and path, tab-separated; nil for no route), the name of the routes entry that served
+-- the host ("" for the catch-all), the request's host and the canary's upstream name (or "").
+function _M.labels(route_labels, entry, host, canary)
+    local h = ""
+    if per_host then
+        if entry ~= "" then
+            h = entry
+        elseif per_undefined_host then
+            h = host
+        end
+    end
+    return (route_labels or "\t\t\t") .. "\t" .. h .. "\t" .. (canary or "")
+end
+
+-- number reads a time or length variable; with several upstream tries ("0.001, 0.002" or "0.1 : 0.2")
+-- the last one, the try that answered. nil for "-" or empty.
+local function number(v)
+    if not v then
+        return nil
+    end
+    local n = tonumber(v)
+    if n then
+        return n
+    end
+    return tonumber(match(v, "([%d.]+)%s*$"))
+end
+
+local function observe(s, h, v)
+    local b = h.buckets
+    local i = 1
+    local n = #b
+    while i <= n and v > b[i] do
+        i = i + 1
+    end
+    local base = h.base
+    s[base + 1] = s[base + 1] + v
+    s[base + 1 + i] = s[base + 1 + i] + 1
+end
+
+-- log runs in the log phase of every request: requests that did not pass the router (the status
+-- server, requests NGINX refused before any location) have no labels and are not counted.
+function _M.log()
+    if not enabled then
+        return
+    end
+    local labels = ngx_var.ingress_reactor_metrics
+    if not labels or labels == "" then
+        return
+    end
+    local key = labels .. "\t" .. (ngx_var.status or "000") .. "\t" .. (METHODS[ngx_var.request_method] or "other")
+    local s = acc[key]
+    if not s then
+        s = {}
+        for i = 1, slots do
+            s[i] = 0
+        end
+        acc[key] = s
+    end
+    s[1] = s[1] + 1
+    local upstream = ngx_var.upstream_addr ~= nil
+    for i = 1, #layout do
+        local h = layout[i]
+        if upstream or not h.upstream then
+            local v = number(ngx_var[h.var])
+            if v then
+                observe(s, h, v)
+            end
+        end
+    end
+end
+
+local function flush()
+    local a = acc
+    acc = {}
+    local full = 0
+    for key, s in pairs(a) do
+        for i = 1, slots do
+            local v = s[i]
+            if v ~= 0 then
+                local _, err = dict:incr((i - 1) .. "\t" .. key, v, 0)
+                if err then
+                    full = full + 1
+                end
+            end
+        end
+    end
+    if full > 0 then
+        dict:incr("dropped", full, 0)
+        ngx.log(ngx.ERR, "request metrics: ", full, " values did not fit into the metrics dict (raise --metrics-dict-size)")
+    end
+end
+
+local function tick(premature)
+    -- premature: the worker exits (reload or stop); its last sums go into the dict all the same.
+    flush()
+    if premature then
+        return
+    end
+end
+
+function _M.init_worker()
+    if not enabled then
+        return
+    end
+    local ok, err = ngx.timer.every(FLUSH_EVERY, tick)
+    if not ok then
+        ngx.log(ngx.ERR, "request metrics: cannot start the flush timer: ", err)
+    end
+end
+
+-- dump answers GET /metrics/requests on the status server.
+function _M.dump()
+    if not dict then
+        ngx.status = 404
+        return ngx.print("request metrics are off")
+    end
+    local keys = dict:get_keys(0)
+    local out = { "generation\t", dict:get("generation") or "", "\n" }
+    local n = #out
+    for _, k in ipairs(keys) do
+        if k ~= "generation" then
+            local v = dict:get(k)
+            if v then
+                out[n + 1] = k
+                out[n + 2] = "\t"
+                out[n + 3] = tostring(v)
+                out[n + 4] = "\n"
+                n = n + 4
+            end
+        end
+    end
+    ngx.header["Content-Type"] = "text/plain"
+    ngx.print(out)
+end
+
+return _M
