@@ -19,6 +19,8 @@ local ngx = ngx
 local ngx_var = ngx.var
 local tonumber = tonumber
 local match = string.match
+local now = ngx.now
+local start_time = ngx.req.start_time
 
 local dict = ngx.shared.ingress_reactor_metrics
 
@@ -35,6 +37,9 @@ local HISTOGRAMS = {
     { var = "bytes_sent", buckets = "length" },
     { var = "bytes_sent", buckets = "size" },
 }
+
+-- UPSTREAM_VARS are the variables of the upstream histograms, in the order of HISTOGRAMS[2..4].
+local UPSTREAM_VARS = { "upstream_response_time", "upstream_header_time", "upstream_connect_time" }
 
 -- METHODS bound the method label: any other method counts as "other".
 local METHODS = { GET = "GET", HEAD = "HEAD", POST = "POST", PUT = "PUT", DELETE = "DELETE", PATCH = "PATCH",
@@ -72,6 +77,10 @@ end
 
 function _M.enabled()
     return enabled
+end
+
+function _M.per_undefined_host()
+    return per_host and per_undefined_host
 end
 
 -- labels returns the value of $ingress_reactor_metrics for a request: the route's labels (namespace,
@@ -115,7 +124,8 @@ local function observe(s, h, v)
 end
 
 -- log runs in the log phase of every request: requests that did not pass the router (the status
--- server, requests NGINX refused before any location) have no labels and are not counted.
+-- server, requests NGINX refused before any location) have no labels and are not counted. Each NGINX
+-- variable is read once; the upstream ones only when the request reached an upstream.
 function _M.log()
     if not enabled then
         return
@@ -134,14 +144,31 @@ function _M.log()
         acc[key] = s
     end
     s[1] = s[1] + 1
-    local upstream = ngx_var.upstream_addr ~= nil
-    for i = 1, #layout do
-        local h = layout[i]
-        if upstream or not h.upstream then
-            local v = number(ngx_var[h.var])
-            if v then
-                observe(s, h, v)
-            end
+    local l = layout
+    -- $request_time from the request's start (the same clock and resolution), without a variable read.
+    observe(s, l[1], now() - start_time())
+    local rl, bs, rt, ht, ct = match(ngx_var.ingress_reactor_metrics_values, "^(%d*)|(%d*)|([^|]*)|([^|]*)|([^|]*)$")
+    local v = tonumber(rl)
+    if v then
+        observe(s, l[5], v)
+    end
+    v = tonumber(bs)
+    if v then
+        observe(s, l[6], v)
+        observe(s, l[7], v)
+    end
+    if rt and rt ~= "" and rt ~= "-" then
+        v = number(rt)
+        if v then
+            observe(s, l[2], v)
+        end
+        v = number(ht)
+        if v then
+            observe(s, l[3], v)
+        end
+        v = number(ct)
+        if v then
+            observe(s, l[4], v)
         end
     end
 end
