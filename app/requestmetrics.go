@@ -7,7 +7,6 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/fx"
 
 	"github.com/ingress-reactor/ingress-reactor/modules/requestmetrics"
@@ -119,14 +118,20 @@ func requestMetricsModules(cfg Config) []fx.Option {
 				Source:  nginx.NewClient(dp.Runtime.StatusPort, dp.Runtime.StatusToken),
 				Config:  *dp.Render.RequestMetrics,
 				Exclude: cfg.ExcludeSocketMetrics,
-				// ingress-nginx's constant labels, so that its dashboards' selectors match.
-				ConstLabels: prometheus.Labels{
-					"controller_namespace": os.Getenv("POD_NAMESPACE"),
-					"controller_class":     cfg.ControllerClass,
-					"controller_pod":       os.Getenv("POD_NAME"),
-				},
+				ConstLabels: ingressNginxConstLabels(cfg),
 			}
 		}),
 		requestmetrics.Module,
+	}
+}
+
+// ingressNginxConstLabels are ingress-nginx's constant labels of its metrics, so that the selectors of its
+// dashboards match: controller_namespace and controller_pod from POD_NAMESPACE and POD_NAME,
+// controller_class from --controller-class.
+func ingressNginxConstLabels(cfg Config) map[string]string {
+	return map[string]string{
+		"controller_namespace": os.Getenv("POD_NAMESPACE"),
+		"controller_class":     cfg.ControllerClass,
+		"controller_pod":       os.Getenv("POD_NAME"),
 	}
 }

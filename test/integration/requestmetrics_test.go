@@ -108,6 +108,13 @@ func TestRequestMetrics(t *testing.T) {
 
 	// A reload: a profile appears (proxy-buffer-size is a directive of a named location).
 	reloads := r.MetricValue(harness.ReloadsMetric, map[string]string{"result": "success"})
+	// ingress-nginx's names of the controller metrics that mean the same.
+	if v, _ := m.Value("nginx_ingress_controller_success", map[string]string{"controller_class": f.ControllerClass}); v < 1 {
+		t.Errorf("nginx_ingress_controller_success %g, want the successful applies (%s)", v, m.Describe("nginx_ingress_controller_success"))
+	}
+	if v, _ := m.Value("nginx_ingress_controller_config_last_reload_successful", nil); v != 1 {
+		t.Errorf("nginx_ingress_controller_config_last_reload_successful %g, want 1", v)
+	}
 	f.UpdateIngress("b", func(ing *networkingv1.Ingress) { annotate(ing, "proxy-buffer-size", "16k") })
 	r.WaitMetric(harness.ReloadsMetric, map[string]string{"result": "success"}, fmt.Sprintf("> %g", reloads), func(v float64) bool { return v > reloads })
 	r.WaitServedBy("b.metrics.test", "/warm/after-reload", "web")
