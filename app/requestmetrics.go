@@ -115,9 +115,9 @@ func requestMetricsModules(cfg Config) []fx.Option {
 	return []fx.Option{
 		fx.Provide(func(dp *DataPlane) requestmetrics.Options {
 			return requestmetrics.Options{
-				Source:  nginx.NewClient(dp.Runtime.StatusPort, dp.Runtime.StatusToken),
-				Config:  *dp.Render.RequestMetrics,
-				Exclude: cfg.ExcludeSocketMetrics,
+				Source:      nginx.NewClient(dp.Runtime.StatusPort, dp.Runtime.StatusToken),
+				Config:      *dp.Render.RequestMetrics,
+				Exclude:     cfg.ExcludeSocketMetrics,
 				ConstLabels: ingressNginxConstLabels(cfg),
 			}
 		}),
