@@ -114,8 +114,11 @@ func requestMetricsModules(cfg Config) []fx.Option {
 	}
 	return []fx.Option{
 		fx.Provide(func(dp *DataPlane) requestmetrics.Options {
+			client := nginx.NewClient(dp.Runtime.StatusPort, dp.Runtime.StatusToken)
 			return requestmetrics.Options{
-				Source:      nginx.NewClient(dp.Runtime.StatusPort, dp.Runtime.StatusToken),
+				Source:      client,
+				PIDFile:     dp.Paths.PIDFile(),
+				StubStatus:  client.StubStatus,
 				Config:      *dp.Render.RequestMetrics,
 				Exclude:     cfg.ExcludeSocketMetrics,
 				ConstLabels: ingressNginxConstLabels(cfg),

@@ -203,3 +203,8 @@ func (c *Client) RequestMetrics(ctx context.Context) (RequestMetricsDump, error)
 	}
 	return ParseRequestMetricsDump(body)
 }
+
+// StubStatus returns NGINX's stub_status page (connections and requests since NGINX started).
+func (c *Client) StubStatus(ctx context.Context) ([]byte, error) {
+	return c.get(ctx, "/nginx_status")
+}

@@ -41,6 +41,10 @@ type Options struct {
 	ConstLabels prometheus.Labels
 	// Timeout bounds one read of NGINX's dict; default 5s.
 	Timeout time.Duration
+	// PIDFile, when set, adds ingress-nginx's nginx_process_* metrics of the NGINX whose master it names
+	// (ProcessCollector), with StubStatus for the connection counters.
+	PIDFile    string
+	StubStatus func(ctx context.Context) ([]byte, error)
 }
 
 // Params are the fx inputs.
@@ -70,8 +74,9 @@ type Collector struct {
 	series       prometheus.Gauge
 	dropped      prometheus.Gauge
 
-	mu  sync.Mutex
-	gen string
+	mu      sync.Mutex
+	gen     string
+	lastErr string
 	// last are the values of the current generation last read; base what earlier generations (NGINX
 	// starts) and evicted keys had reached: a counter is base + last and never goes down.
 	last, base map[seriesKey]float64
@@ -93,6 +98,12 @@ func New(p Params) (*Collector, error) {
 	c := NewCollector(p.Options, p.Log)
 	if err := p.Registry.Register(c); err != nil {
 		return nil, err
+	}
+	if p.Options.PIDFile != "" {
+		pc := &ProcessCollector{PIDFile: p.Options.PIDFile, Status: p.Options.StubStatus, ConstLabels: p.Options.ConstLabels}
+		if err := p.Registry.Register(pc); err != nil {
+			return nil, err
+		}
 	}
 	return c, nil
 }
@@ -152,7 +163,13 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 	defer c.mu.Unlock()
 	if err != nil {
 		c.scrapeErrors.Inc()
-		c.log.Warn("cannot read request metrics from NGINX; exporting the last values read", zap.Error(err))
+		// Logged when the reason changes, not at every scrape (NGINX may be starting, or down for long).
+		if err.Error() != c.lastErr {
+			c.log.Warn("cannot read request metrics from NGINX; exporting the last values read", zap.Error(err))
+		}
+		c.lastErr = err.Error()
+	} else {
+		c.lastErr = ""
 	}
 	if dump.Generation != "" {
 		c.update(dump)

@@ -115,6 +115,13 @@ func TestRequestMetrics(t *testing.T) {
 	if v, _ := m.Value("nginx_ingress_controller_config_last_reload_successful", nil); v != 1 {
 		t.Errorf("nginx_ingress_controller_config_last_reload_successful %g, want 1", v)
 	}
+	// NGINX's processes: the master and its one worker; its stub_status counted our requests.
+	if v, _ := m.Value("nginx_ingress_controller_nginx_process_num_procs", nil); v != 2 {
+		t.Errorf("nginx_process_num_procs %g, want 2 (%s)", v, m.Describe("nginx_ingress_controller_nginx_process_num_procs"))
+	}
+	if v, _ := m.Value("nginx_ingress_controller_nginx_process_requests_total", nil); v < 3*n {
+		t.Errorf("nginx_process_requests_total %g, want at least the %d requests sent", v, 3*n)
+	}
 	f.UpdateIngress("b", func(ing *networkingv1.Ingress) { annotate(ing, "proxy-buffer-size", "16k") })
 	r.WaitMetric(harness.ReloadsMetric, map[string]string{"result": "success"}, fmt.Sprintf("> %g", reloads), func(v float64) bool { return v > reloads })
 	r.WaitServedBy("b.metrics.test", "/warm/after-reload", "web")

@@ -854,6 +854,8 @@ local function client_cert(c)
     return false
 end
 
+local metrics_var_missing = false
+
 -- set_metrics_labels sets the request metrics' labels (metrics.lua); pcall'd: a custom template may
 -- lack the variable.
 local function set_metrics_labels(v)
@@ -896,7 +898,10 @@ function _M.route()
     end
     if metrics_on and not pcall(set_metrics_labels, labels) then
         metrics_on = false
-        ngx_log(ERR, "request metrics: the catch-all location lacks \"set $ingress_reactor_metrics \"\";\" (start again from nginx/nginx.tmpl)")
+        if not metrics_var_missing then -- once per worker: every request would log it
+            metrics_var_missing = true
+            ngx_log(ERR, "request metrics: the catch-all location lacks \"set $ingress_reactor_metrics \"\";\" (start again from nginx/nginx.tmpl); requests are not counted")
+        end
     end
     -- enable-access-log: false, or no route (the default backend answers) without the ConfigMap's
     -- enable-access-log-for-default-backend.
