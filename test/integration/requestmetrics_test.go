@@ -147,7 +147,7 @@ func TestRequestMetrics(t *testing.T) {
 	send(t, r, harness.Request{Host: "undefined.metrics.test", Path: "/sentinel"})
 	undefined := map[string]string{"namespace": "", "ingress": "", "path": "", "host": "", "status": "404", "method": "GET"}
 	r.WaitMetric(requestsMetric, undefined, ">= 1", func(v float64) bool { return v >= 1 })
-	m = waitCounts(3 * n)
+	waitCounts(3 * n)
 
 	// 10,000 distinct URIs under one path: one series more (GET on a's /web), not 10,000.
 	series := r.MetricValue("ingress_reactor_request_metrics_series", nil)

@@ -26,20 +26,19 @@ local dict = ngx.shared.ingress_reactor_metrics
 
 local _M = {}
 
--- HISTOGRAMS: NGINX variable and bucket list of each histogram, in slot order. bytes_sent feeds two
--- histograms (response_size with the length buckets, bytes_sent with the size buckets).
+-- HISTOGRAMS: the bucket list of each histogram, in slot order, with the NGINX variable it observes
+-- (log() reads them: the request time from the request's start, the rest from
+-- $ingress_reactor_metrics_values). bytes_sent feeds two histograms: response_size with the length
+-- buckets, bytes_sent with the size buckets.
 local HISTOGRAMS = {
-    { var = "request_time", buckets = "time" },
-    { var = "upstream_response_time", buckets = "time", upstream = true },
-    { var = "upstream_header_time", buckets = "time", upstream = true },
-    { var = "upstream_connect_time", buckets = "time", upstream = true },
-    { var = "request_length", buckets = "length" },
-    { var = "bytes_sent", buckets = "length" },
-    { var = "bytes_sent", buckets = "size" },
+    { buckets = "time" }, -- request_time
+    { buckets = "time" }, -- upstream_response_time
+    { buckets = "time" }, -- upstream_header_time
+    { buckets = "time" }, -- upstream_connect_time
+    { buckets = "length" }, -- request_length
+    { buckets = "length" }, -- bytes_sent
+    { buckets = "size" }, -- bytes_sent
 }
-
--- UPSTREAM_VARS are the variables of the upstream histograms, in the order of HISTOGRAMS[2..4].
-local UPSTREAM_VARS = { "upstream_response_time", "upstream_header_time", "upstream_connect_time" }
 
 -- METHODS bound the method label: any other method counts as "other".
 local METHODS = { GET = "GET", HEAD = "HEAD", POST = "POST", PUT = "PUT", DELETE = "DELETE", PATCH = "PATCH",
@@ -48,7 +47,7 @@ local METHODS = { GET = "GET", HEAD = "HEAD", POST = "POST", PUT = "PUT", DELETE
 local enabled = false
 local per_host = true
 local per_undefined_host = false
--- layout: per histogram {var, upstream, buckets = {...}, base = slot of its sum}
+-- layout: per histogram {buckets = {...}, base = slot of its sum}
 local layout = {}
 local slots = 1
 -- acc: this worker's sums since its last flush, by label key: an array of slots (index slot + 1).
@@ -65,7 +64,7 @@ function _M.configure(c)
     layout = {}
     local slot = 1
     for i, h in ipairs(HISTOGRAMS) do
-        layout[i] = { var = h.var, upstream = h.upstream, buckets = c[h.buckets], base = slot }
+        layout[i] = { buckets = c[h.buckets], base = slot }
         slot = slot + 1 + #c[h.buckets] + 1
     end
     slots = slot
@@ -111,7 +110,11 @@ local function number(v)
     return tonumber(match(v, "([%d.]+)%s*$"))
 end
 
+-- observe adds value v (nil: none) to histogram h of series s.
 local function observe(s, h, v)
+    if not v then
+        return
+    end
     local b = h.buckets
     local i = 1
     local n = #b
@@ -148,28 +151,14 @@ function _M.log()
     -- $request_time from the request's start (the same clock and resolution), without a variable read.
     observe(s, l[1], now() - start_time())
     local rl, bs, rt, ht, ct = match(ngx_var.ingress_reactor_metrics_values, "^(%d*)|(%d*)|([^|]*)|([^|]*)|([^|]*)$")
-    local v = tonumber(rl)
-    if v then
-        observe(s, l[5], v)
-    end
-    v = tonumber(bs)
-    if v then
-        observe(s, l[6], v)
-        observe(s, l[7], v)
-    end
-    if rt and rt ~= "" and rt ~= "-" then
-        v = number(rt)
-        if v then
-            observe(s, l[2], v)
-        end
-        v = number(ht)
-        if v then
-            observe(s, l[3], v)
-        end
-        v = number(ct)
-        if v then
-            observe(s, l[4], v)
-        end
+    observe(s, l[5], tonumber(rl))
+    local sent = tonumber(bs)
+    observe(s, l[6], sent)
+    observe(s, l[7], sent)
+    if rt and rt ~= "" and rt ~= "-" then -- the request reached an upstream
+        observe(s, l[2], number(rt))
+        observe(s, l[3], number(ht))
+        observe(s, l[4], number(ct))
     end
 end
 
@@ -194,12 +183,10 @@ local function flush()
     end
 end
 
-local function tick(premature)
-    -- premature: the worker exits (reload or stop); its last sums go into the dict all the same.
+-- tick runs every FLUSH_EVERY seconds, and once more with premature set when the worker exits (a reload
+-- or a stop): its last sums go into the dict all the same.
+local function tick()
     flush()
-    if premature then
-        return
-    end
 end
 
 function _M.init_worker()
