@@ -156,11 +156,12 @@ func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 
 // Collect implements prometheus.Collector: it reads NGINX's dict and exports the totals.
 func (c *Collector) Collect(ch chan<- prometheus.Metric) {
+	// One read at a time: two scrapes' dumps applied out of order would look like evicted keys.
+	c.mu.Lock()
+	defer c.mu.Unlock()
 	ctx, cancel := context.WithTimeout(context.Background(), c.opts.Timeout)
 	defer cancel()
 	dump, err := c.opts.Source.RequestMetrics(ctx)
-	c.mu.Lock()
-	defer c.mu.Unlock()
 	if err != nil {
 		c.scrapeErrors.Inc()
 		// Logged when the reason changes, not at every scrape (NGINX may be starting, or down for long).

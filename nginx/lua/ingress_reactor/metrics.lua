@@ -170,8 +170,8 @@ local function flush()
         for i = 1, slots do
             local v = s[i]
             if v ~= 0 then
-                local _, err = dict:incr((i - 1) .. "\t" .. key, v, 0)
-                if err then
+                local _, err, forcible = dict:incr((i - 1) .. "\t" .. key, v, 0)
+                if err or forcible then -- not stored, or stored in place of the least recently used
                     full = full + 1
                 end
             end
@@ -179,7 +179,7 @@ local function flush()
     end
     if full > 0 then
         dict:incr("dropped", full, 0)
-        ngx.log(ngx.ERR, "request metrics: ", full, " values did not fit into the metrics dict (raise --metrics-dict-size)")
+        ngx.log(ngx.ERR, "request metrics: ", full, " values did not fit into the metrics dict, or pushed older ones out (raise --metrics-dict-size)")
     end
 end
 
