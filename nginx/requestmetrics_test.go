@@ -196,3 +196,48 @@ func TestRequestMetricsThroughNginx(t *testing.T) {
 		t.Errorf("generation %q after a reload, want %q", dump.Generation, gen)
 	}
 }
+
+// TestRequestMetricsCanaryLabel: a request the canary serves is labelled with the canary's upstream, the
+// main route's Ingress, Service and path.
+func TestRequestMetricsCanaryLabel(t *testing.T) {
+	requireNginx(t)
+	cfg := testRenderConfig(t, nginxDir(t))
+	cfg.HTTPSPort = 0
+	cfg.RequestMetrics = &RequestMetricsConfig{TimeBuckets: DefaultTimeBuckets, LengthBuckets: DefaultLengthBuckets, SizeBuckets: DefaultSizeBuckets, PerHost: true}
+	rt := testRuntime(t, cfg, nil)
+	ctx := context.Background()
+	m, _ := buildModelWithServices(t, []any{
+		service("default", "main", port(80, "")), service("default", "canary", port(80, "")),
+		ingress("default", "main", rule("c.example.com", prefix("/", "main", 80))),
+		ingress("default", "canary", rule("c.example.com", prefix("/", "canary", 80)), annotate(AnnotationCanary, "true", AnnotationCanaryByHeader, "X-Canary")),
+	}, nil)
+	applyModel(t, rt, m, cfg)
+	canaryUp := up("default", "canary", 80).Name
+	if err := rt.Client().PushEndpoints(ctx, map[UpstreamName][]Endpoint{up("default", "main", 80).Name: {echoBackend(t, "main")}, canaryUp: {echoBackend(t, "canary")}}); err != nil {
+		t.Fatal(err)
+	}
+	c := proxyClient(cfg.HTTPPort, nil)
+	if r := fetch(t, c, "http://c.example.com/x", "X-Canary", "always"); r.echo.Backend != "canary" {
+		t.Fatalf("X-Canary: always served by %q", r.echo.Backend)
+	}
+	if r := fetch(t, c, "http://c.example.com/x"); r.echo.Backend != "main" {
+		t.Fatalf("without the header served by %q", r.echo.Backend)
+	}
+	main := RequestLabels{Namespace: "default", Ingress: "main", Service: "main", Path: "/", Host: "c.example.com", Status: "200", Method: "GET"}
+	canary := main
+	canary.Canary = string(canaryUp)
+	want := fmt.Sprint(map[RequestLabels]float64{main: 1, canary: 1})
+	eventually(t, "a request of each", 10*time.Second, func() bool {
+		d, err := rt.Client().RequestMetrics(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := map[RequestLabels]float64{}
+		for _, v := range d.Values {
+			if v.Slot == 0 {
+				got[v.Labels] += v.Value
+			}
+		}
+		return fmt.Sprint(got) == want
+	})
+}
