@@ -6,8 +6,11 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"net/http"
 	"strconv"
 	"strings"
+
+	"k8s.io/apimachinery/pkg/types"
 )
 
 // Request metrics (--enable-metrics): NGINX aggregates ingress-nginx's per-request histograms and
@@ -207,4 +210,25 @@ func (c *Client) RequestMetrics(ctx context.Context) (RequestMetricsDump, error)
 // StubStatus returns NGINX's stub_status page (connections and requests since NGINX started).
 func (c *Client) StubStatus(ctx context.Context) ([]byte, error) {
 	return c.get(ctx, "/nginx_status")
+}
+
+// ForgetRequestMetrics deletes the request metrics of Ingresses this controller no longer serves from
+// NGINX's dict.
+func (c *Client) ForgetRequestMetrics(ctx context.Context, ingresses []types.NamespacedName) error {
+	var b strings.Builder
+	for _, k := range ingresses {
+		b.WriteString(k.Namespace)
+		b.WriteByte('\t')
+		b.WriteString(k.Name)
+		b.WriteByte('\n')
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, c.base+"/metrics/requests/forget", strings.NewReader(b.String()))
+	if err != nil {
+		return err
+	}
+	req.Header.Set(StatusTokenHeader, c.token)
+	if _, err := c.do(req); err != nil {
+		return fmt.Errorf("forget request metrics: %w", err)
+	}
+	return nil
 }

@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"k8s.io/apimachinery/pkg/types"
 )
 
 func TestRequestMetricsSlots(t *testing.T) {
@@ -194,6 +196,19 @@ func TestRequestMetricsThroughNginx(t *testing.T) {
 	})
 	if dump.Generation != gen {
 		t.Errorf("generation %q after a reload, want %q", dump.Generation, gen)
+	}
+
+	// An Ingress no longer served: its values leave the dict, the others stay.
+	if err := rt.Client().ForgetRequestMetrics(ctx, []types.NamespacedName{{Namespace: "default", Name: "a"}}); err != nil {
+		t.Fatal(err)
+	}
+	for l := range want {
+		if l.Ingress == "a" {
+			delete(want, l)
+		}
+	}
+	if got, _ = requests(); fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Errorf("after forgetting Ingress a: %v, want %v", got, want)
 	}
 }
 

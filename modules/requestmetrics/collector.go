@@ -15,8 +15,11 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/fx"
 	"go.uber.org/zap"
+	"k8s.io/apimachinery/pkg/types"
 
+	"github.com/ingress-reactor/ingress-reactor/modules"
 	"github.com/ingress-reactor/ingress-reactor/nginx"
+	"github.com/ingress-reactor/ingress-reactor/pipeline"
 )
 
 // Module registers the request metrics collector.
@@ -25,9 +28,11 @@ var Module = fx.Module("requestmetrics",
 	fx.Invoke(func(*Collector) {}),
 )
 
-// Source reads the aggregated request metrics; *nginx.Client is one.
+// Source reads the aggregated request metrics and deletes those of Ingresses no longer served;
+// *nginx.Client is one.
 type Source interface {
 	RequestMetrics(ctx context.Context) (nginx.RequestMetricsDump, error)
+	ForgetRequestMetrics(ctx context.Context, ingresses []types.NamespacedName) error
 }
 
 // Options configure the collector.
@@ -53,6 +58,9 @@ type Params struct {
 	Options  Options
 	Registry prometheus.Registerer
 	Log      *zap.Logger
+	// Changes tells which Ingresses are no longer served: their series are deleted.
+	Changes   *pipeline.Topic[modules.IngressChange] `optional:"true"`
+	Lifecycle fx.Lifecycle                           `optional:"true"`
 }
 
 // Prefix is ingress-nginx's metric namespace.
@@ -98,6 +106,16 @@ func New(p Params) (*Collector, error) {
 	c := NewCollector(p.Options, p.Log)
 	if err := p.Registry.Register(c); err != nil {
 		return nil, err
+	}
+	if p.Changes != nil {
+		cancel := p.Changes.Subscribe(func(ch modules.IngressChange) {
+			if !ch.Accepted {
+				c.Forget(ch.Key)
+			}
+		})
+		if p.Lifecycle != nil {
+			p.Lifecycle.Append(fx.Hook{OnStop: func(context.Context) error { cancel(); return nil }})
+		}
 	}
 	if p.Options.PIDFile != "" {
 		pc := &ProcessCollector{PIDFile: p.Options.PIDFile, Status: p.Options.StubStatus, ConstLabels: p.Options.ConstLabels}
@@ -182,6 +200,26 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 	c.scrapeErrors.Collect(ch)
 	c.series.Collect(ch)
 	c.dropped.Collect(ch)
+}
+
+// Forget deletes the series of an Ingress this controller no longer serves, here and in NGINX's dict (as
+// ingress-nginx deleted them). Requests of its last second that a worker adds later come back as a small
+// series.
+func (c *Collector) Forget(ing types.NamespacedName) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	ctx, cancel := context.WithTimeout(context.Background(), c.opts.Timeout)
+	defer cancel()
+	if err := c.opts.Source.ForgetRequestMetrics(ctx, []types.NamespacedName{ing}); err != nil {
+		c.log.Debug("cannot delete request metrics in NGINX", zap.Stringer("ingress", ing), zap.Error(err))
+	}
+	for _, m := range []map[seriesKey]float64{c.base, c.last} {
+		for k := range m {
+			if k.labels.Namespace == ing.Namespace && k.labels.Ingress == ing.Name {
+				delete(m, k)
+			}
+		}
+	}
 }
 
 // update folds a dump into the totals: a new generation (NGINX restarted, its dict is empty) or a value

@@ -8,12 +8,21 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"go.uber.org/zap"
+	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/ingress-reactor/ingress-reactor/nginx"
 )
 
 // fakeSource answers the dumps of a test in turn.
-type fakeSource struct{ dumps []nginx.RequestMetricsDump }
+type fakeSource struct {
+	dumps     []nginx.RequestMetricsDump
+	forgotten []types.NamespacedName
+}
+
+func (f *fakeSource) ForgetRequestMetrics(_ context.Context, ings []types.NamespacedName) error {
+	f.forgotten = append(f.forgotten, ings...)
+	return nil
+}
 
 func (f *fakeSource) RequestMetrics(context.Context) (nginx.RequestMetricsDump, error) {
 	d := f.dumps[0]
@@ -120,5 +129,28 @@ func TestCollectorExcludeAndPerHost(t *testing.T) {
 				}
 			}
 		}
+	}
+}
+
+// TestCollectorForgetsRemovedIngresses: an Ingress no longer served loses its series, here and in NGINX.
+func TestCollectorForgetsRemovedIngresses(t *testing.T) {
+	other := web
+	other.Ingress = "b"
+	src := &fakeSource{dumps: []nginx.RequestMetricsDump{
+		{Generation: "g1", Values: []nginx.RequestMetricValue{{Labels: web, Value: 2}, {Labels: other, Value: 5}}},
+		{Generation: "g1", Values: []nginx.RequestMetricValue{{Labels: other, Value: 5}}}, // NGINX forgot it too
+	}}
+	c := NewCollector(Options{Source: src, Config: nginx.RequestMetricsConfig{TimeBuckets: []float64{1}, LengthBuckets: []float64{1}, SizeBuckets: []float64{1}}}, zap.NewNop())
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(c)
+	if n, _ := testutil.GatherAndCount(reg, Prefix+"requests"); n != 2 {
+		t.Fatalf("%d series, want 2", n)
+	}
+	c.Forget(types.NamespacedName{Namespace: "default", Name: "a"})
+	if len(src.forgotten) != 1 || src.forgotten[0].Name != "a" {
+		t.Errorf("NGINX was asked to forget %v", src.forgotten)
+	}
+	if n, _ := testutil.GatherAndCount(reg, Prefix+"requests"); n != 1 {
+		t.Errorf("%d series after the Ingress went, want 1", n)
 	}
 }

@@ -182,4 +182,18 @@ func TestRequestMetrics(t *testing.T) {
 	if fam := m[requestsMetric]; fam == nil || len(fam.GetMetric()) > 10 {
 		t.Errorf("requests series: %s", m.Describe(requestsMetric))
 	}
+
+	// A deleted Ingress's series go, as in ingress-nginx; the other Ingress's stay.
+	f.DeleteIngress("b")
+	r.Eventually(harness.DefaultTimeout, "no series of the deleted Ingress", func() (bool, string) {
+		m, err := r.Metrics()
+		if err != nil {
+			return false, err.Error()
+		}
+		_, found := m.Value(requestsMetric, map[string]string{"ingress": "b"})
+		return !found, m.Describe(requestsMetric)
+	})
+	if v := r.MetricValue(requestsMetric, aWeb); v != 3*n {
+		t.Errorf("Ingress a's POSTs: %g after b was deleted, want %d", v, 3*n)
+	}
 }

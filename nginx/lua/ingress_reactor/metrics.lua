@@ -199,6 +199,31 @@ function _M.init_worker()
     end
 end
 
+-- forget answers POST /metrics/requests/forget on the status server: its body lists Ingresses, one
+-- "namespace\tname" a line, whose values are deleted (the controller stopped serving them). Answers the
+-- number of values deleted.
+function _M.forget()
+    if not dict then
+        ngx.status = 404
+        return ngx.print("request metrics are off")
+    end
+    ngx.req.read_body()
+    local body = ngx.req.get_body_data() or ""
+    local gone = {}
+    for line in body:gmatch("[^\n]+") do
+        gone[line] = true
+    end
+    local n = 0
+    for _, k in ipairs(dict:get_keys(0)) do
+        local ns, ing = match(k, "^%d+\t([^\t]*)\t([^\t]*)\t")
+        if ns and gone[ns .. "\t" .. ing] then
+            dict:delete(k)
+            n = n + 1
+        end
+    end
+    ngx.print(n)
+end
+
 -- dump answers GET /metrics/requests on the status server.
 function _M.dump()
     if not dict then
