@@ -11,6 +11,7 @@ import (
 	"strings"
 	"sync"
 	"time"
+	"unicode/utf8"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/fx"
@@ -234,18 +235,27 @@ func (c *Collector) update(d nginx.RequestMetricsDump) {
 	}
 	next := make(map[seriesKey]float64, len(d.Values))
 	for _, v := range d.Values {
-		k := seriesKey{slot: v.Slot, labels: v.Labels}
-		if prev, ok := c.last[k]; ok && v.Value < prev {
-			c.base[k] += prev
-		}
-		next[k] += v.Value
+		next[seriesKey{slot: v.Slot, labels: validLabels(v.Labels)}] += v.Value
 	}
-	for k, v := range c.last {
-		if _, ok := next[k]; !ok {
-			c.base[k] += v
+	// Compared once summed: two keys of the dict can make one series (validLabels).
+	for k, prev := range c.last {
+		if v, ok := next[k]; !ok || v < prev {
+			c.base[k] += prev
 		}
 	}
 	c.last = next
+}
+
+// validLabels makes label values UTF-8, as Prometheus requires (client_golang refuses the whole scrape
+// otherwise): the host label of --metrics-per-undefined-host is the client's Host header, which NGINX
+// passes with any byte above 0x7f.
+func validLabels(l nginx.RequestLabels) nginx.RequestLabels {
+	for _, v := range []*string{&l.Namespace, &l.Ingress, &l.Service, &l.Path, &l.Host, &l.Canary, &l.Status, &l.Method} {
+		if !utf8.ValidString(*v) {
+			*v = strings.ToValidUTF8(*v, "\ufffd")
+		}
+	}
+	return l
 }
 
 type histogramTotals struct {

@@ -154,3 +154,21 @@ func TestCollectorForgetsRemovedIngresses(t *testing.T) {
 		t.Errorf("%d series after the Ingress went, want 1", n)
 	}
 }
+
+// TestCollectorInvalidUTF8Host: with --metrics-per-undefined-host the host label is the client's Host
+// header, which NGINX passes through with any byte above 0x7f. A label value that is not UTF-8 must not
+// panic the scrape (client_golang's MustNewConstMetric panics on it, and the registry collects in a
+// goroutine: the whole controller would crash); two such hosts that sanitize alike stay one series whose
+// counter never goes down.
+func TestCollectorInvalidUTF8Host(t *testing.T) {
+	bad1, bad2 := nginx.RequestLabels{Host: "\xff.example", Status: "404", Method: "GET"}, nginx.RequestLabels{Host: "\xfe.example", Status: "404", Method: "GET"}
+	reg := newTestCollector(t, true, nil,
+		nginx.RequestMetricsDump{Generation: "g1", Values: []nginx.RequestMetricValue{{Labels: bad1, Value: 5}, {Labels: bad2, Value: 3}}},
+		nginx.RequestMetricsDump{Generation: "g1", Values: []nginx.RequestMetricValue{{Labels: bad1, Value: 5}, {Labels: bad2, Value: 4}}},
+	)
+	for i, want := range []float64{8, 9} {
+		if got := testutil.ToFloat64(onlyRequests{reg}); got != want {
+			t.Errorf("scrape %d: %v requests, want %v", i+1, got, want)
+		}
+	}
+}
