@@ -53,6 +53,11 @@ local slots = 1
 -- acc: this worker's sums since its last flush, by label key: an array of slots (index slot + 1).
 local acc = {}
 local FLUSH_EVERY = 1
+-- generation: the dict's, as configure found or made it (workers inherit it from the master).
+local generation
+-- exiting: the worker's flush timer ran its last time (a reload or a stop); requests that end later
+-- flush themselves.
+local exiting = false
 
 -- configure runs in init_by_lua (the master): the buckets of --time-buckets, --length-buckets and
 -- --size-buckets, and the host label flags. It also sets the dict's generation once per NGINX start
@@ -68,9 +73,19 @@ function _M.configure(c)
         slot = slot + 1 + #c[h.buckets] + 1
     end
     slots = slot
-    if dict and not dict:get("generation") then
+    if not dict then
+        return
+    end
+    generation = dict:get("generation")
+    if not generation then
+        -- Values without their generation (a full dict pushed it out, then a reload): the controller
+        -- would take them for a new start's and count them again. They go; it has read most of them.
+        if #dict:get_keys(1) > 0 then
+            dict:flush_all()
+        end
         -- Unique per start: the time and the address of a fresh table (ASLR).
-        dict:add("generation", os.time() .. "-" .. tostring({}):sub(8))
+        generation = os.time() .. "-" .. tostring({}):sub(8)
+        dict:add("generation", generation)
     end
 end
 
@@ -126,6 +141,8 @@ local function observe(s, h, v)
     s[base + 1 + i] = s[base + 1 + i] + 1
 end
 
+local flush -- below
+
 -- log runs in the log phase of every request: requests that did not pass the router (the status
 -- server, requests NGINX refused before any location) have no labels and are not counted. Each NGINX
 -- variable is read once; the upstream ones only when the request reached an upstream.
@@ -160,9 +177,12 @@ function _M.log()
         observe(s, l[3], number(ht))
         observe(s, l[4], number(ct))
     end
+    if exiting then
+        flush()
+    end
 end
 
-local function flush()
+flush = function()
     local a = acc
     acc = {}
     local full = 0
@@ -177,6 +197,10 @@ local function flush()
             end
         end
     end
+    -- The generation is read last: the most recently used key, never the one a full dict pushes out.
+    if not dict:get("generation") then
+        dict:add("generation", generation)
+    end
     if full > 0 then
         dict:incr("dropped", full, 0)
         ngx.log(ngx.ERR, "request metrics: ", full, " values did not fit into the metrics dict, or pushed older ones out (raise --metrics-dict-size)")
@@ -185,7 +209,10 @@ end
 
 -- tick runs every FLUSH_EVERY seconds, and once more with premature set when the worker exits (a reload
 -- or a stop): its last sums go into the dict all the same.
-local function tick()
+local function tick(premature)
+    if premature then
+        exiting = true
+    end
     flush()
 end
 
@@ -231,6 +258,9 @@ function _M.dump()
         return ngx.print("request metrics are off")
     end
     local keys = dict:get_keys(0)
+    if not dict:get("generation") then
+        dict:add("generation", generation)
+    end
     local out = { "generation\t", dict:get("generation") or "", "\n" }
     local n = #out
     for _, k in ipairs(keys) do
