@@ -15,7 +15,7 @@ type metricAlias struct {
 	from, to string
 	// only keeps the samples with this label value (name, value), and drops that label.
 	only [2]string
-	// rename renames labels (ours to ingress-nginx's).
+	// rename renames labels (ours to ingress-nginx's); to "" drops the label.
 	rename map[string]string
 }
 
@@ -26,7 +26,7 @@ var metricAliases = []metricAlias{
 	{from: "ingress_reactor_reloads_total", to: "nginx_ingress_controller_success", only: [2]string{"result", "success"}},
 	{from: "ingress_reactor_reloads_total", to: "nginx_ingress_controller_errors", only: [2]string{"result", "failure"}},
 	{from: "ingress_reactor_ssl_expire_time_seconds", to: "nginx_ingress_controller_ssl_expire_time_seconds", rename: map[string]string{"secret": "secret_name"}},
-	{from: "ingress_reactor_leader", to: "nginx_ingress_controller_leader_election_status", rename: map[string]string{"identity": "name"}},
+	{from: "ingress_reactor_leader", to: "nginx_ingress_controller_leader_election_status", rename: map[string]string{"identity": "", "lease": "name"}},
 }
 
 // compatGatherer gathers g once and adds the aliases of metricAliases, with ingress-nginx's constant
@@ -60,7 +60,9 @@ func (c compatGatherer) Gather() ([]*dto.MetricFamily, error) {
 					continue
 				}
 				if to, ok := a.rename[name]; ok {
-					name = to
+					if name = to; name == "" {
+						continue
+					}
 				}
 				cp.Label = append(cp.Label, &dto.LabelPair{Name: stringPtr(name), Value: stringPtr(l.GetValue())})
 			}

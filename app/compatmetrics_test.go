@@ -19,7 +19,10 @@ func TestCompatGathererAddsIngressNginxNames(t *testing.T) {
 	expiry.WithLabelValues("web", "tls", "a.example.com").Set(1.9e9)
 	last := prometheus.NewGauge(prometheus.GaugeOpts{Name: "ingress_reactor_last_reload_success", Help: "h"})
 	last.Set(1)
-	reg.MustRegister(reloads, expiry, last)
+	// ingress-nginx's "name" is the Lease's name, the same on every replica, not the replica's identity.
+	leader := prometheus.NewGauge(prometheus.GaugeOpts{Name: "ingress_reactor_leader", Help: "h", ConstLabels: prometheus.Labels{"identity": "pod-1", "lease": "ingress-reactor-leader"}})
+	leader.Set(1)
+	reg.MustRegister(reloads, expiry, last, leader)
 
 	g := compatGatherer{g: reg, constLabels: map[string]string{"controller_class": "k8s.io/ingress-nginx"}}
 	const want = `# HELP nginx_ingress_controller_config_last_reload_successful Alias of ingress_reactor_last_reload_success under ingress-nginx's name
@@ -28,6 +31,9 @@ nginx_ingress_controller_config_last_reload_successful{controller_class="k8s.io/
 # HELP nginx_ingress_controller_errors Alias of ingress_reactor_reloads_total under ingress-nginx's name
 # TYPE nginx_ingress_controller_errors counter
 nginx_ingress_controller_errors{controller_class="k8s.io/ingress-nginx"} 1
+# HELP nginx_ingress_controller_leader_election_status Alias of ingress_reactor_leader under ingress-nginx's name
+# TYPE nginx_ingress_controller_leader_election_status gauge
+nginx_ingress_controller_leader_election_status{controller_class="k8s.io/ingress-nginx",name="ingress-reactor-leader"} 1
 # HELP nginx_ingress_controller_ssl_expire_time_seconds Alias of ingress_reactor_ssl_expire_time_seconds under ingress-nginx's name
 # TYPE nginx_ingress_controller_ssl_expire_time_seconds gauge
 nginx_ingress_controller_ssl_expire_time_seconds{controller_class="k8s.io/ingress-nginx",host="a.example.com",namespace="web",secret_name="tls"} 1.9e+09
@@ -36,7 +42,7 @@ nginx_ingress_controller_ssl_expire_time_seconds{controller_class="k8s.io/ingres
 nginx_ingress_controller_success{controller_class="k8s.io/ingress-nginx"} 3
 `
 	if err := testutil.GatherAndCompare(g, strings.NewReader(want), "nginx_ingress_controller_config_last_reload_successful",
-		"nginx_ingress_controller_errors", "nginx_ingress_controller_success", "nginx_ingress_controller_ssl_expire_time_seconds"); err != nil {
+		"nginx_ingress_controller_errors", "nginx_ingress_controller_success", "nginx_ingress_controller_leader_election_status", "nginx_ingress_controller_ssl_expire_time_seconds"); err != nil {
 		t.Error(err)
 	}
 	// Ours stay.
