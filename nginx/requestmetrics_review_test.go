@@ -4,7 +4,11 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 )
@@ -120,4 +124,40 @@ func TestRequestMetricsRequestEndingAfterReload(t *testing.T) {
 		}
 		return false
 	})
+}
+
+// TestRequestMetricsLogPhaseWarnsNothing: metrics.lua's log phase reads $ingress_reactor_metrics for
+// every request, also those of the status server (pushes, probes, scrapes) and those NGINX refuses before
+// any location, where nothing set it: none may log "using uninitialized variable".
+func TestRequestMetricsLogPhaseWarnsNothing(t *testing.T) {
+	requireNginx(t)
+	dir := nginxDir(t)
+	cfg := testRenderConfig(t, dir)
+	cfg.HTTPSPort = 0
+	cfg.ErrorLog = filepath.Join(dir.Prefix, "metrics-error.log")
+	cfg.RequestMetrics = &RequestMetricsConfig{TimeBuckets: DefaultTimeBuckets, LengthBuckets: DefaultLengthBuckets, SizeBuckets: DefaultSizeBuckets, PerHost: true}
+	rt := testRuntime(t, cfg, nil)
+	m, _ := buildModel(t, nil, nil)
+	applyModel(t, rt, m, cfg)
+	if _, err := rt.Client().RequestMetrics(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	c, err := net.Dial("tcp", fmt.Sprintf("127.0.0.1:%d", cfg.HTTPPort))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, _ = io.WriteString(c, "GARBAGE\r\n\r\n")
+	_, _ = io.Copy(io.Discard, c) // NGINX answers 400 and closes
+	c.Close()
+	deadline := time.Now().Add(2 * time.Second)
+	for {
+		b, _ := os.ReadFile(cfg.ErrorLog)
+		if strings.Contains(string(b), "uninitialized") {
+			t.Fatalf("the error log warns of an uninitialized variable:\n%s", b)
+		}
+		if time.Now().After(deadline) {
+			return
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
 }
