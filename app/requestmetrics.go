@@ -73,8 +73,12 @@ func bindMetricsFlags(fs *flag.FlagSet, c *Config) {
 		"nginx_ingress_controller_bytes_sent; the prefix may be left out).")
 	fs.IntVar(&c.MetricsDictSize, "metrics-dict-size", c.MetricsDictSize, fmt.Sprintf("Size in MB of NGINX's shared memory for request metrics (no ingress-nginx equivalent: it sent every request to the controller). "+
 		"1 MB holds about 250 label combinations (Ingress path, status, method, host). When it is full, the least recently updated values are dropped "+
-		"(counted in ingress_reactor_request_metrics_dropped) and NGINX logs it. %d to %d.", 1, maxDictSizeMB))
+		"(counted in ingress_reactor_request_metrics_dropped) and NGINX logs it. %d to %d.", 1, maxMetricsDictSizeMB))
 }
+
+// maxMetricsDictSizeMB bounds --metrics-dict-size: each scrape reads the whole dict in one answer of the
+// status server, which the controller reads up to 64 MB (a dict's text is smaller than the dict).
+const maxMetricsDictSizeMB = 64
 
 func (c *Config) validateMetrics() []error {
 	var errs []error
@@ -86,8 +90,8 @@ func (c *Config) validateMetrics() []error {
 			errs = append(errs, fmt.Errorf("%s: %w", name, err))
 		}
 	}
-	if c.MetricsDictSize < 1 || c.MetricsDictSize > maxDictSizeMB {
-		errs = append(errs, fmt.Errorf("--metrics-dict-size must be between 1 and %d (MB), got %d", maxDictSizeMB, c.MetricsDictSize))
+	if c.MetricsDictSize < 1 || c.MetricsDictSize > maxMetricsDictSizeMB {
+		errs = append(errs, fmt.Errorf("--metrics-dict-size must be between 1 and %d (MB), got %d", maxMetricsDictSizeMB, c.MetricsDictSize))
 	}
 	return errs
 }

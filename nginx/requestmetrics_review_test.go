@@ -6,6 +6,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
@@ -159,5 +160,23 @@ func TestRequestMetricsLogPhaseWarnsNothing(t *testing.T) {
 			return
 		}
 		time.Sleep(200 * time.Millisecond)
+	}
+}
+
+// TestClientRefusesAnswerOverLimit: an answer larger than the client reads is an error, never a cut
+// answer (a cut request metrics dump would make values look evicted, then count them again).
+func TestClientRefusesAnswerOverLimit(t *testing.T) {
+	line := []byte("0\tdefault\ta\tweb\t/\t\t\t200\tGET\t1\n")
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.WriteString(w, "generation\tg1\n")
+		for n := 0; n <= maxAnswerBytes; n += len(line) {
+			_, _ = w.Write(line)
+		}
+	}))
+	t.Cleanup(srv.Close)
+	c := NewClient(srv.Listener.Addr().(*net.TCPAddr).Port, "")
+	// The collector applies a dump that has a generation even when some lines were malformed.
+	if d, err := c.RequestMetrics(context.Background()); err == nil || d.Generation != "" {
+		t.Fatalf("an answer over %d bytes: %d values of generation %q to apply (%v), want none", maxAnswerBytes, len(d.Values), d.Generation, err)
 	}
 }
