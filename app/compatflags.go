@@ -66,7 +66,6 @@ var ignoredFlags = []ignoredFlag{
 	{"monitor-max-batch-size", kindInt, "10000", "NGINX aggregates request metrics in shared memory (--metrics-dict-size) instead of sending batches to the controller"},
 	{"post-shutdown-grace-period", kindInt, "10", "the controller exits once NGINX has stopped; see --shutdown-grace-period and --shutdown-timeout"},
 	{"profiler-port", kindInt, "10245", "profiles are served on --healthz-port with --profiling"},
-	{"report-status-classes", kindBool, "false", "the status of an Ingress is written by the controller that serves it only"},
 	{"stream-port", kindInt, "10247", "there is no stream configuration server"},
 	{"sync-rate-limit", kindFloat, "0.3", "changes are applied as they come, each lane at its own pace (see docs/architecture.md)"},
 	{"validating-webhook", kindString, "", "the admission webhook does not exist yet (issue #21); invalid Ingresses are rejected with a Warning Event instead"},

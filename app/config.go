@@ -107,6 +107,7 @@ type Config struct {
 	SizeBuckets             floatList
 	ExcludeSocketMetrics    stringList
 	MetricsDictSize         int
+	ReportStatusClasses     bool
 	// IgnoredFlags are the ingress-nginx flags without effect that were given, in order.
 	IgnoredFlags []string
 	// TCP and UDP services.

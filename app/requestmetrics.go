@@ -71,6 +71,7 @@ func bindMetricsFlags(fs *flag.FlagSet, c *Config) {
 	fs.Var(&c.SizeBuckets, "size-buckets", "Upper bounds of the bytes_sent histogram, in bytes, comma-separated.")
 	fs.Var(&c.ExcludeSocketMetrics, "exclude-socket-metrics", "Request metrics not to export, comma-separated (for example nginx_ingress_controller_header_duration_seconds,"+
 		"nginx_ingress_controller_bytes_sent; the prefix may be left out).")
+	fs.BoolVar(&c.ReportStatusClasses, "report-status-classes", c.ReportStatusClasses, "Label request metrics with the status class (2xx, 3xx, 4xx, 5xx) instead of the status code.")
 	fs.IntVar(&c.MetricsDictSize, "metrics-dict-size", c.MetricsDictSize, fmt.Sprintf("Size in MB of NGINX's shared memory for request metrics (no ingress-nginx equivalent: it sent every request to the controller). "+
 		"1 MB holds about 250 label combinations (Ingress path, status, method, host). When it is full, the least recently updated values are dropped "+
 		"(counted in ingress_reactor_request_metrics_dropped) and NGINX logs it. %d to %d.", 1, maxMetricsDictSizeMB))
@@ -120,12 +121,13 @@ func requestMetricsModules(cfg Config) []fx.Option {
 		fx.Provide(func(dp *DataPlane) requestmetrics.Options {
 			client := nginx.NewClient(dp.Runtime.StatusPort, dp.Runtime.StatusToken)
 			return requestmetrics.Options{
-				Source:      client,
-				PIDFile:     dp.Paths.PIDFile(),
-				StubStatus:  client.StubStatus,
-				Config:      *dp.Render.RequestMetrics,
-				Exclude:     cfg.ExcludeSocketMetrics,
-				ConstLabels: ingressNginxConstLabels(cfg),
+				Source:        client,
+				PIDFile:       dp.Paths.PIDFile(),
+				StubStatus:    client.StubStatus,
+				Config:        *dp.Render.RequestMetrics,
+				Exclude:       cfg.ExcludeSocketMetrics,
+				StatusClasses: cfg.ReportStatusClasses,
+				ConstLabels:   ingressNginxConstLabels(cfg),
 			}
 		}),
 		requestmetrics.Module,

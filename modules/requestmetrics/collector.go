@@ -43,6 +43,8 @@ type Options struct {
 	// Exclude are the metric names (with or without the nginx_ingress_controller_ prefix) not exported
 	// (--exclude-socket-metrics).
 	Exclude []string
+	// StatusClasses labels with the status class, "2xx", instead of the code (--report-status-classes).
+	StatusClasses bool
 	// ConstLabels are ingress-nginx's controller_namespace, controller_class and controller_pod.
 	ConstLabels prometheus.Labels
 	// Timeout bounds one read of NGINX's dict; default 5s.
@@ -235,9 +237,13 @@ func (c *Collector) update(d nginx.RequestMetricsDump) {
 	}
 	next := make(map[seriesKey]float64, len(d.Values))
 	for _, v := range d.Values {
-		next[seriesKey{slot: v.Slot, labels: validLabels(v.Labels)}] += v.Value
+		l := validLabels(v.Labels)
+		if c.opts.StatusClasses && l.Status != "" {
+			l.Status = l.Status[:1] + "xx"
+		}
+		next[seriesKey{slot: v.Slot, labels: l}] += v.Value
 	}
-	// Compared once summed: two keys of the dict can make one series (validLabels).
+	// Compared once summed: two keys of the dict can make one series (validLabels, status classes).
 	for k, prev := range c.last {
 		if v, ok := next[k]; !ok || v < prev {
 			c.base[k] += prev

@@ -172,3 +172,22 @@ func TestCollectorInvalidUTF8Host(t *testing.T) {
 		}
 	}
 }
+
+// TestCollectorStatusClasses: --report-status-classes labels with 2xx, 4xx, ... as ingress-nginx; the
+// codes of one class add up into one series.
+func TestCollectorStatusClasses(t *testing.T) {
+	ok, created, missing := web, web, web
+	created.Status, missing.Status = "201", "404"
+	src := &fakeSource{dumps: []nginx.RequestMetricsDump{{Generation: "g1", Values: []nginx.RequestMetricValue{{Labels: ok, Value: 2}, {Labels: created, Value: 3}, {Labels: missing, Value: 1}}}}}
+	c := NewCollector(Options{Source: src, StatusClasses: true, Config: nginx.RequestMetricsConfig{TimeBuckets: []float64{1}, LengthBuckets: []float64{1}, SizeBuckets: []float64{1}}}, zap.NewNop())
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(c)
+	const want = `# HELP nginx_ingress_controller_requests The total number of client requests
+# TYPE nginx_ingress_controller_requests counter
+nginx_ingress_controller_requests{canary="",ingress="a",method="GET",namespace="default",path="/app",service="web",status="2xx"} 5
+nginx_ingress_controller_requests{canary="",ingress="a",method="GET",namespace="default",path="/app",service="web",status="4xx"} 1
+`
+	if err := testutil.GatherAndCompare(reg, strings.NewReader(want), Prefix+"requests"); err != nil {
+		t.Error(err)
+	}
+}
