@@ -89,7 +89,7 @@ func TestCompatFlags(t *testing.T) {
 				t.Errorf("Warning without flags: %s", w)
 			}
 		}},
-		"bool flag without value": {args: []string{"--enable-metrics", "--disable-full-test"}, check: func(t *testing.T, c Config) {
+		"bool flag without value": {args: []string{"--enable-ssl-chain-completion", "--disable-full-test"}, check: func(t *testing.T, c Config) {
 			if len(c.IgnoredFlags) != 2 {
 				t.Errorf("IgnoredFlags = %v", c.IgnoredFlags)
 			}

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -97,6 +98,16 @@ type Config struct {
 	ReportNodeInternalIP       bool
 	WatchNamespaceSelector     string
 	KlogVerbosity              int
+	// Request metrics (requestmetrics.go).
+	EnableMetrics           bool
+	MetricsPerHost          bool
+	MetricsPerUndefinedHost bool
+	TimeBuckets             floatList
+	LengthBuckets           floatList
+	SizeBuckets             floatList
+	ExcludeSocketMetrics    stringList
+	MetricsDictSize         int
+	ReportStatusClasses     bool
 	// IgnoredFlags are the ingress-nginx flags without effect that were given, in order.
 	IgnoredFlags []string
 	// TCP and UDP services.
@@ -158,6 +169,12 @@ func DefaultConfig() Config {
 		TCPServicesMaxConnections: 10000,
 		UDPServicesIdleTimeout:    time.Minute,
 		UDPServicesMaxFlows:       10000,
+		EnableMetrics:             true,
+		MetricsPerHost:            true,
+		TimeBuckets:               slices.Clone(nginx.DefaultTimeBuckets),
+		LengthBuckets:             slices.Clone(nginx.DefaultLengthBuckets),
+		SizeBuckets:               slices.Clone(nginx.DefaultSizeBuckets),
+		MetricsDictSize:           16,
 	}
 }
 
@@ -226,6 +243,7 @@ func BindFlags(fs *flag.FlagSet, c *Config) {
 	bindCompatFlags(fs, c)
 	bindStreamsFlags(fs, c)
 	bindWebhookFlags(fs, c)
+	bindMetricsFlags(fs, c)
 }
 
 // maxDictSizeMB bounds --endpoints-dict-size, --certificates-dict-size, --routes-dict-size and
@@ -311,6 +329,7 @@ func (c *Config) Validate() error {
 	errs = append(errs, c.validateCompat()...)
 	errs = append(errs, c.validateStreams()...)
 	errs = append(errs, c.validateWebhook()...)
+	errs = append(errs, c.validateMetrics()...)
 	return errors.Join(errs...)
 }
 

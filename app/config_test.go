@@ -66,6 +66,7 @@ func TestConfigValidate(t *testing.T) {
 		"bad TCP services ConfigMap":                        {args: []string{"--tcp-services-configmap", "tcp"}, wantErr: "--tcp-services-configmap"},
 		"no UDP flow timeout":                               {args: []string{"--udp-services-idle-timeout", "0s"}, wantErr: "--udp-services-idle-timeout must be positive"},
 		"no UDP flows":                                      {args: []string{"--udp-services-max-flows", "0"}, wantErr: "--udp-services-max-flows must be at least 1"},
+		"metrics dict larger than a scrape reads":           {args: []string{"--metrics-dict-size", "65"}, wantErr: "--metrics-dict-size must be between 1 and 64"},
 		"negative TCP idle timeout":                         {args: []string{"--tcp-services-idle-timeout", "-1s"}, wantErr: "--tcp-services-idle-timeout must not be negative"},
 	}
 	for name, tc := range tests {

@@ -114,6 +114,7 @@ func NewDataPlane(cfg Config, log *zap.Logger) (*DataPlane, error) {
 	// and bind-address change that.
 	dp.Render.IPv6 = nginx.HostHasIPv6()
 	passthroughRender(cfg, &dp.Render)
+	dp.Render.RequestMetrics = requestMetricsRender(cfg)
 	// The settings are checked now, so a mistake stops the start with a clear error instead of failing
 	// every render later.
 	if _, _, err := nginx.Render(nginx.Model{}, dp.Render); err != nil {

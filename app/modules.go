@@ -27,7 +27,7 @@ func Modules(cfg Config) []fx.Option {
 		classfilter.Module,
 		fx.Supply(settings.Options{ConfigMap: configMapKey(cfg)}),
 		settings.Module,
-	}, slices.Concat(dataPlaneModules(cfg), autoIngressModules(cfg), statusModules(cfg), passthroughModules(cfg), streamsModules(cfg), webhookModules(cfg))...)
+	}, slices.Concat(dataPlaneModules(cfg), autoIngressModules(cfg), statusModules(cfg), passthroughModules(cfg), streamsModules(cfg), webhookModules(cfg), requestMetricsModules(cfg))...)
 }
 
 // topics are the typed channels between modules; each is closed when the application stops. The

@@ -41,15 +41,16 @@ type HealthServerParams struct {
 }
 
 // NewHealthMux builds the handler of the healthz port: /healthz (and healthPath, --health-check-path, when
-// it is another path), /readyz, /metrics and, with --profiling, /debug/pprof/.
-func NewHealthMux(profiling bool, healthPath string, reg *prometheus.Registry, ready, live []modules.ReadyCheck) http.Handler {
+// it is another path), /readyz, /metrics and, with --profiling, /debug/pprof/. /metrics adds ingress-nginx's
+// names of the controller metrics that mean the same as ours (compatmetrics.go), with constLabels.
+func NewHealthMux(profiling bool, healthPath string, reg *prometheus.Registry, constLabels map[string]string, ready, live []modules.ReadyCheck) http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("/healthz", checksHandler("healthz", live))
 	if healthPath != "" && healthPath != "/healthz" {
 		mux.HandleFunc(healthPath, checksHandler("healthz", live))
 	}
 	mux.HandleFunc("/readyz", checksHandler("readyz", ready))
-	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
+	mux.Handle("/metrics", promhttp.HandlerFor(compatGatherer{g: reg, constLabels: constLabels}, promhttp.HandlerOpts{Registry: reg}))
 	if profiling {
 		mux.HandleFunc("/debug/pprof/", loopbackOnly(pprof.Index))
 		mux.HandleFunc("/debug/pprof/cmdline", loopbackOnly(pprof.Cmdline))
@@ -120,7 +121,7 @@ func RunHealthServer(p HealthServerParams) {
 	log := p.Log.Named("healthz")
 	srv := &http.Server{
 		Addr:              net.JoinHostPort(p.Config.HealthzHost, strconv.Itoa(p.Config.HealthzPort)),
-		Handler:           NewHealthMux(p.Config.Profiling, p.Config.HealthCheckPath, p.Registry, p.Checks, p.Live),
+		Handler:           NewHealthMux(p.Config.Profiling, p.Config.HealthCheckPath, p.Registry, ingressNginxConstLabels(p.Config), p.Checks, p.Live),
 		ReadHeaderTimeout: 10 * time.Second,
 	}
 	p.Server.srv = srv

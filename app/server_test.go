@@ -14,7 +14,7 @@ import (
 // TestProfilingOnlyForLoopbackClients: with --profiling, /debug/pprof/ answers clients on loopback (kubectl
 // port-forward) and refuses the rest of the cluster, while /metrics stays open to everyone.
 func TestProfilingOnlyForLoopbackClients(t *testing.T) {
-	mux := NewHealthMux(true, "/healthz", prometheus.NewRegistry(), nil, nil)
+	mux := NewHealthMux(true, "/healthz", prometheus.NewRegistry(), nil, nil, nil)
 	for remote, want := range map[string]int{
 		"127.0.0.1:40000":      http.StatusOK,
 		"[::1]:40000":          http.StatusOK,
@@ -50,7 +50,7 @@ func TestHealthCheckPathAnswersLikeHealthz(t *testing.T) {
 		}
 		return nil
 	}}}
-	mux := NewHealthMux(false, "/custom-health", prometheus.NewRegistry(), nil, live)
+	mux := NewHealthMux(false, "/custom-health", prometheus.NewRegistry(), nil, nil, live)
 	get := func(path string) int {
 		rec := httptest.NewRecorder()
 		mux.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, path, nil))

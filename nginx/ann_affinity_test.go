@@ -136,7 +136,7 @@ func TestAnnotationBalancing(t *testing.T) {
 
 // TestBalanceRouteData: the balancing group's wire form in the route push, per location.
 func TestBalanceRouteData(t *testing.T) {
-	m, _ := buildModel(t, []any{service("default", "web", port(80, "")),
+	m, _ := buildModelWithServices(t, []any{service("default", "web", port(80, "")),
 		ingress("default", "a", rule("a.example.com", prefix("/shop", "web", 80), exact("/x", "web", 80)),
 			annotate(AnnotationAffinity, "cookie", AnnotationSessionCookieMaxAge, "60", AnnotationSessionCookieSecure, "true")),
 		ingress("default", "b", rule("b.example.com", prefix("/", "web", 80)), annotate(AnnotationAffinity, "cookie",
@@ -151,8 +151,8 @@ func TestBalanceRouteData(t *testing.T) {
 	}, nil)
 	sum := sha256.Sum256([]byte("ingress-reactor affinity\x00default/b\x00default/b"))
 	for host, wants := range map[Hostname][]string{
-		"a.example.com": {`"path":"/shop","upstream":"` + string(up("default", "web", 80).Name) + `","balance":{"cookie":{"name":"INGRESSCOOKIE","path":"/shop","max_age":60,"secure":true}}}`,
-			`"path":"/x","exact":true,"upstream":"` + string(up("default", "web", 80).Name) + `","balance":{"cookie":{"name":"INGRESSCOOKIE","path":"/x","max_age":60,"secure":true}}}`},
+		"a.example.com": {`"path":"/shop","upstream":"` + string(up("default", "web", 80).Name) + `","balance":{"cookie":{"name":"INGRESSCOOKIE","path":"/shop","max_age":60,"secure":true}},"metrics":["default","a","web"]}`,
+			`"path":"/x","exact":true,"upstream":"` + string(up("default", "web", 80).Name) + `","balance":{"cookie":{"name":"INGRESSCOOKIE","path":"/x","max_age":60,"secure":true}},"metrics":["default","a","web"]}`},
 		"b.example.com": {`"balance":{"cookie":{"name":"ROUTE","path":"/","domain":"b.example.com","samesite":"None","samesite_none_conditional":true,` +
 			`"expires":10,"change_on_failure":true,"persistent":true,"key":"` + hex.EncodeToString(sum[:16]) + `"}}`},
 		"c.example.com": {`"balance":{"hash":"$arg_x","subset":3}`},

@@ -112,15 +112,15 @@ func TestAnnotationProxy(t *testing.T) {
 
 // TestProxyRouteData: the proxy group's wire form in the route push.
 func TestProxyRouteData(t *testing.T) {
-	m, _ := buildModel(t, []any{service("default", "web", port(80, "")),
+	m, _ := buildModelWithServices(t, []any{service("default", "web", port(80, "")),
 		ingress("default", "a", rule("a.example.com", prefix("/", "web", 80)),
 			annotate(AnnotationProxyBodySize, "2k", AnnotationProxyReadTimeout, "1", AnnotationProxyNextUpstreamTries, "0")),
 		ingress("default", "b", rule("b.example.com", prefix("/", "web", 80)), annotate(AnnotationProxyConnectTimeout, "250ms",
 			AnnotationLimitRate, "10", AnnotationConnectionProxyHeader, "close")),
 	}, nil)
 	for host, want := range map[Hostname]string{
-		"a.example.com": `"upstream_options":[0,0,1000,0],"profile":"` + ProfileSettings{ClientMaxBodySize: "2048"}.Name() + `","body_limit":2048}`,
-		"b.example.com": `"upstream_options":[250,0,0,-1],"limit_rate":[10240,0],"connection_header":"close"}`,
+		"a.example.com": `"upstream_options":[0,0,1000,0],"profile":"` + ProfileSettings{ClientMaxBodySize: "2048"}.Name() + `","body_limit":2048,"metrics":["default","a","web"]}`,
+		"b.example.com": `"upstream_options":[250,0,0,-1],"limit_rate":[10240,0],"connection_header":"close","metrics":["default","b","web"]}`,
 	} {
 		s := m.server(host)
 		if s == nil {

@@ -493,15 +493,23 @@ func (c *Client) getJSON(ctx context.Context, path string, out any) error {
 	return json.Unmarshal(body, out)
 }
 
+// maxAnswerBytes bounds an answer of the status server.
+const maxAnswerBytes = 64 << 20
+
 func (c *Client) do(req *http.Request) ([]byte, error) {
 	resp, err := c.hc.Do(req)
 	if err != nil {
 		return nil, err
 	}
 	defer resp.Body.Close()
-	body, err := io.ReadAll(io.LimitReader(resp.Body, 64<<20))
+	body, err := io.ReadAll(io.LimitReader(resp.Body, maxAnswerBytes+1))
 	if err != nil {
 		return nil, fmt.Errorf("read response: %w", err)
+	}
+	if len(body) > maxAnswerBytes {
+		// Never a cut answer: a request metrics dump missing its end would look like evicted values,
+		// counted again when they are read whole.
+		return nil, fmt.Errorf("read response: larger than %d MB", maxAnswerBytes>>20)
 	}
 	if resp.StatusCode == http.StatusInsufficientStorage && req.Method == http.MethodPost {
 		if e := dictFullError(req.URL.Path, body); e != nil {

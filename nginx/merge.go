@@ -680,9 +680,12 @@ func (m *Merger) mergeHost(host Hostname) *hostMerge {
 		}
 		s.Locations = append(s.Locations, Location{Path: w.r.Path, PathType: w.r.PathType, Upstream: w.r.Upstream, Ingress: w.t.Ingress, SSLRedirect: w.t.SSLRedirect, Access: w.t.Access, Options: w.t.Options,
 			Regex: w.r.Regex, RedirectHost: w.r.RedirectHost, Profile: w.t.routeProfile(w.r)})
-		if w.t.Profile.CustomHTTPErrors != "" && w.r.Upstream != "" {
+		if w.r.Upstream != "" {
 			up := w.t.upstream(w.r.Upstream)
-			s.Locations[len(s.Locations)-1].Backend = &up
+			s.Locations[len(s.Locations)-1].Service = up.Service.Name
+			if w.t.Profile.CustomHTTPErrors != "" {
+				s.Locations[len(s.Locations)-1].Backend = &up
+			}
 		}
 		if w.r.Upstream != "" && !slices.ContainsFunc(out.upstreams, func(u Upstream) bool { return u.Name == w.r.Upstream }) {
 			out.upstreams = append(out.upstreams, w.t.upstream(w.r.Upstream))

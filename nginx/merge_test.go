@@ -11,7 +11,21 @@ import (
 )
 
 // buildModel translates every Ingress in objs (with the Services in objs) and merges the accepted ones.
+// Locations' Service (the request metrics' label, derived from Upstream) is left out, so that the
+// tables need not repeat it; buildModelWithServices keeps it.
 func buildModel(t *testing.T, objs []any, defaultBackend *Upstream) (Model, []Conflict) {
+	t.Helper()
+	m, conflicts := buildModelWithServices(t, objs, defaultBackend)
+	for i := range m.Servers {
+		for j := range m.Servers[i].Locations {
+			m.Servers[i].Locations[j].Service = ""
+		}
+	}
+	return m, conflicts
+}
+
+// buildModelWithServices is buildModel with the Locations' Service.
+func buildModelWithServices(t *testing.T, objs []any, defaultBackend *Upstream) (Model, []Conflict) {
 	t.Helper()
 	svcs, ings := splitObjects(t, objs)
 	var ts []*IngressTranslation

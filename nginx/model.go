@@ -121,6 +121,8 @@ type Location struct {
 	// Backend is the Service and port of Upstream, for the headers of a custom error page
 	// (custom-http-errors); set only when Profile has custom errors.
 	Backend *Upstream
+	// Service is the name of Upstream's Service (the service label of the request metrics), "" without one.
+	Service string
 }
 
 // SourceRanges restricts clients by address, as ingress-nginx's denylist-source-range and

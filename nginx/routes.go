@@ -233,7 +233,23 @@ func appendRouteFields(b []byte, l *Location) []byte {
 	b = appendBalanceOptions(b, l)
 	b = appendProfile(b, l)
 	b = appendCanary(b, l)
+	b = appendMetricsLabels(b, l)
 	return append(b, '}')
+}
+
+// appendMetricsLabels writes the labels of the route's request metrics ("metrics":[namespace, ingress,
+// service]); the router adds the path. A route without an Ingress (none today) has none.
+func appendMetricsLabels(b []byte, l *Location) []byte {
+	if l.Ingress.Name == "" {
+		return b
+	}
+	b = append(b, `,"metrics":[`...)
+	b = appendJSONString(b, l.Ingress.Namespace)
+	b = append(b, ',')
+	b = appendJSONString(b, l.Ingress.Name)
+	b = append(b, ',')
+	b = appendJSONString(b, l.Service)
+	return append(b, ']')
 }
 
 func appendWirePrefixes(b []byte, name string, ps []netip.Prefix) []byte {

@@ -82,6 +82,8 @@ type RenderConfig struct {
 	LimitsDictMB       int
 	// UpstreamKeepalive is the number of idle keepalive connections to upstreams per worker; default 320.
 	UpstreamKeepalive int
+	// RequestMetrics, when set, makes NGINX aggregate the request metrics (requestmetrics.go).
+	RequestMetrics *RequestMetricsConfig
 	// ProxyConnectTimeout, ProxyReadTimeout and ProxySendTimeout default to 5s, 60s and 60s.
 	ProxyConnectTimeout time.Duration
 	ProxyReadTimeout    time.Duration
@@ -219,6 +221,15 @@ func (c RenderConfig) withDefaults() (RenderConfig, error) {
 		"proxy read timeout": c.ProxyReadTimeout, "proxy send timeout": c.ProxySendTimeout} {
 		if d < time.Millisecond {
 			errs = append(errs, fmt.Errorf("%s must be at least 1ms, got %s", name, d))
+		}
+	}
+	if m := c.RequestMetrics; m != nil {
+		if err := m.validate(); err != nil {
+			errs = append(errs, fmt.Errorf("request metrics: %w", err))
+		} else if m.DictMB == 0 {
+			cp := *m
+			cp.DictMB = 16
+			c.RequestMetrics = &cp
 		}
 	}
 	if c.ClientMaxBodySize < NoBodyLimit {
@@ -455,10 +466,14 @@ type view struct {
 	RoutesDictMB             int
 	LimitsDictMB             int
 	UpstreamKeepalive        int
-	ProxyConnectTimeoutMS    int64
-	ProxyReadTimeoutMS       int64
-	ProxySendTimeoutMS       int64
-	ClientMaxBodySize        int64
+	// Metrics is the Lua table of metrics.lua's configure (numbers and booleans), "" with request
+	// metrics off; MetricsDictMB sizes their dict.
+	Metrics               string
+	MetricsDictMB         int
+	ProxyConnectTimeoutMS int64
+	ProxyReadTimeoutMS    int64
+	ProxySendTimeoutMS    int64
+	ClientMaxBodySize     int64
 	// Settings are the ConfigMap's, ready to print.
 	Settings settingsView
 
@@ -555,6 +570,9 @@ func newView(cfg RenderConfig) (*view, error) {
 		v.Modules = append(v.Modules, q.quote(mod))
 	}
 	v.Settings.SSLDHParam = q.quoteOptional(cfg.Settings.DHParamFile(cfg.Paths))
+	if m := cfg.RequestMetrics; m != nil {
+		v.Metrics, v.MetricsDictMB = m.luaTable(), m.DictMB
+	}
 	v.HTTPListen = listens(&q, cfg, cfg.HTTPPort)
 	if v.HTTPS {
 		v.HTTPSListen = listens(&q, cfg, cfg.HTTPSPort)

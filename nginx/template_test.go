@@ -71,6 +71,7 @@ func TestRenderPublicServer(t *testing.T) {
 			set $ingress_reactor_response_headers "";
 			set $ingress_reactor_satisfied "";
 			set $ingress_reactor_auth_route "";
+			set $ingress_reactor_metrics "";
 			rewrite_by_lua_block {
 				require("ingress_reactor.router").route()
 			}
@@ -123,6 +124,7 @@ func TestRenderPublicServer(t *testing.T) {
 			set $ingress_reactor_response_headers "";
 			set $ingress_reactor_satisfied "";
 			set $ingress_reactor_auth_route "";
+			set $ingress_reactor_metrics "";
 			rewrite_by_lua_block {
 				require("ingress_reactor.router").route()
 			}
@@ -173,6 +175,7 @@ func TestRenderPublicServer(t *testing.T) {
 			set $ingress_reactor_response_headers "";
 			set $ingress_reactor_satisfied "";
 			set $ingress_reactor_auth_route "";
+			set $ingress_reactor_metrics "";
 			rewrite_by_lua_block {
 				require("ingress_reactor.router").route()
 			}

@@ -192,9 +192,11 @@ func New(p Params) (*Leader, error) {
 	}
 	l.m = leaderMetrics{
 		leader: prometheus.NewGauge(prometheus.GaugeOpts{
-			Name:        "ingress_reactor_leader",
-			Help:        "1 while this replica is the leader that writes Ingress status, 0 otherwise.",
-			ConstLabels: prometheus.Labels{"identity": identity},
+			Name: "ingress_reactor_leader",
+			Help: "1 while this replica is the leader that writes Ingress status, 0 otherwise.",
+			// lease: the Lease's name (--election-id), the same on every replica, which
+			// ingress-nginx's leader_election_status labels "name" (app/compatmetrics.go).
+			ConstLabels: prometheus.Labels{"identity": identity, "lease": opts.Election.Name},
 		}),
 		updates: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "ingress_reactor_status_updates_total",

@@ -711,6 +711,22 @@ local function rewrite_fields(r, out, regex_host)
             return "invalid \"" .. f .. "\""
         end
     end
+    -- Request metrics' labels: namespace, ingress and service names (Kubernetes names, no tab).
+    local m = r.metrics
+    if m ~= nil then
+        if type(m) ~= "table" or #m ~= 3 then
+            return "invalid \"metrics\""
+        end
+        for i = 1, 3 do
+            if type(m[i]) ~= "string" or #m[i] > 253 or not m[i]:match("^[%w%.%-]*$") then
+                return "invalid \"metrics\""
+            end
+        end
+        if type(r.path) ~= "string" or r.path:find("%c") then
+            return "invalid \"path\" for metrics"
+        end
+        out.metrics = m
+    end
     if r.profile_required ~= nil and (r.profile_required ~= true or r.profile == nil) then
         return "invalid \"profile_required\""
     end

@@ -54,6 +54,7 @@ local limits = require("ingress_reactor.limits")
 local auth = require("ingress_reactor.auth")
 local balancing = require("ingress_reactor.balancing")
 local ssl = require("ngx.ssl")
+local metrics = require("ingress_reactor.metrics")
 
 local ngx = ngx
 local ngx_var = ngx.var
@@ -348,7 +349,7 @@ local function compile(raw, version)
     if type(h) ~= "table" or type(h.routes) ~= "table" then
         return nil, err or "not an object with routes"
     end
-    local e = { version = version, exact = {}, prefix = {}, lens = {}, maxlen = 0, redirect = h.redirect == true,
+    local e = { version = version, exact = {}, prefix = {}, lens = {}, maxlen = 0, routes = {}, redirect = h.redirect == true,
         unavailable = h.unavailable == true, list = h.regex == true and {} or nil }
     e.default_backend = h.default_backend
     e.fallback_client_cert = h.fallback_client_cert
@@ -404,10 +405,15 @@ local function compile(raw, version)
             -- cached them per location: an answer for one path must not admit a request for another.
             route.auth_route = (r.exact and "=" or "") .. r.path
         end
+        if type(r.metrics) == "table" then
+            -- Request metrics: namespace, ingress, service and the Ingress path (never the request's URI).
+            route.metrics = r.metrics[1] .. "\t" .. r.metrics[2] .. "\t" .. r.metrics[3] .. "\t" .. r.path
+        end
         route.limit, err = compile_limit(r.limit)
         if err then
             return nil, err
         end
+        e.routes[#e.routes + 1] = route
         local into = r.exact and e.exact or e.prefix
         if e.list then
             e.list[#e.list + 1] = route
@@ -441,6 +447,18 @@ local function lookup(host)
     if not e then
         ngx_log(ERR, "routes of host ", host == "" and "(catch-all)" or host, " are unreadable: ", err)
         return nil
+    end
+    e.name = host
+    -- The request metrics' labels of each route, and of the host's requests that no route matches
+    -- (unless they carry the request's host: metrics.labels per request).
+    if host ~= "" or not metrics.per_undefined_host() then
+        for _, route in ipairs(e.routes) do
+            route.metrics_labels = metrics.labels(route.metrics, host, host)
+            if route.canary then
+                route.canary.metrics_labels = metrics.labels(route.metrics, host, host, route.canary.upstream)
+            end
+        end
+        e.metrics_labels = metrics.labels(nil, host, host)
     end
     cache[host] = e
     return e
@@ -860,6 +878,14 @@ local function client_cert(c)
     return false
 end
 
+local metrics_var_missing = false
+
+-- set_metrics_labels sets the request metrics' labels (metrics.lua); pcall'd: a custom template may
+-- lack the variable.
+local function set_metrics_labels(v)
+    ngx_var.ingress_reactor_metrics = v
+end
+
 -- route runs in the rewrite phase of the catch-all location.
 function _M.route()
     local host = ngx_var.host or ""
@@ -884,6 +910,22 @@ function _M.route()
         end
     else
         r = match(e, ngx_var.uri)
+    end
+    local metrics_on = metrics.enabled()
+    local labels
+    if metrics_on then
+        if r then
+            labels = r.metrics_labels or metrics.labels(r.metrics, e.name, host)
+        else
+            labels = e.metrics_labels or metrics.labels(nil, e.name, host)
+        end
+    end
+    if metrics_on and not pcall(set_metrics_labels, labels) then
+        metrics_on = false
+        if not metrics_var_missing then -- once per worker: every request would log it
+            metrics_var_missing = true
+            ngx_log(ERR, "request metrics: the catch-all location lacks \"set $ingress_reactor_metrics \"\";\" (start again from nginx/nginx.tmpl); requests are not counted")
+        end
     end
     -- enable-access-log: false, or no route (the default backend answers) without the ConfigMap's
     -- enable-access-log-for-default-backend.
@@ -1000,6 +1042,9 @@ function _M.route()
     end
     if to_canary and endpoints:get(ENDPOINTS_VERSION_PREFIX .. r.canary.upstream) then
         upstream = r.canary.upstream -- canary: a canary without endpoints leaves the request to the main backend
+        if metrics_on then
+            ngx_var.ingress_reactor_metrics = r.canary.metrics_labels or metrics.labels(r.metrics, e.name, host, upstream)
+        end
     elseif r and r.default_backend and not endpoints:get(ENDPOINTS_VERSION_PREFIX .. upstream) then
         upstream = r.default_backend -- default-backend: the route's Service has no endpoints
     end
