@@ -35,6 +35,9 @@ func TestNextUpstreamSettingsThroughNginx(t *testing.T) {
 		if err := rt.Client().PushEndpoints(context.Background(), map[UpstreamName][]Endpoint{up("default", "web", 80).Name: {bad, good}}); err != nil {
 			t.Fatal(err)
 		}
+		// A kept-alive connection may still be held by a worker of the configuration before this one,
+		// which finishes its requests after the reload: start on a new connection.
+		client.CloseIdleConnections()
 		got := map[int]int{}
 		for range 10 {
 			req, _ := http.NewRequest(http.MethodGet, fmt.Sprintf("http://127.0.0.1:%d/", cfg.HTTPPort), nil)
