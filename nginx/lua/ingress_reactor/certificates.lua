@@ -21,7 +21,7 @@ local _M = {}
 _M.HOST_PREFIX = "h:"    -- "h:<host>" -> certificate id
 _M.VERSION_PREFIX = "cv:" -- "cv:<id>" -> version
 _M.DATA_PREFIX = "c:"     -- "c:<id>" -> pack(cert PEM, key PEM)
-_M.OCSP_PREFIX = "o:"     -- "o:<id>" -> the DER OCSP response to staple (enable-ocsp), expiring with it
+_M.OCSP_PREFIX = "o:"     -- "o:<id>" -> "<certificate version>\n<DER OCSP response>" to staple (enable-ocsp), expiring with it
 
 -- The dict keeps certificates as DER, not as the PEM they are pushed in: base64, line breaks and
 -- JSON escapes make PEM about 40% larger, and the dict hands out room for values over 2 KB in whole
@@ -216,7 +216,16 @@ function _M.serve()
     end
     -- The controller pushes a response only for this certificate, checked, and the dict drops it when
     -- it expires. Stapling is best effort: the handshake goes on without it.
-    local staple = dict:get(_M.OCSP_PREFIX .. id)
+    -- The value is "<certificate version>\n<DER>": a response is stapled only to the very version of the
+    -- certificate it was pushed with, which entry holds.
+    local tagged = dict:get(_M.OCSP_PREFIX .. id)
+    local staple
+    if tagged then
+        local nl = string.find(tagged, "\n", 1, true)
+        if nl and tonumber(string.sub(tagged, 1, nl - 1)) == entry.version then
+            staple = string.sub(tagged, nl + 1)
+        end
+    end
     if staple then
         ok, err = ocsp.set_ocsp_status_resp(staple)
         if not ok then

@@ -627,8 +627,12 @@ function _M.certificates()
     -- OCSP responses go with the certificate stored now; one that does not fit is not stapled.
     for id, staple in pairs(staples) do
         local key = certificates.OCSP_PREFIX .. id
-        if staple and live(id) and certificates_dict:get(certificates.DATA_PREFIX .. id) == updates[id] then
-            if not certificates_dict:safe_set(key, staple.der, staple.ttl) then
+        local version = certificates_dict:get(certificates.VERSION_PREFIX .. id)
+        if staple and version and live(id) and certificates_dict:get(certificates.DATA_PREFIX .. id) == updates[id] then
+            -- Tagged with the version of the certificate it belongs to: a worker that reads the
+            -- certificate and then the response between two pushes never staples one certificate's
+            -- response to another (certificates.serve compares them).
+            if not certificates_dict:safe_set(key, version .. "\n" .. staple.der, staple.ttl) then
                 certificates_dict:delete(key)
             end
         else
