@@ -5,9 +5,13 @@ package integration
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/base64"
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -554,5 +558,95 @@ func TestChartManifestIsCurrent(t *testing.T) {
 	}
 	if !bytes.Equal(got, want) {
 		t.Fatal("deploy/ingress-reactor.yaml is not the chart's current defaults: run make manifests")
+	}
+}
+
+// TestChartWebhookCertificateFitsTogether: with the chart's defaults the admission webhook's pieces agree.
+// The certificate Helm makes is valid for the webhook Service's DNS name, its key matches, it chains to the
+// ValidatingWebhookConfiguration's caBundle, and the controller reads it where the Secret is mounted.
+func TestChartWebhookCertificateFitsTogether(t *testing.T) {
+	objs, err := helmTemplate(t, "hook", "edge", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	byKind := map[string]*unstructured.Unstructured{}
+	for _, o := range objs {
+		if o.GetKind() == "Service" && !strings.HasSuffix(o.GetName(), "-admission") {
+			continue
+		}
+		byKind[o.GetKind()] = o
+	}
+	secret, vwc, svc, deploy := byKind["Secret"], byKind["ValidatingWebhookConfiguration"], byKind["Service"], byKind["Deployment"]
+	if secret == nil || vwc == nil || svc == nil || deploy == nil {
+		t.Fatalf("want the webhook's Secret, ValidatingWebhookConfiguration and Service and the Deployment; got %v", slices.Collect(maps.Keys(byKind)))
+	}
+	data := func(k string) []byte {
+		v, _, _ := unstructured.NestedString(secret.Object, "data", k)
+		b, err := base64.StdEncoding.DecodeString(v)
+		if err != nil || len(b) == 0 {
+			t.Fatalf("Secret %s data %s: %v", secret.GetName(), k, err)
+		}
+		return b
+	}
+	webhooks, _, _ := unstructured.NestedSlice(vwc.Object, "webhooks")
+	hook := webhooks[0].(map[string]any)
+	caBundle, _, _ := unstructured.NestedString(hook, "clientConfig", "caBundle")
+	svcName, _, _ := unstructured.NestedString(hook, "clientConfig", "service", "name")
+	if svcName != svc.GetName() {
+		t.Errorf("the webhook calls Service %q, the chart's is %q", svcName, svc.GetName())
+	}
+	ca, err := base64.StdEncoding.DecodeString(caBundle)
+	if err != nil || !bytes.Equal(ca, data("ca.crt")) {
+		t.Fatalf("caBundle is not the Secret's ca.crt (%v)", err)
+	}
+	pair, err := tls.X509KeyPair(data("tls.crt"), data("tls.key"))
+	if err != nil {
+		t.Fatalf("the Secret's certificate and key: %v", err)
+	}
+	leaf, err := x509.ParseCertificate(pair.Certificate[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	roots := x509.NewCertPool()
+	if !roots.AppendCertsFromPEM(ca) {
+		t.Fatal("caBundle holds no certificate")
+	}
+	// The API server calls <service>.<namespace>.svc.
+	if _, err := leaf.Verify(x509.VerifyOptions{DNSName: svc.GetName() + ".edge.svc", Roots: roots, KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}}); err != nil {
+		t.Errorf("the serving certificate does not verify for %s.edge.svc: %v", svc.GetName(), err)
+	}
+	// The controller's flags name files of the Secret's volume.
+	spec := deploy.Object["spec"].(map[string]any)["template"].(map[string]any)["spec"].(map[string]any)
+	container := spec["containers"].([]any)[0].(map[string]any)
+	args, _, _ := unstructured.NestedStringSlice(container, "args")
+	certFile, keyFile := argValue(args, "--validating-webhook-certificate"), argValue(args, "--validating-webhook-key")
+	mounts, _, _ := unstructured.NestedSlice(container, "volumeMounts")
+	volumes, _, _ := unstructured.NestedSlice(spec, "volumes")
+	var mountPath string
+	for _, m := range mounts {
+		if m.(map[string]any)["name"] == "webhook-cert" {
+			mountPath = m.(map[string]any)["mountPath"].(string)
+		}
+	}
+	var items []any
+	for _, v := range volumes {
+		if v.(map[string]any)["name"] == "webhook-cert" {
+			sec := v.(map[string]any)["secret"].(map[string]any)
+			if sec["secretName"] != secret.GetName() {
+				t.Errorf("the volume mounts Secret %v, the certificate is in %s", sec["secretName"], secret.GetName())
+			}
+			items = sec["items"].([]any)
+		}
+	}
+	want := map[string]string{"tls.crt": certFile, "tls.key": keyFile}
+	for _, it := range items {
+		m := it.(map[string]any)
+		if p := filepath.Join(mountPath, m["path"].(string)); p != want[m["key"].(string)] {
+			t.Errorf("Secret key %v is mounted at %s; the flag names %s", m["key"], p, want[m["key"].(string)])
+		}
+		delete(want, m["key"].(string))
+	}
+	if len(want) != 0 || argValue(args, "--validating-webhook") != ":8443" {
+		t.Errorf("not mounted: %v; --validating-webhook=%q", want, argValue(args, "--validating-webhook"))
 	}
 }
