@@ -6,6 +6,7 @@ import (
 	"io"
 	"net/http"
 	"testing"
+	"time"
 )
 
 // TestNextUpstreamSettingsThroughNginx: through real NGINX, with one endpoint answering 503 and one 200,
@@ -24,7 +25,7 @@ func TestNextUpstreamSettingsThroughNginx(t *testing.T) {
 	}, nil)
 	client := &http.Client{Transport: &http.Transport{MaxConnsPerHost: 1}} // one connection: one worker's round robin
 	t.Cleanup(client.CloseIdleConnections)
-	statuses := func(data map[string]string) map[int]int {
+	apply := func(data map[string]string) {
 		t.Helper()
 		s, _, problems := ParseSettings(data, nil)
 		if len(problems) > 0 {
@@ -35,8 +36,13 @@ func TestNextUpstreamSettingsThroughNginx(t *testing.T) {
 		if err := rt.Client().PushEndpoints(context.Background(), map[UpstreamName][]Endpoint{up("default", "web", 80).Name: {bad, good}}); err != nil {
 			t.Fatal(err)
 		}
-		// A kept-alive connection may still be held by a worker of the configuration before this one,
-		// which finishes its requests after the reload: start on a new connection.
+	}
+	// batch sends 10 requests on one new connection. Right after a reload a connection may still land
+	// on a worker of the previous configuration (each worker has its own listening socket with
+	// reuse-port, and the old ones close theirs only as they shut down), so callers retry batches until
+	// the new configuration answers, for a few seconds.
+	batch := func() map[int]int {
+		t.Helper()
 		client.CloseIdleConnections()
 		got := map[int]int{}
 		for range 10 {
@@ -52,15 +58,27 @@ func TestNextUpstreamSettingsThroughNginx(t *testing.T) {
 		}
 		return got
 	}
-	if got := statuses(map[string]string{}); got[503] == 0 || got[200] == 0 {
-		t.Errorf("default conditions: statuses %v, want both 503 and 200 (round robin, no retry on 503)", got)
+	expect := func(what string, data map[string]string, ok func(map[int]int) bool) {
+		t.Helper()
+		apply(data)
+		var got map[int]int
+		for deadline := time.Now().Add(5 * time.Second); ; {
+			if got = batch(); ok(got) {
+				return
+			}
+			if time.Now().After(deadline) {
+				t.Errorf("%s: statuses %v", what, got)
+				return
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
 	}
-	if got := statuses(map[string]string{"proxy-next-upstream": "error timeout http_503", "proxy-next-upstream-tries": "1"}); got[503] == 0 {
-		t.Errorf("http_503 with one try: statuses %v, want some 503", got)
-	}
-	if got := statuses(map[string]string{"proxy-next-upstream": "error timeout http_503"}); got[200] != 10 {
-		t.Errorf("http_503: statuses %v, want 200 only (retried on the other endpoint)", got)
-	}
+	expect("default conditions, want both 503 and 200 (round robin, no retry on 503)", map[string]string{},
+		func(got map[int]int) bool { return got[503] > 0 && got[200] > 0 })
+	expect("http_503 with one try, want some 503", map[string]string{"proxy-next-upstream": "error timeout http_503", "proxy-next-upstream-tries": "1"},
+		func(got map[int]int) bool { return got[503] > 0 })
+	expect("http_503, want 200 only (retried on the other endpoint)", map[string]string{"proxy-next-upstream": "error timeout http_503"},
+		func(got map[int]int) bool { return got[200] == 10 })
 	if _, _, problems := ParseSettings(map[string]string{"proxy-next-upstream": "error http_418"}, nil); len(problems) != 1 {
 		t.Errorf("http_418: problems %v", problems)
 	}
