@@ -114,25 +114,11 @@ func init() {
 		settingKey{Name: "block-user-agents", Values: blockPatternValues,
 			Doc:        "Requests whose User-Agent matches one entry are answered 403, on every host.",
 			Difference: blockPatternDifference,
-			set: func(s *Settings, v string) error {
-				p, err := parseBlockPatterns(v)
-				if err != nil {
-					return err
-				}
-				s.BlockUserAgents = p
-				return nil
-			}},
+			set:        settingsField(func(s *Settings) *[]string { return &s.BlockUserAgents }, parseBlockPatterns)},
 		settingKey{Name: "block-referers", Values: blockPatternValues,
 			Doc:        "Requests whose Referer matches one entry are answered 403, on every host.",
 			Difference: blockPatternDifference,
-			set: func(s *Settings, v string) error {
-				p, err := parseBlockPatterns(v)
-				if err != nil {
-					return err
-				}
-				s.BlockReferers = p
-				return nil
-			}},
+			set:        settingsField(func(s *Settings) *[]string { return &s.BlockReferers }, parseBlockPatterns)},
 	)
 }
 
