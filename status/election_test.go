@@ -31,7 +31,7 @@ type candidate struct {
 
 	mu               sync.Mutex
 	started, stopped int
-	leaderCtxDone    bool
+	leaderCtx        context.Context // the ctx of the last OnStartedLeading
 }
 
 func runCandidate(t *testing.T, client kubernetes.Interface, opts ElectionOptions) *candidate {
@@ -41,11 +41,9 @@ func runCandidate(t *testing.T, client kubernetes.Interface, opts ElectionOption
 		OnStartedLeading: func(ctx context.Context) {
 			c.mu.Lock()
 			c.started++
+			c.leaderCtx = ctx
 			c.mu.Unlock()
 			<-ctx.Done()
-			c.mu.Lock()
-			c.leaderCtxDone = true
-			c.mu.Unlock()
 		},
 		OnStoppedLeading: func() { c.mu.Lock(); c.stopped++; c.mu.Unlock() },
 	})
@@ -153,14 +151,16 @@ func TestElectionCampaignsAgainAfterLosingTheLease(t *testing.T) {
 	opts := electionOptions("a")
 	opts.LeaseDuration, opts.RenewDeadline = 1500*time.Millisecond, 500*time.Millisecond
 	a := runCandidate(t, client, opts)
-	waitFor(t, "leadership", a.IsLeader)
+	waitFor(t, "leadership", func() bool { started, _ := a.counts(); return started == 1 && a.IsLeader() })
 
 	setFail(true)
 	waitFor(t, "leadership to be given up", func() bool { _, stopped := a.counts(); return stopped == 1 })
+	// OnStoppedLeading runs after the leader's ctx is cancelled (see Callbacks); whether the callback's
+	// goroutine has woken up from <-ctx.Done() by now is up to the scheduler, so look at the ctx itself.
 	a.mu.Lock()
-	ctxDone := a.leaderCtxDone
+	leaderCtx := a.leaderCtx
 	a.mu.Unlock()
-	if !ctxDone {
+	if leaderCtx.Err() == nil {
 		t.Error("the leader's context was not cancelled when leadership ended")
 	}
 
