@@ -3,7 +3,6 @@ package app
 import (
 	"context"
 	"fmt"
-	"net"
 	"net/http"
 	"path/filepath"
 	"strings"
@@ -15,6 +14,7 @@ import (
 	"go.uber.org/fx"
 	"go.uber.org/zap/zaptest"
 
+	"github.com/ingress-reactor/ingress-reactor/internal/freeport"
 	"github.com/ingress-reactor/ingress-reactor/modules/reloader"
 	"github.com/ingress-reactor/ingress-reactor/nginx"
 )
@@ -94,15 +94,7 @@ func (a *recordingApplier) Ready() error { return nil }
 
 func (a *recordingApplier) Alive() error { return nil }
 
-func freePort(t testing.TB) int {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
-}
+func freePort(t testing.TB) int { t.Helper(); return freeport.Get(t) }
 
 // swappedApp is the controller on the local example with the Applier swapped for a recording one. NGINX
 // is never needed: the test points at an NGINX binary and a modules directory that do not exist.

@@ -18,6 +18,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/ingress-reactor/ingress-reactor/internal/freeport"
 )
 
 // requireNginx skips the test when no nginx binary is installed; everywhere CI runs, it is.
@@ -56,15 +58,7 @@ func nginxDir(t testing.TB) Paths {
 }
 
 // freePort returns a loopback TCP port that was free a moment ago.
-func freePort(t testing.TB) int {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
-}
+func freePort(t testing.TB) int { t.Helper(); return freeport.Get(t) }
 
 // selfSigned writes a self-signed ECDSA certificate for names into dir and returns the PEM bytes and paths.
 func selfSigned(t testing.TB, dir, file string, names ...string) (certPEM, keyPEM []byte, certFile, keyFile string) {

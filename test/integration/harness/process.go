@@ -6,13 +6,14 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
-	"net"
 	"os"
 	"os/exec"
 	"sync"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/ingress-reactor/ingress-reactor/internal/freeport"
 )
 
 // Process is a child process started by a test: its combined output is captured, and
@@ -183,34 +184,6 @@ func (p *Process) Wait(t testing.TB, timeout time.Duration) int {
 	return p.exitCode()
 }
 
-// ports remembers every port handed out in this run, so that two allocations never
-// return the same port even when the first has not been bound yet.
-var ports struct {
-	mu   sync.Mutex
-	used map[int]bool
-}
-
 // FreePort returns a TCP port that is free on all interfaces and was not returned
 // before in this run.
-func FreePort(t testing.TB) int {
-	t.Helper()
-	ports.mu.Lock()
-	defer ports.mu.Unlock()
-	if ports.used == nil {
-		ports.used = map[int]bool{}
-	}
-	for range 100 {
-		l, err := net.Listen("tcp", ":0")
-		if err != nil {
-			t.Fatalf("find a free port: %v", err)
-		}
-		port := l.Addr().(*net.TCPAddr).Port
-		_ = l.Close()
-		if !ports.used[port] {
-			ports.used[port] = true
-			return port
-		}
-	}
-	t.Fatal("find a free port: the kernel keeps returning ports handed out before")
-	return 0
-}
+func FreePort(t testing.TB) int { t.Helper(); return freeport.Get(t) }
