@@ -72,6 +72,7 @@ func Run(cfg Config) error {
 	if w := cfg.IgnoredFlagsWarning(); w != "" {
 		log.Warn(w)
 	}
+	applyGoMemoryLimit(cfg, log, processMemoryLimitHost())
 
 	var drain *Drain
 	a := New(cfg, log, fx.Populate(&drain))

@@ -35,6 +35,9 @@ type Config struct {
 	// ShutdownGracePeriod is how long NGINX keeps serving after SIGTERM with /readyz failing, before the
 	// graceful stop (bounded by ShutdownTimeout) begins.
 	ShutdownGracePeriod time.Duration
+	// AutoGoMemLimit sets the Go memory limit to AutoGoMemLimitRatio of the container's memory limit (memlimit.go).
+	AutoGoMemLimit      bool
+	AutoGoMemLimitRatio float64
 
 	// Which Ingresses are ours.
 	IngressClass             string
@@ -138,6 +141,8 @@ func DefaultConfig() Config {
 		LogFormat:                 "json",
 		StartTimeout:              5 * time.Minute,
 		ShutdownTimeout:           30 * time.Second,
+		AutoGoMemLimit:            true,
+		AutoGoMemLimitRatio:       0.9,
 		IngressClass:              "ingress-reactor",
 		ControllerClass:           "k8s.io/ingress-reactor",
 		NginxBinary:               "nginx",
@@ -244,6 +249,7 @@ func BindFlags(fs *flag.FlagSet, c *Config) {
 	bindStreamsFlags(fs, c)
 	bindWebhookFlags(fs, c)
 	bindMetricsFlags(fs, c)
+	bindMemoryLimitFlags(fs, c)
 }
 
 // maxDictSizeMB bounds --endpoints-dict-size, --certificates-dict-size, --routes-dict-size and
@@ -330,6 +336,7 @@ func (c *Config) Validate() error {
 	errs = append(errs, c.validateStreams()...)
 	errs = append(errs, c.validateWebhook()...)
 	errs = append(errs, c.validateMetrics()...)
+	errs = append(errs, c.validateMemoryLimit()...)
 	return errors.Join(errs...)
 }
 
