@@ -142,7 +142,7 @@ func DefaultConfig() Config {
 		StartTimeout:              5 * time.Minute,
 		ShutdownTimeout:           30 * time.Second,
 		AutoGoMemLimit:            true,
-		AutoGoMemLimitRatio:       0.9,
+		AutoGoMemLimitRatio:       0.5,
 		IngressClass:              "ingress-reactor",
 		ControllerClass:           "k8s.io/ingress-reactor",
 		NginxBinary:               "nginx",

@@ -30,7 +30,7 @@ func bindMemoryLimitFlags(fs *flag.FlagSet, c *Config) {
 		"being OOM-killed. Nothing changes when the GOMEMLIMIT environment variable is set or the container has no memory limit. "+
 		"NGINX runs in the same container and counts against the same limit, which Go does not know about (docs/benchmarks.md#controller-memory).")
 	fs.Float64Var(&c.AutoGoMemLimitRatio, "auto-gomemlimit-ratio", c.AutoGoMemLimitRatio, "Share of the container's memory limit that --auto-gomemlimit gives the Go runtime: "+
-		"greater than 0, at most 1. Lower it to leave more of the limit to NGINX.")
+		"greater than 0, at most 1. The default leaves half to NGINX, which shares the container; a container of the controller alone can take 0.9.")
 }
 
 func (c *Config) validateMemoryLimit() []error {

@@ -159,7 +159,7 @@ func TestApplyGoMemoryLimit(t *testing.T) {
 		level   zapcore.Level
 	}{
 		"limit": {
-			cgroup: func() (int64, bool, error) { return limit, true, nil }, wantSet: 966367641,
+			cgroup: func() (int64, bool, error) { return limit, true, nil }, wantSet: 1 << 29,
 			wantLog: "Go memory limit set from the container's memory limit", level: zapcore.InfoLevel,
 		},
 		"ratio": {
@@ -184,7 +184,7 @@ func TestApplyGoMemoryLimit(t *testing.T) {
 		},
 		"empty GOMEMLIMIT is unset": {
 			env:    map[string]string{"GOMEMLIMIT": ""},
-			cgroup: func() (int64, bool, error) { return limit, true, nil }, wantSet: 966367641,
+			cgroup: func() (int64, bool, error) { return limit, true, nil }, wantSet: 1 << 29,
 			wantLog: "Go memory limit set from the container's memory limit", level: zapcore.InfoLevel,
 		},
 		"disabled": {
