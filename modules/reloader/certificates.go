@@ -32,6 +32,10 @@ type certState struct {
 	// What the data plane holds since the last successful push.
 	pushedCerts map[string]string // id -> content hash
 	pushedHosts map[nginx.Hostname]string
+	// changed says an input changed since the last push was taken, or that push failed. Without it, an
+	// incremental push has nothing to send, and take skips the diff: every model (a change of one
+	// route) reaches this store, and the diff builds maps over every TLS host.
+	changed bool
 }
 
 func newCertState() *certState {
@@ -45,6 +49,7 @@ func newCertState() *certState {
 }
 
 func (s *certState) apply(c modules.CertChange) {
+	s.changed = true
 	if c.Certificate == nil {
 		delete(s.certs, c.Secret)
 	} else {
@@ -57,6 +62,7 @@ func (s *certState) apply(c modules.CertChange) {
 
 // setStaple records the OCSP response of a Secret's certificate; nil: none.
 func (s *certState) setStaple(c modules.OCSPChange) {
+	s.changed = true
 	if c.Staple == nil {
 		delete(s.staples, c.Secret)
 	} else {
@@ -147,6 +153,10 @@ type certBatch struct {
 }
 
 func (s *certState) take(full bool) (certBatch, bool) {
+	if !full && !s.changed {
+		return certBatch{}, false // the data plane holds what the inputs make: the last push was stored
+	}
+	s.changed = false
 	u, nextCerts, nextHosts := s.diff(full)
 	return certBatch{update: u, nextCerts: nextCerts, nextHosts: nextHosts},
 		full || len(u.Certificates) > 0 || len(u.Hosts) > 0
@@ -167,8 +177,8 @@ func (s *certState) names(b certBatch) []string {
 	return out
 }
 
-// failed needs nothing: the next push is computed against what the data plane last took.
-func (s *certState) failed(certBatch) {}
+// failed lets the next push be computed, against what the data plane last took.
+func (s *certState) failed(certBatch) { s.changed = true }
 
 // stored records what the data plane holds now. What did not fit is not sent again before it changes
 // or the next full push: sending the same certificates would make NGINX parse each again, to no avail.
@@ -182,6 +192,7 @@ func (s *certState) complete() bool { return s.hostsFromModel }
 
 // useHosts makes the SNI host table that of the configuration NGINX now runs.
 func (s *certState) useHosts(hosts map[nginx.Hostname]types.NamespacedName) {
+	s.changed = s.changed || !maps.Equal(s.hosts, hosts)
 	s.hosts = hosts
 	s.hostsFromModel = true
 }

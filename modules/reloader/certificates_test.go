@@ -267,3 +267,46 @@ func TestPushCertificates(t *testing.T) {
 		t.Errorf("successes counted %g, want 2", got)
 	}
 }
+
+// TestCertPushesFollowTheInputsAlone: a model whose TLS host table is the same as before (a change of
+// routes only) sends nothing; a failed push is sent again although nothing changed since; a change made
+// while a push is in flight goes out with the next one.
+func TestCertPushesFollowTheInputsAlone(t *testing.T) {
+	a := &fakeApplier{}
+	l, s := newCertLane(a)
+	ctx := context.Background()
+	l.fresh = true
+	s.feed(certInput{hosts: map[nginx.Hostname]string{"a.example": "a"}, certs: []modules.CertChange{set("a", "1")}})
+	if err := l.push(ctx, laneKey{}); err != nil || len(a.pushes) != 1 {
+		t.Fatalf("first push: err %v, %d pushes; want 1", err, len(a.pushes))
+	}
+
+	s.feed(certInput{hosts: map[nginx.Hostname]string{"a.example": "a"}})
+	if err := l.push(ctx, laneKey{}); err != nil || len(a.pushes) != 1 {
+		t.Fatalf("the same host table again: err %v, %d more pushes; want none", err, len(a.pushes)-1)
+	}
+
+	s.feed(certInput{hosts: map[nginx.Hostname]string{"a.example": "a", "b.example": "a"}})
+	a.failing = true
+	if err := l.push(ctx, laneKey{}); err == nil {
+		t.Fatal("a failed push must return its error")
+	}
+	a.failing = false
+	if err := l.push(ctx, laneKey{}); err != nil {
+		t.Fatal(err)
+	}
+	want := push{certs: map[string]string{}, hosts: map[nginx.Hostname]string{"b.example": id("a")}}
+	if last := a.pushes[len(a.pushes)-1]; len(a.pushes) != 2 || !maps.Equal(last.certs, want.certs) || !maps.Equal(last.hosts, want.hosts) {
+		t.Fatalf("the retry of a failed push sent %v (%d pushes), want %v", last, len(a.pushes), want)
+	}
+
+	// A certificate that changes while a push is in flight: take, change, then the push is stored.
+	s.feed(certInput{hosts: map[nginx.Hostname]string{"a.example": "a"}})
+	b, _ := s.take(false)
+	s.feed(certInput{certs: []modules.CertChange{set("a", "2")}})
+	s.stored(b, nil)
+	next, send := s.take(false)
+	if got := asPush(next.update); !send || got.certs[id("a")] != "a@2" {
+		t.Fatalf("the push after one in flight sent %v (send %v), want a@2", got, send)
+	}
+}

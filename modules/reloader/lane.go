@@ -38,7 +38,7 @@ type store[B any] interface {
 }
 
 // refusalTaker is a store whose pushes the data plane can refuse in part (routes): it hears which
-// entries were refused. Called with the lane's lock held.
+// entries were refused, before stored. Called with the lane's lock held.
 type refusalTaker interface {
 	refused(map[nginx.Hostname]nginx.RouteRefusal)
 }
@@ -172,12 +172,12 @@ func (l *pushLane[B]) push(ctx context.Context, _ laneKey) error {
 	// made room meanwhile), and with the next full push.
 	sent := l.store.names(batch)
 	l.mu.Lock()
-	l.store.stored(batch, partial)
 	if r, ok := l.store.(refusalTaker); ok && refused != nil {
 		// Also a partial success: the refused hosts keep what they had, and the same entries would be
 		// refused again. The store reports them, so that what wrote them changes.
 		r.refused(refused)
 	}
+	l.store.stored(batch, partial)
 	if full {
 		l.filledFor = max(l.filledFor, fullFor)
 	}

@@ -2,7 +2,6 @@ package reloader
 
 import (
 	"context"
-	"maps"
 	"strings"
 
 	"github.com/ingress-reactor/ingress-reactor/modules"
@@ -13,12 +12,12 @@ import (
 // backend when it changed.
 type routeBatch = nginx.RouteUpdate
 
-// routeStore is the routes lane's desired state: every server of the model, encoded for the Lua router,
-// and the hosts changed since the last push. Encoding happens when a model arrives, for the servers that
-// differ from the previous model's only: a change of one Ingress encodes one host.
+// routeStore is the routes lane's desired state: every server of the model, and the hosts changed since
+// the last push. A model arrives as pointers into it (the renderer keeps it anyway); a host's routes are
+// encoded for the Lua router only when a push takes them, so a change of one Ingress encodes one host and
+// no host's encoding outlives its push (10,000 hosts' routes were megabytes held for nothing).
 type routeStore struct {
 	servers  map[nginx.Hostname]*nginx.Server
-	encoded  map[nginx.Hostname][]byte
 	dirty    map[nginx.Hostname]struct{}
 	fallback nginx.UpstreamName
 	// fallbackDirty says the default backend changed since the last push.
@@ -26,12 +25,13 @@ type routeStore struct {
 	// fromModel is set once a model has been taken: until then a full push would empty the router.
 	fromModel bool
 	// live are the profiles (named locations) of the configuration NGINX runs. held are the hosts whose
-	// routes name a profile that is not live yet, with the routes NGINX should keep until it is (nil:
-	// none, the host is new): they are pushed once a configuration with the profile is live.
+	// routes name a profile that is not live yet, with the server whose routes NGINX should keep until
+	// it is (nil: none, the host is new): they are pushed once a configuration with the profile is live.
 	live map[string]bool
 	held map[nginx.Hostname]heldHost
 	// inFlight are the servers of the batch being pushed (the lane pushes one at a time): a refusal
-	// names a route of what was pushed, which a newer model may have changed meanwhile.
+	// names a route of what was pushed, which a newer model may have changed meanwhile. Dropped once
+	// the push is over (stored or failed), so that a full push's servers are not kept to the next.
 	inFlight map[nginx.Hostname]*nginx.Server
 	// onRefused hears the routes that the data plane refused, by the Ingress that wrote each; a
 	// refusal that names no route of the model is logged by the caller (the bool is false).
@@ -41,7 +41,6 @@ type routeStore struct {
 func newRouteStore() *routeStore {
 	return &routeStore{
 		servers: map[nginx.Hostname]*nginx.Server{},
-		encoded: map[nginx.Hostname][]byte{},
 		dirty:   map[nginx.Hostname]struct{}{},
 		live:    map[string]bool{},
 		held:    map[nginx.Hostname]heldHost{},
@@ -63,10 +62,9 @@ func (s *routeStore) useModel(m *nginx.Model) {
 		}
 		before, wasHeld := s.held[srv.Host]
 		if !wasHeld {
-			before = heldHost{encoded: s.encoded[srv.Host], server: s.servers[srv.Host]}
+			before = heldHost{server: s.servers[srv.Host]}
 		}
 		s.servers[srv.Host] = srv
-		s.encoded[srv.Host] = nginx.AppendRouteHostJSON(nil, srv)
 		if s.needsProfile(srv) {
 			s.held[srv.Host] = before
 			delete(s.dirty, srv.Host)
@@ -84,7 +82,6 @@ func (s *routeStore) useModel(m *nginx.Model) {
 	for h := range s.servers {
 		if _, ok := seen[h]; !ok {
 			delete(s.servers, h)
-			delete(s.encoded, h)
 			delete(s.held, h)
 			s.dirty[h] = struct{}{}
 		}
@@ -95,44 +92,43 @@ func (s *routeStore) useModel(m *nginx.Model) {
 	s.fromModel = true
 }
 
+// take encodes the routes of the batch's hosts: the servers of the model, or for a held host the server
+// whose routes NGINX should keep.
 func (s *routeStore) take(full bool) (routeBatch, bool) {
 	var b routeBatch
-	if full {
-		b.Hosts = maps.Clone(s.encoded)
-		for h, before := range s.held { // what NGINX held before, until the profile is live
-			if before.encoded == nil {
-				delete(b.Hosts, h)
-			} else {
-				b.Hosts[h] = before.encoded
+	add := func(h nginx.Hostname) {
+		srv := s.servers[h] // nil for a host that is gone: the push removes it
+		if before, held := s.held[h]; held {
+			// What NGINX keeps until the profile is live (nil: nothing, the host is new), never the
+			// routes that wait for it. A dirty held host was marked again by a failed or partial push.
+			if before.server == nil {
+				return
 			}
+			srv = before.server
+		}
+		if srv == nil {
+			b.Hosts[h] = nil
+			return
+		}
+		b.Hosts[h] = nginx.AppendRouteHostJSON(nil, srv)
+		s.inFlight[h] = srv
+	}
+	if full {
+		b.Hosts = make(map[nginx.Hostname][]byte, len(s.servers))
+		s.inFlight = make(map[nginx.Hostname]*nginx.Server, len(s.servers))
+		for h := range s.servers {
+			add(h)
 		}
 	} else {
 		b.Hosts = make(map[nginx.Hostname][]byte, len(s.dirty))
+		s.inFlight = make(map[nginx.Hostname]*nginx.Server, len(s.dirty))
 		for h := range s.dirty {
-			if before, held := s.held[h]; held {
-				// Marked again by a failed or partial push while it was held: what NGINX should keep
-				// goes out (the routes that did not arrive), never the routes that wait for a profile.
-				if before.encoded != nil {
-					b.Hosts[h] = before.encoded
-				}
-				continue
-			}
-			b.Hosts[h] = s.encoded[h] // nil for a host that is gone
+			add(h)
 		}
 	}
 	if full || s.fallbackDirty {
 		d := s.fallback
 		b.DefaultUpstream = &d
-	}
-	s.inFlight = make(map[nginx.Hostname]*nginx.Server, len(b.Hosts))
-	for h, e := range b.Hosts {
-		if e == nil {
-			continue
-		}
-		s.inFlight[h] = s.servers[h]
-		if before, held := s.held[h]; held {
-			s.inFlight[h] = before.server // a full push carries what NGINX had
-		}
 	}
 	s.dirty = map[nginx.Hostname]struct{}{}
 	s.fallbackDirty = false
@@ -155,6 +151,7 @@ func (s *routeStore) names(b routeBatch) []string {
 // failed marks the batch's hosts changed again, so the next push carries their current routes. A full
 // batch needs nothing here, as the lane pushes everything again.
 func (s *routeStore) failed(b routeBatch) {
+	s.inFlight = nil
 	for h := range b.Hosts {
 		s.dirty[h] = struct{}{}
 	}
@@ -165,6 +162,7 @@ func (s *routeStore) failed(b routeBatch) {
 
 // stored marks the hosts that did not fit as changed, so they go out with the next push.
 func (s *routeStore) stored(b routeBatch, partial *nginx.DictFullError) {
+	s.inFlight = nil
 	if partial == nil {
 		return
 	}
@@ -175,10 +173,9 @@ func (s *routeStore) stored(b routeBatch, partial *nginx.DictFullError) {
 	}
 }
 
-// heldHost is what NGINX keeps for a held host: its routes as last pushed, and the server they encode.
+// heldHost is what NGINX keeps for a held host: the server whose routes were last pushed (nil: none).
 type heldHost struct {
-	encoded []byte
-	server  *nginx.Server
+	server *nginx.Server
 }
 
 // needsProfile reports whether a server's routes name a profile that the running configuration lacks.
@@ -210,7 +207,7 @@ func (s *routeStore) profilesLive(names []string) {
 	// pushed again.
 	for h, srv := range s.servers {
 		if _, held := s.held[h]; !held && s.needsProfile(srv) {
-			s.held[h] = heldHost{encoded: s.encoded[h], server: srv}
+			s.held[h] = heldHost{server: srv}
 		}
 	}
 }
