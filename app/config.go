@@ -212,7 +212,8 @@ func BindFlags(fs *flag.FlagSet, c *Config) {
 	fs.IntVar(&c.HTTPPort, "http-port", c.HTTPPort, "Port NGINX serves HTTP on.")
 	fs.IntVar(&c.HTTPSPort, "https-port", c.HTTPSPort, "Port NGINX serves HTTPS on.")
 	fs.StringVar(&c.WorkerProcesses, "worker-processes", c.WorkerProcesses, "NGINX worker_processes: a number or auto.")
-	fs.StringVar(&c.TemplatePath, "template", c.TemplatePath, "Path to an nginx.conf template (Go text/template) that replaces the embedded one, nginx/nginx.tmpl in the source; the file is watched for changes. "+
+	fs.StringVar(&c.TemplatePath, "template", c.TemplatePath, "Path to an nginx.conf template that replaces the embedded one, nginx/nginx.tmpl in the source; the file is watched for changes. "+
+		"The syntax is Go's text/template; a template reads fields (no method calls) and may call and, or, not, len, index, eq, ne, lt, le, gt, ge, print, printf and println. "+
 		"It must keep the status server's /configuration/hash location, its \"set $ingress_reactor_token {{.StatusToken}};\" line and the access_by_lua_block that calls require(\"ingress_reactor.configuration\").authorize(), "+
 		"the status server's location = /configuration/routes, \"lua_shared_dict ingress_reactor_routes\", and the public location's rewrite_by_lua_block that calls require(\"ingress_reactor.router\").route() "+
 		"and \"set $ingress_reactor_https 1;\", its header_filter_by_lua_block that calls require(\"ingress_reactor.router\").header_filter(), and the http block's log_by_lua_block that calls "+

@@ -12,7 +12,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"text/template"
 	"time"
 )
 
@@ -263,14 +262,15 @@ func validUser(u string) bool {
 // Template renders nginx.conf. The embedded default is DefaultTemplate; ParseTemplate reads an
 // operator's replacement (--template).
 //
-// A template only ever sees the view types below: every string in them is already quoted by Quote,
+// Templates use text/template's syntax and are executed by tmplexec.go, which reads fields but calls no
+// methods (see there why). A template only ever sees the view types below: every string in them is already quoted by Quote,
 // every other value is an integer, a boolean or a netip.Prefix (which prints as hex digits, '.', ':'
 // and '/' only), so a replacement template cannot inject anything that did not pass validation. A
 // replacement must keep the status server and its Lua locations, the balancer upstream and access
 // phase, and report {{.ConfigHash}} at /configuration/hash: the controller confirms each reload
 // through it.
 type Template struct {
-	tmpl *template.Template
+	tmpl *tmplSet
 }
 
 var defaultTemplate = mustParse(defaultTemplateText)
@@ -289,24 +289,33 @@ func DefaultTemplate() *Template { return defaultTemplate }
 // DefaultTemplateText returns the embedded template's source, a starting point for --template.
 func DefaultTemplateText() string { return defaultTemplateText }
 
-// ParseTemplate parses a template and renders it once with a small model, so that a mistake (an
-// unknown field, a missing config hash) is reported now rather than at the first Ingress.
-func ParseTemplate(text string) (*Template, error) {
-	tmpl, err := template.New("nginx.conf").Option("missingkey=error").Parse(text)
-	if err != nil {
-		return nil, fmt.Errorf("parse nginx template: %w", err)
-	}
-	t := &Template{tmpl: tmpl}
+// templateProbe is the model and configuration ParseTemplate renders a template with: a catch-all and
+// a TLS server, and three profiles (a custom error page, backend TLS, external auth with a cache).
+func templateProbe() (Model, RenderConfig) {
 	probe := RenderConfig{HTTPPort: 80, HTTPSPort: 443, StatusPort: 10246, StatusToken: strings.Repeat("0", 32), Paths: Paths{Prefix: "/nginx"},
 		DefaultCertificate: "/ssl/default.crt", DefaultCertificateKey: "/ssl/default.key"}
 	m := Model{Servers: []Server{{Host: ""}, {Host: "example.com", TLS: &ServerTLS{SSLRedirect: true},
 		Locations: []Location{{Path: "/", PathType: PathPrefix, Upstream: "probe-upstream-80-00000000", SSLRedirect: true,
 			Access: &SourceRanges{Deny: []netip.Prefix{netip.MustParsePrefix("192.0.2.0/24")}, Allow: []netip.Prefix{netip.MustParsePrefix("0.0.0.0/0")}}}}}}}
-	probeProfile := ProfileSettings{CustomHTTPErrors: "404"}
-	tlsProfile := ProfileSettings{BackendProtocol: "HTTPS", ProxySSLFiles: "probe_probe_0", ProxySSLCA: true}
-	authProfile := ProfileSettings{AuthURL: "http://192.0.2.1/auth", AuthSignin: "https://192.0.2.1/start", AuthSigninRedirectParam: "rd",
-		AuthResponseHeaders: "X-Probe-User", AuthCacheKey: "${http_authorization}", AuthCacheDuration: "200 5m"}
-	m.Profiles = []ProfileSettings{probeProfile, tlsProfile, authProfile}
+	m.Profiles = []ProfileSettings{
+		{CustomHTTPErrors: "404"},
+		{BackendProtocol: "HTTPS", ProxySSLFiles: "probe_probe_0", ProxySSLCA: true},
+		{AuthURL: "http://192.0.2.1/auth", AuthSignin: "https://192.0.2.1/start", AuthSigninRedirectParam: "rd",
+			AuthResponseHeaders: "X-Probe-User", AuthCacheKey: "${http_authorization}", AuthCacheDuration: "200 5m"},
+	}
+	return m, probe
+}
+
+// ParseTemplate parses a template and renders it once with a small model, so that a mistake (an
+// unknown field, a missing config hash) is reported now rather than at the first Ingress.
+func ParseTemplate(text string) (*Template, error) {
+	tmpl, err := parseTmplSet("nginx.conf", text)
+	if err != nil {
+		return nil, fmt.Errorf("parse nginx template: %w", err)
+	}
+	t := &Template{tmpl: tmpl}
+	m, probe := templateProbe()
+	probeProfile, tlsProfile, authProfile := m.Profiles[0], m.Profiles[1], m.Profiles[2]
 	conf, _, err := t.Render(m, probe)
 	if err != nil && strings.Contains(err.Error(), "can't evaluate field Servers") {
 		return nil, fmt.Errorf("%w (hosts and paths are no longer in nginx.conf: the Lua router serves them; start again from the embedded template, nginx/nginx.tmpl)", err)
@@ -399,23 +408,42 @@ const tokenPlaceholder = "%ingress-reactor-status-token%"
 // same configuration, which the reloader does not reload. m stays a parameter for the settings that
 // NGINX can only take as directives.
 func (t *Template) Render(m Model, cfg RenderConfig) (conf []byte, hash string, err error) {
+	data, cfg, err := renderView(m, cfg)
+	if err != nil {
+		return nil, "", err
+	}
+	var buf bytes.Buffer
+	buf.Grow(16 << 10)
+	if err := t.tmpl.execute(&buf, data); err != nil {
+		return nil, "", fmt.Errorf("render nginx template: %w", err)
+	}
+	conf = buf.Bytes()
+	sum := sha256.Sum256(conf)
+	hash = hex.EncodeToString(sum[:])
+	conf = bytes.ReplaceAll(conf, []byte(hashPlaceholder), []byte(hash))
+	conf = bytes.ReplaceAll(conf, []byte(tokenPlaceholder), []byte(cfg.StatusToken)) // hex digits, validated
+	return conf, hash, nil
+}
+
+// renderView is what the template sees for m and cfg, and cfg with the settings and defaults applied.
+func renderView(m Model, cfg RenderConfig) (*view, RenderConfig, error) {
 	if !cfg.Settings.loaded {
 		cfg.Settings = DefaultSettings()
 	}
 	cfg = cfg.Settings.overlay(cfg)
-	cfg, err = cfg.withDefaults()
+	cfg, err := cfg.withDefaults()
 	if err != nil {
-		return nil, "", err
+		return nil, cfg, err
 	}
 	data, err := newView(cfg)
 	if err != nil {
-		return nil, "", err
+		return nil, cfg, err
 	}
 	data.ProtocolUpstreams = ProtocolUpstreams
 	if m.usesAuthCache() {
 		q := quoter{}
 		if data.AuthCache = q.quote(cfg.Paths.AuthCacheDir()); q.err != nil {
-			return nil, "", q.err
+			return nil, cfg, q.err
 		}
 	}
 	data.NoSessionCache = m.ClientCertificates()
@@ -430,17 +458,7 @@ func (t *Template) Render(m Model, cfg RenderConfig) (conf []byte, hash string, 
 		}
 	}
 	slices.Sort(data.ErrorCodes)
-	var buf bytes.Buffer
-	buf.Grow(16 << 10)
-	if err := t.tmpl.Execute(&buf, data); err != nil {
-		return nil, "", fmt.Errorf("render nginx template: %w", err)
-	}
-	conf = buf.Bytes()
-	sum := sha256.Sum256(conf)
-	hash = hex.EncodeToString(sum[:])
-	conf = bytes.ReplaceAll(conf, []byte(hashPlaceholder), []byte(hash))
-	conf = bytes.ReplaceAll(conf, []byte(tokenPlaceholder), []byte(cfg.StatusToken)) // hex digits, validated
-	return conf, hash, nil
+	return data, cfg, nil
 }
 
 // The view: what templates see. Strings are quoted nginx strings, ready to print.
