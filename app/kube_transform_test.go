@@ -25,8 +25,11 @@ import (
 // and loses every other key; other objects only lose managedFields and the last-applied annotation.
 func TestCacheTransformKeepsOnlyTLSKeysOfSecrets(t *testing.T) {
 	s := &corev1.Secret{
-		ObjectMeta: metav1.ObjectMeta{Name: "s", ManagedFields: []metav1.ManagedFieldsEntry{{Manager: "kubectl"}}},
-		Type:       corev1.SecretTypeOpaque,
+		ObjectMeta: metav1.ObjectMeta{Name: "s", ManagedFields: []metav1.ManagedFieldsEntry{{Manager: "kubectl"}},
+			Labels:          map[string]string{"controller.cert-manager.io/fao": "true"},
+			Annotations:     map[string]string{"cert-manager.io/issuer-name": "letsencrypt", "cert-manager.io/alt-names": "a.example.com"},
+			OwnerReferences: []metav1.OwnerReference{{Kind: "Certificate", Name: "a"}}},
+		Type: corev1.SecretTypeOpaque,
 		Data: map[string][]byte{
 			"tls.crt": []byte("cert"), "tls.key": []byte("key"), "ca.crt": []byte("ca"), "ca.crl": []byte("crl"),
 			"password": []byte("hunter2"), "release": []byte("a large Helm release"),
@@ -43,8 +46,12 @@ func TestCacheTransformKeepsOnlyTLSKeysOfSecrets(t *testing.T) {
 	if keys := slices.Sorted(maps.Keys(got.Data)); !slices.Equal(keys, []string{"auth", "bob", "ca.crl", "ca.crt", "tls.crt", "tls.key"}) {
 		t.Errorf("Secret keys after the transform: %v", keys)
 	}
-	if got.StringData != nil || got.ManagedFields != nil {
-		t.Errorf("stringData %v, managedFields %v: want both gone", got.StringData, got.ManagedFields)
+	if got.StringData != nil || got.ManagedFields != nil || got.Labels != nil || got.Annotations != nil || got.OwnerReferences != nil {
+		t.Errorf("stringData %v, managedFields %v, labels %v, annotations %v, owner references %v: want all gone",
+			got.StringData, got.ManagedFields, got.Labels, got.Annotations, got.OwnerReferences)
+	}
+	if got.Type != corev1.SecretTypeOpaque || got.Name != "s" {
+		t.Errorf("type %q, name %q: want both kept", got.Type, got.Name)
 	}
 
 	svc := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: "svc", Annotations: map[string]string{
@@ -60,13 +67,16 @@ func TestCacheTransformKeepsOnlyTLSKeysOfSecrets(t *testing.T) {
 }
 
 // TestCacheTransformKeepsWhatTheEndpointLaneReads: an EndpointSlice in the cache keeps its service-name
-// label, ports and each endpoint's addresses and conditions, and loses the pod references, nodes, zones
-// and owner references nothing reads.
+// label, ports and each endpoint's addresses and conditions, and loses the pod references, nodes, zones,
+// owner references, annotations and other labels nothing reads.
 func TestCacheTransformKeepsWhatTheEndpointLaneReads(t *testing.T) {
 	ready, tcp, port, name := true, corev1.ProtocolTCP, int32(8080), "http"
 	pod := "web-7d9f"
 	s := &discoveryv1.EndpointSlice{
-		ObjectMeta: metav1.ObjectMeta{Name: "web-abc", Namespace: "ns", Labels: map[string]string{discoveryv1.LabelServiceName: "web"},
+		ObjectMeta: metav1.ObjectMeta{Name: "web-abc", Namespace: "ns",
+			Labels: map[string]string{discoveryv1.LabelServiceName: "web", discoveryv1.LabelManagedBy: "endpointslice-controller.k8s.io",
+				"app.kubernetes.io/name": "web", "helm.sh/chart": "web-1.2.3"},
+			Annotations:     map[string]string{"endpoints.kubernetes.io/last-change-trigger-time": "2026-11-26T03:30:00Z"},
 			OwnerReferences: []metav1.OwnerReference{{Kind: "Service", Name: "web"}}},
 		AddressType: discoveryv1.AddressTypeIPv4,
 		Ports:       []discoveryv1.EndpointPort{{Name: &name, Protocol: &tcp, Port: &port}},
@@ -81,7 +91,8 @@ func TestCacheTransformKeepsWhatTheEndpointLaneReads(t *testing.T) {
 		}},
 	}
 	want := s.DeepCopy()
-	want.OwnerReferences = nil
+	want.OwnerReferences, want.Annotations = nil, nil
+	want.Labels = map[string]string{discoveryv1.LabelServiceName: "web"}
 	want.Endpoints[0] = discoveryv1.Endpoint{Addresses: []string{"10.0.0.1"}, Conditions: discoveryv1.EndpointConditions{Ready: &ready}}
 	out, err := cacheTransform(s)
 	if err != nil {

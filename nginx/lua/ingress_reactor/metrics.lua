@@ -182,6 +182,10 @@ function _M.log()
     end
 end
 
+-- What a full dict cost since the last log line, and when that was (FULL_LOG_EVERY seconds apart).
+local FULL_LOG_EVERY = 60
+local full_unlogged, full_logged_at = 0, 0
+
 flush = function()
     local a = acc
     acc = {}
@@ -203,7 +207,13 @@ flush = function()
     end
     if full > 0 then
         dict:incr("dropped", full, 0)
-        ngx.log(ngx.ERR, "request metrics: ", full, " values did not fit into the metrics dict, or pushed older ones out (raise --metrics-dict-size)")
+        full_unlogged = full_unlogged + full
+    end
+    -- At most one line a minute per worker: a full dict stays full, and the count is in the dropped metric.
+    local now = ngx.now()
+    if full_unlogged > 0 and now - full_logged_at >= FULL_LOG_EVERY then
+        ngx.log(ngx.ERR, "request metrics: ", full_unlogged, " values did not fit into the metrics dict, or pushed older ones out, since this worker last said so (raise --metrics-dict-size, or leave histograms out with --exclude-socket-metrics)")
+        full_unlogged, full_logged_at = 0, now
     end
 end
 
