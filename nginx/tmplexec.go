@@ -25,9 +25,9 @@ var tmplFuncNames = []string{"and", "or", "not", "len", "index", "eq", "ne", "lt
 // tmplLookup returns the function a template names, with text/template's meaning, or nil. (A switch,
 // not a map: the embedded template is parsed and rendered while package variables are initialized.)
 func tmplLookup(name string) tmplFunc {
-	ordered := func(ok func(int) bool) tmplFunc {
+	ordered := func(op string) tmplFunc {
 		return func(s *tmplState, dot reflect.Value, args []parse.Node, final *reflect.Value) (reflect.Value, error) {
-			return tmplOrdered(s, dot, args, final, ok)
+			return tmplOrdered(s, dot, args, final, op)
 		}
 	}
 	switch name {
@@ -45,14 +45,8 @@ func tmplLookup(name string) tmplFunc {
 		return tmplEq
 	case "ne":
 		return tmplNe
-	case "lt":
-		return ordered(func(c int) bool { return c < 0 })
-	case "le":
-		return ordered(func(c int) bool { return c <= 0 })
-	case "gt":
-		return ordered(func(c int) bool { return c > 0 })
-	case "ge":
-		return ordered(func(c int) bool { return c >= 0 })
+	case "lt", "le", "gt", "ge":
+		return ordered(name)
 	case "print":
 		return tmplPrint(fmt.Sprint)
 	case "println":
@@ -189,31 +183,26 @@ func (s *tmplState) conditional(dot reflect.Value, b *parse.BranchNode, with boo
 func (s *tmplState) rangeOver(dot reflect.Value, r *parse.RangeNode) (flow, error) {
 	mark := len(s.vars)
 	defer func() { s.vars = s.vars[:mark] }()
+	// The declared variables first take the pipeline's value (the else branch sees them so), then each
+	// element. The tree is shared by concurrent renders: it is read, never changed.
 	decl := r.Pipe.Decl
-	r.Pipe.Decl = nil // evaluate the pipeline itself; the declared variables take each element
 	v, err := s.pipeline(dot, r.Pipe)
-	r.Pipe.Decl = decl
 	if err != nil {
 		return flowNext, err
 	}
 	v = tmplIndirect(v)
-	assign := r.Pipe.IsAssign // {{range $k, $v = ...}} sets variables declared before, first to v itself
-	if assign {
-		for _, d := range decl {
-			if err := s.setVar(d, v); err != nil {
-				return flowNext, err
-			}
-		}
-	}
+	// {{range $k, $v = ...}} sets variables declared before; with :=, the pipeline pushed them at first.
+	assign := r.Pipe.IsAssign
+	body, first := len(s.vars), len(s.vars)-len(decl)
 	one := func(key, elem reflect.Value) (bool, error) {
-		s.vars = s.vars[:mark]
+		s.vars = s.vars[:body]
 		vals := []reflect.Value{elem}
 		if len(decl) == 2 {
 			vals = []reflect.Value{key, elem}
 		}
 		for i, d := range decl {
 			if !assign {
-				s.vars = append(s.vars, tmplVar{d.Ident[0], vals[i]})
+				s.vars[first+i].value = vals[i]
 			} else if err := s.setVar(d, vals[i]); err != nil {
 				return false, err
 			}
@@ -244,13 +233,14 @@ func (s *tmplState) rangeOver(dot reflect.Value, r *parse.RangeNode) (flow, erro
 				return flowNext, err
 			}
 		}
-	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64:
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
+		reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64, reflect.Uintptr:
 		if len(decl) > 1 {
-			return flowNext, s.errorf(r, "can't use %d to iterate over more than one variable", v.Int())
+			return flowNext, s.errorf(r, "can't use %v to iterate over more than one variable", v)
 		}
-		n = int(v.Int())
-		for i := range n {
-			if stop, err := one(reflect.ValueOf(i), reflect.ValueOf(i)); err != nil || stop {
+		for i := range v.Seq() { // 0 to v-1, of v's type
+			n++
+			if stop, err := one(reflect.Value{}, i); err != nil || stop {
 				return flowNext, err
 			}
 		}
@@ -259,7 +249,7 @@ func (s *tmplState) rangeOver(dot reflect.Value, r *parse.RangeNode) (flow, erro
 		return flowNext, s.errorf(r, "range can't iterate over %s", v.Type())
 	}
 	if n <= 0 && r.ElseList != nil {
-		s.vars = s.vars[:mark]
+		s.vars = s.vars[:body]
 		return s.walk(dot, r.ElseList)
 	}
 	return flowNext, nil
@@ -272,6 +262,9 @@ func tmplSortedKeys(m reflect.Value) ([]reflect.Value, error) {
 	}
 	var err error
 	slices.SortFunc(keys, func(a, b reflect.Value) int {
+		if a.Kind() == reflect.Bool { // false first, as fmt and text/template print them
+			return cmp.Compare(tmplBit(a.Bool()), tmplBit(b.Bool()))
+		}
 		c, e := tmplCompare(a, b)
 		if e != nil {
 			err = e
@@ -282,6 +275,13 @@ func tmplSortedKeys(m reflect.Value) ([]reflect.Value, error) {
 		return nil, fmt.Errorf("range over a map needs ordered keys: %w", err)
 	}
 	return keys, nil
+}
+
+func tmplBit(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
 }
 
 // call runs {{template "name" pipeline}}: the named template with the pipeline's value as dot and $.
@@ -319,6 +319,11 @@ func (s *tmplState) pipeline(dot reflect.Value, p *parse.PipeNode) (reflect.Valu
 		if v, err = s.command(dot, c, final); err != nil {
 			return reflect.Value{}, err
 		}
+		// A value in an empty interface is the value it holds (a nil one is no value), for if, with,
+		// range and printing alike.
+		if v.Kind() == reflect.Interface && v.Type().NumMethod() == 0 {
+			v = v.Elem()
+		}
 	}
 	for _, d := range p.Decl {
 		if p.IsAssign {
@@ -355,12 +360,19 @@ func (s *tmplState) command(dot reflect.Value, c *parse.CommandNode, final *refl
 	return s.arg(dot, c.Args[0])
 }
 
-func (s *tmplState) function(dot reflect.Value, id *parse.IdentifierNode, args []parse.Node, final *reflect.Value) (reflect.Value, error) {
+func (s *tmplState) function(dot reflect.Value, id *parse.IdentifierNode, args []parse.Node, final *reflect.Value) (v reflect.Value, err error) {
 	f := tmplLookup(id.Ident)
 	if f == nil {
 		return reflect.Value{}, s.errorf(id, "function %q not defined", id.Ident)
 	}
-	v, err := f(s, dot, args, final)
+	// reflect panics on what the functions cannot check beforehand (== on structs that hold slices in
+	// interfaces, a map key that cannot be hashed); a template must not end the controller.
+	defer func() {
+		if p := recover(); p != nil {
+			v, err = reflect.Value{}, s.errorf(id, "error calling %s: %v", id.Ident, p)
+		}
+	}()
+	v, err = f(s, dot, args, final)
 	if err != nil {
 		var te tmplError
 		if errors.As(err, &te) {
@@ -397,8 +409,7 @@ func (s *tmplState) arg(dot reflect.Value, n parse.Node) (reflect.Value, error) 
 		}
 		return s.fields(n, base, n.Field)
 	case *parse.PipeNode:
-		mark := len(s.vars)
-		defer func() { s.vars = s.vars[:mark] }()
+		// Its variables live to the end of the enclosing block, as the parser scopes them.
 		return s.pipeline(dot, n)
 	case *parse.IdentifierNode:
 		return s.function(dot, n, nil, nil)
@@ -408,9 +419,10 @@ func (s *tmplState) arg(dot reflect.Value, n parse.Node) (reflect.Value, error) 
 		return reflect.ValueOf(n.True), nil
 	case *parse.NumberNode:
 		// A constant written as a float (a '.', an exponent) is a float even when its value is whole; a
-		// character constant ('e') is an integer.
-		hex := strings.HasPrefix(strings.ToLower(strings.TrimLeft(n.Text, "+-")), "0x")
-		written := !strings.HasPrefix(n.Text, "'") && (strings.ContainsAny(n.Text, ".pP") || (!hex && strings.ContainsAny(n.Text, "eE")))
+		// character constant ('e') and an unsigned hexadecimal one (0x1e) are integers, but a signed
+		// hexadecimal one with an 'e' among its digits (-0x1e) is a float, as text/template has it.
+		hexInt := strings.HasPrefix(strings.ToLower(n.Text), "0x") && !strings.ContainsAny(n.Text, "pP")
+		written := !strings.HasPrefix(n.Text, "'") && !hexInt && strings.ContainsAny(n.Text, ".eEpP")
 		switch {
 		case n.IsComplex:
 			return reflect.ValueOf(n.Complex128), nil
@@ -435,12 +447,19 @@ func (s *tmplState) fields(node parse.Node, v reflect.Value, names []string) (re
 			if !ok || !f.IsExported() {
 				return reflect.Value{}, s.errorf(node, "can't evaluate field %s in type %s (templates read exported fields, not methods)", name, v.Type())
 			}
-			v = v.FieldByIndex(f.Index)
-		case reflect.Map:
-			if v.Type().Key().Kind() != reflect.String {
-				return reflect.Value{}, s.errorf(node, "can't evaluate field %s in a map of %s keys", name, v.Type().Key())
+			var err error
+			if v, err = v.FieldByIndexErr(f.Index); err != nil { // through a nil embedded pointer
+				return reflect.Value{}, s.errorf(node, "%v", err)
 			}
-			e := v.MapIndex(reflect.ValueOf(name).Convert(v.Type().Key()))
+		case reflect.Map:
+			key := reflect.ValueOf(name)
+			switch kt := v.Type().Key(); {
+			case kt.Kind() == reflect.String:
+				key = key.Convert(kt)
+			case !key.Type().AssignableTo(kt): // an interface that strings satisfy is fine
+				return reflect.Value{}, s.errorf(node, "can't evaluate field %s in a map of %s keys", name, kt)
+			}
+			e := v.MapIndex(key)
 			if !e.IsValid() {
 				return reflect.Value{}, s.errorf(node, "map has no entry for key %q", name)
 			}
@@ -454,15 +473,14 @@ func (s *tmplState) fields(node parse.Node, v reflect.Value, names []string) (re
 	return v, nil
 }
 
-// print writes an action's value as fmt.Fprint does, through pointers and interfaces; no value (an
-// empty interface included) prints "<no value>", a nil pointer "<nil>".
+// print writes an action's value as fmt.Fprint does, through pointers (and the interfaces they lead
+// to); no value (a nil empty interface included: pipeline took it out) prints "<no value>", a nil
+// pointer or a nil interface reached otherwise "<nil>".
 func (s *tmplState) print(n parse.Node, v reflect.Value) error {
-	for (v.Kind() == reflect.Pointer && !v.IsNil()) || v.Kind() == reflect.Interface {
-		if v.Kind() == reflect.Interface && v.IsNil() {
-			v = reflect.Value{}
-			break
+	if v.Kind() == reflect.Pointer { // to the value, or to the nil pointer or interface on the way
+		for (v.Kind() == reflect.Pointer || v.Kind() == reflect.Interface) && !v.IsNil() {
+			v = v.Elem()
 		}
-		v = v.Elem()
 	}
 	if !v.IsValid() {
 		s.w.WriteString("<no value>")
@@ -489,6 +507,7 @@ func tmplIndirect(v reflect.Value) reflect.Value {
 
 // tmplTruth is text/template's truth: false, 0, "", an empty slice or map, nil and no value are false.
 func tmplTruth(v reflect.Value) bool {
+	v = tmplIndirectIface(v)
 	switch v.Kind() {
 	case reflect.Invalid:
 		return false
@@ -605,6 +624,9 @@ func tmplIndex(s *tmplState, dot reflect.Value, args []parse.Node, final *reflec
 		return reflect.Value{}, errors.New("wrong number of args: want at least 1 got 0")
 	}
 	v := vs[0]
+	if !tmplIndirectIface(v).IsValid() {
+		return reflect.Value{}, errors.New("index of untyped nil")
+	}
 	for _, k := range vs[1:] {
 		v = tmplIndirect(v)
 		switch v.Kind() {
@@ -619,7 +641,11 @@ func tmplIndex(s *tmplState, dot reflect.Value, args []parse.Node, final *reflec
 			v = v.Index(int(i))
 		case reflect.Map:
 			k = tmplIndirect(k)
-			if !k.IsValid() || !k.Type().AssignableTo(v.Type().Key()) {
+			key := v.Type().Key()
+			if k.IsValid() && !k.Type().AssignableTo(key) && tmplIntLike(k.Kind()) && tmplIntLike(key.Kind()) {
+				k = k.Convert(key) // {{index .M 2}} on a map of int64 keys, as text/template allows
+			}
+			if !k.IsValid() || !k.Type().AssignableTo(key) {
 				return reflect.Value{}, fmt.Errorf("map key of the wrong type for %s", v.Type())
 			}
 			if e := v.MapIndex(k); e.IsValid() {
@@ -634,6 +660,10 @@ func tmplIndex(s *tmplState, dot reflect.Value, args []parse.Node, final *reflec
 		}
 	}
 	return v, nil
+}
+
+func tmplIntLike(k reflect.Kind) bool {
+	return k >= reflect.Int && k <= reflect.Uintptr
 }
 
 func tmplInt(v reflect.Value) (int64, bool) {
@@ -660,6 +690,7 @@ const (
 	kindUint
 	kindFloat
 	kindString
+	kindComplex
 )
 
 func tmplKindOf(v reflect.Value) tmplKind {
@@ -716,21 +747,41 @@ func tmplCompare(a, b reflect.Value) (int, error) {
 	return 0, fmt.Errorf("invalid type for comparison: %s", a.Type())
 }
 
-// tmplEqual is eq for two values: basic values by value, other comparable values of one type with ==.
+// tmplEqual is eq for two values, as text/template has it: basic values by value (a signed and an
+// unsigned integer too), nil (no value, or a nil pointer, slice, map or interface) equal to nil, other
+// values of one kind with ==. A basic value and no value are unequal, not an error.
 func tmplEqual(a, b reflect.Value) (bool, error) {
 	a, b = tmplIndirectIface(a), tmplIndirectIface(b)
-	if !a.IsValid() || !b.IsValid() {
-		return !a.IsValid() && !b.IsValid(), nil
-	}
-	if tmplKindOf(a) != kindOther && tmplKindOf(b) != kindOther {
-		if tmplKindOf(a) == kindBool || tmplKindOf(b) == kindBool {
-			if tmplKindOf(a) != tmplKindOf(b) {
-				return false, errIncomparable
-			}
-			return a.Bool() == b.Bool(), nil
+	ka, kb := tmplBasicKind(a), tmplBasicKind(b)
+	if ka != kb {
+		switch {
+		case ka == kindInt && kb == kindUint, ka == kindUint && kb == kindInt:
+			c, _ := tmplCompare(a, b)
+			return c == 0, nil
+		case a.IsValid() && b.IsValid():
+			return false, errIncomparable
 		}
-		c, err := tmplCompare(a, b)
-		return c == 0, err
+		return false, nil
+	}
+	switch ka {
+	case kindBool:
+		return a.Bool() == b.Bool(), nil
+	case kindInt:
+		return a.Int() == b.Int(), nil
+	case kindUint:
+		return a.Uint() == b.Uint(), nil
+	case kindFloat:
+		return a.Float() == b.Float(), nil // NaN equals nothing
+	case kindString:
+		return a.String() == b.String(), nil
+	case kindComplex:
+		return a.Complex() == b.Complex(), nil
+	}
+	if a.Kind() != b.Kind() && a.IsValid() && b.IsValid() {
+		return false, fmt.Errorf("non-comparable types %s and %s", a.Type(), b.Type())
+	}
+	if tmplNil(a) || tmplNil(b) {
+		return tmplNil(a) == tmplNil(b), nil
 	}
 	if a.Type() != b.Type() {
 		return false, errIncomparable
@@ -738,7 +789,26 @@ func tmplEqual(a, b reflect.Value) (bool, error) {
 	if !a.Type().Comparable() {
 		return false, fmt.Errorf("non-comparable type %s", a.Type())
 	}
-	return a.Equal(b), nil
+	return a.Equal(b), nil // panics on interfaces that hold incomparable values: function recovers
+}
+
+// tmplBasicKind is tmplKindOf with complex numbers, and kindOther for no value too.
+func tmplBasicKind(v reflect.Value) tmplKind {
+	if v.Kind() == reflect.Complex64 || v.Kind() == reflect.Complex128 {
+		return kindComplex
+	}
+	return tmplKindOf(v)
+}
+
+// tmplNil says whether v is no value or a nil pointer, slice, map, interface, channel or function.
+func tmplNil(v reflect.Value) bool {
+	switch v.Kind() {
+	case reflect.Invalid:
+		return true
+	case reflect.Chan, reflect.Func, reflect.Interface, reflect.Map, reflect.Pointer, reflect.Slice:
+		return v.IsNil()
+	}
+	return false
 }
 
 func tmplIndirectIface(v reflect.Value) reflect.Value {
@@ -780,8 +850,9 @@ func tmplNe(s *tmplState, dot reflect.Value, args []parse.Node, final *reflect.V
 	return reflect.ValueOf(!eq), err
 }
 
-// tmplOrdered is lt, le, gt and ge: ok says whether the sign of the comparison is the answer true.
-func tmplOrdered(s *tmplState, dot reflect.Value, args []parse.Node, final *reflect.Value, ok func(int) bool) (reflect.Value, error) {
+// tmplOrdered is lt, le, gt and ge, as text/template defines them: le is lt or eq, gt is not le, ge is
+// not lt (so that with NaN, gt and ge are true where lt and le are false).
+func tmplOrdered(s *tmplState, dot reflect.Value, args []parse.Node, final *reflect.Value, op string) (reflect.Value, error) {
 	vs, err := s.exactly(dot, args, final, 2)
 	if err != nil {
 		return reflect.Value{}, err
@@ -790,8 +861,31 @@ func tmplOrdered(s *tmplState, dot reflect.Value, args []parse.Node, final *refl
 	if tmplKindOf(a) == kindOther || tmplKindOf(b) == kindOther || tmplKindOf(a) == kindBool {
 		return reflect.Value{}, errors.New("invalid type for comparison")
 	}
-	c, err := tmplCompare(a, b)
-	return reflect.ValueOf(ok(c)), err
+	var less bool
+	if tmplKindOf(a) == kindFloat && tmplKindOf(b) == kindFloat {
+		less = a.Float() < b.Float() // false with NaN, where cmp.Compare orders NaN first
+	} else {
+		c, err := tmplCompare(a, b)
+		if err != nil {
+			return reflect.Value{}, err
+		}
+		less = c < 0
+	}
+	lessOrEqual := less
+	if !less {
+		if lessOrEqual, err = tmplEqual(a, b); err != nil {
+			return reflect.Value{}, err
+		}
+	}
+	switch op {
+	case "lt":
+		return reflect.ValueOf(less), nil
+	case "le":
+		return reflect.ValueOf(lessOrEqual), nil
+	case "gt":
+		return reflect.ValueOf(!lessOrEqual), nil
+	}
+	return reflect.ValueOf(!less), nil
 }
 
 // tmplInterfaces turns evaluated arguments into what fmt takes; no value is nil.

@@ -3,6 +3,7 @@ package nginx
 import (
 	"bytes"
 	"fmt"
+	"math"
 	"net/netip"
 	"strings"
 	"testing"
@@ -35,7 +36,24 @@ type execData struct {
 	Prefix  netip.Prefix
 	Items   []execNested
 	MapList map[string][]string
+	// The real view has none of these; templates must still not panic the controller on them, and
+	// read them as text/template does.
+	*execEmbedded // nil: its promoted field cannot be read
+	AnyZero       any
+	AnyFalse      any
+	AnyEmpty      any
+	PtrNilAny     *any
+	NaN           float64
+	U8            uint8
+	Bools         map[bool]string
+	MapAny        map[any]int
+	MapInt        map[int64]string
+	Pair1, Pair2  execPair // comparable types holding slices: == panics
 }
+
+type execEmbedded struct{ Deep string }
+
+type execPair struct{ A any }
 
 type execNested struct {
 	Name  string
@@ -56,6 +74,12 @@ func testExecData() execData {
 		MapList: map[string][]string{
 			"b": {"2"}, "a": {"1", "1"},
 		},
+		AnyZero: 0, AnyFalse: false, AnyEmpty: "", PtrNilAny: new(any),
+		NaN: math.NaN(), U8: 3,
+		Bools:  map[bool]string{true: "yes", false: "no"},
+		MapAny: map[any]int{"k": 1},
+		MapInt: map[int64]string{2: "two"},
+		Pair1:  execPair{A: []int{1}}, Pair2: execPair{A: []int{1}},
 	}
 }
 
@@ -108,6 +132,28 @@ func TestTemplateExecMatchesTextTemplate(t *testing.T) {
 		"{{nil}}", "{{.Missing}}", "{{.M.absent}}", "{{.NilPtr.Name}}", "{{index .Strs 10}}", "{{len .I}}",
 		"{{template \"undefined\"}}", "{{$u}}", "{{eq .S 1}}", "{{lt .B .B}}", "{{not 1 2}}", "{{range .S}}x{{end}}",
 		"{{.S.Field}}", "{{.Nested.name}}", "{{if}}{{end}}",
+		// Values in empty interfaces are read as the values they hold.
+		"{{if .AnyZero}}t{{else}}f{{end}} {{if .AnyFalse}}t{{else}}f{{end}} {{with .AnyEmpty}}t{{else}}f{{end}}",
+		"{{not .AnyFalse}} {{and .AnyFalse 1}} {{or .AnyZero .AnyEmpty}} {{$x := .AnyZero}}{{if $x}}t{{else}}f{{end}}",
+		"{{.PtrNilAny}} {{print .PtrNilAny}}",
+		// eq compares with nil: nil slices, pointers and interfaces equal it.
+		"{{eq .None nil}} {{eq .Strs nil}} {{eq .NilPtr nil}} {{eq .Ptr nil}} {{eq .NilPtr .NilAny}} {{eq .None .NilAny}} {{ne .NilPtr nil}} {{eq .S nil}}",
+		"{{eq .Nested.Tags nil}} {{eq .M .NilPtr}}",
+		// NaN is neither less, equal nor greater, and gt and ge are le's and lt's negation.
+		"{{lt .NaN .F}} {{le .NaN .F}} {{gt .NaN .F}} {{ge .NaN .F}} {{eq .NaN .NaN}} {{ne .NaN .NaN}} {{lt .F .NaN}}",
+		// Variables declared by range live in its else branch; those of a parenthesized pipeline to the
+		// end of the enclosing block.
+		"{{range $x := .None}}{{else}}[{{$x}}]{{end}} {{range $i, $e := .M}}{{end}}{{range $k, $v := .None}}{{else}}{{$k}}{{$v}}{{end}}",
+		"{{print ($x := 1)}}{{$x}} {{range $i := 2}}{{print ($y := $i)}}{{$y}}{{end}} {{if ($z := .S)}}{{$z}}{{end}}",
+		// Ranges over unsigned integers, elements of the integer's type.
+		"{{range .U8}}{{.}}{{end}} {{range $i := .U}}{{printf \"%T\" $i}}{{end}} {{range $i := .I64}}{{end}}{{range $i := 2}}{{printf \"%T\" $i}}{{end}}",
+		"{{range $k, $v := .Bools}}{{$k}}={{$v}} {{end}}",
+		"{{$i := 9}}{{$e := 9}}{{range $i, $e = .Strs}}{{$i}}{{$e}}{{end}}{{$i}}{{$e}} {{range $x := index .MapList ($k := \"a\")}}{{$x}}{{$k}}{{end}}",
+		"{{range $i, $x := index .MapList ($k := \"b\")}}{{$i}}{{$x}}{{$k}}{{print ($t := $x)}}{{$t}}{{end}}",
+		"{{printf \"%T %T %T %T\" -0x1e 0x1e 1e2 0x1p2}}",
+		"{{index .MapInt 2}} {{index .MapInt .U8}} {{index .MapInt 5}} {{index .MapAny \"k\"}} {{.MapAny.k}}", "{{.MapAny.absent}}", "{{.MapInt.k}}",
+		// Failures.
+		"{{index nil}}", "{{.Deep}}", "{{eq .Pair1 .Pair2}}", "{{index .MapAny .Strs}}", "{{range .U8}}{{break}}{{end}}",
 	} {
 		want, got, wantErr, gotErr := execBoth(t, text, testExecData())
 		if (wantErr == nil) != (gotErr == nil) {
@@ -256,6 +302,8 @@ func FuzzTemplateExec(f *testing.F) {
 		"{{define \"a\"}}{{.}}{{end}}{{template \"a\" .U}}{{eq .I .U 3}}",
 		"{{$x := .I}}{{range .Ints}}{{if lt . $x}}{{.}}{{end}}{{end}}",
 		"{{range .M}}{{.}}{{else}}none{{end}}{{.Nested.Tags}}",
+		"{{if .AnyZero}}{{lt .NaN .F}}{{end}}{{range $k, $v := .Bools}}{{$k}}{{end}}{{range $i := .U8}}{{$i}}{{else}}{{$i}}{{end}}",
+		"{{eq .Pair1 .Pair2 nil}}{{index .MapAny .Strs}}{{index .MapInt .U8}}{{.Deep}}{{.PtrNilAny}}{{not .AnyFalse}}",
 	} {
 		f.Add(seed)
 	}
@@ -274,4 +322,25 @@ func FuzzTemplateExec(f *testing.F) {
 			t.Fatalf("%q:\n executor      %q\n text/template %q", text, got, want)
 		}
 	})
+}
+
+// TestTemplateRenderConcurrent: templates are shared (the embedded one is a package variable) and
+// rendered from more than one goroutine; executing one must not write to it (run with -race).
+func TestTemplateRenderConcurrent(t *testing.T) {
+	set, err := parseTmplSet("nginx.conf", "{{range $i, $s := .Strs}}{{$i}}{{$s}}{{end}}")
+	if err != nil {
+		t.Fatal(err)
+	}
+	errs := make(chan error, 2)
+	for range 2 {
+		go func() {
+			var b bytes.Buffer
+			errs <- set.execute(&b, testExecData())
+		}()
+	}
+	for range 2 {
+		if err := <-errs; err != nil {
+			t.Error(err)
+		}
+	}
 }
