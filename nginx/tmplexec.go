@@ -87,7 +87,7 @@ func parseTmplSet(name, text string) (*tmplSet, error) {
 
 // execute writes the template with data as its dot and $.
 func (t *tmplSet) execute(w *bytes.Buffer, data any) error {
-	s := &tmplState{set: t, w: w, tree: t.trees[t.name]}
+	s := &tmplState{set: t, w: w, tree: t.trees[t.name], steps: new(int)}
 	root := reflect.ValueOf(data)
 	s.vars = []tmplVar{{"$", root}}
 	_, err := s.walk(root, s.tree.Root)
@@ -105,7 +105,17 @@ type tmplState struct {
 	tree  *parse.Tree
 	vars  []tmplVar
 	depth int
+	// steps counts the elements walked in this execution, nested templates included.
+	steps *int
 }
+
+// maxTemplateSteps and maxTemplateOutput bound one execution: a --template that loops for ever, or
+// calls itself twice at every level, fails with an error instead of holding the renderer. The embedded
+// template takes a few thousand steps and writes tens of KB.
+const (
+	maxTemplateSteps  = 1_000_000
+	maxTemplateOutput = 32 << 20
+)
 
 // flow is what a walk ended with: the end of its list, or a {{break}} or {{continue}}.
 type flow int
@@ -123,6 +133,12 @@ func (s *tmplState) errorf(node parse.Node, format string, args ...any) error {
 }
 
 func (s *tmplState) walk(dot reflect.Value, node parse.Node) (flow, error) {
+	if *s.steps++; *s.steps > maxTemplateSteps {
+		return flowNext, s.errorf(node, "the template takes more than %d steps", maxTemplateSteps)
+	}
+	if s.w.Len() > maxTemplateOutput {
+		return flowNext, s.errorf(node, "the template writes more than %d MB", maxTemplateOutput>>20)
+	}
 	switch n := node.(type) {
 	case *parse.ListNode:
 		for _, c := range n.Nodes {
@@ -300,7 +316,7 @@ func (s *tmplState) call(dot reflect.Value, n *parse.TemplateNode) error {
 			return err
 		}
 	}
-	inner := &tmplState{set: s.set, w: s.w, tree: t, vars: []tmplVar{{"$", v}}, depth: s.depth + 1}
+	inner := &tmplState{set: s.set, w: s.w, tree: t, vars: []tmplVar{{"$", v}}, depth: s.depth + 1, steps: s.steps}
 	_, err := inner.walk(v, t.Root)
 	return err
 }

@@ -193,6 +193,25 @@ func TestTemplateExecRefusesOtherFunctions(t *testing.T) {
 	}
 }
 
+// TestTemplateExecWorkBounded: a template that loops a billion times, a million times
+// in nested loops or writes without end fails with an error within its step or output budget.
+func TestTemplateExecWorkBounded(t *testing.T) {
+	for text, want := range map[string]string{
+		"{{range 1000000000}}x{{end}}": "more than 1000000 steps",
+		`{{define "a"}}{{range 1000}}{{range 1000}}{{end}}{{end}}{{end}}{{template "a"}}`:                                     "more than 1000000 steps",
+		`{{define "w"}}{{.}}{{.}}{{.}}{{.}}{{end}}{{range 200000}}{{template "w" "` + strings.Repeat("x", 100) + `"}}{{end}}`: "more than 32 MB",
+	} {
+		set, err := parseTmplSet("nginx.conf", text)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var b bytes.Buffer
+		if err := set.execute(&b, nil); err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("%.60s: error %v, want %q", text, err, want)
+		}
+	}
+}
+
 // TestTemplateExecNestingBounded: a template that calls itself ends with an error, not a stack overflow.
 func TestTemplateExecNestingBounded(t *testing.T) {
 	set, err := parseTmplSet("nginx.conf", `{{define "loop"}}x{{template "loop" .}}{{end}}{{template "loop" .}}`)
