@@ -206,6 +206,12 @@ func (s *tmplState) rangeOver(dot reflect.Value, r *parse.RangeNode) (flow, erro
 	if err != nil {
 		return flowNext, err
 	}
+	for v.Kind() == reflect.Pointer && !v.IsNil() {
+		v = v.Elem()
+	}
+	if v.Kind() == reflect.Pointer { // a nil pointer is an error, as in text/template; a nil interface ranges over nothing
+		return flowNext, s.errorf(r, "range can't iterate over %v", v)
+	}
 	v = tmplIndirect(v)
 	// {{range $k, $v = ...}} sets variables declared before; with :=, the pipeline pushed them at first.
 	assign := r.Pipe.IsAssign

@@ -113,6 +113,7 @@ func TestTemplateExecMatchesTextTemplate(t *testing.T) {
 		"{{if .NilPtr}}p{{end}}{{if .Ptr}}P{{end}}{{if .NilAny}}a{{end}}{{if .Any}}A{{end}}{{if .F}}F{{end}}{{if .U}}U{{end}}",
 		"{{with .Nested}}{{.Name}}/{{.Count}}{{end}} {{with .Empty}}x{{else}}empty{{end}} {{with $x := .S}}{{$x}}{{.}}{{end}}",
 		"{{range .Strs}}[{{.}}]{{end}} {{range $i, $s := .Strs}}{{$i}}={{$s}},{{end}} {{range $s := .Strs}}{{$s}}{{end}}",
+		"{{range .NilPtr}}x{{else}}nil pointer{{end}}", "{{range .NilAny}}x{{else}}nil interface{{end}}", "{{range .Ptr}}x{{end}}",
 		"{{range .None}}x{{else}}no items{{end}} {{range .M}}{{.}} {{end}} {{range $k, $v := .M}}{{$k}}:{{$v}} {{end}}",
 		"{{range $k, $v := .MapList}}{{$k}}{{range $v}}-{{.}}{{end}};{{end}}",
 		"{{range .Items}}{{if eq .Name \"two\"}}{{continue}}{{end}}{{.Name}}{{if gt .Count 2}}{{break}}{{end}},{{end}}",
