@@ -65,15 +65,15 @@ func TestAnnotationAuthCache(t *testing.T) {
 			if got == nil {
 				t.Fatalf("rejected: %q", errs)
 			}
-			if got.Profile.AuthCacheKey != tc.wantKey || got.Profile.AuthCacheDuration != tc.wantDur {
-				t.Fatalf("key %q duration %q, want %q %q", got.Profile.AuthCacheKey, got.Profile.AuthCacheDuration, tc.wantKey, tc.wantDur)
+			if valueOf(got.Profile).AuthCacheKey != tc.wantKey || valueOf(got.Profile).AuthCacheDuration != tc.wantDur {
+				t.Fatalf("key %q duration %q, want %q %q", valueOf(got.Profile).AuthCacheKey, valueOf(got.Profile).AuthCacheDuration, tc.wantKey, tc.wantDur)
 			}
 			if tc.wantWarning != "" && !slices.Contains(got.Warnings, tc.wantWarning) {
 				t.Fatalf("warnings %q, want %q", got.Warnings, tc.wantWarning)
 			}
 			m := Model{Servers: []Server{{Host: ""}}}
-			if !got.Profile.IsZero() {
-				m.Profiles = []ProfileSettings{got.Profile}
+			if got.Profile != nil {
+				m.Profiles = []ProfileSettings{*got.Profile}
 			}
 			conf, _, err := Render(m, baseRenderConfig())
 			if err != nil {
@@ -87,7 +87,7 @@ func TestAnnotationAuthCache(t *testing.T) {
 				return
 			}
 			for _, want := range append([]string{"proxy_cache ingress_reactor_auth_cache;",
-				"proxy_cache_key ${host}:" + got.Profile.Name() + ":${ingress_reactor_auth_route}:" + tc.wantKey + ";"},
+				"proxy_cache_key ${host}:" + valueOf(got.Profile).Name() + ":${ingress_reactor_auth_route}:" + tc.wantKey + ";"},
 				func() (out []string) {
 					for d := range strings.SplitSeq(tc.wantDur, ",") {
 						out = append(out, "proxy_cache_valid "+d+";")

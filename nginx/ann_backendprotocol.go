@@ -35,7 +35,7 @@ func applyBackendProtocol(t *translator) {
 	switch v := strings.ToUpper(strings.TrimSpace(raw)); v {
 	case "HTTP":
 	case "HTTPS", "AUTO_HTTP", "GRPC", "GRPCS", "H2C":
-		t.out.Profile.BackendProtocol = v
+		t.profile.BackendProtocol = v
 	case "FCGI":
 		t.fail("metadata.annotations[%s]: %s is not supported (HTTP, HTTPS, AUTO_HTTP, GRPC, GRPCS and H2C are); the Ingress is not "+
 			"served rather than served with a protocol its backends do not speak", AnnotationBackendProtocol, quoteValue(raw))

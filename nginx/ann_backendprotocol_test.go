@@ -40,7 +40,7 @@ func TestAnnotationBackendProtocol(t *testing.T) {
 			if got == nil {
 				t.Fatalf("rejected: %q", errs)
 			}
-			if got.Profile != tc.want {
+			if !profileIs(got.Profile, tc.want) {
 				t.Errorf("profile %+v, want %+v", got.Profile, tc.want)
 			}
 		})

@@ -139,7 +139,7 @@ func TestAnnotationCanary(t *testing.T) {
 			if (len(got.TLS) == 0) != tc.noTLS {
 				t.Errorf("TLS %v, want none: %v", got.TLS, tc.noTLS)
 			}
-			if got.Canary != nil && (got.Options != nil || !got.Profile.IsZero()) {
+			if got.Canary != nil && (got.Options != nil || got.Profile != nil) {
 				t.Errorf("a canary has options %+v, profile %+v", got.Options, got.Profile)
 			}
 		})

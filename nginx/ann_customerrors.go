@@ -66,7 +66,7 @@ func applyCustomHTTPErrors(t *translator) {
 	case codes == "":
 		t.out.Warnings = append(t.out.Warnings, fmt.Sprintf("metadata.annotations[%s]: lists no status code, so it intercepts nothing", AnnotationCustomHTTPErrors))
 	default:
-		t.out.Profile.CustomHTTPErrors = codes
+		t.profile.CustomHTTPErrors = codes
 	}
 }
 

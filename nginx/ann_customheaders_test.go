@@ -107,7 +107,7 @@ func TestAnnotationCustomHeaders(t *testing.T) {
 			if headers != tc.want {
 				t.Errorf("headers %q, want %q", headers, tc.want)
 			}
-			if !got.Profile.IsZero() {
+			if got.Profile != nil {
 				t.Errorf("custom-headers made a profile %+v; it is route data", got.Profile)
 			}
 		})

@@ -135,7 +135,7 @@ func applyExtAuth(t *translator) {
 		}
 		return
 	}
-	p := &t.out.Profile
+	p := &t.profile
 	// The $host form (oauth2-proxy's documented one) is the auth service on the request's own host: its
 	// path is routed by the router's own table, as the request would be when it came back through NGINX.
 	u, ok := parseAuthURL(strings.TrimSpace(rawURL))

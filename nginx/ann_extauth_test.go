@@ -115,7 +115,7 @@ func TestAnnotationExtAuth(t *testing.T) {
 			if got == nil {
 				t.Fatalf("rejected: %q", errs)
 			}
-			if got.Profile != tc.want {
+			if !profileIs(got.Profile, tc.want) {
 				t.Errorf("profile %+v, want %+v", got.Profile, tc.want)
 			}
 			if tc.wantWarning == "" && len(got.Warnings) > 0 || tc.wantWarning != "" && !slices.Contains(got.Warnings, tc.wantWarning) {
@@ -253,8 +253,8 @@ func TestAnnotationAuthProxySetHeaders(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if got.Profile.AuthProxySetHeaders != tc.want {
-				t.Fatalf("headers %q, want %q", got.Profile.AuthProxySetHeaders, tc.want)
+			if valueOf(got.Profile).AuthProxySetHeaders != tc.want {
+				t.Fatalf("headers %q, want %q", valueOf(got.Profile).AuthProxySetHeaders, tc.want)
 			}
 			if tc.noURL {
 				if !slices.Contains(got.Warnings, "metadata.annotations["+AnnotationAuthProxySetHeaders+"]: applies only with "+AnnotationAuthURL+"; ignored") {
@@ -268,7 +268,7 @@ func TestAnnotationAuthProxySetHeaders(t *testing.T) {
 			}) {
 				t.Fatalf("objects %+v lack the ConfigMap", got.Objects)
 			}
-			conf, _, err := Render(Model{Servers: []Server{{Host: ""}}, Profiles: []ProfileSettings{got.Profile}}, baseRenderConfig())
+			conf, _, err := Render(Model{Servers: []Server{{Host: ""}}, Profiles: []ProfileSettings{valueOf(got.Profile)}}, baseRenderConfig())
 			if err != nil {
 				t.Fatal(err)
 			}

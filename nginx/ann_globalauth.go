@@ -52,7 +52,7 @@ func (t *translator) globalAuthDefaults() {
 			"use the global auth are not served until it is fixed (or set %s: \"false\")", strings.ReplaceAll(g.Invalid, ",", ", "), AnnotationEnableGlobalAuth)
 		return
 	}
-	p := &t.out.Profile
+	p := &t.profile
 	p.AuthURL, p.AuthMethod, p.AuthResponseHeaders, p.AuthRequestRedirect = g.URL, g.Method, g.ResponseHeaders, g.RequestRedirect
 	if g.Signin != "" {
 		p.AuthSignin = g.Signin
@@ -98,13 +98,45 @@ func (t *translator) noAuthLocations() {
 	}
 }
 
+// finishProfile stores the profile the annotations built in the translation: nil when it is zero, so
+// that the many Ingresses without profile settings carry none, and the variant without the global auth
+// once, for the locations of the routes that no-auth-locations lists to share.
+func (t *translator) finishProfile() {
+	if t.profile.IsZero() {
+		return
+	}
+	p := t.profile
+	t.out.Profile = &p
+	if t.out.globalAuth && slices.ContainsFunc(t.out.Routes, func(r Route) bool { return r.NoGlobalAuth }) {
+		if q := p.withoutAuth(); !q.IsZero() {
+			t.out.noAuthProfile = &q
+		}
+	}
+}
+
 // routeProfile is the profile of r's location: the Ingress's, without the global auth on the paths
-// that no-auth-locations lists.
-func (t *IngressTranslation) routeProfile(r *Route) ProfileSettings {
+// that no-auth-locations lists; nil for none. Locations share the pointer; it must not be modified.
+func (t *IngressTranslation) routeProfile(r *Route) *ProfileSettings {
 	if r.NoGlobalAuth && t.globalAuth {
-		return t.Profile.withoutAuth()
+		return t.noAuthProfile
 	}
 	return t.Profile
+}
+
+// sameProfile reports whether a and b are the same settings, nil being the zero profile.
+func sameProfile(a, b *ProfileSettings) bool {
+	if a == b {
+		return true
+	}
+	return valueOf(a) == valueOf(b)
+}
+
+// valueOf returns *p, or the zero profile for nil.
+func valueOf(p *ProfileSettings) ProfileSettings {
+	if p == nil {
+		return ProfileSettings{}
+	}
+	return *p
 }
 
 // withoutAuth returns p without its external auth.

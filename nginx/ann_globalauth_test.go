@@ -156,7 +156,7 @@ func TestAnnotationGlobalAuth(t *testing.T) {
 			if tc.wantErr != "" {
 				return
 			}
-			got := map[string]ProfileSettings{}
+			got := map[string]*ProfileSettings{}
 			for _, srv := range m.Servers {
 				for _, l := range srv.Locations {
 					got[l.Path] = l.Profile
@@ -166,7 +166,7 @@ func TestAnnotationGlobalAuth(t *testing.T) {
 				t.Errorf("locations %v, want %v", got, tc.want)
 			}
 			for p, want := range tc.want {
-				if got[p] != want {
+				if !profileIs(got[p], want) {
 					t.Errorf("%s: profile\n %+v, want\n %+v", p, got[p], want)
 				}
 			}
@@ -209,6 +209,52 @@ func TestGlobalAuthSharesOneProfile(t *testing.T) {
 	m, rejected := buildModelFrom(t, objs, opts)
 	if len(rejected) > 0 || len(m.Profiles) != 1 || m.Profiles[0].AuthURL != "http://auth.example/check" {
 		t.Fatalf("rejected %v, profiles %+v; want one, the global auth's", rejected, m.Profiles)
+	}
+}
+
+// TestLocationsShareTheirIngressProfile: the locations of an Ingress point at one profile, and those
+// that no-auth-locations lists at one profile without the global auth, rather than each holding a copy
+// (a model has a location per path of every Ingress).
+func TestLocationsShareTheirIngressProfile(t *testing.T) {
+	opts := globalAuthOptions(t, map[string]string{"global-auth-url": "http://auth.example/check", "no-auth-locations": "/public"})
+	ing := ingress("default", "a", annotate(AnnotationProxyBodySize, "1m"), rule("a.example", prefix("/", "app", 80), prefix("/app", "app", 80)),
+		rule("b.example", prefix("/", "app", 80), prefix("/public/docs", "app", 80), prefix("/public/img", "app", 80)))
+	plain := ingress("default", "plain", annotate(AnnotationEnableGlobalAuth, "false"), rule("c.example", prefix("/", "app", 80), prefix("/app", "app", 80)))
+	m, rejected := buildModelFrom(t, []any{service("default", "app", port(80, "http")), ing, plain}, opts)
+	if len(rejected) > 0 {
+		t.Fatalf("rejected %v", rejected)
+	}
+	var authed, open []*ProfileSettings
+	for _, srv := range m.Servers {
+		for _, l := range srv.Locations {
+			switch {
+			case l.Ingress.Name == "plain":
+				if l.Profile != nil {
+					t.Errorf("%s%s: profile %+v, want none", srv.Host, l.Path, *l.Profile)
+				}
+			case strings.HasPrefix(l.Path, "/public"):
+				open = append(open, l.Profile)
+			default:
+				authed = append(authed, l.Profile)
+			}
+		}
+	}
+	if len(authed) != 3 || len(open) != 2 {
+		t.Fatalf("%d locations with the global auth, %d without; want 3 and 2", len(authed), len(open))
+	}
+	if authed[0] == nil || authed[0].AuthURL == "" || authed[0].ClientMaxBodySize == "" {
+		t.Fatalf("profile %+v, want the global auth and the body size", authed[0])
+	}
+	if open[0] == nil || open[0].AuthURL != "" || open[0].ClientMaxBodySize == "" {
+		t.Fatalf("profile %+v, want the body size alone", open[0])
+	}
+	for _, p := range authed[1:] {
+		if p != authed[0] {
+			t.Errorf("the Ingress's locations hold copies of its profile, want one shared")
+		}
+	}
+	if open[1] != open[0] {
+		t.Errorf("the locations without the global auth hold copies of their profile, want one shared")
 	}
 }
 
@@ -332,7 +378,7 @@ func TestGlobalAuthInvalidWithdrawsAnOpenLastGoodVersion(t *testing.T) {
 		if !ok || len(s.Locations) != 1 {
 			return "nobody"
 		}
-		return s.Locations[0].Ingress.String() + " auth=" + s.Locations[0].Profile.AuthURL
+		return s.Locations[0].Ingress.String() + " auth=" + valueOf(s.Locations[0].Profile).AuthURL
 	}
 	valid := DefaultTranslateOptions()
 	valid.GlobalAuth = GlobalAuth{URL: "http://auth.example/", SigninRedirectParam: "rd"}
@@ -370,7 +416,7 @@ func TestGlobalAuthRefusedByNginxIsNotServedOpen(t *testing.T) {
 		Quarantine: func(*networkingv1.Ingress) *Refusal { return refusal }})
 	if s, ok := server(got.Model, "shop.example"); ok {
 		for _, l := range s.Locations {
-			if l.Profile.AuthURL == "" {
+			if valueOf(l.Profile).AuthURL == "" {
 				t.Errorf("location %s served without external auth while the global auth is refused", l.Path)
 			}
 		}
@@ -395,7 +441,7 @@ func TestGlobalAuthFixedEndsTheQuarantine(t *testing.T) {
 	b.Build(BuildInput{Ingresses: []*networkingv1.Ingress{ing}, Services: svcs, Options: bad, Quarantine: quarantine})
 	got := b.Build(BuildInput{Ingresses: []*networkingv1.Ingress{ing}, Services: svcs, Options: fixed, Quarantine: quarantine})
 	s, ok := server(got.Model, "shop.example")
-	if !ok || len(s.Locations) != 1 || s.Locations[0].Profile.AuthURL != "http://auth.example/" || len(got.Rejected) != 0 {
+	if !ok || len(s.Locations) != 1 || valueOf(s.Locations[0].Profile).AuthURL != "http://auth.example/" || len(got.Rejected) != 0 {
 		t.Errorf("after the fix: locations %+v, rejected %+v; want the Ingress served with the fixed global auth", s.Locations, got.Rejected)
 	}
 }

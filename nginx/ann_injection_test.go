@@ -233,14 +233,14 @@ func TestAnnotationInjection(t *testing.T) {
 			got, _ := translateAnnotated(t, DefaultTranslateOptions(), s.Key(), v)
 			switch {
 			case got == nil:
-			case s.Name == "auth-url" && selfAuthURL.MatchString(got.Profile.AuthURL):
+			case s.Name == "auth-url" && selfAuthURL.MatchString(valueOf(got.Profile).AuthURL):
 				// The request's own host ($host), the one variable auth-url takes: only its validated
 				// path reaches nginx.conf, quoted.
 			case slices.ContainsFunc(got.Warnings, func(w string) bool { return strings.Contains(w, s.Key()) }):
 				// An annotation whose loss is cosmetic (custom-http-errors, cors-expose-headers, the logging
 				// group), or that has no effect without another annotation, is ignored with a Warning: nothing
 				// of it may reach the profile (and so nginx.conf) or the route data.
-				if !got.Profile.IsZero() || setsOptions(got) {
+				if got.Profile != nil || setsOptions(got) {
 					t.Errorf("%s=%.40q was taken (profile %+v, options %+v)", s.Name, v, got.Profile, got.Options)
 				}
 			default:

@@ -131,14 +131,14 @@ func applyProxy(t *translator) {
 			t.fail("metadata.annotations[%s]: %s is not a size (want bytes, or a number with k, m or g, such as 8m; 0 for no limit)",
 				AnnotationProxyBodySize, quoteValue(raw))
 		} else {
-			t.out.Profile.ClientMaxBodySize = strconv.FormatInt(n, 10)
+			t.profile.ClientMaxBodySize = strconv.FormatInt(n, 10)
 		}
 	}
 	if raw, ok := ann[AnnotationClientBodyBufferSize]; ok {
 		if n, err := parseNginxSize(raw); err != nil || n < 1 || n > maxBodyBufferSize {
 			t.warnIgnored(AnnotationClientBodyBufferSize, raw, "a size from 1 byte to 64m (bytes, or a number with k, m or g)")
 		} else {
-			t.out.Profile.ClientBodyBufferSize = strconv.FormatInt(n, 10)
+			t.profile.ClientBodyBufferSize = strconv.FormatInt(n, 10)
 		}
 	}
 	timeouts := []struct {
@@ -215,7 +215,7 @@ func (t *translator) limitRate() {
 	// NGINX applies limit_rate only to buffered responses: proxying without buffering (proxy_buffering
 	// off, the default of every location as in ingress-nginx, and always for gRPC) resets it.
 	// ingress-nginx documents that limit-rate "must be used with proxy-buffering enabled"; say so.
-	if t.out.Profile.usesGRPC() {
+	if t.profile.usesGRPC() {
 		t.out.Warnings = append(t.out.Warnings, fmt.Sprintf("metadata.annotations[%s]: has no effect with a gRPC backend "+
 			"(NGINX does not buffer gRPC responses, and limits the rate of buffered responses only)", AnnotationLimitRate))
 	} else if strings.ToLower(strings.TrimSpace(t.ing.Annotations[AnnotationProxyBuffering])) != "on" {
@@ -271,7 +271,7 @@ func appendProxyHeaderOptions(b []byte, o *RouteOptions) []byte {
 
 // appendBodyLimit writes the route's body limit (proxy-body-size) for the Lua router's Content-Length
 // check: "body_limit" in bytes, 0 for none.
-func appendBodyLimit(b []byte, p ProfileSettings) []byte {
+func appendBodyLimit(b []byte, p *ProfileSettings) []byte {
 	if p.ClientMaxBodySize == "" {
 		return b
 	}

@@ -97,7 +97,7 @@ func TestAnnotationProxy(t *testing.T) {
 			if got == nil {
 				t.Fatalf("rejected: %q", errs)
 			}
-			if got.Profile != tc.profile {
+			if !profileIs(got.Profile, tc.profile) {
 				t.Errorf("profile %+v, want %+v", got.Profile, tc.profile)
 			}
 			if !got.Options.Equal(tc.options) {

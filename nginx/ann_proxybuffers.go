@@ -134,7 +134,7 @@ func proxyBufferDirectives(p ProfileSettings, out []string) []string {
 // applyProxyBuffers parses the group's annotations into the Ingress's profile.
 func applyProxyBuffers(t *translator) {
 	ann := t.ing.Annotations
-	p := &t.out.Profile
+	p := &t.profile
 	onOff := func(key, deflt string, set *string) {
 		raw, ok := ann[key]
 		if !ok {
@@ -195,7 +195,7 @@ func (t *translator) proxyBufferSizes() {
 		}
 		return n, true
 	}
-	p := &t.out.Profile
+	p := &t.profile
 	buffer := int64(defaultProxyBufferSize)
 	if n, ok := size(AnnotationProxyBufferSize, 1, maxProxyBufferSize, "a size from 1 byte to 16m"); ok {
 		buffer = n

@@ -70,7 +70,7 @@ func proxyRewriteDirectives(p ProfileSettings, out []string) []string {
 // applyProxyRewrite parses the group's annotations into the Ingress's profile.
 func applyProxyRewrite(t *translator) {
 	ann := t.ing.Annotations
-	p := &t.out.Profile
+	p := &t.profile
 	// inherited: the ConfigMap's key of the same name rewrites in the http block, which an explicit "off"
 	// must cancel (NGINX inherits proxy_cookie_* into a location that has none of its own).
 	pair := func(key string, valid *regexp.Regexp, want string, inherited bool) string {

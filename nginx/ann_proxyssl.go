@@ -218,7 +218,7 @@ func applyProxySSL(t *translator) {
 			return
 		}
 	}
-	tls := t.out.Profile.BackendProtocol == "HTTPS" || t.out.Profile.BackendProtocol == "GRPCS"
+	tls := t.profile.BackendProtocol == "HTTPS" || t.profile.BackendProtocol == "GRPCS"
 	if !tls {
 		if s.ProxySSLVerify {
 			t.fail("metadata.annotations[%s]: verification asks for TLS to the backends, but %s is not HTTPS or GRPCS; "+
@@ -266,7 +266,7 @@ func applyProxySSL(t *translator) {
 			"certificates against the name of NGINX's internal upstream, which no certificate holds, so every request gets 502; set it "+
 			"to the name in the backends' certificates", AnnotationProxySSLVerify, AnnotationProxySSLName))
 	}
-	p := &t.out.Profile
+	p := &t.profile
 	p.ProxySSLFiles, p.ProxySSLClientCert, p.ProxySSLCA = s.ProxySSLFiles, s.ProxySSLClientCert, s.ProxySSLCA
 	p.ProxySSLVerify, p.ProxySSLVerifyDepth, p.ProxySSLName, p.ProxySSLServerName = s.ProxySSLVerify, s.ProxySSLVerifyDepth, s.ProxySSLName, s.ProxySSLServerName
 	p.ProxySSLProtocols, p.ProxySSLCiphers = s.ProxySSLProtocols, s.ProxySSLCiphers

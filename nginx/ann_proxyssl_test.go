@@ -248,16 +248,16 @@ func TestAnnotationProxySSL(t *testing.T) {
 			if err != nil {
 				t.Fatalf("rejected: %v", err)
 			}
-			stem := got.Profile.ProxySSLFiles
+			stem := valueOf(got.Profile).ProxySSLFiles
 			if (stem != "") != (tc.directives != nil) || (got.BackendTLS != nil) != (stem != "") || got.BackendTLS != nil && got.BackendTLS.Stem != stem {
 				t.Fatalf("files %q, material %v", stem, got.BackendTLS)
 			}
-			p := got.Profile
+			p := valueOf(got.Profile)
 			p.ProxySSLFiles = ""
 			if p != tc.want {
 				t.Errorf("profile %+v, want %+v", p, tc.want)
 			}
-			dirs := proxySSLDirectives(got.Profile, nil)
+			dirs := proxySSLDirectives(valueOf(got.Profile), nil)
 			for i := range dirs {
 				dirs[i] = strings.ReplaceAll(dirs[i], stem, "STEM")
 			}
@@ -282,7 +282,7 @@ func TestAnnotationProxySSL(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		return got.Profile.ProxySSLFiles
+		return valueOf(got.Profile).ProxySSLFiles
 	}
 	first := translateWith(secrets, "full")
 	again := secretLookup{nn("default", "full"): tlsSecret("default", "full", "2", clientCrt, clientKey, ca.pem)}
@@ -317,7 +317,7 @@ func TestProxySSLInjection(t *testing.T) {
 				}
 				continue
 			}
-			for _, d := range got.Profile.Directives() {
+			for _, d := range valueOf(got.Profile).Directives() {
 				if strings.ContainsAny(d, ";{}\"'$\\#\x00\r\n") {
 					t.Errorf("%s=%.40q: directive %.100q", name, v, d)
 				}

@@ -46,7 +46,7 @@ func applySatisfy(t *translator) {
 		return
 	}
 	allowlist := t.out.Access != nil && len(t.out.Access.Allow) > 0
-	authenticates := t.out.Profile.AuthURL != "" || t.out.Options != nil && t.out.Options.AuthUsers != ""
+	authenticates := t.profile.AuthURL != "" || t.out.Options != nil && t.out.Options.AuthUsers != ""
 	if !allowlist || !authenticates {
 		t.out.Warnings = append(t.out.Warnings, fmt.Sprintf("metadata.annotations[%s]: \"any\" has no effect without both %s "+
 			"(or %s) and authentication (%s or %s); ignored", AnnotationSatisfy, AnnotationAllowlistSourceRange,

@@ -113,8 +113,8 @@ type Refusal struct {
 // upstream and settings, so that serving t would write it again.
 func (q *Refusal) writes(t *IngressTranslation) bool {
 	if !q.Profile.IsZero() {
-		return t.Profile == q.Profile || (t.globalAuth && slices.ContainsFunc(t.Routes, func(r Route) bool { return r.NoGlobalAuth }) &&
-			t.Profile.withoutAuth() == q.Profile)
+		return valueOf(t.Profile) == q.Profile || (t.globalAuth && slices.ContainsFunc(t.Routes, func(r Route) bool { return r.NoGlobalAuth }) &&
+			valueOf(t.Profile).withoutAuth() == q.Profile)
 	}
 	l := &q.Location
 	if !t.Options.Equal(l.Options) || !sameRanges(t.Access, l.Access) {
@@ -284,7 +284,7 @@ func (b *ModelBuilder) set(key types.NamespacedName, ing *networkingv1.Ingress, 
 					// one without the external auth that the refused version has (its own auth-url, or the
 					// ConfigMap's global auth): that would open what the configuration closes.
 					if good != nil && good.UID == ing.UID && !refused.writes(good) && !good.staleAuthUsers(&lk) &&
-						(tr == nil || tr.Profile.AuthURL == "" || good.Profile.AuthURL != "") {
+						(tr == nil || !tr.Profile.restrictsAccess() || good.Profile.restrictsAccess()) {
 						e.served, e.lastGood = good, good
 						for _, s := range good.Services {
 							e.services = append(e.services, s.Key)
@@ -304,7 +304,7 @@ func (b *ModelBuilder) set(key types.NamespacedName, ing *networkingv1.Ingress, 
 				e.services = append(e.services, s.Key)
 			}
 		case old != nil && old.lastGood != nil && old.lastGood.UID == ing.UID && !errors.Is(err, ErrWithdrawn) && errors.Is(err, errGlobalAuthInvalid) &&
-			old.lastGood.Profile.AuthURL == "":
+			!old.lastGood.Profile.restrictsAccess():
 			// The ConfigMap turns a global auth on that is invalid: a last good version without external
 			// auth would keep the Ingress open, which the rejection is there to prevent.
 			e.err = errors.Join(err, ErrWithdrawn)

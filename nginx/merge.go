@@ -683,7 +683,7 @@ func (m *Merger) mergeHost(host Hostname) *hostMerge {
 		if w.r.Upstream != "" {
 			up := w.t.upstream(w.r.Upstream)
 			s.Locations[len(s.Locations)-1].Service = up.Service.Name
-			if w.t.Profile.CustomHTTPErrors != "" {
+			if w.t.Profile != nil && w.t.Profile.CustomHTTPErrors != "" {
 				s.Locations[len(s.Locations)-1].Backend = &up
 			}
 		}

@@ -41,7 +41,7 @@ func TestMergerMatchesFullMerge(t *testing.T) {
 			tr.Access = nil
 		}
 		if !canary && r.IntN(4) == 0 { // profiles come and go with the Ingresses that use them
-			tr.Profile = ProfileSettings{CustomHTTPErrors: []string{"404", "502", "404,502"}[r.IntN(3)]}
+			tr.Profile = &ProfileSettings{CustomHTTPErrors: []string{"404", "502", "404,502"}[r.IntN(3)]}
 		}
 		for range r.IntN(5) {
 			rt := Route{Host: hosts[r.IntN(len(hosts))], Path: paths[r.IntN(len(paths))], PathType: PathPrefix, Upstream: upstreams[r.IntN(len(upstreams))].Name}

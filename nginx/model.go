@@ -113,8 +113,9 @@ type Location struct {
 	// RedirectHost, when set, answers requests with a 308 to the same URL on this host
 	// (from-to-www-redirect); Upstream is then empty.
 	RedirectHost Hostname
-	// Profile are the location's directive-only settings (see ProfileSettings); zero for none.
-	Profile ProfileSettings
+	// Profile are the location's directive-only settings (see ProfileSettings); nil for none, never a
+	// zero ProfileSettings. Locations of one Ingress share the value, which must not be modified.
+	Profile *ProfileSettings
 	// Canary, when set, is the location's canary (a canary Ingress's route for the same path): the
 	// router sends the requests its rule picks to its upstream.
 	Canary *LocationCanary

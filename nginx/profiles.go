@@ -19,7 +19,9 @@ import (
 // is live.
 
 // ProfileSettings is one combination of profile settings. It is comparable; the zero value is the
-// default location's, which needs no profile.
+// default location's, which needs no profile. Translations and locations hold a *ProfileSettings that
+// is nil for the zero value, shared by all the locations of an Ingress (a model has one per path of
+// every Ingress, and nearly all of them have none): compare the values, never the pointers.
 //
 // Adding a setting: a field here (comparable, and valid by construction: the annotation's parser checks
 // it, so rendering never fails), its parser in the group's ann_*.go file (Kind: KindProfile), and its
@@ -86,8 +88,8 @@ type ProfileSettings struct {
 }
 
 // restrictsAccess reports whether p decides who gets in (external auth), so that a route must never be
-// served without it.
-func (p ProfileSettings) restrictsAccess() bool { return p.AuthURL != "" }
+// served without it; nil (no profile) does not.
+func (p *ProfileSettings) restrictsAccess() bool { return p != nil && p.AuthURL != "" }
 
 // IsZero reports whether p is the default (no profile).
 func (p ProfileSettings) IsZero() bool { return p == ProfileSettings{} }
@@ -148,8 +150,8 @@ func (p ProfileSettings) ErrorCodes() []int {
 func profilesOf(s *Server) []ProfileSettings {
 	var out []ProfileSettings
 	for i := range s.Locations {
-		if p := s.Locations[i].Profile; !p.IsZero() && !slices.Contains(out, p) {
-			out = append(out, p)
+		if p := s.Locations[i].Profile; p != nil && !slices.Contains(out, *p) {
+			out = append(out, *p)
 		}
 	}
 	return out
@@ -166,7 +168,7 @@ func (m *Model) ProfileNames() []string {
 
 // appendProfile writes the route's profile and, for a custom error page, who the route belongs to.
 func appendProfile(b []byte, l *Location) []byte {
-	if l.Profile.IsZero() {
+	if l.Profile == nil {
 		return b
 	}
 	b = append(b, `,"profile":"`...)

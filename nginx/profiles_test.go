@@ -104,7 +104,7 @@ func TestCustomHTTPErrorsProfile(t *testing.T) {
 	// without the profile, not sent to a location NGINX does not have (which would answer 500).
 	other := ProfileSettings{CustomHTTPErrors: "404,418"}
 	srv := Server{Host: "c.example.com", Locations: []Location{{Path: "/", PathType: PathPrefix, Upstream: up("default", "app", 80).Name,
-		Ingress: nn("default", "c"), Profile: other}}}
+		Ingress: nn("default", "c"), Profile: &other}}}
 	if err := rt.Client().PushRoutes(ctx, RouteUpdate{Hosts: map[Hostname][]byte{"c.example.com": AppendRouteHostJSON(nil, &srv)}}); err != nil {
 		t.Fatal(err)
 	}
@@ -239,4 +239,13 @@ func TestBackendProtocolProfiles(t *testing.T) {
 			t.Errorf("%s: %d %q, want 200 %q", host, resp.StatusCode, body, want)
 		}
 	}
+}
+
+// profileIs reports whether p holds want; a zero want must be nil: translations and locations store no
+// zero profile, so that the many without profile settings carry none.
+func profileIs(p *ProfileSettings, want ProfileSettings) bool {
+	if want.IsZero() {
+		return p == nil
+	}
+	return p != nil && *p == want
 }

@@ -311,7 +311,7 @@ func (s *Server) Equal(o *Server) bool {
 // Equal reports whether l and o route alike: same path, upstream, Ingress and settings.
 func (l *Location) Equal(o *Location) bool {
 	if l.Path != o.Path || l.PathType != o.PathType || l.Upstream != o.Upstream || l.SSLRedirect != o.SSLRedirect || l.Ingress != o.Ingress ||
-		!l.Options.Equal(o.Options) || l.RedirectHost != o.RedirectHost || l.Profile != o.Profile || !l.Canary.Equal(o.Canary) {
+		!l.Options.Equal(o.Options) || l.RedirectHost != o.RedirectHost || !sameProfile(l.Profile, o.Profile) || !l.Canary.Equal(o.Canary) {
 		return false
 	}
 	return sameRanges(l.Access, o.Access)

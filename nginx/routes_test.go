@@ -495,7 +495,7 @@ func TestRouteHostJSON(t *testing.T) {
 			for _, e := range entries {
 				l := e.l
 				p := RoutePath{Path: e.path, Exact: l.PathType == PathExact && e.re == nil, Upstream: l.Upstream, Redirect: l.SSLRedirect, HostRedirect: l.RedirectHost}
-				if !l.Profile.IsZero() {
+				if l.Profile != nil {
 					p.Profile = l.Profile.Name()
 					if l.Profile.CustomHTTPErrors != "" {
 						p.IngressNamespace, p.IngressName = l.Ingress.Namespace, l.Ingress.Name

@@ -21,6 +21,6 @@ func init() {
 // customHTTPErrorsDefault gives an Ingress without custom-http-errors the ConfigMap's codes.
 func (t *translator) customHTTPErrorsDefault() {
 	if _, set := t.ing.Annotations[AnnotationCustomHTTPErrors]; !set && t.opts.CustomHTTPErrors != "" {
-		t.out.Profile.CustomHTTPErrors = t.opts.CustomHTTPErrors
+		t.profile.CustomHTTPErrors = t.opts.CustomHTTPErrors
 	}
 }

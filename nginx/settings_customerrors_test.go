@@ -31,8 +31,8 @@ func TestCustomHTTPErrorsSetting(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if tr.Profile.CustomHTTPErrors != tc.want {
-			t.Errorf("%s: codes %q, want %q", tc.ing.Name, tr.Profile.CustomHTTPErrors, tc.want)
+		if valueOf(tr.Profile).CustomHTTPErrors != tc.want {
+			t.Errorf("%s: codes %q, want %q", tc.ing.Name, valueOf(tr.Profile).CustomHTTPErrors, tc.want)
 		}
 	}
 	for _, bad := range []string{"200", "5xx", "404;503"} {

@@ -129,8 +129,8 @@ func TestProxyRedirectDefaults(t *testing.T) {
 			if got == nil {
 				t.Fatalf("rejected: %q", errs)
 			}
-			if got.Profile.ProxyRedirect != tc.want {
-				t.Errorf("proxy_redirect %q, want %q", got.Profile.ProxyRedirect, tc.want)
+			if valueOf(got.Profile).ProxyRedirect != tc.want {
+				t.Errorf("proxy_redirect %q, want %q", valueOf(got.Profile).ProxyRedirect, tc.want)
 			}
 			if tc.wantWarning == "" && len(got.Warnings) > 0 || tc.wantWarning != "" && !slices.Contains(got.Warnings, tc.wantWarning) {
 				t.Errorf("warnings %q, want %q", got.Warnings, tc.wantWarning)

@@ -92,8 +92,9 @@ type IngressTranslation struct {
 	Access *SourceRanges
 	// Options are the Ingress's route data from annotations (RouteOptions); nil when none is set.
 	Options *RouteOptions
-	// Profile are the Ingress's directive-only settings from annotations (ProfileSettings).
-	Profile ProfileSettings
+	// Profile are the Ingress's directive-only settings from annotations (ProfileSettings); nil when
+	// none is set. The locations of the Ingress share it, so it must not be modified.
+	Profile *ProfileSettings
 	// Services are the Services the Ingress references, with the resourceVersion seen ("" when missing).
 	Services []ServiceVersion
 	// Objects are the other objects its annotations read (a proxy-ssl-secret's Secret), with the
@@ -110,6 +111,9 @@ type IngressTranslation struct {
 	// globalAuth is set when Profile's external auth is the ConfigMap's (global-auth-url), which the
 	// routes with NoGlobalAuth skip.
 	globalAuth bool
+	// noAuthProfile is Profile without the global auth, for the routes with NoGlobalAuth; nil when
+	// that leaves nothing or no route has NoGlobalAuth. Computed once so that those locations share it.
+	noAuthProfile *ProfileSettings
 	// authSource is the Secret that Options.AuthUsers were read from (basic authentication), nil without:
 	// a version kept serving after a rejection is checked against that Secret as it is now.
 	authSource *basicAuthSource
@@ -213,6 +217,7 @@ func translate(ing *networkingv1.Ingress, lk Lookups, opts TranslateOptions) (*I
 		return nil, tr.out.Services, tr.out.Objects, err
 	}
 	tr.out.Upstreams = sortUpstreams(tr.out.Upstreams)
+	tr.finishProfile()
 	return tr.out, tr.out.Services, tr.out.Objects, nil
 }
 
@@ -228,7 +233,10 @@ type translator struct {
 	lk   Lookups
 	opts TranslateOptions
 	out  *IngressTranslation
-	errs []error
+	// profile collects the Ingress's profile settings while the annotations are read; finish stores it
+	// in out.Profile, nil when it stays zero, so that most translations carry no copy of it.
+	profile ProfileSettings
+	errs    []error
 	// seen maps a route to its index in out.Routes, to drop duplicates within the Ingress. It is built
 	// only for Ingresses with many paths; a linear scan is cheaper for the usual few.
 	seen map[routeKey]int

@@ -203,14 +203,14 @@ func (r *Reloader) refusedProfiles(v modules.Rendered, failing []nginx.ProfileSe
 	for i := range v.Model.Servers {
 		srv := &v.Model.Servers[i]
 		for _, l := range srv.Locations {
-			if seen[l.Ingress] || !slices.Contains(failing, l.Profile) {
+			if seen[l.Ingress] || l.Profile == nil || !slices.Contains(failing, *l.Profile) {
 				continue
 			}
 			seen[l.Ingress] = true
 			r.log.Warn("nginx -t failed in a profile's location; its Ingress is quarantined", zap.Stringer("ingress", l.Ingress),
 				zap.String("profile", l.Profile.Name()), zap.String("reason", reason))
 			if r.refused != nil {
-				r.refused.Publish(modules.RoutesRefused{Ingress: l.Ingress, Host: srv.Host, Location: l, Reason: reason, Profile: l.Profile})
+				r.refused.Publish(modules.RoutesRefused{Ingress: l.Ingress, Host: srv.Host, Location: l, Reason: reason, Profile: *l.Profile})
 			}
 		}
 	}

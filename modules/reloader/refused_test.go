@@ -59,9 +59,9 @@ func TestRoutesWaitForTheirProfile(t *testing.T) {
 		{Path: "/", PathType: nginx.PathPrefix, Upstream: "web"},
 	}}}}
 	profiled := nginx.Model{Servers: []nginx.Server{{Host: ""}, {Host: "h.example", Locations: []nginx.Location{
-		{Path: "/", PathType: nginx.PathPrefix, Upstream: "web", Profile: p},
+		{Path: "/", PathType: nginx.PathPrefix, Upstream: "web", Profile: &p},
 	}}, {Host: "new.example", Locations: []nginx.Location{
-		{Path: "/", PathType: nginx.PathPrefix, Upstream: "web", Profile: p},
+		{Path: "/", PathType: nginx.PathPrefix, Upstream: "web", Profile: &p},
 	}}}, Profiles: []nginx.ProfileSettings{p}}
 	s := newRouteStore()
 	s.useModel(&plain)
@@ -95,7 +95,7 @@ func TestHeldHostStaysHeldAfterAFailedPush(t *testing.T) {
 		{Path: "/", PathType: nginx.PathPrefix, Upstream: "web"},
 	}}}}
 	profiled := nginx.Model{Servers: []nginx.Server{{Host: ""}, {Host: "h.example", Locations: []nginx.Location{
-		{Path: "/", PathType: nginx.PathPrefix, Upstream: "web", Profile: p},
+		{Path: "/", PathType: nginx.PathPrefix, Upstream: "web", Profile: &p},
 	}}}, Profiles: []nginx.ProfileSettings{p}}
 	s := newRouteStore()
 	s.useModel(&plain)

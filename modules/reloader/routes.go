@@ -181,7 +181,7 @@ type heldHost struct {
 // needsProfile reports whether a server's routes name a profile that the running configuration lacks.
 func (s *routeStore) needsProfile(srv *nginx.Server) bool {
 	for i := range srv.Locations {
-		if p := srv.Locations[i].Profile; !p.IsZero() && !s.live[p.Name()] {
+		if p := srv.Locations[i].Profile; p != nil && !s.live[p.Name()] {
 			return true
 		}
 	}

@@ -43,7 +43,11 @@ func encodedAs(m *nginx.Model) map[nginx.Hostname]string {
 
 // routesTo is one prefix route of / to up, with a profile unless it is zero.
 func routesTo(up nginx.UpstreamName, p nginx.ProfileSettings) []nginx.Location {
-	return []nginx.Location{{Path: "/", PathType: nginx.PathPrefix, Upstream: up, Profile: p}}
+	l := nginx.Location{Path: "/", PathType: nginx.PathPrefix, Upstream: up}
+	if !p.IsZero() {
+		l.Profile = &p
+	}
+	return []nginx.Location{l}
 }
 
 // TestPushesCarryTheRoutesNGINXShouldHave: the store encodes each push from the servers it holds. A full
