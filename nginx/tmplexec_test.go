@@ -103,6 +103,18 @@ func execBoth(t testing.TB, text string, data any) (want, got string, wantErr, g
 	return wb.String(), gb.String(), wantErr, gotErr
 }
 
+// execMismatch says how the executor's result differs from text/template's, "" when they agree: both
+// fail, or both give the same text.
+func execMismatch(text, want, got string, wantErr, gotErr error) string {
+	if (wantErr == nil) != (gotErr == nil) {
+		return fmt.Sprintf("%q: text/template error %v, executor error %v", text, wantErr, gotErr)
+	}
+	if wantErr == nil && got != want {
+		return fmt.Sprintf("%q:\n executor      %q\n text/template %q", text, got, want)
+	}
+	return ""
+}
+
 func TestTemplateExecMatchesTextTemplate(t *testing.T) {
 	for _, text := range []string{
 		"plain text only",
@@ -157,12 +169,8 @@ func TestTemplateExecMatchesTextTemplate(t *testing.T) {
 		"{{index nil}}", "{{.Deep}}", "{{eq .Pair1 .Pair2}}", "{{index .MapAny .Strs}}", "{{range .U8}}{{break}}{{end}}",
 	} {
 		want, got, wantErr, gotErr := execBoth(t, text, testExecData())
-		if (wantErr == nil) != (gotErr == nil) {
-			t.Errorf("%q: text/template error %v, executor error %v", text, wantErr, gotErr)
-			continue
-		}
-		if wantErr == nil && got != want {
-			t.Errorf("%q:\n executor      %q\n text/template %q", text, got, want)
+		if m := execMismatch(text, want, got, wantErr, gotErr); m != "" {
+			t.Error(m)
 		}
 	}
 }
@@ -335,11 +343,8 @@ func FuzzTemplateExec(f *testing.F) {
 		if gotErr != nil && strings.Contains(gotErr.Error(), "not defined") && wantErr == nil {
 			return // a text/template function the executor does not offer
 		}
-		if (wantErr == nil) != (gotErr == nil) {
-			t.Fatalf("%q: text/template error %v, executor error %v", text, wantErr, gotErr)
-		}
-		if wantErr == nil && got != want {
-			t.Fatalf("%q:\n executor      %q\n text/template %q", text, got, want)
+		if m := execMismatch(text, want, got, wantErr, gotErr); m != "" {
+			t.Fatal(m)
 		}
 	})
 }
