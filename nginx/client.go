@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"crypto/rand"
+	"encoding/base64"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
@@ -346,19 +347,6 @@ type CertificateUpdate struct {
 	Hosts map[Hostname]string
 }
 
-type certificatePair struct {
-	Cert        string `json:"cert"`
-	Key         string `json:"key"`
-	OCSP        []byte `json:"ocsp,omitempty"`
-	OCSPExpires int64  `json:"ocsp_expires,omitempty"`
-}
-
-type certificatesRequest struct {
-	Full         bool                        `json:"full"`
-	Certificates map[string]*certificatePair `json:"certificates"`
-	Hosts        map[Hostname]*string        `json:"hosts"`
-}
-
 // PushCertificates changes the listed certificates and hosts and leaves the others alone. The data
 // plane rejects certificates or keys it cannot parse, and hosts that name an unknown certificate. When
 // some do not fit into the shared dict, the error is a *DictFullError and the others are live.
@@ -372,39 +360,82 @@ func (c *Client) ReplaceCertificates(ctx context.Context, u CertificateUpdate) e
 }
 
 func (c *Client) postCertificates(ctx context.Context, u CertificateUpdate, full bool) error {
-	req := certificatesRequest{
-		Full:         full,
-		Certificates: make(map[string]*certificatePair, len(u.Certificates)),
-		Hosts:        make(map[Hostname]*string, len(u.Hosts)),
-	}
-	for id, pem := range u.Certificates {
-		if pem == nil {
-			if full {
-				continue
-			}
-			req.Certificates[id] = nil
-			continue
-		}
-		pair := &certificatePair{Cert: string(pem.Cert), Key: string(pem.Key)}
-		if len(pem.OCSP) > 0 {
-			pair.OCSP, pair.OCSPExpires = pem.OCSP, pem.OCSPExpires.Unix()
-		}
-		req.Certificates[id] = pair
-	}
-	for host, id := range u.Hosts {
-		if id == "" {
-			if full {
-				continue
-			}
-			req.Hosts[host] = nil
-			continue
-		}
-		req.Hosts[host] = &id
-	}
-	if err := c.post(ctx, "/configuration/certificates", req); err != nil {
+	if err := c.post(ctx, "/configuration/certificates", json.RawMessage(appendCertificatesJSON(nil, u, full))); err != nil {
 		return fmt.Errorf("push certificates: %w", err)
 	}
 	return nil
+}
+
+// appendCertificatesJSON writes the body of POST /configuration/certificates: {"full":..,
+// "certificates":{id:{"cert","key"[,"ocsp","ocsp_expires"]} or null},"hosts":{host:id or null}}, keys in
+// order. It is written by hand into a buffer sized up front: a full push carries every certificate and
+// key (12 MB at 10,000), and encoding/json would build it in a buffer that it then copies and keeps in
+// its pool. In a full push, removals (nil, "") are left out.
+func appendCertificatesJSON(b []byte, u CertificateUpdate, full bool) []byte {
+	size := 64
+	ids := make([]string, 0, len(u.Certificates))
+	for id, pem := range u.Certificates {
+		if pem == nil && full {
+			continue
+		}
+		ids = append(ids, id)
+		size += len(id) + 48
+		if pem != nil {
+			// PEM is ASCII; each newline takes two bytes escaped.
+			size += len(pem.Cert) + len(pem.Key) + bytes.Count(pem.Cert, []byte("\n")) + bytes.Count(pem.Key, []byte("\n")) + base64.StdEncoding.EncodedLen(len(pem.OCSP)) + 40
+		}
+	}
+	hosts := make([]Hostname, 0, len(u.Hosts))
+	for h, id := range u.Hosts {
+		if id == "" && full {
+			continue
+		}
+		hosts = append(hosts, h)
+		size += len(h) + len(id) + 8
+	}
+	slices.Sort(ids)
+	slices.Sort(hosts)
+	b = slices.Grow(b, size)
+	b = append(b, `{"full":`...)
+	b = strconv.AppendBool(b, full)
+	b = append(b, `,"certificates":{`...)
+	for i, id := range ids {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = appendJSONString(b, id)
+		b = append(b, ':')
+		pem := u.Certificates[id]
+		if pem == nil {
+			b = append(b, "null"...)
+			continue
+		}
+		b = append(b, `{"cert":`...)
+		b = appendJSONString(b, pem.Cert)
+		b = append(b, `,"key":`...)
+		b = appendJSONString(b, pem.Key)
+		if len(pem.OCSP) > 0 {
+			b = append(b, `,"ocsp":"`...)
+			b = base64.StdEncoding.AppendEncode(b, pem.OCSP)
+			b = append(b, `","ocsp_expires":`...)
+			b = strconv.AppendInt(b, pem.OCSPExpires.Unix(), 10)
+		}
+		b = append(b, '}')
+	}
+	b = append(b, `},"hosts":{`...)
+	for i, h := range hosts {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = appendJSONString(b, string(h))
+		b = append(b, ':')
+		if id := u.Hosts[h]; id == "" {
+			b = append(b, "null"...)
+		} else {
+			b = appendJSONString(b, id)
+		}
+	}
+	return append(b, "}}"...)
 }
 
 // CertificateHosts returns the SNI host table the data plane holds (host -> certificate ID).

@@ -280,13 +280,15 @@ func appendWirePrefix(b []byte, p netip.Prefix) []byte {
 
 // appendJSONString appends s as a JSON string. Validated paths never need an escape; the escapes keep a
 // hand-built model from breaking the push.
-func appendJSONString(b []byte, s string) []byte {
+func appendJSONString[T string | []byte](b []byte, s T) []byte {
 	const hexDigits = "0123456789abcdef"
 	b = append(b, '"')
 	for i := 0; i < len(s); i++ {
 		switch c := s[i]; {
 		case c == '"' || c == '\\':
 			b = append(b, '\\', c)
+		case c == '\n':
+			b = append(b, '\\', 'n')
 		case c < 0x20 || c == 0x7f:
 			b = append(b, '\\', 'u', '0', '0', hexDigits[c>>4], hexDigits[c&0xf])
 		default:
