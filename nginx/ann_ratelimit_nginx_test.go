@@ -4,11 +4,8 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
-	"os"
 	"path/filepath"
-	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -270,22 +267,5 @@ func TestLimitsLogPhaseWarnsNothing(t *testing.T) {
 	if _, _, err := rt.Client().Routes(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	c, err := net.Dial("tcp", fmt.Sprintf("127.0.0.1:%d", cfg.HTTPPort))
-	if err != nil {
-		t.Fatal(err)
-	}
-	_, _ = io.WriteString(c, "GARBAGE\r\n\r\n")
-	_, _ = io.Copy(io.Discard, c) // NGINX answers 400 and closes
-	c.Close()
-	deadline := time.Now().Add(2 * time.Second)
-	for {
-		b, _ := os.ReadFile(cfg.ErrorLog)
-		if strings.Contains(string(b), "uninitialized") {
-			t.Fatalf("the error log warns of an uninitialized variable:\n%s", b)
-		}
-		if time.Now().After(deadline) {
-			return
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
+	garbageLeavesNoUninitializedWarning(t, cfg)
 }

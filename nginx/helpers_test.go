@@ -8,6 +8,8 @@ import (
 	"crypto/x509"
 	"crypto/x509/pkix"
 	"encoding/pem"
+	"fmt"
+	"io"
 	"math/big"
 	"net"
 	"net/http"
@@ -161,4 +163,34 @@ func routeTable(m *Model) RouteUpdate {
 		u.Hosts[m.Servers[i].Host] = AppendRouteHostJSON(nil, &m.Servers[i])
 	}
 	return u
+}
+
+// garbageLeavesNoUninitializedWarning sends NGINX a request it answers 400 before any phase runs, and
+// fails when its error log warns of an uninitialized variable within 2 s (a variable the log phase
+// reads must be declared for such requests too).
+func garbageLeavesNoUninitializedWarning(t *testing.T, cfg RenderConfig) {
+	t.Helper()
+	c, err := net.Dial("tcp", fmt.Sprintf("127.0.0.1:%d", cfg.HTTPPort))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, _ = io.WriteString(c, "GARBAGE\r\n\r\n")
+	_, _ = io.Copy(io.Discard, c) // NGINX answers 400 and closes
+	c.Close()
+	deadline := time.Now().Add(2 * time.Second)
+	for {
+		b, _ := os.ReadFile(cfg.ErrorLog)
+		if strings.Contains(string(b), "uninitialized") {
+			t.Fatalf("the error log warns of an uninitialized variable:\n%s", b)
+		}
+		if time.Now().After(deadline) {
+			return
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
+
+// testRequestMetrics is request metrics with the default buckets, labelled per host.
+func testRequestMetrics() *RequestMetricsConfig {
+	return &RequestMetricsConfig{TimeBuckets: DefaultTimeBuckets, LengthBuckets: DefaultLengthBuckets, SizeBuckets: DefaultSizeBuckets, PerHost: true}
 }

@@ -30,7 +30,7 @@ func BenchmarkRequestMetrics(b *testing.B) {
 		cfg.HTTPSPort = 0
 		cfg.WorkerProcesses = "1"
 		if metrics {
-			cfg.RequestMetrics = &RequestMetricsConfig{TimeBuckets: DefaultTimeBuckets, LengthBuckets: DefaultLengthBuckets, SizeBuckets: DefaultSizeBuckets, PerHost: true}
+			cfg.RequestMetrics = testRequestMetrics()
 		}
 		rt := benchRuntime(b, cfg)
 		conf, hash, err := Render(m, cfg)

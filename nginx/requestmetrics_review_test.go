@@ -7,9 +7,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
-	"os"
 	"path/filepath"
-	"strings"
 	"testing"
 	"time"
 )
@@ -77,7 +75,7 @@ func TestRequestMetricsRequestEndingAfterReload(t *testing.T) {
 	requireNginx(t)
 	cfg := testRenderConfig(t, nginxDir(t))
 	cfg.HTTPSPort = 0
-	cfg.RequestMetrics = &RequestMetricsConfig{TimeBuckets: DefaultTimeBuckets, LengthBuckets: DefaultLengthBuckets, SizeBuckets: DefaultSizeBuckets, PerHost: true}
+	cfg.RequestMetrics = testRequestMetrics()
 	rt := testRuntime(t, cfg, nil)
 	ctx := context.Background()
 	started, release := make(chan struct{}, 1), make(chan struct{})
@@ -136,31 +134,14 @@ func TestRequestMetricsLogPhaseWarnsNothing(t *testing.T) {
 	cfg := testRenderConfig(t, dir)
 	cfg.HTTPSPort = 0
 	cfg.ErrorLog = filepath.Join(dir.Prefix, "metrics-error.log")
-	cfg.RequestMetrics = &RequestMetricsConfig{TimeBuckets: DefaultTimeBuckets, LengthBuckets: DefaultLengthBuckets, SizeBuckets: DefaultSizeBuckets, PerHost: true}
+	cfg.RequestMetrics = testRequestMetrics()
 	rt := testRuntime(t, cfg, nil)
 	m, _ := buildModel(t, nil, nil)
 	applyModel(t, rt, m, cfg)
 	if _, err := rt.Client().RequestMetrics(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	c, err := net.Dial("tcp", fmt.Sprintf("127.0.0.1:%d", cfg.HTTPPort))
-	if err != nil {
-		t.Fatal(err)
-	}
-	_, _ = io.WriteString(c, "GARBAGE\r\n\r\n")
-	_, _ = io.Copy(io.Discard, c) // NGINX answers 400 and closes
-	c.Close()
-	deadline := time.Now().Add(2 * time.Second)
-	for {
-		b, _ := os.ReadFile(cfg.ErrorLog)
-		if strings.Contains(string(b), "uninitialized") {
-			t.Fatalf("the error log warns of an uninitialized variable:\n%s", b)
-		}
-		if time.Now().After(deadline) {
-			return
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
+	garbageLeavesNoUninitializedWarning(t, cfg)
 }
 
 // TestClientRefusesAnswerOverLimit: an answer larger than the client reads is an error, never a cut

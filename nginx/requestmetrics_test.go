@@ -89,7 +89,7 @@ func TestRequestMetricsThroughNginx(t *testing.T) {
 	requireNginx(t)
 	cfg := testRenderConfig(t, nginxDir(t))
 	cfg.HTTPSPort = 0
-	cfg.RequestMetrics = &RequestMetricsConfig{TimeBuckets: DefaultTimeBuckets, LengthBuckets: DefaultLengthBuckets, SizeBuckets: DefaultSizeBuckets, PerHost: true}
+	cfg.RequestMetrics = testRequestMetrics()
 	rt := testRuntime(t, cfg, nil)
 	ctx := context.Background()
 	app := httpServer(t, func(w http.ResponseWriter, r *http.Request) {
@@ -143,13 +143,7 @@ func TestRequestMetricsThroughNginx(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		got := map[RequestLabels]float64{}
-		for _, v := range d.Values {
-			if v.Slot == 0 {
-				got[v.Labels] += v.Value
-			}
-		}
-		return got, d
+		return requestCounts(d), d
 	}
 	var got map[RequestLabels]float64
 	var dump RequestMetricsDump
@@ -218,7 +212,7 @@ func TestRequestMetricsCanaryLabel(t *testing.T) {
 	requireNginx(t)
 	cfg := testRenderConfig(t, nginxDir(t))
 	cfg.HTTPSPort = 0
-	cfg.RequestMetrics = &RequestMetricsConfig{TimeBuckets: DefaultTimeBuckets, LengthBuckets: DefaultLengthBuckets, SizeBuckets: DefaultSizeBuckets, PerHost: true}
+	cfg.RequestMetrics = testRequestMetrics()
 	rt := testRuntime(t, cfg, nil)
 	ctx := context.Background()
 	m, _ := buildModelWithServices(t, []any{
@@ -247,12 +241,17 @@ func TestRequestMetricsCanaryLabel(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		got := map[RequestLabels]float64{}
-		for _, v := range d.Values {
-			if v.Slot == 0 {
-				got[v.Labels] += v.Value
-			}
-		}
-		return fmt.Sprint(got) == want
+		return fmt.Sprint(requestCounts(d)) == want
 	})
+}
+
+// requestCounts sums a dump's request counter (slot 0) by label set.
+func requestCounts(d RequestMetricsDump) map[RequestLabels]float64 {
+	got := map[RequestLabels]float64{}
+	for _, v := range d.Values {
+		if v.Slot == 0 {
+			got[v.Labels] += v.Value
+		}
+	}
+	return got
 }

@@ -265,7 +265,7 @@ func TestDefaultTemplateExecMatchesTextTemplate(t *testing.T) {
 		"no https": func(c *RenderConfig) { c.HTTPSPort = 0 },
 		"ipv6 and metrics": func(c *RenderConfig) {
 			c.IPv6 = true
-			c.RequestMetrics = &RequestMetricsConfig{TimeBuckets: DefaultTimeBuckets, LengthBuckets: DefaultLengthBuckets, SizeBuckets: DefaultSizeBuckets, PerHost: true}
+			c.RequestMetrics = testRequestMetrics()
 		},
 		"passthrough listener": func(c *RenderConfig) {
 			c.HTTPSListenAddress, c.HTTPSProxyProtocol, c.RedirectHTTPSPort = "127.0.0.1", true, 8443
