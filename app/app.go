@@ -50,6 +50,7 @@ func New(cfg Config, log *zap.Logger, extra ...fx.Option) *fx.App {
 		),
 		drainModule,
 		fx.Invoke(RunHealthServer),
+		fx.Invoke(runIdleMemoryRelease),
 	}
 	opts = append(opts, Modules(cfg)...)
 	opts = append(opts, extra...)

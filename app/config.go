@@ -38,6 +38,8 @@ type Config struct {
 	// AutoGoMemLimit sets the Go memory limit to AutoGoMemLimitRatio of the container's memory limit (memlimit.go).
 	AutoGoMemLimit      bool
 	AutoGoMemLimitRatio float64
+	// ReleaseIdleMemory gives the heap's free memory back to the kernel once the controller is idle (memrelease.go).
+	ReleaseIdleMemory bool
 
 	// Which Ingresses are ours.
 	IngressClass             string
@@ -143,6 +145,7 @@ func DefaultConfig() Config {
 		ShutdownTimeout:           30 * time.Second,
 		AutoGoMemLimit:            true,
 		AutoGoMemLimitRatio:       0.5,
+		ReleaseIdleMemory:         true,
 		IngressClass:              "ingress-reactor",
 		ControllerClass:           "k8s.io/ingress-reactor",
 		NginxBinary:               "nginx",
@@ -251,6 +254,7 @@ func BindFlags(fs *flag.FlagSet, c *Config) {
 	bindWebhookFlags(fs, c)
 	bindMetricsFlags(fs, c)
 	bindMemoryLimitFlags(fs, c)
+	bindIdleMemoryFlags(fs, c)
 }
 
 // maxDictSizeMB bounds --endpoints-dict-size, --certificates-dict-size, --routes-dict-size and

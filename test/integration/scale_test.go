@@ -35,6 +35,7 @@ var (
 	scaleBurst     = flag.Int("scale-burst", 1000, "TestDataPlaneAtScale: Ingresses created at once at the end")
 	scaleAnnotated = flag.Bool("scale-annotated", false, "TestDataPlaneAtScale: every other Ingress carries issue #14's routing annotations (regex, rewrite, headers, redirect settings, an alias, a default backend) that leave its paths served by its backend")
 	scaleProfiles  = flag.String("scale-heap-profiles", "", "TestDataPlaneAtScale: start the controller with --profiling and save its heap profile into this directory each time memory is read")
+	scaleIdle      = flag.Duration("scale-idle", 30*time.Second, "TestDataPlaneAtScale: after the last reading, wait this long with nothing changing and read the memory once more (0: not)")
 	scaleMetrics   = flag.Bool("scale-request-metrics", false, "TestDataPlaneAtScale: keep the request metrics on (--enable-metrics): every host the run checks adds its series (docs/metrics.md, \"Cardinality\")")
 )
 
@@ -177,6 +178,11 @@ func TestDataPlaneAtScale(t *testing.T) {
 		t.Logf("%d Ingresses created at once (in %s): %d sampled hosts served after %s, all after %s; %s; %s",
 			m, round(created), min(m, scaleSample), round(sample), round(all), reloads.since(before), loadAverage())
 		b.logMemory(t, "end")
+	}
+	if *scaleIdle > 0 {
+		// What an idle controller keeps after the bursts (--release-idle-memory gives back what it does not use).
+		time.Sleep(*scaleIdle)
+		b.logMemory(t, fmt.Sprintf("after %s idle", *scaleIdle))
 	}
 	if reloads.failed > 0 {
 		t.Errorf("%g of %g configuration applies failed (the controller's log, below, says why)", reloads.failed, reloads.all)
@@ -419,8 +425,9 @@ func (b *scaleBench) goHeap(t *testing.T) string {
 	next, _ := m.Value("go_memstats_next_gc_bytes", nil)
 	released, _ := m.Value("go_memstats_heap_released_bytes", nil)
 	sys, _ := m.Value("go_memstats_sys_bytes", nil)
-	return fmt.Sprintf("Go heap in use %.0f MiB, next GC at %.0f MiB, released %.0f MiB, runtime total %.0f MiB",
-		inuse/mib, next/mib, released/mib, sys/mib)
+	idle, _ := m.Value("ingress_reactor_idle_memory_releases_total", nil)
+	return fmt.Sprintf("Go heap in use %.0f MiB, next GC at %.0f MiB, released %.0f MiB, runtime total %.0f MiB, %.0f idle releases so far",
+		inuse/mib, next/mib, released/mib, sys/mib, idle)
 }
 
 // percentiles formats the 50th and 99th percentiles (nearest rank) and the maximum of ds.
