@@ -159,7 +159,7 @@ func TestBalanceRouteData(t *testing.T) {
 		"d.example.com": {`"balance":{"lb":"ewma"}`},
 		"e.example.com": {`"balance":{"cookie":{"name":"INGRESSCOOKIE","path":"/"}}`},
 	} {
-		s := m.server(host)
+		s := m.Server(host)
 		if s == nil {
 			t.Fatalf("no server %s", host)
 		}

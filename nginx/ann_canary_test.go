@@ -279,7 +279,7 @@ func TestMergeCanaryRegexPaths(t *testing.T) {
 	if len(conflicts) != 0 {
 		t.Fatalf("conflicts %+v", conflicts)
 	}
-	s := m.server(host)
+	s := m.Server(host)
 	if s == nil || len(s.Locations) != 2 {
 		t.Fatalf("server %+v", s)
 	}
@@ -311,7 +311,7 @@ func TestMergeCanaryOnServerAlias(t *testing.T) {
 	check := func(what string, res MergeResult, weight int) {
 		t.Helper()
 		for _, h := range []Hostname{host, alias} {
-			s := res.Model.server(h)
+			s := res.Model.Server(h)
 			if s == nil || len(s.Locations) != 1 || s.Locations[0].Canary == nil || s.Locations[0].Canary.Rule.Weight != weight ||
 				s.Locations[0].Canary.Upstream != up("default", "web-v2", 80).Name {
 				t.Errorf("%s: host %s: %+v, want the canary at weight %d", what, h, s, weight)
@@ -322,7 +322,7 @@ func TestMergeCanaryOnServerAlias(t *testing.T) {
 	check("first merge", m.Merge([]*IngressTranslation{main, canary("10")}, MergeOptions{}), 10)
 	check("weight changed", m.Merge([]*IngressTranslation{main, canary("60")}, MergeOptions{}), 60)
 	res := m.Merge([]*IngressTranslation{main}, MergeOptions{})
-	if s := res.Model.server(alias); s == nil || s.Locations[0].Canary != nil {
+	if s := res.Model.Server(alias); s == nil || s.Locations[0].Canary != nil {
 		t.Errorf("canary gone: alias host %+v, want no canary", s)
 	}
 }

@@ -35,7 +35,7 @@ func canaryPair(t *testing.T, opts TranslateOptions, mainKV, canaryKV []string) 
 	if len(conflicts) > 0 {
 		t.Fatalf("conflicts %+v", conflicts)
 	}
-	s := m.server(host)
+	s := m.Server(host)
 	if s == nil || len(s.Locations) != 1 || s.Locations[0].Canary == nil {
 		t.Fatalf("server %+v: want one location with a canary", s)
 	}

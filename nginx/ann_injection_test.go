@@ -161,7 +161,7 @@ func checkAnnotationValue(t *testing.T, spec AnnotationSpec, value string) {
 		if err := json.Unmarshal(wire, &host); err != nil {
 			t.Fatalf("%s=%.40q: route push is not JSON: %v", key, value, err)
 		}
-		baseServer := baseModel.server(model.Servers[i].Host)
+		baseServer := baseModel.Server(model.Servers[i].Host)
 		if baseServer == nil {
 			if err := ValidateHost(string(model.Servers[i].Host)); err != nil {
 				t.Fatalf("%s=%.40q: added server %.80q: %v", key, value, model.Servers[i].Host, err)

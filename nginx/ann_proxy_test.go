@@ -122,7 +122,7 @@ func TestProxyRouteData(t *testing.T) {
 		"a.example.com": `"upstream_options":[0,0,1000,0],"profile":"` + ProfileSettings{ClientMaxBodySize: "2048"}.Name() + `","body_limit":2048,"metrics":["default","a","web"]}`,
 		"b.example.com": `"upstream_options":[250,0,0,-1],"limit_rate":[10240,0],"connection_header":"close","metrics":["default","b","web"]}`,
 	} {
-		s := m.server(host)
+		s := m.Server(host)
 		if s == nil {
 			t.Fatalf("no server %s", host)
 		}

@@ -469,14 +469,14 @@ type RouteResult struct {
 // Route says where the data plane sends a request for host and path (see the matching rules above).
 // host must be lower case without a port; path is a normalized URI path.
 func (m *Model) Route(host, path string) RouteResult {
-	s := m.server(Hostname(host))
+	s := m.Server(Hostname(host))
 	if s == nil && host != "" {
 		if dot := strings.IndexByte(host, '.'); dot > 0 {
-			s = m.server(Hostname("*" + host[dot:]))
+			s = m.Server(Hostname("*" + host[dot:]))
 		}
 	}
 	if s == nil {
-		s = m.server("")
+		s = m.Server("")
 	}
 	if s == nil {
 		return RouteResult{Upstream: m.DefaultBackend}
@@ -552,8 +552,8 @@ func expandRewrite(target, uri string, caps []int) string {
 	return b.String()
 }
 
-// server returns the server for host h exactly, or nil.
-func (m *Model) server(h Hostname) *Server {
+// Server returns the server for host h exactly, or nil.
+func (m *Model) Server(h Hostname) *Server {
 	i, ok := slices.BinarySearchFunc(m.Servers, h, func(s Server, h Hostname) int { return strings.Compare(string(s.Host), string(h)) })
 	if !ok {
 		return nil

@@ -190,9 +190,33 @@ func (s *certState) stored(b certBatch, _ *nginx.DictFullError) {
 // before its configuration is applied, so its full push may carry no hosts yet.
 func (s *certState) complete() bool { return s.hostsFromModel }
 
-// useHosts makes the SNI host table that of the configuration NGINX now runs.
-func (s *certState) useHosts(hosts map[nginx.Hostname]types.NamespacedName) {
-	s.changed = s.changed || !maps.Equal(s.hosts, hosts)
-	s.hosts = hosts
+// useModel makes the SNI host table that of m, the configuration NGINX now runs: every server with TLS
+// and a Secret presents that Secret; other hosts use the default certificate. The table is updated in
+// place: a model that changes no host's Secret allocates nothing and leaves nothing to push (at 10,000
+// TLS hosts, a new table per model was most of what a change allocated).
+func (s *certState) useModel(m *nginx.Model) {
+	if s.hosts == nil {
+		s.hosts = map[nginx.Hostname]types.NamespacedName{}
+	}
+	n := 0
+	for i := range m.Servers {
+		srv := &m.Servers[i]
+		if srv.TLS == nil || srv.TLS.Secret.Name == "" {
+			continue
+		}
+		n++
+		if old, ok := s.hosts[srv.Host]; !ok || old != srv.TLS.Secret {
+			s.hosts[srv.Host] = srv.TLS.Secret
+			s.changed = true
+		}
+	}
+	if len(s.hosts) != n { // hosts that m no longer presents a Secret for
+		for h := range s.hosts {
+			if srv := m.Server(h); srv == nil || srv.TLS == nil || srv.TLS.Secret.Name == "" {
+				delete(s.hosts, h)
+				s.changed = true
+			}
+		}
+	}
 	s.hostsFromModel = true
 }

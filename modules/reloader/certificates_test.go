@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"maps"
+	"slices"
+	"strings"
 	"testing"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -66,11 +68,22 @@ func (s *certState) feed(in certInput) {
 		for h, name := range in.hosts {
 			hosts[h] = secret(name)
 		}
-		s.useHosts(hosts)
+		s.useModel(tlsModel(hosts))
 	}
 	for _, c := range in.certs {
 		s.apply(c)
 	}
+}
+
+// tlsModel is a model whose servers present the Secrets hosts names; a catch-all server and a host
+// without TLS come with it, as in a rendered model.
+func tlsModel(hosts map[nginx.Hostname]types.NamespacedName) *nginx.Model {
+	m := &nginx.Model{Servers: []nginx.Server{{Host: ""}, {Host: "plain.example"}}}
+	for h, secret := range hosts {
+		m.Servers = append(m.Servers, nginx.Server{Host: h, TLS: &nginx.ServerTLS{Secret: secret}})
+	}
+	slices.SortFunc(m.Servers, func(a, b nginx.Server) int { return strings.Compare(string(a.Host), string(b.Host)) })
+	return m
 }
 
 func asPush(u nginx.CertificateUpdate) push {

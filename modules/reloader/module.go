@@ -191,8 +191,7 @@ func (r *Reloader) rendered(v modules.Rendered) {
 		r.routeStore.useModel(&v.Model)
 		r.m.hostsHeld.Set(float64(len(r.routeStore.held)))
 	}, false)
-	hosts := v.Model.TLSHosts()
-	r.certs.change(func() { r.certStore.useHosts(hosts) }, false)
+	r.certs.change(func() { r.certStore.useModel(&v.Model) }, false)
 	r.structure.offer(v)
 }
 

@@ -51,7 +51,7 @@ func TestCertStateStaples(t *testing.T) {
 	} {
 		t.Run(name, func(t *testing.T) {
 			s := newCertState()
-			s.useHosts(map[nginx.Hostname]types.NamespacedName{"a.example": secret("a")})
+			s.useModel(tlsModel(map[nginx.Hostname]types.NamespacedName{"a.example": secret("a")}))
 			for i, st := range steps {
 				for _, c := range st.certs {
 					s.apply(c)

@@ -53,9 +53,7 @@ var catchAll = &nginx.Server{}
 // useModel makes m's servers the desired routes. m's slices are not modified afterwards (models are
 // immutable once published), so the store keeps pointers into them.
 func (s *routeStore) useModel(m *nginx.Model) {
-	seen := make(map[nginx.Hostname]struct{}, len(m.Servers)+1)
 	set := func(srv *nginx.Server) {
-		seen[srv.Host] = struct{}{}
 		if old, ok := s.servers[srv.Host]; ok && (old == srv || old.Equal(srv)) {
 			s.servers[srv.Host] = srv
 			return
@@ -73,17 +71,24 @@ func (s *routeStore) useModel(m *nginx.Model) {
 		delete(s.held, srv.Host)
 		s.dirty[srv.Host] = struct{}{}
 	}
+	hosts := len(m.Servers)
 	if len(m.Servers) == 0 || m.Servers[0].Host != "" {
 		set(catchAll)
+		hosts++
 	}
 	for i := range m.Servers {
 		set(&m.Servers[i])
 	}
-	for h := range s.servers {
-		if _, ok := seen[h]; !ok {
-			delete(s.servers, h)
-			delete(s.held, h)
-			s.dirty[h] = struct{}{}
+	// The store now holds every host of m (and the catch-all); more means hosts m no longer has. Counting
+	// instead of keeping a set of m's hosts leaves a change that removes no host without an allocation
+	// that grows with the number of hosts.
+	if len(s.servers) != hosts {
+		for h := range s.servers {
+			if h != "" && m.Server(h) == nil {
+				delete(s.servers, h)
+				delete(s.held, h)
+				s.dirty[h] = struct{}{}
+			}
 		}
 	}
 	if m.DefaultBackend != s.fallback || !s.fromModel {

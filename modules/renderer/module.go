@@ -441,11 +441,8 @@ func (r *Renderer) takeRefusals() {
 
 // servesLocation reports whether m's server for host has location l.
 func servesLocation(m *nginx.Model, host nginx.Hostname, l *nginx.Location) bool {
-	i, ok := slices.BinarySearchFunc(m.Servers, host, func(s nginx.Server, h nginx.Hostname) int { return strings.Compare(string(s.Host), string(h)) })
-	if !ok {
-		return false
-	}
-	return slices.ContainsFunc(m.Servers[i].Locations, func(x nginx.Location) bool { return x.Equal(l) })
+	s := m.Server(host)
+	return s != nil && slices.ContainsFunc(s.Locations, func(x nginx.Location) bool { return x.Equal(l) })
 }
 
 // quarantined returns the refusal that keeps a quarantined Ingress version out of the model; a changed
