@@ -46,7 +46,7 @@ type pair struct {
 }
 
 // newPair makes a self-signed ECDSA certificate for the given DNS names.
-func newPair(t *testing.T, names ...string) pair {
+func newPair(t testing.TB, names ...string) pair {
 	t.Helper()
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
@@ -85,7 +85,7 @@ var (
 	certA, certA2, certB, othr pair
 )
 
-func fixtures(t *testing.T) {
+func fixtures(t testing.TB) {
 	certsOnce.Do(func() {
 		certA = newPair(t, "a.example")
 		certA2 = newPair(t, "a.example", "www.a.example")
