@@ -9,8 +9,8 @@ package secretsync
 import (
 	"context"
 	"fmt"
-	"maps"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -88,30 +88,40 @@ type Syncer struct {
 	ctrl      *pipeline.Controller[types.NamespacedName]
 	synced    []cache.InformerSynced
 	log       *zap.Logger
-	expire    *prometheus.GaugeVec
+	expire    *prometheus.Desc
 	invalid   prometheus.Gauge
 
 	mu sync.Mutex
-	// byIngress and users index references both ways.
+	// byIngress and users index references both ways. Both hold short slices sorted by compareKeys
+	// (a Secret almost always has one user): at 10,000 Secrets a map per Secret cost several MB.
 	byIngress map[types.NamespacedName][]types.NamespacedName
-	users     map[types.NamespacedName]map[types.NamespacedName]struct{}
+	users     map[types.NamespacedName][]types.NamespacedName
 
 	// Touched by sync only; sync never runs twice for one Secret, so per-key entries need only the lock
-	// for the maps themselves.
-	stateMu sync.Mutex
-	state   map[types.NamespacedName]secretState
+	// for the map itself. invalid counts the states with a problem, kept as states come and go so that
+	// no sync walks every state.
+	stateMu      sync.Mutex
+	state        map[types.NamespacedName]secretState
+	invalidCount int
 }
 
 // secretState is what the syncer last concluded about a Secret.
 type secretState struct {
-	fingerprint string // ContentHash of the published certificate; "" when unusable
-	problem     string // why the Secret is unusable; "" when it is usable
-	names       []string
-	// notices are the Warning Events the Secret's current content calls for, and told the Ingresses
-	// that got them: each referencing Ingress hears about a problem once, also when it starts
-	// referencing the Secret after the problem appeared.
+	fingerprint string   // ContentHash of the published certificate; "" when unusable
+	problem     string   // why the Secret is unusable; "" when it is usable
+	names       []string // the names the certificate covers, each an expiry series
+	notAfter    int64    // the certificate's expiry, Unix seconds
+	// warned is nil when the Secret's current content calls for no Warning Event, as for almost every
+	// Secret.
+	warned *warned
+}
+
+// warned holds the Warning Events a Secret's current content calls for, and the Ingresses that got
+// them: each referencing Ingress hears about a problem once, also when it starts referencing the Secret
+// after the problem appeared.
+type warned struct {
 	notices []notice
-	told    map[types.NamespacedName]struct{}
+	told    []types.NamespacedName // sorted by compareKeys
 }
 
 // notice is one Warning Event about a Secret.
@@ -135,19 +145,18 @@ func New(p Params) (*Syncer, error) {
 		recorder:  p.Recorder,
 		synced:    []cache.InformerSynced{inf.HasSynced, ingInf.HasSynced},
 		log:       log,
-		expire: prometheus.NewGaugeVec(prometheus.GaugeOpts{
-			Name: "ingress_reactor_ssl_expire_time_seconds",
-			Help: "Unix time at which the certificate of a referenced TLS Secret expires, per name it covers.",
-		}, []string{"namespace", "secret", "host"}),
+		expire: prometheus.NewDesc("ingress_reactor_ssl_expire_time_seconds",
+			"Unix time at which the certificate of a referenced TLS Secret expires, per name it covers.",
+			[]string{"namespace", "secret", "host"}, nil),
 		invalid: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "ingress_reactor_ssl_invalid_secrets",
 			Help: "Referenced TLS Secrets that are missing or invalid; their hosts get the default certificate.",
 		}),
 		byIngress: map[types.NamespacedName][]types.NamespacedName{},
-		users:     map[types.NamespacedName]map[types.NamespacedName]struct{}{},
+		users:     map[types.NamespacedName][]types.NamespacedName{},
 		state:     map[types.NamespacedName]secretState{},
 	}
-	for _, c := range []prometheus.Collector{s.expire, s.invalid} {
+	for _, c := range []prometheus.Collector{expiryCollector{s}, s.invalid} {
 		if err := p.Registry.Register(c); err != nil {
 			return nil, fmt.Errorf("secretsync: register metrics: %w", err)
 		}
@@ -245,32 +254,75 @@ func (s *Syncer) ingressChanged(c modules.IngressChange) []types.NamespacedName 
 			now = nginx.SecretsOf(ing)
 		}
 	}
+	slices.SortFunc(now, compareKeys)
+	now = slices.Clip(slices.Compact(now))
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	before := s.byIngress[c.Key]
-	affected := map[types.NamespacedName]struct{}{}
-	for _, k := range before {
-		delete(s.users[k], c.Key)
-		if len(s.users[k]) == 0 {
-			delete(s.users, k)
+	// Every Secret the Ingress uses or used is synced: one it dropped may be unreferenced now, and one
+	// it added must be written (or its problem reported on this Ingress). Both lists are sorted, so one
+	// merge finds the dropped, the added and the kept ones.
+	affected := make([]types.NamespacedName, 0, len(before)+len(now))
+	for i, j := 0, 0; i < len(before) || j < len(now); {
+		switch {
+		case j == len(now) || i < len(before) && compareKeys(before[i], now[j]) < 0:
+			k := before[i]
+			if users := removeKey(s.users[k], c.Key); len(users) == 0 {
+				delete(s.users, k)
+			} else {
+				s.users[k] = users
+			}
+			affected = append(affected, k)
+			i++
+		case i == len(before) || compareKeys(before[i], now[j]) > 0:
+			k := now[j]
+			s.users[k] = insertKey(s.users[k], c.Key)
+			affected = append(affected, k)
+			j++
+		default:
+			affected = append(affected, before[i])
+			i++
+			j++
 		}
-		affected[k] = struct{}{}
-	}
-	for _, k := range now {
-		if s.users[k] == nil {
-			s.users[k] = map[types.NamespacedName]struct{}{}
-		}
-		s.users[k][c.Key] = struct{}{}
-		affected[k] = struct{}{}
 	}
 	if len(now) == 0 {
 		delete(s.byIngress, c.Key)
 	} else {
 		s.byIngress[c.Key] = now
 	}
-	// Every Secret the Ingress uses or used is synced: one it dropped may be unreferenced now, and one
-	// it added must be written (or its problem reported on this Ingress).
-	return slices.Collect(maps.Keys(affected))
+	return affected
+}
+
+// compareKeys orders keys by namespace, then name.
+func compareKeys(a, b types.NamespacedName) int {
+	if c := strings.Compare(a.Namespace, b.Namespace); c != 0 {
+		return c
+	}
+	return strings.Compare(a.Name, b.Name)
+}
+
+// insertKey adds k to keys, sorted by compareKeys, unless it is there.
+func insertKey(keys []types.NamespacedName, k types.NamespacedName) []types.NamespacedName {
+	i, found := slices.BinarySearchFunc(keys, k, compareKeys)
+	if found {
+		return keys
+	}
+	return slices.Insert(keys, i, k)
+}
+
+// removeKey removes k from keys, sorted by compareKeys, if it is there.
+func removeKey(keys []types.NamespacedName, k types.NamespacedName) []types.NamespacedName {
+	i, found := slices.BinarySearchFunc(keys, k, compareKeys)
+	if !found {
+		return keys
+	}
+	return slices.Delete(keys, i, i+1)
+}
+
+// hasKey reports whether keys, sorted by compareKeys, hold k.
+func hasKey(keys []types.NamespacedName, k types.NamespacedName) bool {
+	_, found := slices.BinarySearchFunc(keys, k, compareKeys)
+	return found
 }
 
 func (s *Syncer) ifReferenced(obj any) []types.NamespacedName {
@@ -290,18 +342,12 @@ func (s *Syncer) ifReferenced(obj any) []types.NamespacedName {
 	return []types.NamespacedName{k}
 }
 
-// usersOf returns the accepted Ingresses that reference a Secret, sorted.
+// usersOf returns the accepted Ingresses that reference a Secret, sorted by compareKeys: a copy, as
+// ingressChanged edits the index in place.
 func (s *Syncer) usersOf(k types.NamespacedName) []types.NamespacedName {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	out := slices.Collect(maps.Keys(s.users[k]))
-	slices.SortFunc(out, func(a, b types.NamespacedName) int {
-		if a.String() < b.String() {
-			return -1
-		}
-		return 1
-	})
-	return out
+	return slices.Clone(s.users[k])
 }
 
 func (s *Syncer) sync(_ context.Context, key types.NamespacedName) error {
@@ -313,7 +359,7 @@ func (s *Syncer) sync(_ context.Context, key types.NamespacedName) error {
 
 	if len(users) == 0 && !isDefault {
 		if known {
-			s.forget(key, prev)
+			s.forget(key)
 			s.out.Publish(modules.CertChange{Secret: key, Default: isDefault})
 			s.log.Info("TLS secret no longer referenced", zap.Stringer("secret", key))
 		}
@@ -339,9 +385,9 @@ func (s *Syncer) sync(_ context.Context, key types.NamespacedName) error {
 		if prev.problem != problem || !known {
 			s.log.Warn("TLS secret unusable", zap.Stringer("secret", key), zap.String("reason", problem))
 		}
-		next := secretState{problem: problem, notices: []notice{{reason: reason, message: problem}}}
-		s.tell(users, prev, &next)
-		s.forget(key, prev)
+		next := secretState{problem: problem}
+		s.tell(users, prev, &next, []notice{{reason: reason, message: problem}})
+		s.forget(key)
 		s.remember(key, next)
 		if !known || prev.fingerprint != "" {
 			s.out.Publish(modules.CertChange{Secret: key, Default: isDefault})
@@ -356,18 +402,15 @@ func (s *Syncer) sync(_ context.Context, key types.NamespacedName) error {
 	if cert.Expired(time.Now()) {
 		notices = append(notices, notice{reason: ReasonSecretWarning, message: fmt.Sprintf("TLS secret %s: certificate expired at %s; it is still served", key, cert.NotAfter.UTC().Format(time.RFC3339))})
 	}
-	next := secretState{fingerprint: cert.ContentHash, names: cert.Names, notices: notices}
+	next := secretState{fingerprint: cert.ContentHash, names: cert.Names, notAfter: cert.ExpireTime().Unix()}
 	if cert.ContentHash == prev.fingerprint {
 		// Nothing to write or publish; an Ingress that started using the Secret may still need telling.
-		s.tell(users, prev, &next)
+		s.tell(users, prev, &next, notices)
 		s.remember(key, next)
 		return nil
 	}
-	s.forget(key, prev)
-	for _, name := range cert.Names {
-		s.expire.WithLabelValues(key.Namespace, key.Name, name).Set(float64(cert.ExpireTime().Unix()))
-	}
-	s.tell(users, prev, &next)
+	s.forget(key)
+	s.tell(users, prev, &next, notices)
 	s.remember(key, next)
 	s.log.Info("TLS certificate synced", zap.Stringer("secret", key), zap.Strings("names", cert.Names),
 		zap.Time("notAfter", cert.NotAfter), zap.String("fingerprint", cert.Fingerprint))
@@ -375,56 +418,92 @@ func (s *Syncer) sync(_ context.Context, key types.NamespacedName) error {
 	return nil
 }
 
-// tell puts next's notices as Warning Events on every user that has not had them yet, and records who
-// has. Users told about prev's notices are not told again when the notices are the same.
-func (s *Syncer) tell(users []types.NamespacedName, prev secretState, next *secretState) {
-	next.told = make(map[types.NamespacedName]struct{}, len(users))
-	same := slices.Equal(prev.notices, next.notices)
+// tell puts notices as Warning Events on every user, sorted by compareKeys, that has not had them yet,
+// and records them and who has had them in next. Users told about prev's notices are not told again when
+// the notices are the same.
+func (s *Syncer) tell(users []types.NamespacedName, prev secretState, next *secretState, notices []notice) {
+	if len(notices) == 0 {
+		return
+	}
+	same := prev.warned != nil && slices.Equal(prev.warned.notices, notices)
+	var toldBefore []types.NamespacedName
+	if same {
+		toldBefore = prev.warned.told
+	}
+	var told []types.NamespacedName
 	for _, u := range users {
-		if _, ok := prev.told[u]; ok && same {
-			next.told[u] = struct{}{}
-			continue
-		}
-		if len(next.notices) == 0 {
+		if hasKey(toldBefore, u) {
+			told = append(told, u)
 			continue
 		}
 		ing, err := s.ingresses.Ingresses(u.Namespace).Get(u.Name)
 		if err != nil {
 			continue // gone; its IngressChange drops the reference
 		}
-		for _, n := range next.notices {
+		for _, n := range notices {
 			s.recorder.Event(ing, corev1.EventTypeWarning, n.reason, n.message)
 		}
-		next.told[u] = struct{}{}
+		told = append(told, u)
+	}
+	switch {
+	case len(told) == 0:
+		// next.warned stays nil: notices matter only for whom they were told to, and with nobody told the
+		// next sync tells every user either way.
+	case same && slices.Equal(told, toldBefore):
+		// Nobody new was told (the usual re-sync): keep the previous record instead of a copy of it.
+		next.warned = prev.warned
+	default:
+		next.warned = &warned{notices: notices, told: slices.Clip(told)}
 	}
 }
 
+// remember records a Secret's state and keeps the invalid-secrets gauge.
 func (s *Syncer) remember(key types.NamespacedName, st secretState) {
 	s.stateMu.Lock()
-	s.state[key] = st
-	invalid := 0
-	for _, v := range s.state {
-		if v.problem != "" {
-			invalid++
-		}
+	defer s.stateMu.Unlock()
+	if old, ok := s.state[key]; ok && old.problem != "" {
+		s.invalidCount--
 	}
-	s.stateMu.Unlock()
-	s.invalid.Set(float64(invalid))
+	s.state[key] = st
+	if st.problem != "" {
+		s.invalidCount++
+	}
+	s.invalid.Set(float64(s.invalidCount))
 }
 
-// forget drops a Secret's metric series and state.
-func (s *Syncer) forget(key types.NamespacedName, prev secretState) {
-	for _, name := range prev.names {
-		s.expire.DeleteLabelValues(key.Namespace, key.Name, name)
-	}
+// forget drops a Secret's state, and with it its expiry series.
+func (s *Syncer) forget(key types.NamespacedName) {
 	s.stateMu.Lock()
-	delete(s.state, key)
-	invalid := 0
-	for _, v := range s.state {
-		if v.problem != "" {
-			invalid++
+	defer s.stateMu.Unlock()
+	if old, ok := s.state[key]; ok {
+		if old.problem != "" {
+			s.invalidCount--
+		}
+		delete(s.state, key)
+	}
+	s.invalid.Set(float64(s.invalidCount))
+}
+
+// expiryCollector exports ingress_reactor_ssl_expire_time_seconds from the syncer's state when scraped:
+// a gauge series kept per Secret and name cost about 500 bytes each.
+type expiryCollector struct{ s *Syncer }
+
+// Describe implements prometheus.Collector.
+func (c expiryCollector) Describe(ch chan<- *prometheus.Desc) { ch <- c.s.expire }
+
+// Collect implements prometheus.Collector. It sends after unlocking, so a slow scrape never holds up a
+// sync.
+func (c expiryCollector) Collect(ch chan<- prometheus.Metric) {
+	var out []prometheus.Metric
+	c.s.stateMu.Lock()
+	for k, st := range c.s.state {
+		for _, name := range st.names {
+			out = append(out, prometheus.MustNewConstMetric(c.s.expire, prometheus.GaugeValue, float64(st.notAfter),
+				k.Namespace, k.Name, name))
 		}
 	}
-	s.stateMu.Unlock()
-	s.invalid.Set(float64(invalid))
+	c.s.stateMu.Unlock()
+	for _, m := range out {
+		ch <- m
+	}
 }

@@ -11,7 +11,9 @@ import (
 	"encoding/hex"
 	"encoding/pem"
 	"fmt"
+	"maps"
 	"math/big"
+	mrand "math/rand/v2"
 	"os"
 	"path/filepath"
 	"slices"
@@ -46,7 +48,7 @@ type pair struct {
 }
 
 // newPair makes a self-signed ECDSA certificate for the given DNS names.
-func newPair(t *testing.T, names ...string) pair {
+func newPair(t testing.TB, names ...string) pair {
 	t.Helper()
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
@@ -85,7 +87,7 @@ var (
 	certA, certA2, certB, othr pair
 )
 
-func fixtures(t *testing.T) {
+func fixtures(t testing.TB) {
 	certsOnce.Do(func() {
 		certA = newPair(t, "a.example")
 		certA2 = newPair(t, "a.example", "www.a.example")
@@ -401,6 +403,12 @@ func TestSyncerFollowsReferencesAndSecrets(t *testing.T) {
 					warnings: []warning{{"blog", ReasonSecretInvalid}, {"shop", ReasonSecretInvalid}}, invalid: 1},
 				{name: "a third ingress starts using the broken secret", do: func(e *env) { e.accept(ingress("wiki", "a-tls")) },
 					warnings: []warning{{"wiki", ReasonSecretInvalid}}, invalid: 1},
+				{name: "same problem synced again: nobody told twice", do: func(e *env) {
+					ing := ingress("wiki", "a-tls")
+					ing.Labels = map[string]string{"v": "2"}
+					e.accept(ing)
+					e.run(key("a-tls"))
+				}, invalid: 1},
 				{name: "broken differently: told again", do: func(e *env) {
 					s := tlsSecret("a-tls", certA)
 					delete(s.Data, corev1.TLSPrivateKeyKey)
@@ -423,6 +431,18 @@ func TestSyncerFollowsReferencesAndSecrets(t *testing.T) {
 				{name: "blog deleted", do: func(e *env) { e.drop("blog") },
 					changes: []change{{secret: "a-tls"}}},
 				{name: "a-tls changes while unreferenced", do: func(e *env) { e.applySecret(tlsSecret("a-tls", certA2)) }},
+			},
+		},
+		"ingress swaps some of its secrets: dropped ones unreferenced, added one published, kept one untouched": {
+			objs: []runtime.Object{tlsSecret("a-tls", certA), tlsSecret("b-tls", certB), tlsSecret("c-tls", certA2), tlsSecret("d-tls", certA)},
+			steps: []step{
+				{name: "shop uses a, b and c", do: func(e *env) { e.accept(ingress("shop", "c-tls", "a-tls", "b-tls")) },
+					changes: []change{{secret: "a-tls", leaf: certA.leafSHA}, {secret: "b-tls", leaf: certB.leafSHA}, {secret: "c-tls", leaf: certA2.leafSHA}}},
+				{name: "shop uses b and d", do: func(e *env) { e.accept(ingress("shop", "d-tls", "b-tls")) },
+					changes: []change{{secret: "a-tls"}, {secret: "c-tls"}, {secret: "d-tls", leaf: certA.leafSHA}}},
+				{name: "dropped a-tls changes while unreferenced", do: func(e *env) { e.applySecret(tlsSecret("a-tls", certB)) }},
+				{name: "kept b-tls rotates", do: func(e *env) { e.applySecret(tlsSecret("b-tls", certA)) },
+					changes: []change{{secret: "b-tls", leaf: certA.leafSHA}}},
 			},
 		},
 		"broken secret no longer referenced: nothing left": {
@@ -618,5 +638,215 @@ func TestPrivateKeysOfSecretsStayOffTheDisk(t *testing.T) {
 	}
 	if files := e.files(); len(files) != 0 {
 		t.Errorf("ssl dir holds %v, want no Secret's file", files)
+	}
+}
+
+// TestUsersAreSortedAndRemovedAcrossManyIngresses: many Ingresses share one missing Secret; they are
+// indexed and dropped in random order, and the users stay sorted by name (the order in which they
+// are told), each one told once while it references the Secret.
+func TestUsersAreSortedAndRemovedAcrossManyIngresses(t *testing.T) {
+	names := []string{"a", "a-b", "a.b", "a0", "ab", "b", "z-9", "z.9", "z9"}
+	for i := range 30 {
+		names = append(names, fmt.Sprintf("app-%d", i)) // app-10 sorts before app-2
+	}
+	var objs []runtime.Object
+	for _, n := range names {
+		objs = append(objs, ingress(n, "shared-tls"))
+	}
+	e := newEnv(t, "", objs...)
+	shared := key("shared-tls")
+	rng := mrand.New(mrand.NewPCG(13, 1))
+	users := map[string]bool{}
+	check := func(step string) {
+		t.Helper()
+		want := slices.Sorted(maps.Keys(users))
+		var got []string
+		for _, u := range e.syncer.usersOf(shared) {
+			if u.Namespace != ns {
+				t.Fatalf("%s: user %v in another namespace", step, u)
+			}
+			got = append(got, u.Name)
+		}
+		if !slices.Equal(got, want) {
+			t.Fatalf("%s: users %v, want %v", step, got, want)
+		}
+		if referenced := len(e.syncer.ifReferenced(tlsSecret("shared-tls", certA))) > 0; referenced != (len(want) > 0) {
+			t.Fatalf("%s: secret referenced %v with %d users", step, referenced, len(want))
+		}
+	}
+	// told syncs the Secret and returns the Ingresses told about it, in the order they were told.
+	told := func() []string {
+		t.Helper()
+		e.run(shared)
+		var out []string
+		for _, ev := range e.h.Recorder.Take() {
+			if ev.Reason != ReasonSecretNotFound {
+				t.Errorf("event %+v, want reason %s", ev, ReasonSecretNotFound)
+			}
+			out = append(out, strings.TrimPrefix(ev.Object, ns+"/"))
+		}
+		return out
+	}
+	accept := func(n string) {
+		t.Helper()
+		affected := e.syncer.ingressChanged(modules.IngressChange{Key: key(n), Accepted: true})
+		if !slices.Equal(affected, []types.NamespacedName{shared}) {
+			t.Fatalf("accept %s: affected %v, want only %v", n, affected, shared)
+		}
+		users[n] = true
+		check("accept " + n)
+	}
+	drop := func(n string) {
+		t.Helper()
+		affected := e.syncer.ingressChanged(modules.IngressChange{Key: key(n), Accepted: false})
+		want := []types.NamespacedName{shared}
+		if !users[n] {
+			want = []types.NamespacedName{}
+		}
+		if !slices.Equal(affected, want) {
+			t.Fatalf("drop %s: affected %v, want %v", n, affected, want)
+		}
+		delete(users, n)
+		check("drop " + n)
+	}
+
+	order := slices.Clone(names)
+	rng.Shuffle(len(order), func(i, j int) { order[i], order[j] = order[j], order[i] })
+	for _, n := range order[:20] {
+		accept(n)
+	}
+	accept(order[3]) // again: no duplicate
+	if got, want := told(), slices.Sorted(maps.Keys(users)); !slices.Equal(got, want) {
+		t.Fatalf("first sync told %v, want every user once in name order %v", got, want)
+	}
+	for _, n := range order[20:] {
+		accept(n)
+	}
+	if got, want := told(), slices.Sorted(slices.Values(order[20:])); !slices.Equal(got, want) {
+		t.Fatalf("second sync told %v, want only the new users %v", got, want)
+	}
+	if got := told(); len(got) != 0 {
+		t.Fatalf("sync without changes told %v again", got)
+	}
+
+	rng.Shuffle(len(order), func(i, j int) { order[i], order[j] = order[j], order[i] })
+	for _, n := range order[:25] {
+		drop(n)
+	}
+	drop(order[0]) // again: not a user any more
+	if got := told(); len(got) != 0 {
+		t.Fatalf("sync after drops told %v, want nobody", got)
+	}
+	for _, n := range order[:5] {
+		accept(n)
+	}
+	if got, want := told(), slices.Sorted(slices.Values(order[:5])); !slices.Equal(got, want) {
+		t.Fatalf("sync after re-adding told %v, want the re-added users %v", got, want)
+	}
+	for _, n := range order {
+		drop(n)
+	}
+	if len(e.syncer.users) != 0 || len(e.syncer.byIngress) != 0 {
+		t.Fatalf("index not empty after every Ingress dropped: users %v, byIngress %v", e.syncer.users, e.syncer.byIngress)
+	}
+	e.run(shared)
+	if _, known := e.syncer.state[shared]; known {
+		t.Fatal("state kept for a Secret nobody references")
+	}
+}
+
+// TestInvalidGaugeFollowsRandomChanges drives Secrets (the default one among them) and Ingresses
+// through a random sequence of valid, broken, deleted, referenced and unreferenced states and checks
+// the invalid-secrets gauge after every step against a count of the model and against a count over
+// the syncer's state.
+func TestInvalidGaugeFollowsRandomChanges(t *testing.T) {
+	fixtures(t)
+	secrets := []string{"d-tls", "s1-tls", "s2-tls", "s3-tls", "s4-tls"}
+	ingresses := []string{"i1", "i2", "i3"}
+	e := newEnv(t, "d-tls")
+	e.run(key("d-tls"))
+	content := map[string]string{} // secret -> "valid" or "broken"; absent: missing
+	refs := map[string][]string{}  // accepted ingress -> secrets
+	rng := mrand.New(mrand.NewPCG(7, 7))
+	for step := range 80 {
+		sec := secrets[rng.IntN(len(secrets))]
+		ing := ingresses[rng.IntN(len(ingresses))]
+		var what string
+		switch op := rng.IntN(5); {
+		case op == 0:
+			p := certA
+			if rng.IntN(2) == 0 {
+				p = certB
+			}
+			e.applySecret(tlsSecret(sec, p))
+			content[sec] = "valid"
+			what = "valid " + sec
+		case op == 1:
+			e.applySecret(brokenSecret(sec, certA))
+			content[sec] = "broken"
+			what = "broken " + sec
+		case op == 2 && content[sec] != "":
+			e.deleteSecret(sec)
+			delete(content, sec)
+			what = "delete " + sec
+		case op == 3:
+			var use []string
+			for _, s := range secrets[1:] {
+				if rng.IntN(3) == 0 {
+					use = append(use, s)
+				}
+			}
+			e.accept(ingress(ing, use...))
+			refs[ing] = use
+			what = fmt.Sprintf("%s uses %v", ing, use)
+		case op == 4 && refs[ing] != nil:
+			e.drop(ing)
+			delete(refs, ing)
+			what = "drop " + ing
+		default:
+			continue
+		}
+		e.h.Recorder.Take()
+		want := 0
+		for _, s := range secrets {
+			used := s == "d-tls"
+			for _, r := range refs {
+				used = used || slices.Contains(r, s)
+			}
+			if used && content[s] != "valid" {
+				want++
+			}
+		}
+		brute := 0
+		e.syncer.stateMu.Lock()
+		for _, st := range e.syncer.state {
+			if st.problem != "" {
+				brute++
+			}
+		}
+		e.syncer.stateMu.Unlock()
+		got, _ := e.gauge("ingress_reactor_ssl_invalid_secrets")
+		if got != float64(want) || brute != want {
+			t.Fatalf("step %d (%s): gauge %g, state holds %d with a problem, want %d", step, what, got, brute, want)
+		}
+	}
+}
+
+// TestWarnedRecordOnlyWhenSomebodyWasTold: a usable Secret, or a broken one nobody could be told
+// about, keeps no record of notices; a broken one keeps who was told.
+func TestWarnedRecordOnlyWhenSomebodyWasTold(t *testing.T) {
+	fixtures(t)
+	e := newEnv(t, "default-tls", tlsSecret("a-tls", certA), brokenSecret("default-tls", certB))
+	e.run(key("default-tls"))
+	e.accept(ingress("shop", "a-tls"))
+	e.accept(ingress("blog", "b-tls"))
+	if w := e.syncer.state[key("a-tls")].warned; w != nil {
+		t.Errorf("usable a-tls keeps notices %+v", w)
+	}
+	if w := e.syncer.state[key("default-tls")].warned; w != nil {
+		t.Errorf("broken default-tls without users keeps notices %+v", w)
+	}
+	if w := e.syncer.state[key("b-tls")].warned; w == nil || !slices.Equal(w.told, []types.NamespacedName{key("blog")}) {
+		t.Errorf("missing b-tls: told %+v, want blog", w)
 	}
 }
