@@ -25,9 +25,9 @@ import (
 
 const (
 	// releaseCheckEvery is how often the releaser reads the runtime's numbers.
-	releaseCheckEvery = 10 * time.Second
+	releaseCheckEvery = 5 * time.Second
 	// releaseMinGap is the least time between two releases: each one is a full collection.
-	releaseMinGap = time.Minute
+	releaseMinGap = 30 * time.Second
 	// releaseMinExcess is the least memory held beyond the live heap that is worth a release.
 	releaseMinExcess = 16 << 20
 )
@@ -35,7 +35,7 @@ const (
 func bindIdleMemoryFlags(fs *flag.FlagSet, c *Config) {
 	fs.BoolVar(&c.ReleaseIdleMemory, "release-idle-memory", c.ReleaseIdleMemory, "Once the controller is idle after a burst of work (its start, many "+
 		"changes at once), run a garbage collection and give the heap's free memory back to the kernel, so that an idle controller holds about its live "+
-		"heap instead of up to twice it. At most once a minute, and only when an interval of 10 s allocated less than a sixteenth of the live heap and "+
+		"heap instead of up to twice it. At most once every 30 s, and only when 5 s passed allocating less than a sixteenth of the live heap and "+
 		"the heap holds at least a quarter more than it uses (and 16 MiB). The peak during a burst is unchanged (docs/benchmarks.md#controller-memory).")
 }
 

@@ -64,12 +64,12 @@ func TestIdleReleaserReleasesOnlyWhenIdleAndWorthIt(t *testing.T) {
 	h.s.held = 200 * mib
 	now = now.Add(releaseCheckEvery)
 	if r.check(now) {
-		t.Fatal("released twice within a minute")
+		t.Fatal("released twice within releaseMinGap")
 	}
 	// A minute later it does.
 	now = now.Add(releaseMinGap)
 	if !r.check(now) || h.released != 2 {
-		t.Fatal("did not release a minute after the previous release")
+		t.Fatal("did not release releaseMinGap after the previous release")
 	}
 
 	// Not worth it: 20 MiB beyond a live heap of 100 MiB is less than a quarter.

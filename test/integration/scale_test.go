@@ -35,7 +35,7 @@ var (
 	scaleBurst     = flag.Int("scale-burst", 1000, "TestDataPlaneAtScale: Ingresses created at once at the end")
 	scaleAnnotated = flag.Bool("scale-annotated", false, "TestDataPlaneAtScale: every other Ingress carries issue #14's routing annotations (regex, rewrite, headers, redirect settings, an alias, a default backend) that leave its paths served by its backend")
 	scaleProfiles  = flag.String("scale-heap-profiles", "", "TestDataPlaneAtScale: start the controller with --profiling and save its heap profile into this directory each time memory is read")
-	scaleIdle      = flag.Duration("scale-idle", 30*time.Second, "TestDataPlaneAtScale: after the last reading, wait this long with nothing changing and read the memory once more (0: not)")
+	scaleIdle      = flag.Duration("scale-idle", time.Minute, "TestDataPlaneAtScale: after the last reading, wait this long with nothing changing and read the memory once more (0: not)")
 	scaleMetrics   = flag.Bool("scale-request-metrics", false, "TestDataPlaneAtScale: keep the request metrics on (--enable-metrics): every host the run checks adds its series (docs/metrics.md, \"Cardinality\")")
 )
 
