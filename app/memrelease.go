@@ -27,7 +27,7 @@ const (
 	// releaseCheckEvery is how often the releaser reads the runtime's numbers.
 	releaseCheckEvery = 5 * time.Second
 	// releaseMinGap is the least time between two releases: each one is a full collection.
-	releaseMinGap = 30 * time.Second
+	releaseMinGap = 10 * time.Second
 	// releaseMinExcess is the least memory held beyond the live heap that is worth a release.
 	releaseMinExcess = 16 << 20
 )
@@ -35,8 +35,8 @@ const (
 func bindIdleMemoryFlags(fs *flag.FlagSet, c *Config) {
 	fs.BoolVar(&c.ReleaseIdleMemory, "release-idle-memory", c.ReleaseIdleMemory, "Once the controller is idle after a burst of work (its start, many "+
 		"changes at once), run a garbage collection and give the heap's free memory back to the kernel, so that an idle controller holds about its live "+
-		"heap instead of up to twice it. At most once every 30 s, and only when 5 s passed allocating less than a sixteenth of the live heap and "+
-		"the heap holds at least a quarter more than it uses (and 16 MiB). The peak during a burst is unchanged (docs/benchmarks.md#controller-memory).")
+		"heap instead of up to twice it. At most once every 10 s, and only when 5 s passed allocating less than a sixteenth of the live heap and "+
+		"garbage and free memory add up to a quarter of the live heap (and 16 MiB). The peak during a burst is unchanged (docs/benchmarks.md#controller-memory).")
 }
 
 // heapStats are the runtime numbers the releaser decides on, all in bytes.
@@ -45,8 +45,10 @@ type heapStats struct {
 	allocated uint64
 	// live is the heap the last collection found reachable (/gc/heap/live:bytes).
 	live uint64
-	// held is the heap memory the process keeps mapped and not returned: objects, live or dead, and
-	// free or unused spans (/memory/classes/heap/{objects,unused,free}:bytes).
+	// held is the heap memory a collection and a release can give back, beside the live heap: objects,
+	// live or dead, and free spans not returned yet (/memory/classes/heap/{objects,free}:bytes). Unused
+	// space inside spans that hold live objects stays, so it is not counted: a heap fragmented by churn
+	// would otherwise look worth a release after every release.
 	held uint64
 	// released is the heap memory returned to the kernel (/memory/classes/heap/released:bytes).
 	released uint64
@@ -56,7 +58,6 @@ var heapStatNames = []string{
 	"/gc/heap/allocs:bytes",
 	"/gc/heap/live:bytes",
 	"/memory/classes/heap/objects:bytes",
-	"/memory/classes/heap/unused:bytes",
 	"/memory/classes/heap/free:bytes",
 	"/memory/classes/heap/released:bytes",
 }
@@ -74,7 +75,7 @@ func readHeapStats() heapStats {
 		}
 		return samples[i].Value.Uint64()
 	}
-	return heapStats{allocated: v(0), live: v(1), held: v(2) + v(3) + v(4), released: v(5)}
+	return heapStats{allocated: v(0), live: v(1), held: v(2) + v(3), released: v(4)}
 }
 
 // idleReleaser decides when to release; read and release are the runtime's (tests replace them).
