@@ -45,8 +45,10 @@ type heapStats struct {
 	allocated uint64
 	// live is the heap the last collection found reachable (/gc/heap/live:bytes).
 	live uint64
-	// held is the heap memory the process keeps mapped and not returned: objects, live or dead, and
-	// free or unused spans (/memory/classes/heap/{objects,unused,free}:bytes).
+	// held is the heap memory the process keeps and a release can act on: objects, live or dead, and
+	// free pages (/memory/classes/heap/{objects,free}:bytes). The free room inside spans that still hold
+	// objects (/memory/classes/heap/unused:bytes) is left out: a collection frees no page of it, so
+	// counting it would make a fragmented idle heap look worth a release at every check.
 	held uint64
 	// released is the heap memory returned to the kernel (/memory/classes/heap/released:bytes).
 	released uint64
@@ -56,7 +58,6 @@ var heapStatNames = []string{
 	"/gc/heap/allocs:bytes",
 	"/gc/heap/live:bytes",
 	"/memory/classes/heap/objects:bytes",
-	"/memory/classes/heap/unused:bytes",
 	"/memory/classes/heap/free:bytes",
 	"/memory/classes/heap/released:bytes",
 }
@@ -74,7 +75,7 @@ func readHeapStats() heapStats {
 		}
 		return samples[i].Value.Uint64()
 	}
-	return heapStats{allocated: v(0), live: v(1), held: v(2) + v(3) + v(4), released: v(5)}
+	return heapStats{allocated: v(0), live: v(1), held: v(2) + v(3), released: v(4)}
 }
 
 // idleReleaser decides when to release; read and release are the runtime's (tests replace them).

@@ -131,3 +131,43 @@ func TestIdleReleaserOnTheRuntime(t *testing.T) {
 	}
 	runtime.KeepAlive(keep)
 }
+
+// fragments is a package variable so that the compiler keeps the allocations.
+var fragments [][]byte
+
+// A heap whose excess is free room inside spans that still hold live objects: a collection frees no page
+// of it, so a release gives nothing back. The releaser must not take that excess for garbage and run a
+// full collection every releaseMinGap for as long as the controller stays idle.
+func TestIdleReleaserLeavesAFragmentedHeapAlone(t *testing.T) {
+	r, err := newIdleReleaser(zap.NewNop(), prometheus.NewRegistry())
+	if err != nil {
+		t.Fatal(err)
+	}
+	// 1 Mi small objects, three in four dropped: every span keeps live objects, so none can be freed.
+	all := make([][]byte, 1<<20)
+	for i := range all {
+		all[i] = make([]byte, 96)
+	}
+	for i := range all {
+		if i%4 != 0 {
+			all[i] = nil
+		}
+	}
+	fragments = all
+	defer func() { fragments = nil }()
+	runtime.GC()
+	runtime.GC()
+	now := time.Now()
+	releases := 0
+	for range 4 {
+		r.prevAllocated = readHeapStats().allocated // each interval looks idle
+		if r.check(now) {
+			releases++
+		}
+		now = now.Add(releaseMinGap)
+	}
+	if releases > 1 {
+		s := readHeapStats()
+		t.Errorf("%d releases of an idle heap (live %d, held %d) that no collection can shrink, want at most 1", releases, s.live, s.held)
+	}
+}
