@@ -60,13 +60,13 @@ func TestIdleReleaserReleasesOnlyWhenIdleAndWorthIt(t *testing.T) {
 		t.Errorf("released bytes metric = %v, want %v", got, 100*mib)
 	}
 
-	// Garbage builds up again while idle, but within a minute of the last release nothing happens.
+	// Garbage builds up again while idle, but within releaseMinGap of the last release nothing happens.
 	h.s.held = 200 * mib
 	now = now.Add(releaseCheckEvery)
 	if r.check(now) {
 		t.Fatal("released twice within releaseMinGap")
 	}
-	// A minute later it does.
+	// releaseMinGap later it does.
 	now = now.Add(releaseMinGap)
 	if !r.check(now) || h.released != 2 {
 		t.Fatal("did not release releaseMinGap after the previous release")
