@@ -15,7 +15,8 @@ func TestMetricsDocListsEveryMetric(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	name := regexp.MustCompile(`Name:\s+"(ingress_reactor_[a-z0-9_]+)"`)
+	// Metrics are defined with Opts (Name: "...") or, for collectors built at scrape time, with NewDesc.
+	name := regexp.MustCompile(`(?:Name:|NewDesc\()\s*"(ingress_reactor_[a-z0-9_]+)"`)
 	found := 0
 	err = filepath.WalkDir("..", func(path string, d fs.DirEntry, err error) error {
 		if err != nil {

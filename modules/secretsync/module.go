@@ -387,7 +387,6 @@ func (s *Syncer) sync(_ context.Context, key types.NamespacedName) error {
 		}
 		next := secretState{problem: problem}
 		s.tell(users, prev, &next, []notice{{reason: reason, message: problem}})
-		s.forget(key)
 		s.remember(key, next)
 		if !known || prev.fingerprint != "" {
 			s.out.Publish(modules.CertChange{Secret: key, Default: isDefault})
@@ -409,9 +408,12 @@ func (s *Syncer) sync(_ context.Context, key types.NamespacedName) error {
 		s.remember(key, next)
 		return nil
 	}
-	s.forget(key)
-	s.tell(users, prev, &next, notices)
+	// The new expiry is scraped from here on, also while the users are told (the state is replaced in one
+	// step, so no scrape finds the Secret without its series); then who was told is recorded.
 	s.remember(key, next)
+	if s.tell(users, prev, &next, notices); next.warned != nil {
+		s.remember(key, next)
+	}
 	s.log.Info("TLS certificate synced", zap.Stringer("secret", key), zap.Strings("names", cert.Names),
 		zap.Time("notAfter", cert.NotAfter), zap.String("fingerprint", cert.Fingerprint))
 	s.out.Publish(modules.CertChange{Secret: key, Certificate: cert, Default: isDefault})

@@ -29,6 +29,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/record"
 
 	"github.com/ingress-reactor/ingress-reactor/certs"
 	"github.com/ingress-reactor/ingress-reactor/internal/gen"
@@ -50,6 +51,12 @@ type pair struct {
 // newPair makes a self-signed ECDSA certificate for the given DNS names.
 func newPair(t testing.TB, names ...string) pair {
 	t.Helper()
+	return newPairUntil(t, time.Now().Add(48*time.Hour), names...)
+}
+
+// newPairUntil makes a self-signed ECDSA certificate for the given DNS names that expires at notAfter.
+func newPairUntil(t testing.TB, notAfter time.Time, names ...string) pair {
+	t.Helper()
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
 		t.Fatal(err)
@@ -62,8 +69,8 @@ func newPair(t testing.TB, names ...string) pair {
 		SerialNumber: serial,
 		Subject:      pkix.Name{CommonName: "test"},
 		DNSNames:     names,
-		NotBefore:    time.Now().Add(-time.Hour),
-		NotAfter:     time.Now().Add(48 * time.Hour),
+		NotBefore:    notAfter.Add(-72 * time.Hour),
+		NotAfter:     notAfter,
 	}
 	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
 	if err != nil {
@@ -849,4 +856,50 @@ func TestWarnedRecordOnlyWhenSomebodyWasTold(t *testing.T) {
 	if w := e.syncer.state[key("b-tls")].warned; w == nil || !slices.Equal(w.told, []types.NamespacedName{key("blog")}) {
 		t.Errorf("missing b-tls: told %+v, want blog", w)
 	}
+}
+
+// eventProbe is a recorder that runs probe before it records each Event.
+type eventProbe struct {
+	record.EventRecorder
+	probe func()
+}
+
+func (r eventProbe) Event(obj runtime.Object, kind, reason, message string) {
+	r.probe()
+	r.EventRecorder.Event(obj, kind, reason, message)
+}
+
+// TestExpirySeriesStaysWhileARotationIsTold: a Secret whose certificate calls for a Warning Event (here
+// an expired one) rotates; while its users are told, a scrape still shows its expiry series, with the
+// new certificate's expiry, as it did when the series was a gauge set before telling.
+func TestExpirySeriesStaysWhileARotationIsTold(t *testing.T) {
+	first := newPairUntil(t, time.Now().Add(-2*time.Hour), "a.example")
+	second := newPairUntil(t, time.Now().Add(-time.Hour), "a.example")
+	e := newEnv(t, "", tlsSecret("a-tls", first), ingress("shop", "a-tls"))
+	probed := 0
+	var want float64
+	e.syncer.recorder = eventProbe{EventRecorder: e.h.Recorder, probe: func() {
+		probed++
+		if got, ok := e.gauge("ingress_reactor_ssl_expire_time_seconds", "namespace", ns, "secret", "a-tls", "host", "a.example"); !ok || got != want {
+			t.Errorf("event %d: expiry series = %g (present %v) while the users are told, want %g", probed, got, ok, want)
+		}
+	}}
+	want = float64(certExpiry(t, first))
+	e.accept(ingress("shop", "a-tls"))
+	want = float64(certExpiry(t, second))
+	e.applySecret(tlsSecret("a-tls", second))
+	if probed != 2 {
+		t.Fatalf("%d Warning Events, want one for each expired certificate", probed)
+	}
+}
+
+// certExpiry returns p's NotAfter in Unix seconds.
+func certExpiry(t *testing.T, p pair) int64 {
+	t.Helper()
+	block, _ := pem.Decode(p.cert)
+	c, err := x509.ParseCertificate(block.Bytes)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c.NotAfter.Unix()
 }
