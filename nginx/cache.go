@@ -14,14 +14,17 @@ import (
 type TranslationCache struct {
 	mu      sync.Mutex
 	entries map[types.NamespacedName]*cacheEntry
-	hits    uint64
-	misses  uint64
+	// opts is the options of the latest translation, shared by the entries made with them: they are the
+	// same for every Ingress between two changes of the controller's settings, and 336 bytes each.
+	opts   *TranslateOptions
+	hits   uint64
+	misses uint64
 }
 
 type cacheEntry struct {
 	uid  types.UID
 	rv   string
-	opts TranslateOptions
+	opts *TranslateOptions
 	// services are the Services the translation looked at, with their versions then.
 	services []ServiceVersion
 	objects  []ObjectVersion
@@ -48,15 +51,20 @@ func (c *TranslationCache) TranslateWith(ing *networkingv1.Ingress, lk Lookups, 
 	key := types.NamespacedName{Namespace: ing.Namespace, Name: ing.Name}
 	c.mu.Lock()
 	e := c.entries[key]
+	if c.opts == nil || *c.opts != opts {
+		o := opts // only a change of options allocates
+		c.opts = &o
+	}
+	shared := c.opts
 	c.mu.Unlock()
-	if e != nil && e.uid == ing.UID && e.rv == ing.ResourceVersion && e.opts == opts && servicesUnchanged(e.services, svc) && objectsUnchanged(e.objects, &lk) {
+	if e != nil && e.uid == ing.UID && e.rv == ing.ResourceVersion && (e.opts == shared || *e.opts == opts) && servicesUnchanged(e.services, svc) && objectsUnchanged(e.objects, &lk) {
 		c.mu.Lock()
 		c.hits++
 		c.mu.Unlock()
 		return e.t, e.err
 	}
 	t, services, objects, err := translate(ing, lk, opts)
-	e = &cacheEntry{uid: ing.UID, rv: ing.ResourceVersion, opts: opts, services: services, objects: objects, t: t, err: err}
+	e = &cacheEntry{uid: ing.UID, rv: ing.ResourceVersion, opts: shared, services: services, objects: objects, t: t, err: err}
 	c.mu.Lock()
 	c.entries[key] = e
 	c.misses++
