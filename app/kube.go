@@ -3,25 +3,19 @@ package app
 import (
 	"context"
 	"fmt"
-	"strconv"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/fx"
 	"go.uber.org/zap"
-	corev1 "k8s.io/api/core/v1"
-	discoveryv1 "k8s.io/api/discovery/v1"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/clientcmd"
 
-	"github.com/ingress-reactor/ingress-reactor/certs"
 	"github.com/ingress-reactor/ingress-reactor/internal/localapi"
 	"github.com/ingress-reactor/ingress-reactor/modules"
-	"github.com/ingress-reactor/ingress-reactor/nginx"
-	"github.com/ingress-reactor/ingress-reactor/pipeline"
 )
 
 // KubeSource is where the controller reads Kubernetes objects from: a real API server, or the in-process local one.
@@ -222,62 +216,4 @@ func (s *KubeSource) shutdown(context.Context) error {
 	}
 	s.Factory.Shutdown()
 	return nil
-}
-
-// cacheTransform trims objects before they enter the informer caches: managedFields and the
-// last-applied annotation of every object (pipeline.StripTransform), and every data key of a Secret other
-// than the certificate, key and CA that TLS uses (and ca.crl, which auth-tls-secret refuses), the entries of basic authentication (the key "auth",
-// and values that are password hashes: nginx.KeepsBasicAuthEntry). Most Secrets in a cluster are not TLS Secrets (Helm
-// releases, tokens, application credentials); keeping only these keys bounds the memory they take and
-// keeps credentials the controller has no use for out of its memory. An EndpointSlice's endpoints keep
-// only their addresses and conditions, the slice no owner references: the endpoint lane reads nothing
-// else, and in a cluster each endpoint's pod reference, node and zone take more than its address; the
-// slice keeps no annotations and of its labels (Kubernetes copies the Service's) only the service name.
-func cacheTransform(obj any) (any, error) {
-	obj, err := pipeline.StripTransform(obj)
-	if err != nil {
-		return obj, err
-	}
-	if s, ok := obj.(*corev1.Secret); ok {
-		for k := range s.Data {
-			if k != certs.CertKey && k != certs.PrivateKeyKey && k != certs.CAKey && k != nginx.ClientCRLKey &&
-				!nginx.KeepsBasicAuthEntry(k, s.Data[k]) {
-				delete(s.Data, k)
-			}
-		}
-		// Nothing reads a Secret's labels or annotations (cert-manager writes half a dozen on each).
-		s.StringData, s.Labels, s.Annotations, s.OwnerReferences = nil, nil, nil, nil
-	}
-	if c, ok := obj.(*corev1.ConfigMap); ok {
-		// Only custom-headers and auth-proxy-set-headers read ConfigMaps (their data, at most nginx.MaxConfigMapData bytes):
-		// a larger one is kept without its data, marked so that the translation can say why.
-		c.Labels, c.OwnerReferences, c.BinaryData = nil, nil, nil
-		size := 0
-		for k, v := range c.Data {
-			size += len(k) + len(v)
-		}
-		if size > nginx.MaxConfigMapData {
-			c.Data = nil
-			if c.Annotations == nil {
-				c.Annotations = map[string]string{}
-			}
-			c.Annotations[nginx.ConfigMapDataDroppedAnnotation] = strconv.Itoa(size)
-		}
-	}
-	if s, ok := obj.(*discoveryv1.EndpointSlice); ok {
-		s.OwnerReferences, s.Annotations = nil, nil
-		// Slices carry their Service's labels too (copied by Kubernetes); the service-name label alone is read.
-		if len(s.Labels) > 1 {
-			if svc, ok := s.Labels[discoveryv1.LabelServiceName]; ok {
-				s.Labels = map[string]string{discoveryv1.LabelServiceName: svc}
-			} else {
-				s.Labels = nil
-			}
-		}
-		for i := range s.Endpoints {
-			e := &s.Endpoints[i]
-			e.Hostname, e.TargetRef, e.NodeName, e.Zone, e.Hints, e.DeprecatedTopology = nil, nil, nil, nil, nil, nil
-		}
-	}
-	return obj, nil
 }

@@ -16,6 +16,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/ingress-reactor/ingress-reactor/internal/localapi"
+	"github.com/ingress-reactor/ingress-reactor/modules/autoingress"
 	"github.com/ingress-reactor/ingress-reactor/nginx"
 	"github.com/ingress-reactor/ingress-reactor/pipeline"
 )
@@ -55,14 +56,14 @@ func TestCacheTransformKeepsOnlyTLSKeysOfSecrets(t *testing.T) {
 	}
 
 	svc := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: "svc", Annotations: map[string]string{
-		pipeline.LastAppliedConfigAnnotation: "{}", "keep": "me",
+		pipeline.LastAppliedConfigAnnotation: "{}", "meta.helm.sh/release-name": "svc", autoingress.AnnotationExpose: "a.example.com",
 	}}}
 	out, err = cacheTransform(svc)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if a := out.(*corev1.Service).Annotations; len(a) != 1 || a["keep"] != "me" {
-		t.Errorf("Service annotations after the transform: %v", a)
+	if a := out.(*corev1.Service).Annotations; len(a) != 1 || a[autoingress.AnnotationExpose] != "a.example.com" {
+		t.Errorf("Service annotations after the transform: %v (want autoingress's alone)", a)
 	}
 }
 

@@ -1,0 +1,365 @@
+package app
+
+import (
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	networkingv1 "k8s.io/api/networking/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/ingress-reactor/ingress-reactor/certs"
+	"github.com/ingress-reactor/ingress-reactor/modules/autoingress"
+	"github.com/ingress-reactor/ingress-reactor/nginx"
+	"github.com/ingress-reactor/ingress-reactor/pipeline"
+)
+
+// cacheTransform trims objects before they enter the informer caches, keeping only what some module reads
+// from the shared caches (the published Service, pods and nodes of status discovery, and the ConfigMaps
+// and Secrets of settings and streams come from informers of their own, untouched by this):
+//
+//   - every object: managedFields and the last-applied annotation (pipeline.StripTransform);
+//   - Services, EndpointSlices, Secrets and ConfigMaps: generateName, finalizers and owner references;
+//     the UID too, except a Service's (autoingress writes it into owner references and Events);
+//   - a Service: its labels, every annotation but autoingress's (ingress-reactor.io/expose*), its status
+//     and every field of its spec but type, ports, clusterIP and externalName (and a port's appProtocol);
+//   - an EndpointSlice: its annotations, every label but the service name, and of each endpoint all but
+//     its addresses and conditions: in a cluster each endpoint's pod reference, node and zone take more
+//     than its address;
+//   - a Secret: its labels and annotations (cert-manager writes half a dozen on each), and every data key
+//     other than the certificate, key and CA that TLS uses (and ca.crl, which auth-tls-secret refuses)
+//     and the entries of basic authentication (the key "auth", and values that are password hashes:
+//     nginx.KeepsBasicAuthEntry). Most Secrets in a cluster are not TLS Secrets (Helm releases, tokens,
+//     application credentials); this bounds the memory they take and keeps credentials the controller
+//     has no use for out of its memory;
+//   - a ConfigMap: its labels and binaryData, and data larger than nginx.MaxConfigMapData (see
+//     transformConfigMap).
+//
+// Values that repeat across objects are shared rather than copied into each: namespaces, port names and
+// protocols, Service and Secret types, published load-balancer addresses, and the pointed-to values of an
+// EndpointSlice's conditions and ports and of an Ingress's pathType and class. Nothing may write into a
+// cached object, so sharing is invisible to readers.
+func cacheTransform(obj any) (any, error) {
+	obj, err := pipeline.StripTransform(obj)
+	if err != nil {
+		return obj, err
+	}
+	switch o := obj.(type) {
+	case *corev1.Service:
+		transformService(o)
+	case *discoveryv1.EndpointSlice:
+		transformEndpointSlice(o)
+	case *corev1.Secret:
+		transformSecret(o)
+	case *corev1.ConfigMap:
+		transformConfigMap(o)
+	case *networkingv1.Ingress:
+		transformIngress(o)
+	}
+	return obj, nil
+}
+
+// trimMeta drops the metadata that nothing reads on the kinds that modules only look up by name.
+func trimMeta(m *metav1.ObjectMeta, keepUID bool) {
+	m.Namespace = sharedNamespaces.intern(m.Namespace)
+	m.GenerateName, m.Finalizers, m.OwnerReferences = "", nil, nil
+	if !keepUID {
+		m.UID = ""
+	}
+}
+
+func transformService(s *corev1.Service) {
+	trimMeta(&s.ObjectMeta, true)
+	s.Labels = nil
+	var ann map[string]string
+	for k, v := range s.Annotations {
+		if strings.HasPrefix(k, autoingress.AnnotationExpose) {
+			if ann == nil {
+				ann = map[string]string{}
+			}
+			ann[k] = v
+		}
+	}
+	s.Annotations = ann
+	ports := s.Spec.Ports
+	for i := range ports {
+		p := &ports[i]
+		p.Name = sharedNames.intern(p.Name)
+		p.Protocol = corev1.Protocol(knownConstant(string(p.Protocol)))
+		p.AppProtocol = nil
+	}
+	s.Spec = corev1.ServiceSpec{
+		Type:         corev1.ServiceType(knownConstant(string(s.Spec.Type))),
+		Ports:        ports,
+		ClusterIP:    knownConstant(s.Spec.ClusterIP), // "None" for every headless Service
+		ExternalName: s.Spec.ExternalName,
+	}
+	s.Status = corev1.ServiceStatus{}
+}
+
+func transformEndpointSlice(s *discoveryv1.EndpointSlice) {
+	trimMeta(&s.ObjectMeta, false)
+	s.Annotations = nil
+	// Slices carry their Service's labels too (copied by Kubernetes); the service-name label alone is read.
+	if svc, ok := s.Labels[discoveryv1.LabelServiceName]; ok {
+		s.Labels = map[string]string{discoveryv1.LabelServiceName: svc}
+	} else {
+		s.Labels = nil
+	}
+	s.AddressType = discoveryv1.AddressType(knownConstant(string(s.AddressType)))
+	for i := range s.Ports {
+		p := &s.Ports[i]
+		p.Name = sharedStringPtrs.intern(p.Name)
+		p.Protocol = sharedProtocol(p.Protocol)
+		p.Port = sharedInt32Ptrs.intern(p.Port)
+		p.AppProtocol = nil
+	}
+	// The decoder grows the list by appending; a copy of the exact length gives back the unused tail.
+	if cap(s.Endpoints) > len(s.Endpoints) {
+		s.Endpoints = slices.Clone(s.Endpoints)
+	}
+	for i := range s.Endpoints {
+		e := &s.Endpoints[i]
+		e.Hostname, e.TargetRef, e.NodeName, e.Zone, e.Hints, e.DeprecatedTopology = nil, nil, nil, nil, nil, nil
+		c := &e.Conditions
+		c.Ready, c.Serving, c.Terminating = sharedBool(c.Ready), sharedBool(c.Serving), sharedBool(c.Terminating)
+	}
+}
+
+func transformSecret(s *corev1.Secret) {
+	trimMeta(&s.ObjectMeta, false)
+	s.StringData, s.Labels, s.Annotations, s.Immutable = nil, nil, nil, nil
+	s.Type = corev1.SecretType(knownConstant(string(s.Type)))
+	var data map[string][]byte
+	for k, v := range s.Data {
+		if k == certs.CertKey || k == certs.PrivateKeyKey || k == certs.CAKey || k == nginx.ClientCRLKey ||
+			nginx.KeepsBasicAuthEntry(k, v) {
+			if data == nil {
+				data = make(map[string][]byte, len(s.Data))
+			}
+			data[knownConstant(k)] = v
+		}
+	}
+	// A new map: the decoded one never shrinks, and a Helm release's would stay allocated though empty.
+	s.Data = data
+}
+
+// transformConfigMap: only custom-headers and auth-proxy-set-headers read ConfigMaps (their data, at most
+// nginx.MaxConfigMapData bytes): a larger one is kept without its data, marked so that the translation
+// can say why.
+func transformConfigMap(c *corev1.ConfigMap) {
+	trimMeta(&c.ObjectMeta, false)
+	c.Labels, c.BinaryData, c.Immutable = nil, nil, nil
+	size := 0
+	for k, v := range c.Data {
+		size += len(k) + len(v)
+	}
+	if size > nginx.MaxConfigMapData {
+		c.Data = nil
+		if c.Annotations == nil {
+			c.Annotations = map[string]string{}
+		}
+		c.Annotations[nginx.ConfigMapDataDroppedAnnotation] = strconv.Itoa(size)
+	}
+}
+
+// transformIngress keeps every field (the translation, autoingress and the status writer read nearly all
+// of them) and shares the values that repeat across Ingresses.
+func transformIngress(ing *networkingv1.Ingress) {
+	ing.Namespace = sharedNamespaces.intern(ing.Namespace)
+	ing.Spec.IngressClassName = sharedStringPtrs.intern(ing.Spec.IngressClassName)
+	shareBackend := func(b *networkingv1.IngressBackend) {
+		if b != nil && b.Service != nil {
+			b.Service.Port.Name = sharedNames.intern(b.Service.Port.Name)
+		}
+	}
+	shareBackend(ing.Spec.DefaultBackend)
+	for i := range ing.Spec.Rules {
+		if http := ing.Spec.Rules[i].HTTP; http != nil {
+			for j := range http.Paths {
+				p := &http.Paths[j]
+				p.PathType = sharedPathType(p.PathType)
+				shareBackend(&p.Backend)
+			}
+		}
+	}
+	// Every Ingress of the class publishes the same addresses.
+	lb := ing.Status.LoadBalancer.Ingress
+	for i := range lb {
+		lb[i].IP = sharedAddresses.intern(lb[i].IP)
+		lb[i].Hostname = sharedAddresses.intern(lb[i].Hostname)
+	}
+}
+
+// knownConstant returns the program's own copy of a value that Kubernetes objects repeat (a protocol, a
+// Service, Secret or address type, a Secret's TLS keys) and s itself for any other value; a decoded
+// object holds a copy of each string.
+func knownConstant(s string) string {
+	switch s {
+	case "TCP":
+		return "TCP"
+	case "UDP":
+		return "UDP"
+	case "SCTP":
+		return "SCTP"
+	case "ClusterIP":
+		return "ClusterIP"
+	case "None":
+		return "None"
+	case "NodePort":
+		return "NodePort"
+	case "LoadBalancer":
+		return "LoadBalancer"
+	case "ExternalName":
+		return "ExternalName"
+	case "IPv4":
+		return "IPv4"
+	case "IPv6":
+		return "IPv6"
+	case "FQDN":
+		return "FQDN"
+	case "kubernetes.io/tls":
+		return "kubernetes.io/tls"
+	case "Opaque":
+		return "Opaque"
+	case "kubernetes.io/service-account-token":
+		return "kubernetes.io/service-account-token"
+	case "kubernetes.io/dockerconfigjson":
+		return "kubernetes.io/dockerconfigjson"
+	case "kubernetes.io/basic-auth":
+		return "kubernetes.io/basic-auth"
+	case "helm.sh/release.v1":
+		return "helm.sh/release.v1"
+	case "tls.crt":
+		return "tls.crt"
+	case "tls.key":
+		return "tls.key"
+	case "ca.crt":
+		return "ca.crt"
+	case "ca.crl":
+		return "ca.crl"
+	case "auth":
+		return "auth"
+	}
+	return s
+}
+
+// The values shared pointers point at. Nothing writes through a cached object's pointers.
+var (
+	sharedTrue, sharedFalse                 = true, false
+	sharedTCP, sharedUDP, sharedSCTP        = corev1.ProtocolTCP, corev1.ProtocolUDP, corev1.ProtocolSCTP
+	sharedPrefix, sharedExact, sharedImplSp = networkingv1.PathTypePrefix, networkingv1.PathTypeExact, networkingv1.PathTypeImplementationSpecific
+)
+
+func sharedBool(b *bool) *bool {
+	switch {
+	case b == nil:
+		return nil
+	case *b:
+		return &sharedTrue
+	default:
+		return &sharedFalse
+	}
+}
+
+func sharedProtocol(p *corev1.Protocol) *corev1.Protocol {
+	if p == nil {
+		return nil
+	}
+	switch *p {
+	case corev1.ProtocolTCP:
+		return &sharedTCP
+	case corev1.ProtocolUDP:
+		return &sharedUDP
+	case corev1.ProtocolSCTP:
+		return &sharedSCTP
+	}
+	return p
+}
+
+func sharedPathType(p *networkingv1.PathType) *networkingv1.PathType {
+	if p == nil {
+		return nil
+	}
+	switch *p {
+	case networkingv1.PathTypePrefix:
+		return &sharedPrefix
+	case networkingv1.PathTypeExact:
+		return &sharedExact
+	case networkingv1.PathTypeImplementationSpecific:
+		return &sharedImplSp
+	}
+	return p
+}
+
+// maxShared bounds each intern table: a cluster has far fewer namespaces, port names and published
+// addresses, and values past the bound are simply kept unshared, so no input makes a table grow without end.
+// Each kind of value has a table of its own, so that many distinct values of one kind (every Ingress of
+// another controller publishing its own load balancer) cannot crowd out another.
+const maxShared = 4096
+
+// maxSharedLen is the longest string an intern table keeps (a DNS name is at most 253 bytes).
+const maxSharedLen = 256
+
+var (
+	sharedNamespaces = &stringTable{}
+	sharedNames      = &stringTable{}            // port names
+	sharedAddresses  = &stringTable{}            // load-balancer addresses in Ingress status
+	sharedStringPtrs = &ptrInternTable[string]{} // EndpointSlice port names, IngressClass names
+	sharedInt32Ptrs  = &ptrInternTable[int32]{}  // EndpointSlice port numbers
+)
+
+// internTable maps a value to the one copy of it that objects share, for at most maxShared values. It is
+// safe for concurrent use (each informer transforms on its own goroutine).
+type internTable[K comparable, V any] struct {
+	mu sync.Mutex
+	m  map[K]V
+}
+
+// lookup returns the shared copy for k, making v that copy if k is new and the table has room.
+func (t *internTable[K, V]) lookup(k K, v V) V {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if s, ok := t.m[k]; ok {
+		return s
+	}
+	if t.m == nil {
+		t.m = map[K]V{}
+	}
+	if len(t.m) < maxShared {
+		t.m[k] = v
+	}
+	return v
+}
+
+// stringTable shares equal strings.
+type stringTable struct {
+	t internTable[string, string]
+}
+
+// intern returns the shared copy of s (equal to s).
+func (t *stringTable) intern(s string) string {
+	if s == "" || len(s) > maxSharedLen {
+		return s
+	}
+	return t.t.lookup(s, s)
+}
+
+// ptrInternTable shares pointers to equal values.
+type ptrInternTable[T comparable] struct {
+	t internTable[T, *T]
+}
+
+// intern returns a shared pointer to a value equal to *p (nil for nil).
+func (t *ptrInternTable[T]) intern(p *T) *T {
+	if p == nil {
+		return nil
+	}
+	if s, ok := any(*p).(string); ok && len(s) > maxSharedLen {
+		return p
+	}
+	return t.t.lookup(*p, p)
+}
