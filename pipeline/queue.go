@@ -88,7 +88,8 @@ func (o QueueOptions[K]) withDefaults() QueueOptions[K] {
 }
 
 // Queue is a typed, de-duplicating, rate-limited work queue built on
-// client-go's TypedRateLimitingInterface, with a retry limit.
+// client-go's TypedRateLimitingInterface, with a retry limit. Its innermost
+// FIFO is our own keyQueue, which gives its memory back after a burst.
 //
 // A key added several times before a worker takes it is processed once. A key
 // added while a worker processes it is processed again after that worker
@@ -98,6 +99,7 @@ func (o QueueOptions[K]) withDefaults() QueueOptions[K] {
 type Queue[K comparable] struct {
 	name       string
 	wq         workqueue.TypedRateLimitingInterface[K]
+	keys       *keyQueue[K] // wq's innermost layer
 	maxRetries int
 	onGiveUp   func(K, error)
 	metrics    *Metrics
@@ -108,18 +110,33 @@ type Queue[K comparable] struct {
 // its goroutines.
 func NewQueue[K comparable](opts QueueOptions[K]) *Queue[K] {
 	opts = opts.withDefaults()
-	limiter := newRateLimiter(opts)
-	cfg := workqueue.TypedRateLimitingQueueConfig[K]{Clock: opts.Clock}
+	// client-go only emits metrics for named queues; leaving the name empty
+	// without Metrics also keeps a globally set provider away.
+	var (
+		metricsName string
+		provider    workqueue.MetricsProvider
+	)
 	if opts.Metrics != nil {
-		// client-go only emits metrics for named queues; leaving the name
-		// empty without Metrics also keeps a globally set provider away.
-		cfg.Name = opts.Name
-		cfg.MetricsProvider = workqueueProvider{m: opts.Metrics}
+		metricsName = opts.Name
+		provider = workqueueProvider{m: opts.Metrics}
 	}
 	opts.Metrics.initSeries(opts.Name)
+	// keys replaces client-go's Typed under its delaying layer. Given a
+	// queue, that layer creates only its retries metric from the provider,
+	// so no workqueue metric is counted twice.
+	keys := newKeyQueue[K](metricsName, provider, opts.Clock)
+	delaying := workqueue.NewTypedDelayingQueueWithConfig(workqueue.TypedDelayingQueueConfig[K]{
+		Name:            metricsName,
+		MetricsProvider: provider,
+		Clock:           opts.Clock,
+		Queue:           keys,
+	})
+	wq := workqueue.NewTypedRateLimitingQueueWithConfig(newRateLimiter(opts),
+		workqueue.TypedRateLimitingQueueConfig[K]{Clock: opts.Clock, DelayingQueue: delaying})
 	return &Queue[K]{
 		name:       opts.Name,
-		wq:         workqueue.NewTypedRateLimitingQueueWithConfig(limiter, cfg),
+		wq:         wq,
+		keys:       keys,
 		maxRetries: *opts.MaxRetries,
 		onGiveUp:   opts.OnGiveUp,
 		metrics:    opts.Metrics,
