@@ -1,0 +1,66 @@
+package app
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	networkingv1 "k8s.io/api/networking/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes/fake"
+	"k8s.io/client-go/tools/cache"
+)
+
+// The shared informers come without the namespace index, watch only --watch-namespace when it is set,
+// and still answer lookups by key and lists by namespace.
+func TestUnindexedInformers(t *testing.T) {
+	meta := func(ns, name string) metav1.ObjectMeta { return metav1.ObjectMeta{Namespace: ns, Name: name} }
+	cs := fake.NewClientset(
+		&corev1.Secret{ObjectMeta: meta("a", "s")}, &corev1.Secret{ObjectMeta: meta("b", "s")},
+		&corev1.Service{ObjectMeta: meta("a", "svc")}, &corev1.Service{ObjectMeta: meta("b", "svc")},
+		&discoveryv1.EndpointSlice{ObjectMeta: meta("a", "es")},
+		&corev1.ConfigMap{ObjectMeta: meta("a", "cm")},
+		&networkingv1.Ingress{ObjectMeta: meta("a", "ing")}, &networkingv1.Ingress{ObjectMeta: meta("b", "ing")},
+	)
+	for _, tc := range []struct {
+		namespace string
+		secrets   int // Secrets listed in namespace "a" and in all
+	}{{namespace: "", secrets: 2}, {namespace: "a", secrets: 1}} {
+		f := informers.NewSharedInformerFactoryWithOptions(cs, 0, informers.WithNamespace(tc.namespace))
+		registerUnindexedInformers(f, tc.namespace)
+		infs := []cache.SharedIndexInformer{
+			f.Core().V1().Secrets().Informer(), f.Core().V1().Services().Informer(),
+			f.Discovery().V1().EndpointSlices().Informer(), f.Core().V1().ConfigMaps().Informer(),
+			f.Networking().V1().Ingresses().Informer(),
+		}
+		for _, inf := range infs {
+			if ix := inf.GetIndexer().GetIndexers(); len(ix) != 0 {
+				t.Errorf("namespace %q: %T informer has indexers %v", tc.namespace, inf, ix)
+			}
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		f.Start(ctx.Done())
+		for typ, ok := range f.WaitForCacheSync(ctx.Done()) {
+			if !ok {
+				t.Fatalf("%v did not sync", typ)
+			}
+		}
+		if _, err := f.Core().V1().Secrets().Lister().Secrets("a").Get("s"); err != nil {
+			t.Errorf("namespace %q: get a/s: %v", tc.namespace, err)
+		}
+		inA, err := f.Networking().V1().Ingresses().Lister().Ingresses("a").List(labels.Everything())
+		if err != nil || len(inA) != 1 || inA[0].Namespace != "a" {
+			t.Errorf("namespace %q: Ingresses of a = %v, %v; want a/ing", tc.namespace, inA, err)
+		}
+		all, err := f.Core().V1().Secrets().Lister().List(labels.Everything())
+		if err != nil || len(all) != tc.secrets {
+			t.Errorf("namespace %q: %d Secrets cached (%v), want %d", tc.namespace, len(all), err, tc.secrets)
+		}
+		cancel()
+		f.Shutdown()
+	}
+}
