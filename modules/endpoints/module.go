@@ -1,8 +1,10 @@
 package endpoints
 
 import (
+	"cmp"
 	"context"
 	"fmt"
+	"iter"
 	"net"
 	"slices"
 	"strings"
@@ -16,6 +18,7 @@ import (
 	discoveryv1 "k8s.io/api/discovery/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/client-go/informers"
 	listerscorev1 "k8s.io/client-go/listers/core/v1"
 	listersnetv1 "k8s.io/client-go/listers/networking/v1"
@@ -76,48 +79,175 @@ type Watcher struct {
 	ingresses listersnetv1.IngressLister
 	services  listerscorev1.ServiceLister
 	slices    cache.Indexer
-	// sliceNames lists, per Service, the names of its EndpointSlices (in the Service's namespace), kept by
-	// the slice handler before it queues the Service. A client-go index would keep a set (a map) per
-	// Service: three times the memory at 10,000 Services with a slice or two each.
-	sliceNamesMu sync.Mutex
-	sliceNames   map[types.NamespacedName][]string
-	out          *pipeline.Topic[modules.EndpointsChange]
-	ctrl         *pipeline.Controller[types.NamespacedName]
-	synced       []cache.InformerSynced
-	log          *zap.Logger
-	published    *prometheus.CounterVec
-	names        *nameCache
+	out       *pipeline.Topic[modules.EndpointsChange]
+	ctrl      *pipeline.Controller[types.NamespacedName]
+	synced    []cache.InformerSynced
+	log       *zap.Logger
+	published *prometheus.CounterVec
+	names     *nameCache
 
 	mu sync.Mutex
-	// byIngress holds the upstreams each accepted Ingress uses, and those of the rendered model
-	// (modelReferrer).
-	byIngress map[types.NamespacedName][]nginx.Upstream
-	// refs counts, per Service and upstream, how many Ingresses use it. A Service has few upstreams
-	// (one per port an Ingress names), so a short slice per Service holds them: at 10,000 Services it
-	// takes a third of the memory of a map per Service with a pointer per upstream.
-	refs map[types.NamespacedName][]ref
-
-	// last holds what was published per Service; sync, which never runs twice for one Service at a time,
-	// takes a Service's entry and stores it back.
-	lastMu sync.Mutex
-	last   map[types.NamespacedName][]published
+	// byIngress holds, per accepted Ingress, the upstreams it uses, sorted by name. Their strings are
+	// those of the watched entries they count in, so an Ingress costs a few words per upstream beside
+	// its map entry.
+	byIngress map[types.NamespacedName][]ingressUpstream
+	// lists holds the upstream lists of the rendered model (modelReferrer) and of the stream services
+	// (streamsReferrer) as they were published, not a copy: a published list is never modified (nginx's
+	// Merger hands out its own state and makes a new list for a change). A new list is diffed against
+	// the one held; the same list again costs nothing.
+	lists map[types.NamespacedName][]nginx.Upstream
+	// watched holds, per Service that has EndpointSlices or that an upstream uses (and the default
+	// backend), its slices' names, its upstreams with their reference counts and what was last published
+	// for them. An entry whose Service is no longer used stays until its sync has published the removal
+	// of what it had published. One map for all three: at 10,000 Services a map's entries and spare room
+	// take about 100 bytes per Service.
+	watched map[types.NamespacedName]*watchedService
 }
 
-// published is the endpoint list last published for one upstream. A Service's few upstreams are kept in
-// a short slice rather than a map of their own, which would take several times the memory.
+// watchedService is what the watcher keeps about one Service. A Service has few upstreams (one per
+// port an Ingress names), so short slices hold them: at 10,000 Services a map per Service would take
+// several times the memory. Its fields are guarded by Watcher.mu; last is changed only by the Service's
+// sync, which never runs twice at a time.
+type watchedService struct {
+	refs []ref
+	last []published
+	// slices names the Service's EndpointSlices (in its namespace), kept by the slice handler before it
+	// queues the Service. A client-go index would keep a set (a map) per Service: several times the
+	// memory at 10,000 Services with a slice or two each.
+	slices sliceNames
+}
+
+// sliceNames is a set of EndpointSlice names joined by '/', which no object name contains: the one
+// slice of most Services costs a string header, sharing the slice's own name.
+type sliceNames string
+
+// all yields each name.
+func (s sliceNames) all() iter.Seq[string] {
+	return func(yield func(string) bool) {
+		if s == "" {
+			return
+		}
+		for n := range strings.SplitSeq(string(s), "/") {
+			if !yield(n) {
+				return
+			}
+		}
+	}
+}
+
+func (s sliceNames) has(name string) bool {
+	for n := range s.all() {
+		if n == name {
+			return true
+		}
+	}
+	return false
+}
+
+// with returns the set with name added.
+func (s sliceNames) with(name string) sliceNames {
+	switch {
+	case s.has(name):
+		return s
+	case s == "":
+		return sliceNames(name)
+	}
+	return s + "/" + sliceNames(name)
+}
+
+// without returns the set with name removed.
+func (s sliceNames) without(name string) sliceNames {
+	if s == sliceNames(name) {
+		return ""
+	}
+	var out sliceNames
+	for n := range s.all() {
+		if n != name {
+			out = out.with(n)
+		}
+	}
+	return out
+}
+
+// tidy drops the entry of Service key once it holds nothing. The caller holds w.mu.
+func (w *Watcher) tidy(key types.NamespacedName, s *watchedService) {
+	if len(s.refs) == 0 && len(s.last) == 0 && s.slices == "" && key != w.opts.DefaultBackend {
+		delete(w.watched, key)
+	}
+}
+
+// inUse reports whether the Service must be watched: an upstream uses it, or it is the default backend.
+func (w *Watcher) inUse(key types.NamespacedName, s *watchedService) bool {
+	return s != nil && (len(s.refs) > 0 || key == w.opts.DefaultBackend)
+}
+
+// published is the endpoint list last published for one upstream.
 type published struct {
 	name      nginx.UpstreamName
 	endpoints []nginx.Endpoint
 }
 
+// ref is one upstream of a Service, with how many referrers (Ingresses, the rendered model, the stream
+// services) use it. It holds the upstream without its Service, which is the key it is kept under.
 type ref struct {
-	up nginx.Upstream
-	n  int
+	name     nginx.UpstreamName
+	portName string // the port, when it is named (portNamed)
+	portNum  int32  // the port, when it is a number
+	n        int32
+	flags    refFlags
+}
+
+type refFlags uint8
+
+const (
+	portNamed refFlags = 1 << iota
+	serviceIP
+	udp
+)
+
+func newRef(up nginx.Upstream) ref {
+	r := ref{name: up.Name, n: 1}
+	if up.Port.Type == intstr.String {
+		r.flags |= portNamed
+		r.portName = up.Port.StrVal
+	} else {
+		r.portNum = up.Port.IntVal
+	}
+	if up.ServiceIP {
+		r.flags |= serviceIP
+	}
+	if up.UDP {
+		r.flags |= udp
+	}
+	return r
+}
+
+// upstream returns the upstream r stands for, of Service svc.
+func (r *ref) upstream(svc types.NamespacedName) nginx.Upstream {
+	up := nginx.Upstream{Name: r.name, Service: svc, ServiceIP: r.flags&serviceIP != 0, UDP: r.flags&udp != 0}
+	if r.flags&portNamed != 0 {
+		up.Port = intstr.FromString(r.portName)
+	} else {
+		up.Port = intstr.FromInt32(r.portNum)
+	}
+	return up
+}
+
+// ingressUpstream is one upstream an Ingress uses: the name of its Service, which is in the Ingress's
+// namespace (nginx.UpstreamsOf names no other), and its name.
+type ingressUpstream struct {
+	service string
+	name    nginx.UpstreamName
 }
 
 // refIndex returns the position of the upstream named name in refs, or -1.
 func refIndex(refs []ref, name nginx.UpstreamName) int {
-	return slices.IndexFunc(refs, func(r ref) bool { return r.up.Name == name })
+	for i := range refs {
+		if refs[i].name == name {
+			return i
+		}
+	}
+	return -1
 }
 
 // New builds the watcher and registers its informer handlers and topic subscription.
@@ -147,10 +277,9 @@ func New(p Params) (*Watcher, error) {
 			Name: "ingress_reactor_endpoints_changes_total",
 			Help: "Endpoint lists published to the endpoint lane, by kind (update, remove).",
 		}, []string{"kind"}),
-		byIngress:  map[types.NamespacedName][]nginx.Upstream{},
-		sliceNames: map[types.NamespacedName][]string{},
-		refs:       map[types.NamespacedName][]ref{},
-		last:       map[types.NamespacedName][]published{},
+		byIngress: map[types.NamespacedName][]ingressUpstream{},
+		lists:     map[types.NamespacedName][]nginx.Upstream{},
+		watched:   map[types.NamespacedName]*watchedService{},
 	}
 	if err := p.Registry.Register(w.published); err != nil {
 		return nil, fmt.Errorf("endpoints: register metrics: %w", err)
@@ -171,7 +300,7 @@ func New(p Params) (*Watcher, error) {
 			}
 		})
 	if p.Options.DefaultBackend.Name != "" {
-		w.refs[p.Options.DefaultBackend] = []ref{}
+		w.watched[p.Options.DefaultBackend] = &watchedService{}
 	}
 
 	// One handler both indexes a slice and queues its Service, so a sync never runs on an index that
@@ -252,107 +381,189 @@ func (w *Watcher) ingressChanged(c modules.IngressChange) []types.NamespacedName
 			now = nginx.UpstreamsOf(ing)
 		}
 	}
-	return w.referencesChanged(c.Key, now)
-}
-
-// referencesChanged sets the upstreams that referrer (an Ingress, or modelReferrer) uses and returns the
-// Services whose upstream set changed.
-func (w *Watcher) referencesChanged(referrer types.NamespacedName, now []nginx.Upstream) []types.NamespacedName {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	before := w.byIngress[referrer]
-	if slices.Equal(before, now) {
+	before := w.byIngress[c.Key]
+	same := len(before) == len(now)
+	for i := 0; same && i < len(now); i++ {
+		same = before[i].name == now[i].Name && before[i].service == now[i].Service.Name
+	}
+	if same {
 		return nil
 	}
-	// Only what differs changes a count: the rendered model lists every upstream, and one change must
-	// not queue every Service.
-	removed, added := upstreamsDiff(before, now)
-	affected := map[types.NamespacedName]struct{}{}
-	for _, up := range removed {
-		refs, ok := w.refs[up.Service]
-		if i := refIndex(refs, up.Name); i >= 0 {
-			if refs[i].n--; refs[i].n == 0 {
-				refs = slices.Delete(refs, i, i+1)
-			}
-		}
-		if ok {
-			if len(refs) == 0 && up.Service != w.opts.DefaultBackend {
-				delete(w.refs, up.Service)
-			} else {
-				w.refs[up.Service] = refs
-			}
-		}
-		affected[up.Service] = struct{}{}
+	// Both lists are sorted by name and unique (UpstreamsOf's), so one walk finds what came and went.
+	var affected []types.NamespacedName
+	next := make([]ingressUpstream, 0, len(now))
+	release := func(u ingressUpstream) {
+		svc := types.NamespacedName{Namespace: c.Key.Namespace, Name: u.service}
+		w.release(svc, u.name)
+		affected = appendKey(affected, svc)
 	}
-	for _, up := range added {
-		refs := w.refs[up.Service]
-		if i := refIndex(refs, up.Name); i >= 0 {
-			refs[i].n++
-		} else {
-			refs = append(refs, ref{up: up, n: 1})
-		}
-		w.refs[up.Service] = refs
-		affected[up.Service] = struct{}{}
-	}
-	if len(now) == 0 {
-		delete(w.byIngress, referrer)
-	} else {
-		w.byIngress[referrer] = now
-	}
-	out := make([]types.NamespacedName, 0, len(affected))
-	for k := range affected {
-		out = append(out, k)
-	}
-	return out
-}
-
-// upstreamsDiff returns the upstreams of before that now lacks, and those of now that before lacks.
-// Upstream lists are sorted by name (the model's, UpstreamsOf's); unsorted ones are sorted first.
-func upstreamsDiff(before, now []nginx.Upstream) (removed, added []nginx.Upstream) {
-	byName := func(a, b nginx.Upstream) int { return strings.Compare(string(a.Name), string(b.Name)) }
-	if !slices.IsSortedFunc(before, byName) {
-		before = slices.SortedFunc(slices.Values(before), byName)
-	}
-	if !slices.IsSortedFunc(now, byName) {
-		now = slices.SortedFunc(slices.Values(now), byName)
+	hold := func(up nginx.Upstream) {
+		next = append(next, ingressUpstream{service: up.Service.Name, name: w.hold(up)})
+		affected = appendKey(affected, up.Service)
 	}
 	for len(before) > 0 || len(now) > 0 {
 		switch {
-		case len(now) == 0 || len(before) > 0 && byName(before[0], now[0]) < 0:
-			removed, before = append(removed, before[0]), before[1:]
-		case len(before) == 0 || byName(now[0], before[0]) < 0:
-			added, now = append(added, now[0]), now[1:]
+		case len(now) == 0 || len(before) > 0 && before[0].name < now[0].Name:
+			release(before[0])
+			before = before[1:]
+		case len(before) == 0 || now[0].Name < before[0].name:
+			hold(now[0])
+			now = now[1:]
 		default:
-			if before[0] != now[0] { // the same name, another value: cannot happen with derived names
-				removed, added = append(removed, before[0]), append(added, now[0])
+			if before[0].service == now[0].Service.Name {
+				next = append(next, before[0])
+			} else { // the same name, another Service: cannot happen with derived names
+				release(before[0])
+				hold(now[0])
 			}
 			before, now = before[1:], now[1:]
 		}
 	}
-	return removed, added
+	if len(next) == 0 {
+		delete(w.byIngress, c.Key)
+	} else {
+		w.byIngress[c.Key] = next
+	}
+	return uniqueKeys(affected)
+}
+
+// referencesChanged sets the upstream list that referrer (modelReferrer or streamsReferrer) uses and
+// returns the Services whose upstream set changed. The list is kept as it is, not copied.
+func (w *Watcher) referencesChanged(referrer types.NamespacedName, now []nginx.Upstream) []types.NamespacedName {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	before := w.lists[referrer]
+	if len(before) == len(now) && (len(now) == 0 || &before[0] == &now[0]) {
+		return nil // the list held: a model whose upstreams did not change
+	}
+	// Only what differs changes a count: the rendered model lists every upstream, and one change must
+	// not queue every Service. The list held is sorted; so is a published one, but a list that is not
+	// is held as a sorted copy.
+	now = sortedByName(now)
+	var affected []types.NamespacedName
+	diffUpstreams(before, now, func(up nginx.Upstream) {
+		w.release(up.Service, up.Name)
+		affected = appendKey(affected, up.Service)
+	}, func(up nginx.Upstream) {
+		w.hold(up)
+		affected = appendKey(affected, up.Service)
+	})
+	if len(now) == 0 {
+		delete(w.lists, referrer)
+	} else {
+		w.lists[referrer] = now
+	}
+	return uniqueKeys(affected)
+}
+
+// hold counts one more use of up and returns its name as the Service's entry holds it, so that every
+// referrer shares one string. The caller holds w.mu.
+func (w *Watcher) hold(up nginx.Upstream) nginx.UpstreamName {
+	s := w.watched[up.Service]
+	if s == nil {
+		s = &watchedService{}
+		w.watched[up.Service] = s
+	}
+	if i := refIndex(s.refs, up.Name); i >= 0 {
+		s.refs[i].n++
+		return s.refs[i].name
+	}
+	s.refs = append(s.refs, newRef(up))
+	return up.Name
+}
+
+// release counts one use less of the upstream name of Service svc. The caller holds w.mu.
+func (w *Watcher) release(svc types.NamespacedName, name nginx.UpstreamName) {
+	s := w.watched[svc]
+	if s == nil {
+		return
+	}
+	if i := refIndex(s.refs, name); i >= 0 {
+		if s.refs[i].n--; s.refs[i].n == 0 {
+			s.refs = slices.Delete(s.refs, i, i+1)
+		}
+	}
+	if len(s.refs) == 0 {
+		s.refs = nil
+		w.tidy(svc, s)
+	}
+}
+
+// appendKey appends k to keys unless it is the last one already; uniqueKeys removes the other repeats.
+func appendKey(keys []types.NamespacedName, k types.NamespacedName) []types.NamespacedName {
+	if n := len(keys); n > 0 && keys[n-1] == k {
+		return keys
+	}
+	return append(keys, k)
+}
+
+// uniqueKeys sorts keys and drops repeats.
+func uniqueKeys(keys []types.NamespacedName) []types.NamespacedName {
+	slices.SortFunc(keys, func(a, b types.NamespacedName) int {
+		return cmp.Or(strings.Compare(a.Namespace, b.Namespace), strings.Compare(a.Name, b.Name))
+	})
+	return slices.Compact(keys)
+}
+
+func byName(a, b nginx.Upstream) int { return strings.Compare(string(a.Name), string(b.Name)) }
+
+// sortedByName returns ups if it is sorted by name, else a sorted copy.
+func sortedByName(ups []nginx.Upstream) []nginx.Upstream {
+	if slices.IsSortedFunc(ups, byName) {
+		return ups
+	}
+	return slices.SortedFunc(slices.Values(ups), byName)
+}
+
+// diffUpstreams calls removed with each upstream of before that now lacks, and added with each of now
+// that before lacks. Both lists are sorted by name. One walk, nothing allocated: a new model's list
+// differs from the last in a few upstreams.
+func diffUpstreams(before, now []nginx.Upstream, removed, added func(nginx.Upstream)) {
+	for len(before) > 0 || len(now) > 0 {
+		switch {
+		case len(now) == 0 || len(before) > 0 && before[0].Name < now[0].Name:
+			removed(before[0])
+			before = before[1:]
+		case len(before) == 0 || now[0].Name < before[0].Name:
+			added(now[0])
+			now = now[1:]
+		default:
+			if before[0] != now[0] { // the same name, another value: cannot happen with derived names
+				removed(before[0])
+				added(now[0])
+			}
+			before, now = before[1:], now[1:]
+		}
+	}
 }
 
 // upstreamsOfService returns the upstreams that currently use a Service. For the default backend
 // Service every port is an upstream, numbered, as the renderer names them.
-func (w *Watcher) upstreamsOfService(key types.NamespacedName, svc *corev1.Service) ([]nginx.Upstream, bool) {
+func (w *Watcher) upstreamsOfService(key types.NamespacedName, svc *corev1.Service) []nginx.Upstream {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	refs, ok := w.refs[key]
-	if !ok {
-		return nil, false
+	return w.appendUpstreamsLocked(nil, key, svc)
+}
+
+// appendUpstreamsLocked appends upstreamsOfService to ups, for a caller that holds w.mu.
+func (w *Watcher) appendUpstreamsLocked(ups []nginx.Upstream, key types.NamespacedName, svc *corev1.Service) []nginx.Upstream {
+	s := w.watched[key]
+	if !w.inUse(key, s) {
+		return ups
 	}
-	ups := make([]nginx.Upstream, 0, len(refs)+1)
-	for _, r := range refs {
-		ups = append(ups, r.up)
+	for i := range s.refs {
+		ups = append(ups, s.refs[i].upstream(key))
 	}
 	if key == w.opts.DefaultBackend && svc != nil {
 		if up, ok := nginx.DefaultBackendUpstream(key, svc); ok {
-			if refIndex(refs, up.Name) < 0 {
+			if refIndex(s.refs, up.Name) < 0 {
 				ups = append(ups, up)
 			}
 		}
 	}
-	return ups, true
+	return ups
 }
 
 func (w *Watcher) sync(ctx context.Context, key types.NamespacedName) error {
@@ -363,25 +574,27 @@ func (w *Watcher) sync(ctx context.Context, key types.NamespacedName) error {
 	if err != nil {
 		svc = nil
 	}
-	ups, _ := w.upstreamsOfService(key, svc)
+	w.mu.Lock()
+	var buf [4]nginx.Upstream // most Services have one or two upstreams
+	ups := w.appendUpstreamsLocked(buf[:0], key, svc)
+	// The queue never syncs one Service twice at a time, so this Service's last list is ours until we
+	// store it back.
+	var last []published
+	var names sliceNames
+	if s := w.watched[key]; s != nil {
+		last, names = s.last, s.slices
+	}
+	w.mu.Unlock()
 	if svc == nil || svc.Spec.Type != corev1.ServiceTypeExternalName || len(ups) == 0 {
 		w.names.forget(key)
 	}
 
-	// The queue never syncs one Service twice at a time, so this Service's entry is ours until we store
-	// it back; the lock only guards the map.
-	w.lastMu.Lock()
-	last := w.last[key]
-	w.lastMu.Unlock()
 	lastOf := func(name nginx.UpstreamName) int {
 		return slices.IndexFunc(last, func(p published) bool { return p.name == name })
 	}
 	var slicesOfSvc []*discoveryv1.EndpointSlice
 	if svc != nil && svc.Spec.Type != corev1.ServiceTypeExternalName {
-		w.sliceNamesMu.Lock()
-		names := slices.Clone(w.sliceNames[key])
-		w.sliceNamesMu.Unlock()
-		for _, name := range names {
+		for name := range names.all() {
 			o, exists, _ := w.slices.GetByKey(key.Namespace + "/" + name)
 			if s, ok := o.(*discoveryv1.EndpointSlice); exists && ok {
 				slicesOfSvc = append(slicesOfSvc, s)
@@ -433,7 +646,9 @@ func (w *Watcher) sync(ctx context.Context, key types.NamespacedName) error {
 			last[i].endpoints = eps
 		}
 		w.published.WithLabelValues("update").Inc()
-		w.log.Debug("endpoints changed", zap.String("upstream", string(up.Name)), zap.Strings("endpoints", endpointsString(eps)))
+		if ce := w.log.Check(zap.DebugLevel, "endpoints changed"); ce != nil { // the list's strings only when logged
+			ce.Write(zap.String("upstream", string(up.Name)), zap.Strings("endpoints", endpointsString(eps)))
+		}
 		w.out.Publish(modules.EndpointsChange{Upstream: up, Endpoints: eps})
 	}
 	kept := last[:0]
@@ -447,13 +662,18 @@ func (w *Watcher) sync(ctx context.Context, key types.NamespacedName) error {
 	}
 	clear(last[len(kept):])
 	last = kept
-	w.lastMu.Lock()
-	if len(last) == 0 {
-		delete(w.last, key)
-	} else {
-		w.last[key] = last
+	w.mu.Lock()
+	// The entry may have gone (its last upstream released) or come anew while the Service synced.
+	s := w.watched[key]
+	if s == nil && len(last) > 0 {
+		s = &watchedService{}
+		w.watched[key] = s
 	}
-	w.lastMu.Unlock()
+	if s != nil {
+		s.last = last
+		w.tidy(key, s)
+	}
+	w.mu.Unlock()
 	if resolveErr != nil {
 		// Not retried through the error path: the name cache looks the name up again after the refresh
 		// interval and queues the Service with the answer.
@@ -495,7 +715,7 @@ func (w *Watcher) referencedService(obj any) []types.NamespacedName {
 
 func (w *Watcher) usedService(k types.NamespacedName) []types.NamespacedName {
 	w.mu.Lock()
-	_, used := w.refs[k]
+	used := w.inUse(k, w.watched[k])
 	w.mu.Unlock()
 	if !used {
 		return nil
@@ -508,28 +728,29 @@ func (w *Watcher) usedService(k types.NamespacedName) []types.NamespacedName {
 func (w *Watcher) sliceChanged(oldObj, newObj any, q *pipeline.Queue[types.NamespacedName]) {
 	oldSvc, oldName, hadSvc := serviceOfSlice(oldObj)
 	newSvc, newName, hasSvc := serviceOfSlice(newObj)
-	w.sliceNamesMu.Lock()
+	w.mu.Lock()
 	if hadSvc && (!hasSvc || oldSvc != newSvc) {
-		names := slices.DeleteFunc(w.sliceNames[oldSvc], func(n string) bool { return n == oldName })
-		if len(names) == 0 {
-			delete(w.sliceNames, oldSvc)
-		} else {
-			w.sliceNames[oldSvc] = names
+		if s := w.watched[oldSvc]; s != nil {
+			s.slices = s.slices.without(oldName)
+			w.tidy(oldSvc, s)
 		}
 	}
-	if hasSvc && !slices.Contains(w.sliceNames[newSvc], newName) {
-		w.sliceNames[newSvc] = append(w.sliceNames[newSvc], newName)
-	}
-	w.sliceNamesMu.Unlock()
-	if hadSvc {
-		for _, k := range w.usedService(oldSvc) {
-			q.Add(k)
+	if hasSvc {
+		s := w.watched[newSvc]
+		if s == nil {
+			s = &watchedService{}
+			w.watched[newSvc] = s
 		}
+		s.slices = s.slices.with(newName)
 	}
-	if hasSvc && (!hadSvc || newSvc != oldSvc) {
-		for _, k := range w.usedService(newSvc) {
-			q.Add(k)
-		}
+	queueOld := hadSvc && w.inUse(oldSvc, w.watched[oldSvc])
+	queueNew := hasSvc && (!hadSvc || newSvc != oldSvc) && w.inUse(newSvc, w.watched[newSvc])
+	w.mu.Unlock()
+	if queueOld {
+		q.Add(oldSvc)
+	}
+	if queueNew {
+		q.Add(newSvc)
 	}
 }
 

@@ -19,6 +19,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/client-go/kubernetes/fake"
+	"k8s.io/client-go/tools/cache"
 	"k8s.io/utils/ptr"
 
 	"github.com/ingress-reactor/ingress-reactor/internal/gen"
@@ -109,7 +110,7 @@ func TestUpstreamsOfTheRenderedModelStayWatched(t *testing.T) {
 	key := types.NamespacedName{Namespace: "ns", Name: "to-web"}
 	web := types.NamespacedName{Namespace: "ns", Name: "web"}
 	watches := func(name nginx.UpstreamName) bool {
-		ups, _ := w.upstreamsOfService(web, nil)
+		ups := w.upstreamsOfService(web, nil)
 		return slices.ContainsFunc(ups, func(u nginx.Upstream) bool { return u.Name == name })
 	}
 	in.Publish(modules.IngressChange{Key: key, Accepted: true})
@@ -130,7 +131,7 @@ func TestUpstreamsOfTheRenderedModelStayWatched(t *testing.T) {
 		w.mu.Lock()
 		defer w.mu.Unlock()
 		now := w.byIngress[key]
-		return len(now) == 1 && now[0].Name != first.Upstream.Name
+		return len(now) == 1 && now[0].name != first.Upstream.Name
 	})
 	if !watches(first.Upstream.Name) {
 		t.Fatal("the model's upstream is no longer watched while the model still uses it")
@@ -252,10 +253,9 @@ func TestUpstreamsDiff(t *testing.T) {
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
-			removed, added := upstreamsDiff(tc.before, tc.now)
-			byName := func(x, y nginx.Upstream) int { return strings.Compare(string(x.Name), string(y.Name)) }
-			slices.SortFunc(removed, byName)
-			slices.SortFunc(added, byName)
+			var removed, added []nginx.Upstream
+			diffUpstreams(sortedByName(tc.before), sortedByName(tc.now),
+				func(u nginx.Upstream) { removed = append(removed, u) }, func(u nginx.Upstream) { added = append(added, u) })
 			if !slices.Equal(removed, tc.removed) || !slices.Equal(added, tc.added) {
 				t.Errorf("removed %v, added %v; want %v and %v", removed, added, tc.removed, tc.added)
 			}
@@ -444,5 +444,301 @@ func TestUDPStreamUpstreamOfAnExternalNameService(t *testing.T) {
 	c := msgs[len(msgs)-1]
 	if want := []nginx.Endpoint{{Address: "192.0.2.7", Port: 5353}}; !slices.Equal(c.Endpoints, want) {
 		t.Fatalf("endpoints %v, want %v (the UDP port named dns)", c.Endpoints, want)
+	}
+}
+
+// idleWatcher is a watcher whose informers and workers do not run: the test fills its caches and calls
+// its handlers and sync itself, so that every step has had all its effects when the call returns.
+type idleWatcher struct {
+	t         *testing.T
+	w         *Watcher
+	ingresses cache.Indexer
+	out       *pipeline.Topic[modules.EndpointsChange]
+	got       *moduletest.Collector[modules.EndpointsChange]
+}
+
+func newIdleWatcher(t *testing.T, opts Options, objs ...runtime.Object) *idleWatcher {
+	t.Helper()
+	h := moduletest.New(t)
+	out := pipeline.NewTopic[modules.EndpointsChange]("out")
+	t.Cleanup(out.Close)
+	iw := &idleWatcher{t: t, out: out, got: moduletest.Collect(out)}
+	w, err := New(Params{Options: opts, Factory: h.Factory, IngressChanges: h.IngressChanges, Endpoints: out,
+		Metrics: h.Metrics, Registry: h.Registry, Log: h.Log})
+	if err != nil {
+		t.Fatal(err)
+	}
+	iw.w = w
+	iw.ingresses = h.Factory.Networking().V1().Ingresses().Informer().GetIndexer()
+	services := h.Factory.Core().V1().Services().Informer().GetIndexer()
+	slices := h.Factory.Discovery().V1().EndpointSlices().Informer().GetIndexer()
+	for _, o := range objs {
+		var err error
+		switch o := o.(type) {
+		case *networkingv1.Ingress:
+			err = iw.ingresses.Add(o)
+		case *corev1.Service:
+			err = services.Add(o)
+		case *discoveryv1.EndpointSlice:
+			err = slices.Add(o)
+			w.sliceChanged(nil, o, w.ctrl.Queue())
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	return iw
+}
+
+// set stores ing and tells the watcher it was accepted.
+func (iw *idleWatcher) set(ing *networkingv1.Ingress) []types.NamespacedName {
+	iw.t.Helper()
+	if err := iw.ingresses.Update(ing); err != nil {
+		iw.t.Fatal(err)
+	}
+	return iw.w.ingressChanged(modules.IngressChange{Key: types.NamespacedName{Namespace: ing.Namespace, Name: ing.Name}, Accepted: true})
+}
+
+// reject tells the watcher Ingress ns/name is no longer accepted; it stays in the cache.
+func (iw *idleWatcher) reject(name string) []types.NamespacedName {
+	return iw.w.ingressChanged(modules.IngressChange{Key: types.NamespacedName{Namespace: "ns", Name: name}})
+}
+
+// remove deletes Ingress ns/name and tells the watcher.
+func (iw *idleWatcher) remove(name string) []types.NamespacedName {
+	iw.t.Helper()
+	if err := iw.ingresses.Delete(gen.Ingress("ns", name)); err != nil {
+		iw.t.Fatal(err)
+	}
+	return iw.reject(name)
+}
+
+// sync syncs Service ns/svc and returns what it published.
+func (iw *idleWatcher) sync(svc string) []modules.EndpointsChange {
+	iw.t.Helper()
+	if err := iw.w.sync(context.Background(), types.NamespacedName{Namespace: "ns", Name: svc}); err != nil {
+		iw.t.Fatal(err)
+	}
+	if err := iw.out.Flush(context.Background()); err != nil {
+		iw.t.Fatal(err)
+	}
+	return iw.got.Take()
+}
+
+// refCounts returns, per upstream, how many referrers the watcher counts, checking that each is kept
+// under its own Service and stands for the upstream it was given.
+func (iw *idleWatcher) refCounts() map[nginx.UpstreamName]int {
+	iw.t.Helper()
+	iw.w.mu.Lock()
+	defer iw.w.mu.Unlock()
+	out := map[nginx.UpstreamName]int{}
+	for key, s := range iw.w.watched {
+		for _, r := range s.refs {
+			up := r.upstream(key)
+			var want nginx.Upstream
+			switch {
+			case up.ServiceIP:
+				want = nginx.NewServiceIPUpstream(key, up.Port)
+			case up.UDP || strings.HasPrefix(string(up.Name), "tcp-"):
+				want = nginx.NewStreamUpstream(key, up.Port, up.UDP)
+			default:
+				want = nginx.NewUpstream(key, up.Port)
+			}
+			if up != want {
+				iw.t.Errorf("Service %s holds upstream %+v, want %+v", key, up, want)
+			}
+			if r.n <= 0 {
+				iw.t.Errorf("upstream %s kept with count %d", r.name, r.n)
+			}
+			out[r.name] = int(r.n)
+		}
+		if len(s.refs) == 0 && len(s.last) == 0 && s.slices == "" && key != iw.w.opts.DefaultBackend {
+			iw.t.Errorf("Service %s kept with nothing to keep", key)
+		}
+	}
+	for key, ups := range iw.w.byIngress {
+		if len(ups) == 0 {
+			iw.t.Errorf("Ingress %s kept with no upstream", key)
+		}
+	}
+	return out
+}
+
+func upstreamOf(svc string, port any) nginx.Upstream {
+	k := types.NamespacedName{Namespace: "ns", Name: svc}
+	if name, ok := port.(string); ok {
+		return nginx.NewUpstream(k, intstr.FromString(name))
+	}
+	return nginx.NewUpstream(k, intstr.FromInt32(int32(port.(int))))
+}
+
+// TestReferenceCounts follows the count of users of each upstream (Ingresses, the rendered model, the
+// stream services) through changes, and the Services each change queues: a wrong count either keeps
+// publishing endpoints nobody uses or removes those still in use.
+func TestReferenceCounts(t *testing.T) {
+	to := func(name string, backends ...networkingv1.IngressBackend) *networkingv1.Ingress {
+		var paths []networkingv1.HTTPIngressPath
+		for i, b := range backends {
+			paths = append(paths, gen.Path(networkingv1.PathTypePrefix, fmt.Sprintf("/p%d", i), b))
+		}
+		return gen.Ingress("ns", name, gen.Paths(name+".example.com", paths...))
+	}
+	web80, webHTTP, api80 := upstreamOf("web", 80), upstreamOf("web", "http"), upstreamOf("api", 80)
+	model := func(ups ...nginx.Upstream) func(*idleWatcher) []types.NamespacedName {
+		return func(iw *idleWatcher) []types.NamespacedName { return iw.w.referencesChanged(modelReferrer, ups) }
+	}
+	streams := func(ups ...nginx.Upstream) func(*idleWatcher) []types.NamespacedName {
+		return func(iw *idleWatcher) []types.NamespacedName { return iw.w.referencesChanged(streamsReferrer, ups) }
+	}
+	set := func(ing *networkingv1.Ingress) func(*idleWatcher) []types.NamespacedName {
+		return func(iw *idleWatcher) []types.NamespacedName { return iw.set(ing) }
+	}
+	remove := func(name string) func(*idleWatcher) []types.NamespacedName {
+		return func(iw *idleWatcher) []types.NamespacedName { return iw.remove(name) }
+	}
+	reject := func(name string) func(*idleWatcher) []types.NamespacedName {
+		return func(iw *idleWatcher) []types.NamespacedName { return iw.reject(name) }
+	}
+	sameModel := []nginx.Upstream{api80, web80}
+	type step struct {
+		do       func(*idleWatcher) []types.NamespacedName
+		affected []string // the Services queued
+		refs     map[nginx.UpstreamName]int
+	}
+	tests := map[string][]step{
+		"Ingresses sharing a Service port": {
+			{do: set(to("a", gen.Backend("web", 80))), affected: []string{"web"}, refs: map[nginx.UpstreamName]int{web80.Name: 1}},
+			{do: set(to("b", gen.Backend("web", 80))), affected: []string{"web"}, refs: map[nginx.UpstreamName]int{web80.Name: 2}},
+			{do: set(to("c", gen.Backend("web", 80), gen.Backend("web", 80))), affected: []string{"web"}, refs: map[nginx.UpstreamName]int{web80.Name: 3}},
+			{do: set(to("c", gen.Backend("web", 80))), refs: map[nginx.UpstreamName]int{web80.Name: 3}},
+			{do: reject("b"), affected: []string{"web"}, refs: map[nginx.UpstreamName]int{web80.Name: 2}},
+			{do: reject("b"), refs: map[nginx.UpstreamName]int{web80.Name: 2}},
+			{do: remove("a"), affected: []string{"web"}, refs: map[nginx.UpstreamName]int{web80.Name: 1}},
+			{do: remove("c"), affected: []string{"web"}, refs: map[nginx.UpstreamName]int{}},
+		},
+		"an Ingress switching Service and port": {
+			{do: set(to("a", gen.Backend("web", 80))), affected: []string{"web"}, refs: map[nginx.UpstreamName]int{web80.Name: 1}},
+			{do: set(to("b", gen.Backend("web", 80))), affected: []string{"web"}, refs: map[nginx.UpstreamName]int{web80.Name: 2}},
+			{do: set(to("a", gen.Backend("api", 80))), affected: []string{"api", "web"}, refs: map[nginx.UpstreamName]int{web80.Name: 1, api80.Name: 1}},
+			{do: set(to("b", gen.Backend("web", "http"))), affected: []string{"web"}, refs: map[nginx.UpstreamName]int{webHTTP.Name: 1, api80.Name: 1}},
+			{do: set(to("a", gen.Backend("web", "http"), gen.Backend("api", 80))), affected: []string{"web"}, refs: map[nginx.UpstreamName]int{webHTTP.Name: 2, api80.Name: 1}},
+			{do: set(to("a", gen.Backend("web", 80))), affected: []string{"api", "web"}, refs: map[nginx.UpstreamName]int{webHTTP.Name: 1, web80.Name: 1}},
+			{do: remove("a"), affected: []string{"web"}, refs: map[nginx.UpstreamName]int{webHTTP.Name: 1}},
+			{do: remove("b"), affected: []string{"web"}, refs: map[nginx.UpstreamName]int{}},
+		},
+		"the model adding and dropping upstreams that Ingresses use too": {
+			{do: model(api80, web80), affected: []string{"api", "web"}, refs: map[nginx.UpstreamName]int{web80.Name: 1, api80.Name: 1}},
+			{do: set(to("a", gen.Backend("web", 80))), affected: []string{"web"}, refs: map[nginx.UpstreamName]int{web80.Name: 2, api80.Name: 1}},
+			{do: model(web80), affected: []string{"api"}, refs: map[nginx.UpstreamName]int{web80.Name: 2}},
+			{do: model(web80, webHTTP), affected: []string{"web"}, refs: map[nginx.UpstreamName]int{web80.Name: 2, webHTTP.Name: 1}},
+			{do: model(), affected: []string{"web"}, refs: map[nginx.UpstreamName]int{web80.Name: 1}},
+			{do: remove("a"), affected: []string{"web"}, refs: map[nginx.UpstreamName]int{}},
+		},
+		"the model keeping a rejected Ingress's upstream": {
+			{do: set(to("a", gen.Backend("web", 80))), affected: []string{"web"}, refs: map[nginx.UpstreamName]int{web80.Name: 1}},
+			{do: model(web80), affected: []string{"web"}, refs: map[nginx.UpstreamName]int{web80.Name: 2}},
+			{do: reject("a"), affected: []string{"web"}, refs: map[nginx.UpstreamName]int{web80.Name: 1}},
+			{do: set(to("a", gen.Backend("web", 80))), affected: []string{"web"}, refs: map[nginx.UpstreamName]int{web80.Name: 2}},
+			{do: model(), affected: []string{"web"}, refs: map[nginx.UpstreamName]int{web80.Name: 1}},
+		},
+		"the same model again, and an equal one": {
+			{do: model(sameModel...), affected: []string{"api", "web"}, refs: map[nginx.UpstreamName]int{web80.Name: 1, api80.Name: 1}},
+			{do: func(iw *idleWatcher) []types.NamespacedName { return iw.w.referencesChanged(modelReferrer, sameModel) },
+				refs: map[nginx.UpstreamName]int{web80.Name: 1, api80.Name: 1}},
+			{do: model(api80, web80), refs: map[nginx.UpstreamName]int{web80.Name: 1, api80.Name: 1}},
+		},
+		"an unsorted model list": {
+			{do: model(web80, api80, webHTTP), affected: []string{"api", "web"}, refs: map[nginx.UpstreamName]int{web80.Name: 1, webHTTP.Name: 1, api80.Name: 1}},
+			{do: model(webHTTP, web80), affected: []string{"api"}, refs: map[nginx.UpstreamName]int{web80.Name: 1, webHTTP.Name: 1}},
+			{do: model(web80), affected: []string{"web"}, refs: map[nginx.UpstreamName]int{web80.Name: 1}},
+		},
+		"the stream services and the model sharing an upstream": {
+			{do: streams(web80), affected: []string{"web"}, refs: map[nginx.UpstreamName]int{web80.Name: 1}},
+			{do: model(web80), affected: []string{"web"}, refs: map[nginx.UpstreamName]int{web80.Name: 2}},
+			{do: streams(), affected: []string{"web"}, refs: map[nginx.UpstreamName]int{web80.Name: 1}},
+			{do: model(), affected: []string{"web"}, refs: map[nginx.UpstreamName]int{}},
+		},
+		"an Ingress never accepted, removed": {
+			{do: remove("ghost"), refs: map[nginx.UpstreamName]int{}},
+		},
+	}
+	for name, steps := range tests {
+		t.Run(name, func(t *testing.T) {
+			iw := newIdleWatcher(t, Options{}, to("ghost", gen.Backend("web", 80)))
+			for i, s := range steps {
+				var affected []string
+				for _, k := range s.do(iw) {
+					affected = append(affected, k.Name)
+				}
+				slices.Sort(affected)
+				if !slices.Equal(affected, s.affected) {
+					t.Errorf("step %d: queued %v, want %v", i, affected, s.affected)
+				}
+				if got := iw.refCounts(); !maps.Equal(got, s.refs) {
+					t.Errorf("step %d: counts %v, want %v", i, got, s.refs)
+				}
+			}
+		})
+	}
+}
+
+// An upstream that several Ingresses and the model use keeps its endpoints until its last user goes;
+// then its removal is published once, and the watcher keeps nothing of it but the Service's slice.
+func TestSharedUpstreamIsRemovedWithItsLastUser(t *testing.T) {
+	iw := newIdleWatcher(t, Options{}, webObjects()[0], webObjects()[2], ingressTo("a", "web"), ingressTo("b", "web"))
+	web80 := upstreamOf("web", 80)
+	iw.w.ingressChanged(modules.IngressChange{Key: types.NamespacedName{Namespace: "ns", Name: "a"}, Accepted: true})
+	iw.w.ingressChanged(modules.IngressChange{Key: types.NamespacedName{Namespace: "ns", Name: "b"}, Accepted: true})
+	iw.w.referencesChanged(modelReferrer, []nginx.Upstream{web80})
+	got := iw.sync("web")
+	if want := []nginx.Endpoint{{Address: "192.0.2.1", Port: 8080}}; len(got) != 1 || got[0].Upstream != web80 || got[0].Removed || !slices.Equal(got[0].Endpoints, want) {
+		t.Fatalf("first sync published %+v, want %s's endpoints %v", got, web80.Name, want)
+	}
+	for _, step := range []func(){
+		func() { iw.remove("a") },
+		func() { iw.reject("b") },
+		func() { iw.set(ingressTo("b", "web")) },
+		func() { iw.remove("b") },
+	} {
+		step()
+		if got := iw.sync("web"); len(got) != 0 {
+			t.Fatalf("published %+v while the upstream is still in use", got)
+		}
+	}
+	iw.w.referencesChanged(modelReferrer, nil)
+	got = iw.sync("web")
+	if len(got) != 1 || !got[0].Removed || got[0].Upstream.Name != web80.Name {
+		t.Fatalf("after its last user went: published %+v, want the removal of %s", got, web80.Name)
+	}
+	if got := iw.sync("web"); len(got) != 0 {
+		t.Fatalf("published %+v after the removal", got)
+	}
+	iw.w.mu.Lock()
+	s := iw.w.watched[types.NamespacedName{Namespace: "ns", Name: "web"}]
+	iw.w.mu.Unlock()
+	if s == nil || len(s.refs) != 0 || len(s.last) != 0 || s.slices != "web-1" {
+		t.Fatalf("kept for web: %+v, want its slice's name only", s)
+	}
+	if iw.w.usedService(types.NamespacedName{Namespace: "ns", Name: "web"}) != nil {
+		t.Fatal("web is still used")
+	}
+}
+
+// The default backend Service is watched without any Ingress and stays watched when the last Ingress
+// using it goes.
+func TestDefaultBackendStaysWatched(t *testing.T) {
+	def := types.NamespacedName{Namespace: "ns", Name: "web"}
+	iw := newIdleWatcher(t, Options{DefaultBackend: def}, webObjects()[0], webObjects()[2], ingressTo("a", "web"))
+	web80 := upstreamOf("web", 80)
+	if got := iw.sync("web"); len(got) != 1 || got[0].Upstream.Name != web80.Name || len(got[0].Endpoints) != 1 {
+		t.Fatalf("default backend published %+v, want %s's endpoint", got, web80.Name)
+	}
+	iw.set(ingressTo("a", "web"))
+	iw.remove("a")
+	if got := iw.sync("web"); len(got) != 0 {
+		t.Fatalf("published %+v, want nothing: the default backend still uses its port", got)
+	}
+	if iw.w.usedService(def) == nil {
+		t.Fatal("the default backend is no longer watched")
 	}
 }
