@@ -8,6 +8,7 @@ import (
 	"crypto/x509/pkix"
 	"encoding/pem"
 	"fmt"
+	"github.com/ingress-reactor/ingress-reactor/internal/heapstat"
 	"math/big"
 	"runtime"
 	"strings"
@@ -60,7 +61,7 @@ func BenchmarkCacheTransformRetained(b *testing.B) {
 				raw[i] = data
 			}
 			kept := make([]any, n)
-			before := heapAfterGC()
+			before := heapstat.Live()
 			for i, data := range raw {
 				obj := k.fresh()
 				if err := obj.Unmarshal(data); err != nil {
@@ -72,20 +73,12 @@ func BenchmarkCacheTransformRetained(b *testing.B) {
 				}
 				kept[i] = out
 			}
-			after := heapAfterGC()
+			after := heapstat.Live()
 			b.ReportMetric(float64(int64(after)-int64(before))/n, k.metric)
 			runtime.KeepAlive(kept)
 			runtime.KeepAlive(raw)
 		}
 	}
-}
-
-func heapAfterGC() uint64 {
-	runtime.GC()
-	runtime.GC()
-	var ms runtime.MemStats
-	runtime.ReadMemStats(&ms)
-	return ms.HeapAlloc
 }
 
 // benchNamespace spreads the objects over 50 namespaces, as tenants of a shared cluster.

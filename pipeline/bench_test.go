@@ -3,6 +3,7 @@ package pipeline
 import (
 	"context"
 	"fmt"
+	"github.com/ingress-reactor/ingress-reactor/internal/heapstat"
 	"runtime"
 	"sync"
 	"sync/atomic"
@@ -206,14 +207,6 @@ var burstImpls = []struct {
 	{"pipeline", newPipelineQueue},
 }
 
-// heapInUse is the live heap after a full collection.
-func heapInUse() int64 {
-	runtime.GC()
-	var ms runtime.MemStats
-	runtime.ReadMemStats(&ms)
-	return int64(ms.HeapAlloc)
-}
-
 // BenchmarkQueueBurstRetained pushes a 10,000-key burst (a controller
 // starting on 10,000 Ingresses) through a queue with metrics, processes it
 // and reports the heap the idle queue still holds (retained-B/op) and the
@@ -230,7 +223,7 @@ func BenchmarkQueueBurstRetained(b *testing.B) {
 			for b.Loop() {
 				b.StopTimer()
 				q := impl.new()
-				before := heapInUse()
+				before := heapstat.Live()
 				b.StartTimer()
 				start := time.Now()
 				for _, k := range keys {
@@ -242,7 +235,7 @@ func BenchmarkQueueBurstRetained(b *testing.B) {
 				}
 				busy += time.Since(start)
 				b.StopTimer()
-				retained += heapInUse() - before
+				retained += heapstat.Live() - before
 				runtime.KeepAlive(q)
 				q.ShutDown()
 				b.StartTimer()

@@ -52,23 +52,14 @@ func receive[T any](t *testing.T, ch <-chan T, what string) T {
 	}
 }
 
-// getWithin calls q.Get, failing the test if it blocks longer than waitLimit.
+// getWithin calls q.Get, failing the test if it blocks longer than waitLimit or reports shutdown.
 func getWithin[K comparable](t *testing.T, q *Queue[K]) K {
 	t.Helper()
-	type got struct {
-		key      K
-		shutdown bool
-	}
-	ch := make(chan got, 1)
-	go func() {
-		k, s := q.Get()
-		ch <- got{k, s}
-	}()
-	g := receive(t, ch, "queue.Get")
-	if g.shutdown {
+	k, shutdown := getResult[K](t, q)
+	if shutdown {
 		t.Fatalf("queue.Get reported shutdown")
 	}
-	return g.key
+	return k
 }
 
 func newFakeClock() *clocktesting.FakeClock {

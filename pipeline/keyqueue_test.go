@@ -25,7 +25,7 @@ func getKey[K comparable](t *testing.T, q workqueue.TypedInterface[K]) K {
 }
 
 // getResult calls q.Get, failing the test if it blocks longer than waitLimit.
-func getResult[K comparable](t *testing.T, q workqueue.TypedInterface[K]) (K, bool) {
+func getResult[K comparable](t *testing.T, q interface{ Get() (K, bool) }) (K, bool) {
 	t.Helper()
 	type got struct {
 		key      K

@@ -3,6 +3,7 @@ package endpoints
 import (
 	"context"
 	"fmt"
+	"github.com/ingress-reactor/ingress-reactor/internal/heapstat"
 	"runtime"
 	"sync/atomic"
 	"testing"
@@ -143,14 +144,6 @@ func (s *watcherAtScale) announceAll(b *testing.B) {
 	}
 }
 
-func heapAlloc() uint64 {
-	runtime.GC()
-	runtime.GC()
-	var m runtime.MemStats
-	runtime.ReadMemStats(&m)
-	return m.HeapAlloc
-}
-
 // BenchmarkWatcherMemory reports the heap the watcher keeps per Ingress once benchIngresses Ingresses,
 // with a Service and an EndpointSlice each, and the rendered model of them all are taken in and their
 // endpoints published: its slice index, reference counts and published lists, its queue's and its
@@ -162,12 +155,12 @@ func BenchmarkWatcherMemory(b *testing.B) {
 	for range b.N {
 		b.StopTimer()
 		s := newWatcherAtScale(b)
-		before := heapAlloc()
+		before := heapstat.Live()
 		b.StartTimer()
 		s.start(b)
 		s.announceAll(b)
 		b.StopTimer()
-		after := heapAlloc()
+		after := heapstat.Live()
 		runtime.KeepAlive(s)
 		b.ReportMetric(float64(int64(after)-int64(before))/benchIngresses, "retained-B/ingress")
 	}

@@ -3,6 +3,7 @@ package secretsync
 import (
 	"context"
 	"fmt"
+	"github.com/ingress-reactor/ingress-reactor/internal/heapstat"
 	"runtime"
 	"testing"
 
@@ -57,7 +58,7 @@ func BenchmarkSyncerMemory(b *testing.B) {
 			if err != nil {
 				b.Fatal(err)
 			}
-			var kept uint64
+			var kept int64
 			for range b.N {
 				reg := prometheus.NewRegistry()
 				s, err := New(Params{
@@ -75,7 +76,7 @@ func BenchmarkSyncerMemory(b *testing.B) {
 				}
 				s.secrets = listerscorev1.NewSecretLister(secrets)
 				s.ingresses = listersnetv1.NewIngressLister(ingresses)
-				before := liveHeap()
+				before := heapstat.Live()
 				for _, k := range keys {
 					for _, sk := range s.ingressChanged(modules.IngressChange{Key: k, Accepted: true}) {
 						if err := s.sync(context.Background(), sk); err != nil {
@@ -83,7 +84,7 @@ func BenchmarkSyncerMemory(b *testing.B) {
 						}
 					}
 				}
-				after := liveHeap()
+				after := heapstat.Live()
 				runtime.KeepAlive(s)
 				if after > before {
 					kept += after - before
@@ -92,12 +93,4 @@ func BenchmarkSyncerMemory(b *testing.B) {
 			b.ReportMetric(float64(kept)/float64(b.N)/n, "B/secret")
 		})
 	}
-}
-
-// liveHeap returns the bytes of live heap objects after a full collection.
-func liveHeap() uint64 {
-	runtime.GC()
-	var m runtime.MemStats
-	runtime.ReadMemStats(&m)
-	return m.HeapAlloc
 }
