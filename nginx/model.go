@@ -290,8 +290,9 @@ func ValidUpstreamName(s string) bool {
 	return true
 }
 
-// TLSHosts returns, for every server with TLS and a Secret, the Secret it presents. The reloader uses it
-// to build the host table of Client.ReplaceCertificates; hosts that are missing use the default certificate.
+// TLSHosts returns, for every server with TLS and a Secret, the Secret it presents; hosts that are missing
+// use the default certificate. It builds a map over every host: the reloader, which follows each model,
+// updates its own table in place instead.
 func (m *Model) TLSHosts() map[Hostname]types.NamespacedName {
 	out := make(map[Hostname]types.NamespacedName)
 	for i := range m.Servers {

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -100,6 +101,9 @@ type Process struct {
 	lastErr  error
 	wake     chan struct{} // closed by Stop to end a backoff wait
 	done     chan struct{} // closed when the supervisor goroutine ends
+	// readers are closed by the goroutines reading each master's stderr when they end: they log its last
+	// lines after it exits, and Stop waits for them, so that nothing logs once Stop has returned.
+	readers []chan struct{}
 
 	// workersFailed is the last start whose master reported that a worker exited with a fatal code and
 	// is not respawned.
@@ -154,7 +158,12 @@ func (p *Process) startLocked() (master, error) {
 	p.master = m
 	p.running = true
 	p.starts++
-	go p.readStderr(stderr, p.starts)
+	read := make(chan struct{})
+	p.readers = append(slices.DeleteFunc(p.readers, isClosed), read)
+	go func(starts uint64) {
+		defer close(read)
+		p.readStderr(stderr, starts)
+	}(p.starts)
 	p.cfg.Log.Info("nginx started", zap.Int("pid", m.Pid()), zap.Uint64("starts", p.starts))
 	return m, nil
 }
@@ -400,6 +409,7 @@ func (p *Process) Stop(ctx context.Context) error {
 
 	select {
 	case <-done:
+		p.waitReaders(ctx)
 		return nil
 	case <-ctx.Done():
 	}
@@ -408,6 +418,31 @@ func (p *Process) Stop(ctx context.Context) error {
 	}
 	<-done
 	return fmt.Errorf("nginx did not stop gracefully, killed: %w", ctx.Err())
+}
+
+// waitReaders waits, within ctx, until the stderr readers have logged the last lines of the masters
+// that exited. A reader whose pipe another process still holds open is left behind when ctx ends.
+func (p *Process) waitReaders(ctx context.Context) {
+	p.mu.Lock()
+	readers := slices.Clone(p.readers)
+	p.mu.Unlock()
+	for _, read := range readers {
+		select {
+		case <-read:
+		case <-ctx.Done():
+			return
+		}
+	}
+}
+
+// isClosed says whether c is closed.
+func isClosed(c chan struct{}) bool {
+	select {
+	case <-c:
+		return true
+	default:
+		return false
+	}
 }
 
 // Running says whether the master is alive.
