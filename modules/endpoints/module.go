@@ -87,9 +87,9 @@ type Watcher struct {
 	names     *nameCache
 
 	mu sync.Mutex
-	// byIngress holds, per accepted Ingress, the upstreams it uses, sorted by name. Their strings are
-	// those of the watched entries they count in, so an Ingress costs a few words per upstream beside
-	// its map entry.
+	// byIngress holds, per accepted Ingress, the upstreams it uses, sorted by name. Their upstream names
+	// are those of the watched entries they count in (the Service name is the Ingress's own string), so
+	// an Ingress costs a few words per upstream beside its map entry.
 	byIngress map[types.NamespacedName][]ingressUpstream
 	// lists holds the upstream lists of the rendered model (modelReferrer) and of the stream services
 	// (streamsReferrer) as they were published, not a copy: a published list is never modified (nginx's
