@@ -78,7 +78,10 @@ type EndpointsChange struct {
 // (--tcp-services-configmap, --udp-services-configmap) use, each named by nginx.NewStreamUpstream. The
 // endpoint watcher keeps their endpoints current on the endpoint lane (EndpointsChange), as for Ingresses.
 type StreamUpstreams struct {
-	Upstreams []nginx.Upstream
+	// Upstreams are sorted by name and unique. They are pointers, as in nginx.Model, so that the
+	// endpoint watcher diffs both kinds of list the same way; neither the list nor its Upstreams are
+	// modified once published.
+	Upstreams []*nginx.Upstream
 }
 
 // Rendered is a complete NGINX configuration built from the model. The structure lane's message:

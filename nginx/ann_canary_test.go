@@ -175,7 +175,7 @@ func TestMergeCanary(t *testing.T) {
 						Canary: &LocationCanary{Upstream: v280.Name, Ingress: nn("default", "canary"), Rule: weight(30)}},
 					{Path: "/api", PathType: PathExact, Upstream: web80.Name, Ingress: nn("default", "main"), Options: mainOpts},
 				}}},
-				Upstreams: sortedUpstreams(web80, v280),
+				Upstreams: modelUpstreams(web80, v280),
 			},
 		},
 		"a canary path the main lacks, or of another path type, is not served": {
@@ -188,7 +188,7 @@ func TestMergeCanary(t *testing.T) {
 					{Path: "/", PathType: PathPrefix, Upstream: web80.Name, Ingress: nn("default", "main"), Options: mainOpts},
 					{Path: "/api", PathType: PathExact, Upstream: web80.Name, Ingress: nn("default", "main"), Options: mainOpts},
 				}}},
-				Upstreams: []Upstream{web80},
+				Upstreams: modelUpstreams(web80),
 			},
 			wantConflicts: []Conflict{
 				{Kind: ConflictCanaryNoMain, Loser: nn("default", "canary"), Host: host, Path: "/api", PathType: PathPrefix},
@@ -208,7 +208,7 @@ func TestMergeCanary(t *testing.T) {
 						Canary: &LocationCanary{Upstream: v280.Name, Ingress: nn("default", "canary-a"), Rule: weight(7)}},
 					{Path: "/api", PathType: PathExact, Upstream: web80.Name, Ingress: nn("default", "main"), Options: mainOpts},
 				}}},
-				Upstreams: sortedUpstreams(web80, v280),
+				Upstreams: modelUpstreams(web80, v280),
 			},
 			wantConflicts: []Conflict{
 				{Kind: ConflictCanary, Loser: nn("default", "canary-b"), Winner: nn("default", "canary-a"), Host: host, Path: "/", PathType: PathPrefix},
@@ -226,7 +226,7 @@ func TestMergeCanary(t *testing.T) {
 					{Path: "/api", PathType: PathExact, Upstream: web80.Name, Ingress: nn("default", "main"), Options: mainOpts,
 						Canary: &LocationCanary{Upstream: v280.Name, Ingress: nn("default", "canary"), Rule: weight(100)}},
 				}}},
-				Upstreams: sortedUpstreams(web80, v280),
+				Upstreams: modelUpstreams(web80, v280),
 			},
 		},
 		"an older canary never wins the path from the main Ingress": {
@@ -239,7 +239,7 @@ func TestMergeCanary(t *testing.T) {
 					{Path: "/", PathType: PathPrefix, Upstream: web80.Name, Ingress: nn("default", "main"),
 						Canary: &LocationCanary{Upstream: v280.Name, Ingress: nn("default", "canary"), Rule: weight(100)}},
 				}}},
-				Upstreams: sortedUpstreams(web80, v280),
+				Upstreams: modelUpstreams(web80, v280),
 			},
 		},
 	}

@@ -158,7 +158,7 @@ func TestPathRegexAgreesWithPCRE(t *testing.T) {
 		_, _ = io.WriteString(w, r.RequestURI+" "+r.Host+" "+r.Header.Get("X-Forwarded-Prefix"))
 	})
 	up := NewUpstream(types.NamespacedName{Namespace: "default", Name: "web"}, intstr.FromInt32(80))
-	m := Model{Servers: []Server{{Host: ""}}, Upstreams: []Upstream{up}}
+	m := Model{Servers: []Server{{Host: ""}}, Upstreams: []*Upstream{&up}}
 	opts := &RouteOptions{RewriteTarget: "/~$0~$1~$2~$3", XForwardedPrefix: "/pre", UpstreamVhost: "vhost.internal:81"}
 	for i, p := range patterns {
 		re, err := CompilePathRegex(p)

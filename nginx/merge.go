@@ -161,8 +161,8 @@ func MergeAll(translations []*IngressTranslation, opts MergeOptions) MergeResult
 // TranslationCache returns the same pointer for an unchanged Ingress, and translations are never
 // modified once merged. The models it returns share unchanged servers and their locations with each
 // other and with the Merger, which keeps the latest model's server and upstream lists as its own state
-// instead of a copy: a model's Servers and Upstreams must not be modified. A Merger is not safe for
-// concurrent use.
+// instead of a copy: a model's Servers and Upstreams, and the Upstreams those point to, must not be
+// modified. A Merger is not safe for concurrent use.
 type Merger struct {
 	opts    MergeOptions
 	started bool
@@ -181,7 +181,7 @@ type Merger struct {
 	// upstreams counts, per upstream, the hosts whose locations use it (and the default backend);
 	// upstreamList is the latest model's Upstreams.
 	upstreams    map[UpstreamName]int
-	upstreamList []Upstream
+	upstreamList []*Upstream
 	// profiles counts, per profile, the hosts whose locations use it; profileList is the latest
 	// model's Profiles.
 	profiles    map[ProfileSettings]int
@@ -220,11 +220,12 @@ func (m *Merger) reset(opts MergeOptions) {
 		upstreams:    map[UpstreamName]int{},
 		profiles:     map[ProfileSettings]int{},
 		problems:     map[Hostname]hostProblems{},
-		upstreamList: []Upstream{},
+		upstreamList: []*Upstream{},
 	}
 	if db := opts.DefaultBackend; db != nil {
 		m.upstreams[db.Name] = 1
-		m.upstreamList = []Upstream{*db}
+		own := *db // the caller's Upstream may change; the models' must not
+		m.upstreamList = []*Upstream{&own}
 	}
 }
 
@@ -411,12 +412,18 @@ func (m *Merger) Apply(changes map[types.NamespacedName]*IngressTranslation, opt
 		// An upstream can drop to no user on one host and come back on another within one merge, or
 		// the other way round: what counts is whether it is used now.
 		added := slices.DeleteFunc(addedUpstreams, func(u Upstream) bool { return m.upstreams[u.Name] == 0 })
-		byName := func(a, b Upstream) int { return strings.Compare(string(a.Name), string(b.Name)) }
-		slices.SortFunc(added, byName)
+		slices.SortFunc(added, func(a, b Upstream) int { return strings.Compare(string(a.Name), string(b.Name)) })
 		added = slices.CompactFunc(added, func(a, b Upstream) bool { return a.Name == b.Name })
-		// One pass, into a list of the final size: at 10,000 Ingresses the list is about 2 MB, and it is
-		// made anew for every change that adds or removes an upstream.
-		m.upstreamList = mergeSorted(m.upstreamList, added, byName, len(m.upstreams), func(u Upstream) bool { return removedUpstreams[u.Name] })
+		// Each new upstream is allocated here, once; the upstreams kept are the pointers of the previous
+		// list. The list itself is made anew (published models must not change) in one pass, at its final
+		// size: at 10,000 Ingresses, 160 KB of pointers for a change that adds or removes an upstream.
+		fresh := make([]*Upstream, len(added))
+		for i := range added {
+			u := added[i]
+			fresh[i] = &u
+		}
+		m.upstreamList = mergeSorted(m.upstreamList, fresh, func(a, b *Upstream) int { return strings.Compare(string(a.Name), string(b.Name)) },
+			len(m.upstreams), func(u *Upstream) bool { return removedUpstreams[u.Name] })
 	}
 	if profilesChanged {
 		m.profileList = nil // as a merge from scratch without profiles

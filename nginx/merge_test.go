@@ -73,11 +73,11 @@ func TestMerge(t *testing.T) {
 		wantConflicts  []Conflict
 	}{
 		"nothing: only the catch-all server (built-in 404)": {
-			want: Model{Servers: []Server{catchAll}, Upstreams: []Upstream{}},
+			want: Model{Servers: []Server{catchAll}, Upstreams: []*Upstream{}},
 		},
 		"--default-backend-service is the catch-all's fallback and an upstream": {
 			defaultBackend: &defaultBE,
-			want:           Model{Servers: []Server{catchAll}, Upstreams: []Upstream{defaultBE}, DefaultBackend: defaultBE.Name},
+			want:           Model{Servers: []Server{catchAll}, Upstreams: modelUpstreams(defaultBE), DefaultBackend: defaultBE.Name},
 		},
 		"two Ingresses for one host merge, locations sorted": {
 			objs: []any{web, api,
@@ -90,7 +90,7 @@ func TestMerge(t *testing.T) {
 					{Path: "/api", PathType: PathPrefix, Upstream: api8080.Name, Ingress: nn("default", "b")},
 					{Path: "/web", PathType: PathPrefix, Upstream: web80.Name, Ingress: nn("default", "a")},
 				}}},
-				Upstreams: sortedUpstreams(api8080, web80),
+				Upstreams: modelUpstreams(api8080, web80),
 			},
 		},
 		"conflicting path: the oldest Ingress wins, the younger one gets a conflict": {
@@ -103,7 +103,7 @@ func TestMerge(t *testing.T) {
 					{Path: "/", PathType: PathPrefix, Upstream: web80.Name, Ingress: nn("default", "old")},
 					{Path: "/only-young", PathType: PathPrefix, Upstream: api8080.Name, Ingress: nn("default", "young")},
 				}}},
-				Upstreams: sortedUpstreams(api8080, web80),
+				Upstreams: modelUpstreams(api8080, web80),
 			},
 			wantConflicts: []Conflict{{Kind: ConflictPath, Loser: nn("default", "young"), Winner: nn("default", "old"), Host: "foo.example.com", Path: "/", PathType: PathPrefix}},
 		},
@@ -116,7 +116,7 @@ func TestMerge(t *testing.T) {
 				Servers: []Server{catchAll, {Host: "foo.example.com", Locations: []Location{
 					{Path: "/", PathType: PathPrefix, Upstream: web80.Name, Ingress: nn("default", "a")},
 				}}},
-				Upstreams: []Upstream{web80},
+				Upstreams: modelUpstreams(web80),
 			},
 			wantConflicts: []Conflict{{Kind: ConflictPath, Loser: nn("default", "b"), Winner: nn("default", "a"), Host: "foo.example.com", Path: "/", PathType: PathPrefix}},
 		},
@@ -129,7 +129,7 @@ func TestMerge(t *testing.T) {
 				Servers: []Server{catchAll, {Host: "foo.example.com", Locations: []Location{
 					{Path: "/foo", PathType: PathPrefix, Upstream: web80.Name, Ingress: nn("default", "a")},
 				}}},
-				Upstreams: []Upstream{web80},
+				Upstreams: modelUpstreams(web80),
 			},
 			wantConflicts: []Conflict{{Kind: ConflictPath, Loser: nn("default", "b"), Winner: nn("default", "a"), Host: "foo.example.com", Path: "/foo", PathType: PathPrefix}},
 		},
@@ -142,7 +142,7 @@ func TestMerge(t *testing.T) {
 				Servers: []Server{catchAll, {Host: "foo.example.com", Locations: []Location{
 					{Path: "/good", PathType: PathPrefix, Upstream: web80.Name, Ingress: nn("default", "good")},
 				}}},
-				Upstreams: []Upstream{web80},
+				Upstreams: modelUpstreams(web80),
 			},
 		},
 		"spec.defaultBackend yields silently to an explicit / of a younger Ingress": {
@@ -155,7 +155,7 @@ func TestMerge(t *testing.T) {
 					{Path: "/", PathType: PathPrefix, Upstream: api8080.Name, Ingress: nn("default", "young")},
 					{Path: "/x", PathType: PathPrefix, Upstream: web80.Name, Ingress: nn("default", "old")},
 				}}},
-				Upstreams: sortedUpstreams(api8080, web80),
+				Upstreams: modelUpstreams(api8080, web80),
 			},
 		},
 		"spec.defaultBackend without rules takes the catch-all's /; two of them conflict": {
@@ -168,7 +168,7 @@ func TestMerge(t *testing.T) {
 				Servers: []Server{{Host: "", Locations: []Location{
 					{Path: "/", PathType: PathPrefix, Upstream: web80.Name, Ingress: nn("default", "old")},
 				}}},
-				Upstreams:      sortedUpstreams(defaultBE, web80),
+				Upstreams:      modelUpstreams(defaultBE, web80),
 				DefaultBackend: defaultBE.Name,
 			},
 			wantConflicts: []Conflict{{Kind: ConflictPath, Loser: nn("default", "young"), Winner: nn("default", "old"), Host: "", Path: "/", PathType: PathPrefix}},
@@ -208,7 +208,7 @@ func TestMerge(t *testing.T) {
 						{Path: "/", PathType: PathPrefix, Upstream: web80.Name, Ingress: nn("default", "a")},
 					}},
 				},
-				Upstreams: []Upstream{web80},
+				Upstreams: modelUpstreams(web80),
 			},
 		},
 		"TLS: two Secrets for one host, the oldest wins": {
@@ -221,7 +221,7 @@ func TestMerge(t *testing.T) {
 					{Path: "/", PathType: PathPrefix, Upstream: web80.Name, Ingress: nn("default", "old"), SSLRedirect: true},
 					{Path: "/y", PathType: PathPrefix, Upstream: web80.Name, Ingress: nn("default", "young"), SSLRedirect: true},
 				}}},
-				Upstreams: []Upstream{web80},
+				Upstreams: modelUpstreams(web80),
 			},
 			wantConflicts: []Conflict{{Kind: ConflictTLS, Loser: nn("default", "young"), Winner: nn("default", "old"), Host: "a.example.com"}},
 		},
@@ -253,7 +253,7 @@ func TestMerge(t *testing.T) {
 						{Path: "/", PathType: PathPrefix, Upstream: up("team-a", "web", 80).Name, Ingress: nn("team-a", "site")},
 					}},
 				},
-				Upstreams: sortedUpstreams(up("team-a", "web", 80), up("team-b", "web", 80), up("team-c", "web", 80)),
+				Upstreams: modelUpstreams(up("team-a", "web", 80), up("team-b", "web", 80), up("team-c", "web", 80)),
 			},
 			wantConflicts: []Conflict{{Kind: ConflictTLSNamespace, Loser: nn("team-b", "evil"), Host: "victim.example.com"}},
 		},
@@ -267,7 +267,7 @@ func TestMerge(t *testing.T) {
 					{Path: "/", PathType: PathPrefix, Upstream: up("team-a", "web", 80).Name, Ingress: nn("team-a", "plain")},
 					{Path: "/b-only", PathType: PathPrefix, Upstream: up("team-b", "web", 80).Name, Ingress: nn("team-b", "b")},
 				}}},
-				Upstreams: sortedUpstreams(up("team-a", "web", 80), up("team-b", "web", 80)),
+				Upstreams: modelUpstreams(up("team-a", "web", 80), up("team-b", "web", 80)),
 			},
 			wantConflicts: []Conflict{{Kind: ConflictTLSHost, Loser: nn("team-b", "b"), Winner: nn("team-a", "plain"), Host: "plain.example"}},
 		},
@@ -283,7 +283,7 @@ func TestMerge(t *testing.T) {
 					{Path: "/b", PathType: PathPrefix, Upstream: up("team-b", "web", 80).Name, Ingress: nn("team-b", "b"), SSLRedirect: true},
 					{Path: "/c", PathType: PathPrefix, Upstream: up("team-c", "web", 80).Name, Ingress: nn("team-c", "c")},
 				}}},
-				Upstreams: sortedUpstreams(up("team-a", "web", 80), up("team-b", "web", 80), up("team-c", "web", 80)),
+				Upstreams: modelUpstreams(up("team-a", "web", 80), up("team-b", "web", 80), up("team-c", "web", 80)),
 			},
 			wantConflicts: []Conflict{{Kind: ConflictTLSHost, Loser: nn("team-b", "b"), Winner: nn("team-a", "site"), Host: "shop.example"}},
 		},
@@ -301,7 +301,7 @@ func TestMerge(t *testing.T) {
 						{Path: "/", PathType: PathPrefix, Upstream: web80.Name, Ingress: nn("default", "new"), SSLRedirect: true},
 					}},
 				},
-				Upstreams: []Upstream{web80},
+				Upstreams: modelUpstreams(web80),
 			},
 			wantConflicts: []Conflict{{Kind: ConflictTLS, Loser: nn("default", "old"), Winner: nn("default", "new"), Host: "foo.example.com"}},
 		},
@@ -319,7 +319,7 @@ func TestMerge(t *testing.T) {
 						{Path: "/", PathType: PathPrefix, Upstream: web80.Name, Ingress: nn("default", "y"), SSLRedirect: true},
 					}},
 				},
-				Upstreams: []Upstream{web80},
+				Upstreams: modelUpstreams(web80),
 			},
 			wantConflicts: []Conflict{
 				{Kind: ConflictTLS, Loser: nn("default", "x"), Winner: nn("default", "y"), Host: "b.example.com"},
@@ -335,7 +335,7 @@ func TestMerge(t *testing.T) {
 				Servers: []Server{catchAll, {Host: "a.example.com", TLS: &ServerTLS{Secret: nn("default", "a-cert"), SSLRedirect: true}, Locations: []Location{
 					{Path: "/", PathType: PathPrefix, Upstream: web80.Name, Ingress: nn("default", "app"), SSLRedirect: true},
 				}}},
-				Upstreams: []Upstream{web80},
+				Upstreams: modelUpstreams(web80),
 			},
 		},
 		"source ranges follow their Ingress's locations; Ingresses sharing a host keep their own": {
@@ -355,7 +355,7 @@ func TestMerge(t *testing.T) {
 					{Path: "/public", PathType: PathPrefix, Upstream: web80.Name, Ingress: nn("default", "public")},
 					{Path: "/status", PathType: PathExact, Upstream: web80.Name, Ingress: nn("default", "admin"), Access: adminAccess},
 				}}},
-				Upstreams: sortedUpstreams(api8080, web80),
+				Upstreams: modelUpstreams(api8080, web80),
 			},
 		},
 		"a conflicting path keeps the winner's source ranges, not the loser's": {
@@ -367,7 +367,7 @@ func TestMerge(t *testing.T) {
 				Servers: []Server{catchAll, {Host: "a.example.com", Locations: []Location{
 					{Path: "/", PathType: PathPrefix, Upstream: web80.Name, Ingress: nn("default", "old")},
 				}}},
-				Upstreams: []Upstream{web80},
+				Upstreams: modelUpstreams(web80),
 			},
 			wantConflicts: []Conflict{{Kind: ConflictPath, Loser: nn("default", "young"), Winner: nn("default", "old"), Host: "a.example.com", Path: "/", PathType: PathPrefix}},
 		},
@@ -380,7 +380,7 @@ func TestMerge(t *testing.T) {
 				Servers: []Server{catchAll, {Host: "a.example.com", Locations: []Location{
 					{Path: "/", PathType: PathPrefix, Upstream: web80.Name, Ingress: nn("default", "old")},
 				}}},
-				Upstreams: []Upstream{web80},
+				Upstreams: modelUpstreams(web80),
 			},
 			wantConflicts: []Conflict{{Kind: ConflictPath, Loser: nn("default", "young"), Winner: nn("default", "old"), Host: "a.example.com", Path: "/", PathType: PathPrefix}},
 		},

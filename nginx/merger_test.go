@@ -174,3 +174,47 @@ func TestMergerKeepsEarlierModels(t *testing.T) {
 		t.Fatalf("a later merge changed an earlier result\n now: %+v\nwant: %+v", first, firstCopy)
 	}
 }
+
+// TestMergerSharesUpstreams checks that a merge allocates only the upstreams that come into use: the
+// others are the very Upstreams of the previous model (at 10,000 Ingresses a change copies pointers,
+// not 20,000 Upstreams), and the previous model's list stays as it was.
+func TestMergerSharesUpstreams(t *testing.T) {
+	up := func(svc string) Upstream {
+		return NewUpstream(types.NamespacedName{Namespace: "default", Name: svc}, intstr.FromInt32(80))
+	}
+	web, api, other := up("web"), up("api"), up("other")
+	tr := func(name string, u Upstream) *IngressTranslation {
+		return &IngressTranslation{Ingress: types.NamespacedName{Namespace: "default", Name: name},
+			Routes: []Route{{Host: Hostname(name + ".example.com"), Path: "/", PathType: PathPrefix, Upstream: u.Name}}, Upstreams: []Upstream{u}}
+	}
+	db := up("default-backend")
+	opts := MergeOptions{DefaultBackend: &db}
+	var m Merger
+	first := m.Merge([]*IngressTranslation{tr("a", web), tr("b", api)}, opts).Model
+	firstList := slices.Clone(first.Upstreams)
+	second := m.Apply(map[types.NamespacedName]*IngressTranslation{{Namespace: "default", Name: "a"}: tr("a", other)}, opts).Model
+
+	byName := func(m Model) map[UpstreamName]*Upstream {
+		out := map[UpstreamName]*Upstream{}
+		for _, u := range m.Upstreams {
+			out[u.Name] = u
+		}
+		return out
+	}
+	before, after := byName(first), byName(second)
+	if want := modelUpstreams(api, db, other); !reflect.DeepEqual(second.Upstreams, want) {
+		t.Fatalf("upstreams after the change: %v, want %v", second.Upstreams, want)
+	}
+	for _, kept := range []UpstreamName{api.Name, db.Name} {
+		if after[kept] != before[kept] {
+			t.Errorf("upstream %s was allocated again; want the previous model's", kept)
+		}
+	}
+	if !slices.Equal(first.Upstreams, firstList) || !reflect.DeepEqual(first.Upstreams, modelUpstreams(api, db, web)) {
+		t.Errorf("the change altered the previous model's upstreams: %v", first.Upstreams)
+	}
+	db.Port = intstr.FromInt32(81) // the caller's Upstream is not the models'
+	if got, _ := second.Upstream(db.Name); got.Port != intstr.FromInt32(80) {
+		t.Errorf("the default backend upstream follows the caller's variable: port %v", got.Port)
+	}
+}

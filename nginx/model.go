@@ -21,8 +21,11 @@ type Model struct {
 	// Servers are sorted by host; the catch-all server (Host "") is always first.
 	Servers []Server
 	// Upstreams lists every upstream a location or the default backend refers to, sorted by name.
-	// The endpoint lane fills exactly these names.
-	Upstreams []Upstream
+	// The endpoint lane fills exactly these names. An Upstream is allocated once, when it is first
+	// used, and every later model shares it: a change that adds or removes an upstream copies a pointer
+	// per upstream, not the Upstream (at 10,000 Ingresses, 160 KB instead of 1.76 MB). Neither the list
+	// nor the Upstreams it points to are ever modified once published.
+	Upstreams []*Upstream
 	// DefaultBackend answers requests that no rule matches. Empty means a built-in 404.
 	DefaultBackend UpstreamName
 	// Profiles are the distinct profiles the locations use, sorted by name; nginx.conf renders one named
@@ -304,7 +307,7 @@ func (m *Model) TLSHosts() map[Hostname]types.NamespacedName {
 	return out
 }
 
-// Upstream returns the upstream named n.
+// Upstream returns a copy of the upstream named n.
 func (m *Model) Upstream(n UpstreamName) (Upstream, bool) {
 	lo, hi := 0, len(m.Upstreams)
 	for lo < hi {
@@ -316,7 +319,7 @@ func (m *Model) Upstream(n UpstreamName) (Upstream, bool) {
 		}
 	}
 	if lo < len(m.Upstreams) && m.Upstreams[lo].Name == n {
-		return m.Upstreams[lo], true
+		return *m.Upstreams[lo], true
 	}
 	return Upstream{}, false
 }

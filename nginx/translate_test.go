@@ -205,6 +205,15 @@ func sortedUpstreams(us ...Upstream) []Upstream {
 	return us
 }
 
+// modelUpstreams is a model's Upstreams list of us: sorted by name, each upstream allocated anew.
+func modelUpstreams(us ...Upstream) []*Upstream {
+	out := make([]*Upstream, len(us))
+	for i, u := range sortedUpstreams(us...) {
+		out[i] = &u
+	}
+	return out
+}
+
 func TestTranslateIngressRejects(t *testing.T) {
 	svcs := servicesOf(service("default", "web", port(80, "http")),
 		service("default", "dns", corev1.ServicePort{Name: "dns", Port: 53, Protocol: corev1.ProtocolUDP}))

@@ -37,9 +37,10 @@ func benchIngress(i int, svc string) *networkingv1.Ingress {
 func benchService(i int) string { return fmt.Sprintf("svc-%05d", i) }
 
 // benchUpstreams are the upstreams of benchIngress(i, svc), as the renderer lists them.
-func benchUpstreams(svc string) []nginx.Upstream {
+func benchUpstreams(svc string) []*nginx.Upstream {
 	k := types.NamespacedName{Namespace: "ns", Name: svc}
-	return []nginx.Upstream{nginx.NewUpstream(k, intstr.FromInt32(80)), nginx.NewUpstream(k, intstr.FromString("http"))}
+	byNumber, byName := nginx.NewUpstream(k, intstr.FromInt32(80)), nginx.NewUpstream(k, intstr.FromString("http"))
+	return []*nginx.Upstream{&byNumber, &byName}
 }
 
 // watcherAtScale is a watcher over benchIngresses Ingresses, Services and EndpointSlices (and Service
@@ -58,7 +59,7 @@ type watcherAtScale struct {
 func newWatcherAtScale(b *testing.B) *watcherAtScale {
 	b.Helper()
 	objs := make([]kruntime.Object, 0, 3*benchIngresses+2)
-	var ups []nginx.Upstream
+	var ups []*nginx.Upstream
 	addService := func(i int, svc string) {
 		ip := fmt.Sprintf("10.%d.%d.%d", i>>16&255, i>>8&255, i&255)
 		objs = append(objs,

@@ -93,9 +93,9 @@ type Watcher struct {
 	byIngress map[types.NamespacedName][]ingressUpstream
 	// lists holds the upstream lists of the rendered model (modelReferrer) and of the stream services
 	// (streamsReferrer) as they were published, not a copy: a published list is never modified (nginx's
-	// Merger hands out its own state and makes a new list for a change). A new list is diffed against
-	// the one held; the same list again costs nothing.
-	lists map[types.NamespacedName][]nginx.Upstream
+	// Merger hands out its own state and makes a new list for a change, whose Upstreams it shares with
+	// the last one). A new list is diffed against the one held; the same list again costs nothing.
+	lists map[types.NamespacedName][]*nginx.Upstream
 	// watched holds, per Service that has EndpointSlices or that an upstream uses (and the default
 	// backend), its slices' names, its upstreams with their reference counts and what was last published
 	// for them. An entry whose Service is no longer used stays until its sync has published the removal
@@ -278,7 +278,7 @@ func New(p Params) (*Watcher, error) {
 			Help: "Endpoint lists published to the endpoint lane, by kind (update, remove).",
 		}, []string{"kind"}),
 		byIngress: map[types.NamespacedName][]ingressUpstream{},
-		lists:     map[types.NamespacedName][]nginx.Upstream{},
+		lists:     map[types.NamespacedName][]*nginx.Upstream{},
 		watched:   map[types.NamespacedName]*watchedService{},
 	}
 	if err := p.Registry.Register(w.published); err != nil {
@@ -431,7 +431,7 @@ func (w *Watcher) ingressChanged(c modules.IngressChange) []types.NamespacedName
 
 // referencesChanged sets the upstream list that referrer (modelReferrer or streamsReferrer) uses and
 // returns the Services whose upstream set changed. The list is kept as it is, not copied.
-func (w *Watcher) referencesChanged(referrer types.NamespacedName, now []nginx.Upstream) []types.NamespacedName {
+func (w *Watcher) referencesChanged(referrer types.NamespacedName, now []*nginx.Upstream) []types.NamespacedName {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	before := w.lists[referrer]
@@ -443,11 +443,11 @@ func (w *Watcher) referencesChanged(referrer types.NamespacedName, now []nginx.U
 	// is held as a sorted copy.
 	now = sortedByName(now)
 	var affected []types.NamespacedName
-	diffUpstreams(before, now, func(up nginx.Upstream) {
+	diffUpstreams(before, now, func(up *nginx.Upstream) {
 		w.release(up.Service, up.Name)
 		affected = appendKey(affected, up.Service)
-	}, func(up nginx.Upstream) {
-		w.hold(up)
+	}, func(up *nginx.Upstream) {
+		w.hold(*up)
 		affected = appendKey(affected, up.Service)
 	})
 	if len(now) == 0 {
@@ -507,10 +507,10 @@ func uniqueKeys(keys []types.NamespacedName) []types.NamespacedName {
 	return slices.Compact(keys)
 }
 
-func byName(a, b nginx.Upstream) int { return strings.Compare(string(a.Name), string(b.Name)) }
+func byName(a, b *nginx.Upstream) int { return strings.Compare(string(a.Name), string(b.Name)) }
 
 // sortedByName returns ups if it is sorted by name, else a sorted copy.
-func sortedByName(ups []nginx.Upstream) []nginx.Upstream {
+func sortedByName(ups []*nginx.Upstream) []*nginx.Upstream {
 	if slices.IsSortedFunc(ups, byName) {
 		return ups
 	}
@@ -519,8 +519,8 @@ func sortedByName(ups []nginx.Upstream) []nginx.Upstream {
 
 // diffUpstreams calls removed with each upstream of before that now lacks, and added with each of now
 // that before lacks. Both lists are sorted by name. One walk, nothing allocated: a new model's list
-// differs from the last in a few upstreams.
-func diffUpstreams(before, now []nginx.Upstream, removed, added func(nginx.Upstream)) {
+// differs from the last in a few upstreams, and shares the Upstreams of the others with it.
+func diffUpstreams(before, now []*nginx.Upstream, removed, added func(*nginx.Upstream)) {
 	for len(before) > 0 || len(now) > 0 {
 		switch {
 		case len(now) == 0 || len(before) > 0 && before[0].Name < now[0].Name:
@@ -530,7 +530,7 @@ func diffUpstreams(before, now []nginx.Upstream, removed, added func(nginx.Upstr
 			added(now[0])
 			now = now[1:]
 		default:
-			if before[0] != now[0] { // the same name, another value: cannot happen with derived names
+			if before[0] != now[0] && *before[0] != *now[0] { // the same name, another value: cannot happen with derived names
 				removed(before[0])
 				added(now[0])
 			}

@@ -118,7 +118,7 @@ func TestUpstreamsOfTheRenderedModelStayWatched(t *testing.T) {
 	if first.Removed || len(first.Endpoints) != 1 {
 		t.Fatalf("first change %+v, want web's endpoint", first)
 	}
-	rendered.Publish(modules.Rendered{Model: nginx.Model{Upstreams: []nginx.Upstream{first.Upstream}}})
+	rendered.Publish(modules.Rendered{Model: nginx.Model{Upstreams: upstreamList(first.Upstream)}})
 
 	// The Ingress now names a Service port that does not exist: the renderer rejects it and keeps serving
 	// the last good version, whose upstream is still in the model.
@@ -233,29 +233,46 @@ func TestHangingExternalNamesDoNotHoldTheLane(t *testing.T) {
 	}
 }
 
+// upstreamList is a rendered model's or the stream services' Upstreams list of ups, in their order.
+func upstreamList(ups ...nginx.Upstream) []*nginx.Upstream {
+	out := make([]*nginx.Upstream, len(ups))
+	for i := range ups {
+		out[i] = &ups[i]
+	}
+	return out
+}
+
 // TestUpstreamsDiff checks the diff that keeps a rendered model's change from queueing every Service:
 // only upstreams that came or went are returned, whatever the order of the lists.
 func TestUpstreamsDiff(t *testing.T) {
-	u := func(svc string, port int32) nginx.Upstream {
-		return nginx.NewUpstream(types.NamespacedName{Namespace: "default", Name: svc}, intstr.FromInt32(port))
+	u := func(svc string, port int32) *nginx.Upstream {
+		up := nginx.NewUpstream(types.NamespacedName{Namespace: "default", Name: svc}, intstr.FromInt32(port))
+		return &up
 	}
 	a, b, c, d := u("a", 80), u("b", 80), u("c", 80), u("c", 81)
+	a2, b2 := u("a", 80), u("b", 80) // equal to a and b, allocated apart
+	serviceIP := nginx.NewServiceIPUpstream(types.NamespacedName{Namespace: "default", Name: "b"}, intstr.FromInt32(80))
+	b3 := &serviceIP
+	b3.Name = b.Name // the same name for another upstream: derived names never do that
+	type list = []*nginx.Upstream
 	tests := map[string]struct {
-		before, now, removed, added []nginx.Upstream
+		before, now, removed, added list
 	}{
-		"equal":                    {before: []nginx.Upstream{a, b}, now: []nginx.Upstream{a, b}},
-		"one added":                {before: []nginx.Upstream{a}, now: []nginx.Upstream{a, c}, added: []nginx.Upstream{c}},
-		"one removed, one added":   {before: []nginx.Upstream{a, b, c}, now: []nginx.Upstream{a, c, d}, removed: []nginx.Upstream{b}, added: []nginx.Upstream{d}},
-		"from nothing":             {now: []nginx.Upstream{b, a}, added: []nginx.Upstream{a, b}},
-		"to nothing, unsorted":     {before: []nginx.Upstream{d, a}, removed: []nginx.Upstream{a, d}},
-		"a duplicate counts twice": {before: []nginx.Upstream{a, a}, now: []nginx.Upstream{a}, removed: []nginx.Upstream{a}},
-		"unsorted on both sides":   {before: []nginx.Upstream{c, a}, now: []nginx.Upstream{b, c}, removed: []nginx.Upstream{a}, added: []nginx.Upstream{b}},
+		"equal":                           {before: list{a, b}, now: list{a, b}},
+		"equal values, other pointers":    {before: list{a, b}, now: list{a2, b2}},
+		"one added":                       {before: list{a}, now: list{a, c}, added: list{c}},
+		"one removed, one added":          {before: list{a, b, c}, now: list{a, c, d}, removed: list{b}, added: list{d}},
+		"from nothing":                    {now: list{b, a}, added: list{a, b}},
+		"to nothing, unsorted":            {before: list{d, a}, removed: list{a, d}},
+		"a duplicate counts twice":        {before: list{a, a}, now: list{a}, removed: list{a}},
+		"unsorted on both sides":          {before: list{c, a}, now: list{b, c}, removed: list{a}, added: list{b}},
+		"the same name, another upstream": {before: list{a, b}, now: list{a, b3}, removed: list{b}, added: list{b3}},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
-			var removed, added []nginx.Upstream
+			var removed, added list
 			diffUpstreams(sortedByName(tc.before), sortedByName(tc.now),
-				func(u nginx.Upstream) { removed = append(removed, u) }, func(u nginx.Upstream) { added = append(added, u) })
+				func(u *nginx.Upstream) { removed = append(removed, u) }, func(u *nginx.Upstream) { added = append(added, u) })
 			if !slices.Equal(removed, tc.removed) || !slices.Equal(added, tc.added) {
 				t.Errorf("removed %v, added %v; want %v and %v", removed, added, tc.removed, tc.added)
 			}
@@ -405,7 +422,7 @@ func TestStreamUpstreamsAreWatched(t *testing.T) {
 	svc := types.NamespacedName{Namespace: "ns", Name: "dns"}
 	tcp := nginx.NewStreamUpstream(svc, intstr.FromInt32(53), false)
 	udp := nginx.NewStreamUpstream(svc, intstr.FromString("dns"), true)
-	streams.Publish(modules.StreamUpstreams{Upstreams: []nginx.Upstream{tcp, udp}})
+	streams.Publish(modules.StreamUpstreams{Upstreams: upstreamList(tcp, udp)})
 	want := map[nginx.UpstreamName]int32{tcp.Name: 5300, udp.Name: 5353}
 	seen := map[nginx.UpstreamName]int32{}
 	got.WaitFor(t, "both stream upstreams' endpoints", func(c modules.EndpointsChange) bool {
@@ -417,7 +434,7 @@ func TestStreamUpstreamsAreWatched(t *testing.T) {
 	if !maps.Equal(seen, want) {
 		t.Fatalf("endpoint ports %v, want %v (each protocol's own port)", seen, want)
 	}
-	streams.Publish(modules.StreamUpstreams{Upstreams: []nginx.Upstream{tcp}})
+	streams.Publish(modules.StreamUpstreams{Upstreams: upstreamList(tcp)})
 	got.WaitFor(t, "the UDP upstream's removal", func(c modules.EndpointsChange) bool { return c.Removed && c.Upstream.Name == udp.Name })
 }
 
@@ -439,7 +456,7 @@ func TestUDPStreamUpstreamOfAnExternalNameService(t *testing.T) {
 	h.Run(w)
 
 	udp := nginx.NewStreamUpstream(types.NamespacedName{Namespace: "ns", Name: "dns"}, intstr.FromString("dns"), true)
-	streams.Publish(modules.StreamUpstreams{Upstreams: []nginx.Upstream{udp}})
+	streams.Publish(modules.StreamUpstreams{Upstreams: upstreamList(udp)})
 	msgs := got.WaitFor(t, "the UDP upstream's endpoints", func(c modules.EndpointsChange) bool { return c.Upstream.Name == udp.Name })
 	c := msgs[len(msgs)-1]
 	if want := []nginx.Endpoint{{Address: "192.0.2.7", Port: 5353}}; !slices.Equal(c.Endpoints, want) {
@@ -585,10 +602,14 @@ func TestReferenceCounts(t *testing.T) {
 	}
 	web80, webHTTP, api80 := upstreamOf("web", 80), upstreamOf("web", "http"), upstreamOf("api", 80)
 	model := func(ups ...nginx.Upstream) func(*idleWatcher) []types.NamespacedName {
-		return func(iw *idleWatcher) []types.NamespacedName { return iw.w.referencesChanged(modelReferrer, ups) }
+		return func(iw *idleWatcher) []types.NamespacedName {
+			return iw.w.referencesChanged(modelReferrer, upstreamList(ups...))
+		}
 	}
 	streams := func(ups ...nginx.Upstream) func(*idleWatcher) []types.NamespacedName {
-		return func(iw *idleWatcher) []types.NamespacedName { return iw.w.referencesChanged(streamsReferrer, ups) }
+		return func(iw *idleWatcher) []types.NamespacedName {
+			return iw.w.referencesChanged(streamsReferrer, upstreamList(ups...))
+		}
 	}
 	set := func(ing *networkingv1.Ingress) func(*idleWatcher) []types.NamespacedName {
 		return func(iw *idleWatcher) []types.NamespacedName { return iw.set(ing) }
@@ -599,7 +620,7 @@ func TestReferenceCounts(t *testing.T) {
 	reject := func(name string) func(*idleWatcher) []types.NamespacedName {
 		return func(iw *idleWatcher) []types.NamespacedName { return iw.reject(name) }
 	}
-	sameModel := []nginx.Upstream{api80, web80}
+	sameModel := upstreamList(api80, web80)
 	type step struct {
 		do       func(*idleWatcher) []types.NamespacedName
 		affected []string // the Services queued
@@ -642,7 +663,7 @@ func TestReferenceCounts(t *testing.T) {
 			{do: model(), affected: []string{"web"}, refs: map[nginx.UpstreamName]int{web80.Name: 1}},
 		},
 		"the same model again, and an equal one": {
-			{do: model(sameModel...), affected: []string{"api", "web"}, refs: map[nginx.UpstreamName]int{web80.Name: 1, api80.Name: 1}},
+			{do: func(iw *idleWatcher) []types.NamespacedName { return iw.w.referencesChanged(modelReferrer, sameModel) }, affected: []string{"api", "web"}, refs: map[nginx.UpstreamName]int{web80.Name: 1, api80.Name: 1}},
 			{do: func(iw *idleWatcher) []types.NamespacedName { return iw.w.referencesChanged(modelReferrer, sameModel) },
 				refs: map[nginx.UpstreamName]int{web80.Name: 1, api80.Name: 1}},
 			{do: model(api80, web80), refs: map[nginx.UpstreamName]int{web80.Name: 1, api80.Name: 1}},
@@ -689,7 +710,7 @@ func TestSharedUpstreamIsRemovedWithItsLastUser(t *testing.T) {
 	web80 := upstreamOf("web", 80)
 	iw.w.ingressChanged(modules.IngressChange{Key: types.NamespacedName{Namespace: "ns", Name: "a"}, Accepted: true})
 	iw.w.ingressChanged(modules.IngressChange{Key: types.NamespacedName{Namespace: "ns", Name: "b"}, Accepted: true})
-	iw.w.referencesChanged(modelReferrer, []nginx.Upstream{web80})
+	iw.w.referencesChanged(modelReferrer, upstreamList(web80))
 	got := iw.sync("web")
 	if want := []nginx.Endpoint{{Address: "192.0.2.1", Port: 8080}}; len(got) != 1 || got[0].Upstream != web80 || got[0].Removed || !slices.Equal(got[0].Endpoints, want) {
 		t.Fatalf("first sync published %+v, want %s's endpoints %v", got, web80.Name, want)

@@ -43,28 +43,28 @@ func TestRandomChangesKeepCountsAndPublished(t *testing.T) {
 			}
 			return intstr.FromString("http")
 		}
-		randList := func() []nginx.Upstream {
-			var l []nginx.Upstream
+		randList := func() []*nginx.Upstream {
+			var l []*nginx.Upstream
 			for range r.IntN(4) {
 				k := types.NamespacedName{Namespace: "ns", Name: svcs[r.IntN(len(svcs))]}
 				switch r.IntN(4) {
 				case 0:
-					l = append(l, nginx.NewServiceIPUpstream(k, randPort()))
+					l = append(l, new(nginx.NewServiceIPUpstream(k, randPort())))
 				case 1:
-					l = append(l, nginx.NewStreamUpstream(k, randPort(), r.IntN(2) == 0))
+					l = append(l, new(nginx.NewStreamUpstream(k, randPort(), r.IntN(2) == 0)))
 				default:
-					l = append(l, nginx.NewUpstream(k, randPort()))
+					l = append(l, new(nginx.NewUpstream(k, randPort())))
 				}
 			}
 			slices.SortFunc(l, byName)
-			l = slices.CompactFunc(l, func(a, b nginx.Upstream) bool { return a.Name == b.Name })
+			l = slices.CompactFunc(l, func(a, b *nginx.Upstream) bool { return a.Name == b.Name })
 			if r.IntN(3) == 0 {
 				r.Shuffle(len(l), func(i, j int) { l[i], l[j] = l[j], l[i] })
 			}
 			return l
 		}
 		accepted := map[string][]nginx.Upstream{}
-		var model, streams []nginx.Upstream
+		var model, streams []*nginx.Upstream
 		sliceExists := map[string]bool{}
 		published := map[nginx.UpstreamName]bool{}
 		record := func(svc string) {

@@ -139,7 +139,7 @@ type Streams struct {
 	// endpoints holds the endpoints of the upstreams in use, and of those used before until the endpoint
 	// lane removes them, as the endpoint lane last published them.
 	endpoints map[nginx.UpstreamName][]netip.AddrPort
-	wanted    []nginx.Upstream
+	wanted    []*nginx.Upstream
 	// reported remembers the Events sent per ConfigMap version, so a problem is reported once per version.
 	reported map[types.NamespacedName]map[string]bool
 	// failing says whether some port could not be opened at the last sync.
@@ -336,11 +336,12 @@ func (s *Streams) sync() {
 			s.closeLocked(k, l)
 		}
 	}
-	var wanted []nginx.Upstream
+	var wanted []*nginx.Upstream
 	failing := false
 	listenErrors := map[types.NamespacedName][]string{}
 	for k, e := range desired {
-		wanted = append(wanted, e.Upstream())
+		up := e.Upstream()
+		wanted = append(wanted, &up)
 		l, ok := s.listeners[k]
 		switch {
 		case ok && l.entry == e:
@@ -361,9 +362,9 @@ func (s *Streams) sync() {
 		}
 	}
 	s.failing = failing
-	slices.SortFunc(wanted, func(a, b nginx.Upstream) int { return strings.Compare(string(a.Name), string(b.Name)) })
-	wanted = slices.CompactFunc(wanted, func(a, b nginx.Upstream) bool { return a.Name == b.Name })
-	changed := !slices.Equal(wanted, s.wanted)
+	slices.SortFunc(wanted, func(a, b *nginx.Upstream) int { return strings.Compare(string(a.Name), string(b.Name)) })
+	wanted = slices.CompactFunc(wanted, func(a, b *nginx.Upstream) bool { return a.Name == b.Name })
+	changed := !slices.EqualFunc(wanted, s.wanted, func(a, b *nginx.Upstream) bool { return *a == *b })
 	if changed {
 		// The endpoints of upstreams no longer wanted stay until the endpoint lane says Removed: when an
 		// entry comes back before the lane noticed it had gone (a ConfigMap replaced by delete and
@@ -458,7 +459,7 @@ func (s *Streams) endpointsChanged(c modules.EndpointsChange) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	_, known := s.endpoints[c.Upstream.Name]
-	if !known && !slices.ContainsFunc(s.wanted, func(u nginx.Upstream) bool { return u.Name == c.Upstream.Name }) {
+	if !known && !slices.ContainsFunc(s.wanted, func(u *nginx.Upstream) bool { return u.Name == c.Upstream.Name }) {
 		return
 	}
 	if c.Removed {
