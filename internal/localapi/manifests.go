@@ -19,10 +19,12 @@ import (
 	"go.uber.org/zap"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/api/validation/path"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/validation"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"k8s.io/client-go/kubernetes/scheme"
 )
@@ -438,11 +440,20 @@ func refOf(obj runtime.Object) (objectRef, error) {
 	if m.GetName() == "" {
 		return objectRef{}, fmt.Errorf("%s without metadata.name", gvk.Kind)
 	}
+	// What the API server refuses for every kind: a name or namespace that is not one path segment
+	// ("/" and "%" in it, "." or ".."). Modules rely on it (the endpoints module joins a Service's
+	// EndpointSlice names with "/").
+	if errs := path.IsValidPathSegmentName(m.GetName()); len(errs) > 0 {
+		return objectRef{}, fmt.Errorf("%s %q: metadata.name %s", gvk.Kind, m.GetName(), strings.Join(errs, "; "))
+	}
 	gvr, _ := meta.UnsafeGuessKindToResource(gvk)
 	ns := m.GetNamespace()
 	if ns == "" && namespaced(gvk.Kind) {
 		ns = "default"
 		m.SetNamespace(ns)
+	}
+	if errs := validation.IsDNS1123Label(ns); ns != "" && len(errs) > 0 {
+		return objectRef{}, fmt.Errorf("%s %q: metadata.namespace %q: %s", gvk.Kind, m.GetName(), ns, strings.Join(errs, "; "))
 	}
 	return objectRef{GVR: gvr, Namespace: ns, Name: m.GetName()}, nil
 }

@@ -121,6 +121,31 @@ func TestLocalManifestsDuplicateObjectRejected(t *testing.T) {
 	}
 }
 
+// A name or namespace the API server would refuse (not one path segment; a namespace not a DNS label)
+// makes the file invalid, as on a real cluster, and the good files still load.
+func TestLocalManifestsInvalidNameRejected(t *testing.T) {
+	for name, meta := range map[string]string{
+		"slash in name":    "{name: web/1, namespace: demo}",
+		"percent in name":  "{name: 'web%1', namespace: demo}",
+		"dot-dot name":     "{name: '..', namespace: demo}",
+		"slash in ns":      "{name: web, namespace: a/b}",
+		"upper-case ns":    "{name: web, namespace: Demo}",
+		"underscore in ns": "{name: web, namespace: my_ns}",
+	} {
+		t.Run(name, func(t *testing.T) {
+			dir := t.TempDir()
+			writeFile(t, filepath.Join(dir, "bad.yaml"), "apiVersion: v1\nkind: Service\nmetadata: "+meta+"\nspec: {ports: [{port: 80}]}\n")
+			writeFile(t, filepath.Join(dir, "good.yaml"), twoServices)
+			cs := NewClientset()
+			NewManifests(dir, cs, zaptest.NewLogger(t)).LoadAll()
+			got := serviceNames(t, cs)
+			if len(got) != 2 || got["demo/a"] == "" || got["default/b"] == "" {
+				t.Fatalf("want only the good file's demo/a and default/b, got %v", got)
+			}
+		})
+	}
+}
+
 // TestLocalManifestsObjectInTwoFiles: an object defined by two files stays while either defines it, and
 // goes when neither does.
 func TestLocalManifestsObjectInTwoFiles(t *testing.T) {
