@@ -19,7 +19,7 @@ import (
 	"go.uber.org/zap"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
-	"k8s.io/apimachinery/pkg/api/validation/path"
+	"k8s.io/apimachinery/pkg/api/validate/content"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -443,7 +443,7 @@ func refOf(obj runtime.Object) (objectRef, error) {
 	// What the API server refuses for every kind: a name or namespace that is not one path segment
 	// ("/" and "%" in it, "." or ".."). Modules rely on it (the endpoints module joins a Service's
 	// EndpointSlice names with "/").
-	if errs := path.IsValidPathSegmentName(m.GetName()); len(errs) > 0 {
+	if errs := content.IsPathSegmentName(m.GetName()); len(errs) > 0 {
 		return objectRef{}, fmt.Errorf("%s %q: metadata.name %s", gvk.Kind, m.GetName(), strings.Join(errs, "; "))
 	}
 	gvr, _ := meta.UnsafeGuessKindToResource(gvk)
