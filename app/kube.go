@@ -228,14 +228,19 @@ const localActionsPeriod = 30 * time.Second
 // clientset keeps for tests to inspect. Nothing in the controller reads it, and in a long local run
 // (Lease renewals, Events, status writes) it would otherwise grow without bound.
 func forgetActions(cs *localapi.Clientset, period time.Duration, stop <-chan struct{}) {
+	every(period, stop, func(time.Time) { cs.ClearActions() })
+}
+
+// every calls fn with the tick's time once per period until stop closes.
+func every(period time.Duration, stop <-chan struct{}, fn func(time.Time)) {
 	t := time.NewTicker(period)
 	defer t.Stop()
 	for {
 		select {
 		case <-stop:
 			return
-		case <-t.C:
-			cs.ClearActions()
+		case now := <-t.C:
+			fn(now)
 		}
 	}
 }

@@ -254,45 +254,27 @@ var (
 	sharedPrefix, sharedExact, sharedImplSp = networkingv1.PathTypePrefix, networkingv1.PathTypeExact, networkingv1.PathTypeImplementationSpecific
 )
 
-func sharedBool(b *bool) *bool {
-	switch {
-	case b == nil:
-		return nil
-	case *b:
-		return &sharedTrue
-	default:
-		return &sharedFalse
-	}
-}
-
-func sharedProtocol(p *corev1.Protocol) *corev1.Protocol {
+// sharedPtr returns the one of shared that points at a value equal to *p, or p when none does (nil for nil).
+func sharedPtr[T comparable](p *T, shared ...*T) *T {
 	if p == nil {
 		return nil
 	}
-	switch *p {
-	case corev1.ProtocolTCP:
-		return &sharedTCP
-	case corev1.ProtocolUDP:
-		return &sharedUDP
-	case corev1.ProtocolSCTP:
-		return &sharedSCTP
+	for _, s := range shared {
+		if *s == *p {
+			return s
+		}
 	}
 	return p
+}
+
+func sharedBool(b *bool) *bool { return sharedPtr(b, &sharedTrue, &sharedFalse) }
+
+func sharedProtocol(p *corev1.Protocol) *corev1.Protocol {
+	return sharedPtr(p, &sharedTCP, &sharedUDP, &sharedSCTP)
 }
 
 func sharedPathType(p *networkingv1.PathType) *networkingv1.PathType {
-	if p == nil {
-		return nil
-	}
-	switch *p {
-	case networkingv1.PathTypePrefix:
-		return &sharedPrefix
-	case networkingv1.PathTypeExact:
-		return &sharedExact
-	case networkingv1.PathTypeImplementationSpecific:
-		return &sharedImplSp
-	}
-	return p
+	return sharedPtr(p, &sharedPrefix, &sharedExact, &sharedImplSp)
 }
 
 // maxShared bounds each intern table: a cluster has far fewer namespaces, port names and published

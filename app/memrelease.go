@@ -169,16 +169,7 @@ func runIdleMemoryRelease(p IdleMemoryParams) error {
 		OnStart: func(context.Context) error {
 			go func() {
 				defer close(done)
-				t := time.NewTicker(releaseCheckEvery)
-				defer t.Stop()
-				for {
-					select {
-					case <-stop:
-						return
-					case now := <-t.C:
-						r.check(now)
-					}
-				}
+				every(releaseCheckEvery, stop, func(now time.Time) { r.check(now) })
 			}()
 			return nil
 		},

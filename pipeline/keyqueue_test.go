@@ -209,12 +209,7 @@ func TestKeyQueueShutDownWithDrain(t *testing.T) {
 	q.Add("a")
 	q.Add("b")
 	getKey(t, q)
-	drained := make(chan struct{})
-	go func() {
-		q.ShutDownWithDrain()
-		close(drained)
-	}()
-	eventually(t, "shutdown to start", q.ShuttingDown)
+	drained := startDrain(t, q)
 	// b is queued, not processing: ShutDownWithDrain waits for a only, and
 	// Get still hands out b.
 	if got := getKey(t, q); got != "b" {
@@ -233,16 +228,24 @@ func TestKeyQueueShutDownWithDrain(t *testing.T) {
 	}
 }
 
-func TestKeyQueueShutDownCancelsDrain(t *testing.T) {
-	q := newKeyQueue[string]("", nil, nil)
-	q.Add("stuck")
-	getKey(t, q)
+// startDrain calls q.ShutDownWithDrain on a goroutine of its own, waits until the shutdown has begun, and
+// returns a channel closed when ShutDownWithDrain returns.
+func startDrain(t *testing.T, q *keyQueue[string]) <-chan struct{} {
+	t.Helper()
 	drained := make(chan struct{})
 	go func() {
 		q.ShutDownWithDrain()
 		close(drained)
 	}()
 	eventually(t, "shutdown to start", q.ShuttingDown)
+	return drained
+}
+
+func TestKeyQueueShutDownCancelsDrain(t *testing.T) {
+	q := newKeyQueue[string]("", nil, nil)
+	q.Add("stuck")
+	getKey(t, q)
+	drained := startDrain(t, q)
 	q.ShutDown()
 	receive(t, drained, "ShutDownWithDrain to give up when ShutDown is called")
 }
