@@ -412,8 +412,9 @@ func (b *scaleBench) logMemory(t *testing.T, when string) {
 }
 
 // goHeap describes the controller's Go heap from its Go runtime metrics: the heap's spans in use
-// (live objects and the garbage not yet collected), the heap size that triggers the next collection,
-// and the heap memory returned to the system.
+// (live objects and the garbage not yet collected), the free heap still held, the heap size that triggers
+// the next collection, the heap memory returned to the system, goroutine stacks and the runtime's own
+// bookkeeping: together about the controller's anonymous RSS.
 func (b *scaleBench) goHeap(t *testing.T) string {
 	t.Helper()
 	m, err := b.r.Metrics()
@@ -425,9 +426,19 @@ func (b *scaleBench) goHeap(t *testing.T) string {
 	next, _ := m.Value("go_memstats_next_gc_bytes", nil)
 	released, _ := m.Value("go_memstats_heap_released_bytes", nil)
 	sys, _ := m.Value("go_memstats_sys_bytes", nil)
+	heapIdle, _ := m.Value("go_memstats_heap_idle_bytes", nil)
+	stacks, _ := m.Value("go_memstats_stack_inuse_bytes", nil)
+	var meta float64 // the runtime's own bookkeeping: spans, per-P caches, GC metadata, profiling buckets
+	for _, name := range []string{"go_memstats_mspan_inuse_bytes", "go_memstats_mcache_inuse_bytes", "go_memstats_gc_sys_bytes",
+		"go_memstats_other_sys_bytes", "go_memstats_buck_hash_sys_bytes"} {
+		v, _ := m.Value(name, nil)
+		meta += v
+	}
+	goroutines, _ := m.Value("go_goroutines", nil)
 	idle, _ := m.Value("ingress_reactor_idle_memory_releases_total", nil)
-	return fmt.Sprintf("Go heap in use %.0f MiB, next GC at %.0f MiB, released %.0f MiB, runtime total %.0f MiB, %.0f idle releases so far",
-		inuse/mib, next/mib, released/mib, sys/mib, idle)
+	return fmt.Sprintf("Go heap in use %.0f MiB, free not released %.0f MiB, next GC at %.0f MiB, released %.0f MiB, "+
+		"stacks %.1f MiB (%.0f goroutines), runtime metadata %.1f MiB, runtime total %.0f MiB, %.0f idle releases so far",
+		inuse/mib, (heapIdle-released)/mib, next/mib, released/mib, stacks/mib, goroutines, meta/mib, sys/mib, idle)
 }
 
 // percentiles formats the 50th and 99th percentiles (nearest rank) and the maximum of ds.
