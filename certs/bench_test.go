@@ -7,6 +7,8 @@ import (
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
+
+	"github.com/ingress-reactor/ingress-reactor/internal/heapstat"
 )
 
 const benchSecrets = 1000
@@ -121,11 +123,9 @@ func BenchmarkCertificateMemory(b *testing.B) {
 			secrets := makeBenchSecrets(b, kind, benchSecrets)
 			held := make([]*Certificate, len(secrets))
 			var perCert, pemPerCert float64
-			var before, after runtime.MemStats
 			for b.Loop() {
 				clear(held)
-				runtime.GC()
-				runtime.ReadMemStats(&before)
+				before := heapstat.Live()
 				for i, s := range secrets {
 					c, err := ParseSecret(s)
 					if err != nil {
@@ -133,9 +133,7 @@ func BenchmarkCertificateMemory(b *testing.B) {
 					}
 					held[i] = c
 				}
-				runtime.GC()
-				runtime.ReadMemStats(&after)
-				perCert = float64(int64(after.HeapAlloc)-int64(before.HeapAlloc)) / float64(len(held))
+				perCert = float64(heapstat.Live()-before) / float64(len(held))
 				var pemBytes int
 				for _, c := range held {
 					pemBytes += len(c.ChainPEM) + len(c.KeyPEM()) + len(c.CAPEM)
