@@ -223,7 +223,7 @@ func (s *Syncer) renewFake(ctx context.Context) {
 		case <-ctx.Done():
 			return
 		case now := <-ticker.C:
-			if now.Before(fake.NotAfter.Add(-certs.FakeDefaultRenewBefore)) {
+			if now.Before(fake.NotAfter().Add(-certs.FakeDefaultRenewBefore)) {
 				continue
 			}
 			next, err := certs.GenerateFakeDefault(now)
@@ -235,7 +235,7 @@ func (s *Syncer) renewFake(ctx context.Context) {
 				continue
 			}
 			fake = next
-			s.log.Info("generated default certificate renewed", zap.Time("notAfter", fake.NotAfter))
+			s.log.Info("generated default certificate renewed", zap.Time("notAfter", fake.NotAfter()))
 			if s.opts.DefaultCertificate.Name == "" {
 				s.out.Publish(modules.CertChange{Secret: FakeDefaultID, Certificate: fake, Default: true})
 			}
@@ -399,7 +399,7 @@ func (s *Syncer) sync(_ context.Context, key types.NamespacedName) error {
 		notices = append(notices, notice{reason: ReasonSecretWarning, message: fmt.Sprintf("TLS secret %s: %s", key, w)})
 	}
 	if cert.Expired(time.Now()) {
-		notices = append(notices, notice{reason: ReasonSecretWarning, message: fmt.Sprintf("TLS secret %s: certificate expired at %s; it is still served", key, cert.NotAfter.UTC().Format(time.RFC3339))})
+		notices = append(notices, notice{reason: ReasonSecretWarning, message: fmt.Sprintf("TLS secret %s: certificate expired at %s; it is still served", key, cert.NotAfter().Format(time.RFC3339))})
 	}
 	next := secretState{fingerprint: cert.ContentHash, names: cert.Names, notAfter: cert.ExpireTime().Unix()}
 	if cert.ContentHash == prev.fingerprint {
@@ -415,7 +415,7 @@ func (s *Syncer) sync(_ context.Context, key types.NamespacedName) error {
 		s.remember(key, next)
 	}
 	s.log.Info("TLS certificate synced", zap.Stringer("secret", key), zap.Strings("names", cert.Names),
-		zap.Time("notAfter", cert.NotAfter), zap.String("fingerprint", cert.Fingerprint))
+		zap.Time("notAfter", cert.NotAfter()), zap.Stringer("fingerprint", cert.Fingerprint))
 	s.out.Publish(modules.CertChange{Secret: key, Certificate: cert, Default: isDefault})
 	return nil
 }

@@ -321,7 +321,7 @@ func asChanges(cs []modules.CertChange) []change {
 	for _, c := range cs {
 		ch := change{secret: c.Secret.Name, isDefault: c.Default}
 		if c.Certificate != nil {
-			ch.leaf = c.Certificate.Fingerprint
+			ch.leaf = c.Certificate.Fingerprint.String()
 		}
 		out = append(out, ch)
 	}
@@ -516,8 +516,8 @@ func TestSyncerExpiryMetricFollowsCertificate(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got, ok := e.gauge("ingress_reactor_ssl_expire_time_seconds", "namespace", ns, "secret", "a-tls", "host", "a.example"); !ok || got != float64(cert.NotAfter.Unix()) {
-		t.Errorf("expiry of a.example = %g (present %v), want %d", got, ok, cert.NotAfter.Unix())
+	if got, ok := e.gauge("ingress_reactor_ssl_expire_time_seconds", "namespace", ns, "secret", "a-tls", "host", "a.example"); !ok || got != float64(cert.NotAfter().Unix()) {
+		t.Errorf("expiry of a.example = %g (present %v), want %d", got, ok, cert.NotAfter().Unix())
 	}
 
 	// The rotated certificate also covers www.a.example.
@@ -527,8 +527,8 @@ func TestSyncerExpiryMetricFollowsCertificate(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, host := range []string{"a.example", "www.a.example"} {
-		if got, ok := e.gauge("ingress_reactor_ssl_expire_time_seconds", "namespace", ns, "secret", "a-tls", "host", host); !ok || got != float64(rotated.NotAfter.Unix()) {
-			t.Errorf("expiry of %s after rotation = %g (present %v), want %d", host, got, ok, rotated.NotAfter.Unix())
+		if got, ok := e.gauge("ingress_reactor_ssl_expire_time_seconds", "namespace", ns, "secret", "a-tls", "host", host); !ok || got != float64(rotated.NotAfter().Unix()) {
+			t.Errorf("expiry of %s after rotation = %g (present %v), want %d", host, got, ok, rotated.NotAfter().Unix())
 		}
 	}
 
@@ -558,7 +558,7 @@ func TestSyncerRunsFromInformersAndTopic(t *testing.T) {
 	}
 	withLeaf := func(name, leaf string) func(modules.CertChange) bool {
 		return func(c modules.CertChange) bool {
-			return c.Secret == key(name) && c.Certificate != nil && c.Certificate.Fingerprint == leaf
+			return c.Secret == key(name) && c.Certificate != nil && c.Certificate.Fingerprint.String() == leaf
 		}
 	}
 	next("the default certificate", withLeaf("default-tls", certB.leafSHA))
@@ -615,8 +615,8 @@ func TestFakeDefaultIsServedAndRenewed(t *testing.T) {
 		t.Fatalf("first change: want the current fake certificate as default %v, got %+v", FakeDefaultID, got[0])
 	}
 	renewed := got[1].Certificate
-	if renewed == nil || !renewed.NotAfter.After(old.NotAfter) || !got[1].Default {
-		t.Fatalf("second change: want a renewed default certificate expiring after %v, got %+v", old.NotAfter, got[1])
+	if renewed == nil || !renewed.NotAfter().After(old.NotAfter()) || !got[1].Default {
+		t.Fatalf("second change: want a renewed default certificate expiring after %v, got %+v", old.NotAfter(), got[1])
 	}
 	paths, err := e.store.Path(certs.FakeDefaultKey)
 	if err != nil {
