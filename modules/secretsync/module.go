@@ -92,29 +92,43 @@ type Syncer struct {
 	invalid   prometheus.Gauge
 
 	mu sync.Mutex
-	// byIngress and users index references both ways. Both hold short slices sorted by compareKeys
-	// (a Secret almost always has one user): at 10,000 Secrets a map per Secret cost several MB.
+	// byIngress and records index references both ways: byIngress holds the Secrets each accepted
+	// Ingress references, records each Secret's users (beside its state). Both hold short slices sorted
+	// by compareKeys (a Secret almost always has one user): at 10,000 Secrets a map per Secret cost
+	// several MB.
 	byIngress map[types.NamespacedName][]types.NamespacedName
-	users     map[types.NamespacedName][]types.NamespacedName
-
-	// Touched by sync only; sync never runs twice for one Secret, so per-key entries need only the lock
-	// for the map itself. invalid counts the states with a problem, kept as states come and go so that
-	// no sync walks every state.
-	stateMu      sync.Mutex
-	state        map[types.NamespacedName]secretState
+	// records holds a record for each Secret that has users or a state. One map for both (they were two)
+	// keeps one key and one map slot per Secret instead of two.
+	records map[types.NamespacedName]secretRecord
+	// invalidCount counts the states with a problem, kept as states come and go so that no sync walks
+	// every state.
 	invalidCount int
 }
 
-// secretState is what the syncer last concluded about a Secret.
+// secretRecord is what the syncer holds for one Secret: the accepted Ingresses that reference it, and
+// what sync last concluded about it. sync only writes the state; sync never runs twice for one Secret,
+// so it reads the state it wrote without holding the lock in between.
+type secretRecord struct {
+	users []types.NamespacedName // sorted by compareKeys; empty when nobody references the Secret
+	state secretState
+}
+
+// secretState is what the syncer last concluded about a Secret. The zero value is "unknown": not synced
+// since it was last referenced (or forgotten).
 type secretState struct {
-	fingerprint string   // ContentHash of the published certificate; "" when unusable
-	problem     string   // why the Secret is unusable; "" when it is usable
-	names       []string // the names the certificate covers, each an expiry series
-	notAfter    int64    // the certificate's expiry, Unix seconds
+	// cert is the certificate published for the Secret, nil when it is unusable. It is the one the
+	// certificate lane serves, so holding it costs a pointer: its ContentHash tells a changed Secret, its
+	// names and expiry are the expiry series.
+	cert    *certs.Certificate
+	problem string // why the Secret is unusable; "" when it is usable
 	// warned is nil when the Secret's current content calls for no Warning Event, as for almost every
 	// Secret.
 	warned *warned
 }
+
+// known reports whether the state says anything: a published certificate or a problem (which is never
+// empty).
+func (st secretState) known() bool { return st.cert != nil || st.problem != "" }
 
 // warned holds the Warning Events a Secret's current content calls for, and the Ingresses that got
 // them: each referencing Ingress hears about a problem once, also when it starts referencing the Secret
@@ -153,8 +167,7 @@ func New(p Params) (*Syncer, error) {
 			Help: "Referenced TLS Secrets that are missing or invalid; their hosts get the default certificate.",
 		}),
 		byIngress: map[types.NamespacedName][]types.NamespacedName{},
-		users:     map[types.NamespacedName][]types.NamespacedName{},
-		state:     map[types.NamespacedName]secretState{},
+		records:   map[types.NamespacedName]secretRecord{},
 	}
 	for _, c := range []prometheus.Collector{expiryCollector{s}, s.invalid} {
 		if err := p.Registry.Register(c); err != nil {
@@ -267,16 +280,19 @@ func (s *Syncer) ingressChanged(c modules.IngressChange) []types.NamespacedName 
 		switch {
 		case j == len(now) || i < len(before) && compareKeys(before[i], now[j]) < 0:
 			k := before[i]
-			if users := removeKey(s.users[k], c.Key); len(users) == 0 {
-				delete(s.users, k)
+			rec := s.records[k]
+			if rec.users = removeKey(rec.users, c.Key); len(rec.users) == 0 && !rec.state.known() {
+				delete(s.records, k)
 			} else {
-				s.users[k] = users
+				s.records[k] = rec
 			}
 			affected = append(affected, k)
 			i++
 		case i == len(before) || compareKeys(before[i], now[j]) > 0:
 			k := now[j]
-			s.users[k] = insertKey(s.users[k], c.Key)
+			rec := s.records[k]
+			rec.users = insertKey(rec.users, c.Key)
+			s.records[k] = rec
 			affected = append(affected, k)
 			j++
 		default:
@@ -334,7 +350,7 @@ func (s *Syncer) ifReferenced(obj any) []types.NamespacedName {
 		return []types.NamespacedName{k}
 	}
 	s.mu.Lock()
-	_, used := s.users[k]
+	used := len(s.records[k].users) > 0
 	s.mu.Unlock()
 	if !used {
 		return nil
@@ -342,20 +358,19 @@ func (s *Syncer) ifReferenced(obj any) []types.NamespacedName {
 	return []types.NamespacedName{k}
 }
 
-// usersOf returns the accepted Ingresses that reference a Secret, sorted by compareKeys: a copy, as
-// ingressChanged edits the index in place.
-func (s *Syncer) usersOf(k types.NamespacedName) []types.NamespacedName {
+// usersOf returns the accepted Ingresses that reference a Secret, sorted by compareKeys (a copy, as
+// ingressChanged edits the index in place), and the Secret's state.
+func (s *Syncer) usersOf(k types.NamespacedName) ([]types.NamespacedName, secretState) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return slices.Clone(s.users[k])
+	rec := s.records[k]
+	return slices.Clone(rec.users), rec.state
 }
 
 func (s *Syncer) sync(_ context.Context, key types.NamespacedName) error {
 	isDefault := key == s.opts.DefaultCertificate
-	users := s.usersOf(key)
-	s.stateMu.Lock()
-	prev, known := s.state[key]
-	s.stateMu.Unlock()
+	users, prev := s.usersOf(key)
+	known := prev.known()
 
 	if len(users) == 0 && !isDefault {
 		if known {
@@ -388,7 +403,7 @@ func (s *Syncer) sync(_ context.Context, key types.NamespacedName) error {
 		next := secretState{problem: problem}
 		s.tell(users, prev, &next, []notice{{reason: reason, message: problem}})
 		s.remember(key, next)
-		if !known || prev.fingerprint != "" {
+		if !known || prev.cert != nil {
 			s.out.Publish(modules.CertChange{Secret: key, Default: isDefault})
 		}
 		return nil
@@ -401,9 +416,11 @@ func (s *Syncer) sync(_ context.Context, key types.NamespacedName) error {
 	if cert.Expired(time.Now()) {
 		notices = append(notices, notice{reason: ReasonSecretWarning, message: fmt.Sprintf("TLS secret %s: certificate expired at %s; it is still served", key, cert.NotAfter().Format(time.RFC3339))})
 	}
-	next := secretState{fingerprint: cert.ContentHash, names: cert.Names, notAfter: cert.ExpireTime().Unix()}
-	if cert.ContentHash == prev.fingerprint {
+	next := secretState{cert: cert}
+	if prev.cert != nil && cert.ContentHash == prev.cert.ContentHash {
 		// Nothing to write or publish; an Ingress that started using the Secret may still need telling.
+		// The state keeps the published certificate (the one the lane holds), not this equal copy.
+		next.cert = prev.cert
 		s.tell(users, prev, &next, notices)
 		s.remember(key, next)
 		return nil
@@ -459,29 +476,37 @@ func (s *Syncer) tell(users []types.NamespacedName, prev secretState, next *secr
 	}
 }
 
-// remember records a Secret's state and keeps the invalid-secrets gauge.
+// remember records a Secret's state (a known one) and keeps the invalid-secrets gauge.
 func (s *Syncer) remember(key types.NamespacedName, st secretState) {
-	s.stateMu.Lock()
-	defer s.stateMu.Unlock()
-	if old, ok := s.state[key]; ok && old.problem != "" {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	rec := s.records[key]
+	if rec.state.problem != "" {
 		s.invalidCount--
 	}
-	s.state[key] = st
+	rec.state = st
+	s.records[key] = rec
 	if st.problem != "" {
 		s.invalidCount++
 	}
 	s.invalid.Set(float64(s.invalidCount))
 }
 
-// forget drops a Secret's state, and with it its expiry series.
+// forget drops a Secret's state, and with it its expiry series; the record goes unless the Secret has
+// gained users since its sync began (their IngressChange queued another sync).
 func (s *Syncer) forget(key types.NamespacedName) {
-	s.stateMu.Lock()
-	defer s.stateMu.Unlock()
-	if old, ok := s.state[key]; ok {
-		if old.problem != "" {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if rec, ok := s.records[key]; ok {
+		if rec.state.problem != "" {
 			s.invalidCount--
 		}
-		delete(s.state, key)
+		if len(rec.users) == 0 {
+			delete(s.records, key)
+		} else {
+			rec.state = secretState{}
+			s.records[key] = rec
+		}
 	}
 	s.invalid.Set(float64(s.invalidCount))
 }
@@ -493,19 +518,26 @@ type expiryCollector struct{ s *Syncer }
 // Describe implements prometheus.Collector.
 func (c expiryCollector) Describe(ch chan<- *prometheus.Desc) { ch <- c.s.expire }
 
-// Collect implements prometheus.Collector. It sends after unlocking, so a slow scrape never holds up a
-// sync.
+// Collect implements prometheus.Collector. It only copies the certificates under the lock, and builds
+// and sends the series after unlocking, so a scrape holds up neither a sync nor an Ingress change for
+// long.
 func (c expiryCollector) Collect(ch chan<- prometheus.Metric) {
-	var out []prometheus.Metric
-	c.s.stateMu.Lock()
-	for k, st := range c.s.state {
-		for _, name := range st.names {
-			out = append(out, prometheus.MustNewConstMetric(c.s.expire, prometheus.GaugeValue, float64(st.notAfter),
-				k.Namespace, k.Name, name))
+	type published struct {
+		secret types.NamespacedName
+		cert   *certs.Certificate
+	}
+	c.s.mu.Lock()
+	all := make([]published, 0, len(c.s.records))
+	for k, rec := range c.s.records {
+		if rec.state.cert != nil {
+			all = append(all, published{k, rec.state.cert})
 		}
 	}
-	c.s.stateMu.Unlock()
-	for _, m := range out {
-		ch <- m
+	c.s.mu.Unlock()
+	for _, p := range all {
+		expiry := float64(p.cert.ExpireTime().Unix())
+		for _, name := range p.cert.Names {
+			ch <- prometheus.MustNewConstMetric(c.s.expire, prometheus.GaugeValue, expiry, p.secret.Namespace, p.secret.Name, name)
+		}
 	}
 }
