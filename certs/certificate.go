@@ -4,6 +4,7 @@ import (
 	"crypto/sha256"
 	"crypto/tls"
 	"encoding/hex"
+	"encoding/pem"
 	"fmt"
 	"strconv"
 	"strings"
@@ -14,11 +15,11 @@ import (
 
 // Certificate is a validated server certificate with its private key, parsed
 // from a Secret. It holds only PEM bytes and the few facts that modules read
-// (names, validity, fingerprint, key type), not parsed x509 objects, so that
+// (names, validity, content hash, key type), not parsed x509 objects, so that
 // caching thousands of them stays cheap: at 10,000 TLS Secrets every field
-// and every separate allocation costs its size 10,000 times. The PEM is
-// shared with the Secret it came from when the Secret holds it in canonical
-// form.
+// and every separate allocation costs its size 10,000 times. What is only
+// printed (the fingerprint) is computed when asked. The PEM is shared with
+// the Secret it came from when the Secret holds it in canonical form.
 //
 // A Certificate is immutable after parsing: do not modify the slices it
 // returns or exposes. It is safe for concurrent use.
@@ -33,17 +34,16 @@ type Certificate struct {
 	// notBefore and notAfter bound the validity of the leaf certificate, in Unix seconds: X.509 times
 	// have whole seconds, and two int64 take a third of two time.Time.
 	notBefore, notAfter int64
-	// Fingerprint is the SHA-256 of the leaf certificate (DER); its String
-	// is the hex form that logs show.
-	Fingerprint Fingerprint
 	// ChainPEM is the leaf followed by the rest of the chain, re-encoded as
 	// CERTIFICATE blocks without headers or surrounding text.
 	ChainPEM []byte
 	// CAPEM is the re-encoded ca.crt, or nil when the Secret had none.
 	CAPEM []byte
-	// ContentHash is the hex-encoded SHA-256 of ChainPEM, the key and CAPEM.
-	// It changes whenever anything that would be written or served changes,
-	// which Fingerprint does not (a renewed key can keep its certificate).
+	// ContentHash is the SHA-256 of ChainPEM, the key and CAPEM, as a string
+	// of its 32 bytes (not hex: it is compared, never shown; print it with
+	// %x). It changes whenever anything that would be written or served
+	// changes, which the fingerprint does not (a renewed key can keep its
+	// certificate).
 	ContentHash string
 	// Warnings are problems that do not stop the certificate from being
 	// served but that an operator should hear about (chain order, no names).
@@ -57,8 +57,7 @@ type Certificate struct {
 	KeyType KeyType
 }
 
-// Fingerprint is the SHA-256 of a certificate (DER). It is kept as the
-// 32 bytes, not as hex text: the text is made only where it is printed.
+// Fingerprint is the SHA-256 of a certificate (DER).
 type Fingerprint [sha256.Size]byte
 
 // String returns the fingerprint in lower-case hex.
@@ -93,6 +92,17 @@ func (k KeyType) String() string {
 		return "Ed25519"
 	}
 	return ""
+}
+
+// Fingerprint returns the SHA-256 of the leaf certificate (DER), the first
+// block of ChainPEM. It is computed when asked, for a log line, rather than
+// kept in every cached certificate.
+func (c *Certificate) Fingerprint() Fingerprint {
+	block, _ := pem.Decode(c.ChainPEM)
+	if block == nil {
+		return Fingerprint{}
+	}
+	return sha256.Sum256(block.Bytes)
 }
 
 // KeyPEM returns the private key as a single PKCS#8 "PRIVATE KEY" PEM block.
@@ -182,7 +192,7 @@ func normalizeName(s string) string {
 // String describes the certificate without key material.
 func (c Certificate) String() string {
 	return fmt.Sprintf("certificate %s names=%v notAfter=%s fingerprint=%s key=%s",
-		c.SecretKey, c.Names, c.NotAfter().Format(time.RFC3339), c.Fingerprint, c.KeyType)
+		c.SecretKey, c.Names, c.NotAfter().Format(time.RFC3339), c.Fingerprint(), c.KeyType)
 }
 
 // GoString is String, so that %#v does not print the private key either.

@@ -9,7 +9,6 @@ import (
 	"crypto/sha256"
 	"crypto/tls"
 	"crypto/x509"
-	"encoding/hex"
 	"encoding/pem"
 	"errors"
 	"fmt"
@@ -170,17 +169,17 @@ func ParsePEM(key types.NamespacedName, certPEM, keyPEM, caPEM []byte) (*Certifi
 	h.Write(normChain)
 	h.Write(outKey)
 	h.Write(caOut)
+	var sum [sha256.Size]byte
 
 	c := &Certificate{
 		SecretKey:   key,
 		Names:       certificateNames(leaf),
 		notBefore:   leaf.NotBefore.Unix(),
 		notAfter:    leaf.NotAfter.Unix(),
-		Fingerprint: sha256.Sum256(leaf.Raw),
 		KeyType:     keyType,
 		ChainPEM:    normChain,
 		CAPEM:       caOut,
-		ContentHash: hex.EncodeToString(h.Sum(nil)),
+		ContentHash: string(h.Sum(sum[:0])),
 		keyPEM:      outKey,
 	}
 	c.Warnings = chainWarnings(chain)

@@ -163,7 +163,7 @@ func TestParseSecretAccepts(t *testing.T) {
 			if err != nil || len(chain) != tt.wantChain {
 				t.Fatalf("ChainPEM holds %d certificates (err %v), want %d", len(chain), err, tt.wantChain)
 			}
-			if got, want := c.Fingerprint.String(), fingerprintOf(chain[0]); got != want {
+			if got, want := c.Fingerprint().String(), fingerprintOf(chain[0]); got != want {
 				t.Errorf("Fingerprint = %s, want SHA-256 of the leaf %s", got, want)
 			}
 			if !c.NotAfter().Equal(chain[0].NotAfter) || !c.NotBefore().Equal(chain[0].NotBefore) || !c.ExpireTime().Equal(chain[0].NotAfter) {
@@ -375,7 +375,7 @@ func TestParsePEMNormalisesInput(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if c.ContentHash == a.ContentHash || c.Fingerprint == a.Fingerprint {
+	if c.ContentHash == a.ContentHash || c.Fingerprint() == a.Fingerprint() {
 		t.Error("a different pair has the same content hash or fingerprint")
 	}
 }
@@ -439,7 +439,7 @@ func TestCertificateServesTLS(t *testing.T) {
 			if err := <-done; err != nil {
 				t.Fatalf("server handshake: %v", err)
 			}
-			if got := client.ConnectionState().PeerCertificates; len(got) != 2 || fingerprintOf(got[0]) != c.Fingerprint.String() {
+			if got := client.ConnectionState().PeerCertificates; len(got) != 2 || fingerprintOf(got[0]) != c.Fingerprint().String() {
 				t.Errorf("client saw %d certificates, leaf fingerprint mismatch", len(got))
 			}
 		})
@@ -652,5 +652,22 @@ func TestPackNames(t *testing.T) {
 			}
 			next = at + uintptr(len(n))
 		}
+	}
+}
+
+// TestContentHashCoversWhatIsServed: the content hash is the SHA-256 of the chain, the key and the CA as
+// served, and a certificate without a chain has no fingerprint.
+func TestContentHashCoversWhatIsServed(t *testing.T) {
+	crt, key := leafPair(t, kindP256, pkcs8, "hash.example.com")
+	c, err := ParsePEM(types.NamespacedName{Namespace: "ns", Name: "hash"}, crt, key, crt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := sha256.Sum256(slices.Concat(c.ChainPEM, c.KeyPEM(), c.CAPEM))
+	if c.ContentHash != string(want[:]) {
+		t.Errorf("ContentHash = %x, want %x", c.ContentHash, want)
+	}
+	if fp := (&Certificate{}).Fingerprint(); fp != (Fingerprint{}) {
+		t.Errorf("fingerprint of an empty certificate = %s, want zero", fp)
 	}
 }

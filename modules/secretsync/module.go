@@ -432,7 +432,7 @@ func (s *Syncer) sync(_ context.Context, key types.NamespacedName) error {
 		s.remember(key, next)
 	}
 	s.log.Info("TLS certificate synced", zap.Stringer("secret", key), zap.Strings("names", cert.Names),
-		zap.Time("notAfter", cert.NotAfter()), zap.Stringer("fingerprint", cert.Fingerprint))
+		zap.Time("notAfter", cert.NotAfter()), zap.Stringer("fingerprint", cert.Fingerprint()))
 	s.out.Publish(modules.CertChange{Secret: key, Certificate: cert, Default: isDefault})
 	return nil
 }

@@ -47,7 +47,7 @@ const ns = "apps"
 // pair is a certificate and its key, PEM encoded.
 type pair struct {
 	cert, key []byte
-	// leafSHA is the hex SHA-256 of the leaf (DER), as certs.Certificate.Fingerprint.
+	// leafSHA is the hex SHA-256 of the leaf (DER), as certs.Certificate.Fingerprint().
 	leafSHA string
 }
 
@@ -324,7 +324,7 @@ func asChanges(cs []modules.CertChange) []change {
 	for _, c := range cs {
 		ch := change{secret: c.Secret.Name, isDefault: c.Default}
 		if c.Certificate != nil {
-			ch.leaf = c.Certificate.Fingerprint.String()
+			ch.leaf = c.Certificate.Fingerprint().String()
 		}
 		out = append(out, ch)
 	}
@@ -561,7 +561,7 @@ func TestSyncerRunsFromInformersAndTopic(t *testing.T) {
 	}
 	withLeaf := func(name, leaf string) func(modules.CertChange) bool {
 		return func(c modules.CertChange) bool {
-			return c.Secret == key(name) && c.Certificate != nil && c.Certificate.Fingerprint.String() == leaf
+			return c.Secret == key(name) && c.Certificate != nil && c.Certificate.Fingerprint().String() == leaf
 		}
 	}
 	next("the default certificate", withLeaf("default-tls", certB.leafSHA))
