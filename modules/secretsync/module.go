@@ -93,13 +93,17 @@ type Syncer struct {
 
 	mu sync.Mutex
 	// byIngress and records index references both ways: byIngress holds the Secrets each accepted
-	// Ingress references, records each Secret's users (beside its state). Both hold short slices sorted
-	// by compareKeys (a Secret almost always has one user): at 10,000 Secrets a map per Secret cost
-	// several MB.
-	byIngress map[types.NamespacedName][]types.NamespacedName
+	// Ingress references, records each Secret's users (beside its state). Each side is a sorted set of
+	// keys in its compact form (see compactKeys): nearly every Ingress references one Secret and nearly
+	// every Secret has one user, in the same namespace, and then the set is that key's name alone, in a
+	// map entry the owner needs anyway. The few other sets (several keys, or a key in another namespace)
+	// are slices sorted by compareKeys in moreSecrets and moreUsers.
+	byIngress   map[types.NamespacedName]string
+	moreSecrets map[types.NamespacedName][]types.NamespacedName
 	// records holds a record for each Secret that has users or a state. One map for both (they were two)
 	// keeps one key and one map slot per Secret instead of two.
-	records map[types.NamespacedName]secretRecord
+	records   map[types.NamespacedName]secretRecord
+	moreUsers map[types.NamespacedName][]types.NamespacedName
 	// invalidCount counts the states with a problem, kept as states come and go so that no sync walks
 	// every state.
 	invalidCount int
@@ -109,7 +113,9 @@ type Syncer struct {
 // what sync last concluded about it. sync only writes the state; sync never runs twice for one Secret,
 // so it reads the state it wrote without holding the lock in between.
 type secretRecord struct {
-	users []types.NamespacedName // sorted by compareKeys; empty when nobody references the Secret
+	// user is the only user's name when the Secret has one user in its own namespace, "" otherwise;
+	// moreUsers holds the users of the other Secrets that have some.
+	user  string
 	state secretState
 }
 
@@ -166,8 +172,10 @@ func New(p Params) (*Syncer, error) {
 			Name: "ingress_reactor_ssl_invalid_secrets",
 			Help: "Referenced TLS Secrets that are missing or invalid; their hosts get the default certificate.",
 		}),
-		byIngress: map[types.NamespacedName][]types.NamespacedName{},
-		records:   map[types.NamespacedName]secretRecord{},
+		byIngress:   map[types.NamespacedName]string{},
+		moreSecrets: map[types.NamespacedName][]types.NamespacedName{},
+		records:     map[types.NamespacedName]secretRecord{},
+		moreUsers:   map[types.NamespacedName][]types.NamespacedName{},
 	}
 	for _, c := range []prometheus.Collector{expiryCollector{s}, s.invalid} {
 		if err := p.Registry.Register(c); err != nil {
@@ -271,7 +279,7 @@ func (s *Syncer) ingressChanged(c modules.IngressChange) []types.NamespacedName 
 	now = slices.Clip(slices.Compact(now))
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	before := s.byIngress[c.Key]
+	before := expandKeys(c.Key.Namespace, s.byIngress[c.Key], s.moreSecrets[c.Key])
 	// Every Secret the Ingress uses or used is synced: one it dropped may be unreferenced now, and one
 	// it added must be written (or its problem reported on this Ingress). Both lists are sorted, so one
 	// merge finds the dropped, the added and the kept ones.
@@ -280,19 +288,12 @@ func (s *Syncer) ingressChanged(c modules.IngressChange) []types.NamespacedName 
 		switch {
 		case j == len(now) || i < len(before) && compareKeys(before[i], now[j]) < 0:
 			k := before[i]
-			rec := s.records[k]
-			if rec.users = removeKey(rec.users, c.Key); len(rec.users) == 0 && !rec.state.known() {
-				delete(s.records, k)
-			} else {
-				s.records[k] = rec
-			}
+			s.setUsers(k, removeKey(s.usersLocked(k), c.Key))
 			affected = append(affected, k)
 			i++
 		case i == len(before) || compareKeys(before[i], now[j]) > 0:
 			k := now[j]
-			rec := s.records[k]
-			rec.users = insertKey(rec.users, c.Key)
-			s.records[k] = rec
+			s.setUsers(k, insertKey(s.usersLocked(k), c.Key))
 			affected = append(affected, k)
 			j++
 		default:
@@ -301,12 +302,71 @@ func (s *Syncer) ingressChanged(c modules.IngressChange) []types.NamespacedName 
 			j++
 		}
 	}
-	if len(now) == 0 {
-		delete(s.byIngress, c.Key)
-	} else {
-		s.byIngress[c.Key] = now
-	}
+	setCompact(s.byIngress, s.moreSecrets, c.Key, now)
 	return affected
+}
+
+// usersLocked returns the users of Secret k, sorted by compareKeys; s.mu is held. The slice may be the
+// stored one: setUsers stores what insertKey and removeKey make of it.
+func (s *Syncer) usersLocked(k types.NamespacedName) []types.NamespacedName {
+	return expandKeys(k.Namespace, s.records[k].user, s.moreUsers[k])
+}
+
+// setUsers stores the users of Secret k, sorted by compareKeys; s.mu is held. A record with neither
+// users nor a state goes.
+func (s *Syncer) setUsers(k types.NamespacedName, users []types.NamespacedName) {
+	rec := s.records[k]
+	var more []types.NamespacedName
+	rec.user, more = compactKeys(k.Namespace, users)
+	if more != nil {
+		s.moreUsers[k] = more
+	} else {
+		delete(s.moreUsers, k)
+	}
+	if len(users) == 0 && !rec.state.known() {
+		delete(s.records, k)
+	} else {
+		s.records[k] = rec
+	}
+}
+
+// compactKeys turns a set of keys, sorted by compareKeys, into its compact form for an owner in
+// namespace ns: one key in ns is its name alone (name, nil); any other set, but the empty one, is
+// ("", keys). Names are never empty, so "" tells that there is no single name.
+func compactKeys(ns string, keys []types.NamespacedName) (name string, more []types.NamespacedName) {
+	switch {
+	case len(keys) == 0:
+		return "", nil
+	case len(keys) == 1 && keys[0].Namespace == ns && keys[0].Name != "":
+		return keys[0].Name, nil
+	}
+	return "", keys
+}
+
+// expandKeys is the set that compactKeys turned into name and more. A single name comes back in a
+// new slice; otherwise more itself.
+func expandKeys(ns, name string, more []types.NamespacedName) []types.NamespacedName {
+	if name != "" {
+		return []types.NamespacedName{{Namespace: ns, Name: name}}
+	}
+	return more
+}
+
+// setCompact stores the set keys of owner in its compact form: the single name in one, the other sets
+// in more; an empty set is removed from both.
+func setCompact(one map[types.NamespacedName]string, more map[types.NamespacedName][]types.NamespacedName,
+	owner types.NamespacedName, keys []types.NamespacedName) {
+	name, rest := compactKeys(owner.Namespace, keys)
+	if name != "" {
+		one[owner] = name
+	} else {
+		delete(one, owner)
+	}
+	if rest != nil {
+		more[owner] = rest
+	} else {
+		delete(more, owner)
+	}
 }
 
 // compareKeys orders keys by namespace, then name.
@@ -350,7 +410,7 @@ func (s *Syncer) ifReferenced(obj any) []types.NamespacedName {
 		return []types.NamespacedName{k}
 	}
 	s.mu.Lock()
-	used := len(s.records[k].users) > 0
+	used := s.records[k].user != "" || len(s.moreUsers[k]) > 0
 	s.mu.Unlock()
 	if !used {
 		return nil
@@ -363,8 +423,7 @@ func (s *Syncer) ifReferenced(obj any) []types.NamespacedName {
 func (s *Syncer) usersOf(k types.NamespacedName) ([]types.NamespacedName, secretState) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	rec := s.records[k]
-	return slices.Clone(rec.users), rec.state
+	return slices.Clone(s.usersLocked(k)), s.records[k].state
 }
 
 func (s *Syncer) sync(_ context.Context, key types.NamespacedName) error {
@@ -501,7 +560,7 @@ func (s *Syncer) forget(key types.NamespacedName) {
 		if rec.state.problem != "" {
 			s.invalidCount--
 		}
-		if len(rec.users) == 0 {
+		if rec.user == "" && len(s.moreUsers[key]) == 0 {
 			delete(s.records, key)
 		} else {
 			rec.state = secretState{}

@@ -757,8 +757,9 @@ func TestUsersAreSortedAndRemovedAcrossManyIngresses(t *testing.T) {
 	for _, n := range order {
 		drop(n)
 	}
-	if users, st := e.syncer.usersOf(shared); len(users) != 0 || !st.known() || len(e.syncer.byIngress) != 0 {
-		t.Fatalf("index not empty after every Ingress dropped: users %v (state known %v), byIngress %v", users, st.known(), e.syncer.byIngress)
+	if users, st := e.syncer.usersOf(shared); len(users) != 0 || !st.known() || len(e.syncer.byIngress)+len(e.syncer.moreSecrets)+len(e.syncer.moreUsers) != 0 {
+		t.Fatalf("index not empty after every Ingress dropped: users %v (state known %v), byIngress %v %v, more users %v",
+			users, st.known(), e.syncer.byIngress, e.syncer.moreSecrets, e.syncer.moreUsers)
 	}
 	e.run(shared)
 	if _, kept := e.syncer.records[shared]; kept {
@@ -1034,7 +1035,7 @@ func TestIndexMatchesAModelUnderRandomChanges(t *testing.T) {
 					want = append(want, key(sec))
 				}
 			}
-			if got := e.syncer.byIngress[key(ing)]; !slices.Equal(got, want) {
+			if got := expandKeys(ns, e.syncer.byIngress[key(ing)], e.syncer.moreSecrets[key(ing)]); !slices.Equal(got, want) {
 				t.Fatalf("step %d (%s): %s references %v, want %v", step, what, ing, got, want)
 			}
 		}
@@ -1046,6 +1047,63 @@ func TestIndexMatchesAModelUnderRandomChanges(t *testing.T) {
 		}
 		if got, _ := e.gauge("ingress_reactor_ssl_invalid_secrets"); got != float64(invalid) {
 			t.Fatalf("step %d (%s): invalid secrets gauge %g, want %d", step, what, got, invalid)
+		}
+	}
+}
+
+// TestCompactKeySetsMatchPlainSets stores random sets of keys, over several namespaces, as a Secret's
+// users and as an Ingress's Secrets, and reads them back: they equal the plain sorted sets, and they are
+// kept in the compact form (a single key in the owner's namespace without a slice; no empty entries).
+func TestCompactKeySetsMatchPlainSets(t *testing.T) {
+	e := newEnv(t, "")
+	s := e.syncer
+	namespaces := []string{ns, "other", "z"}
+	var pool []types.NamespacedName
+	for _, n := range namespaces {
+		for _, name := range []string{"a", "b", "c"} {
+			pool = append(pool, types.NamespacedName{Namespace: n, Name: name})
+		}
+	}
+	owners := pool[:5]
+	plain := map[types.NamespacedName][]types.NamespacedName{}
+	rng := mrand.New(mrand.NewPCG(9, 9))
+	for step := range 3000 {
+		owner := owners[rng.IntN(len(owners))]
+		set := plain[owner]
+		k := pool[rng.IntN(len(pool))]
+		if rng.IntN(2) == 0 {
+			set = insertKey(slices.Clone(set), k)
+		} else {
+			set = removeKey(slices.Clone(set), k)
+		}
+		if len(set) == 0 {
+			set = nil
+		}
+		plain[owner] = set
+		s.mu.Lock()
+		s.setUsers(owner, insertKey(removeKey(slices.Clone(s.usersLocked(owner)), k), k)) // any edit, then the wanted set
+		s.setUsers(owner, slices.Clone(set))
+		setCompact(s.byIngress, s.moreSecrets, owner, slices.Clone(set))
+		s.mu.Unlock()
+
+		for _, o := range owners {
+			want := plain[o]
+			s.mu.Lock()
+			users := s.usersLocked(o)
+			secrets := expandKeys(o.Namespace, s.byIngress[o], s.moreSecrets[o])
+			rec, kept := s.records[o]
+			more, hasMore := s.moreUsers[o]
+			s.mu.Unlock()
+			if !slices.Equal(users, want) || !slices.Equal(secrets, want) {
+				t.Fatalf("step %d: %v holds users %v and secrets %v, want %v", step, o, users, secrets, want)
+			}
+			single := len(want) == 1 && want[0].Namespace == o.Namespace
+			if kept != (len(want) > 0) || (rec.user != "") != single || hasMore != (len(want) > 0 && !single) || (hasMore && len(more) == 0) {
+				t.Fatalf("step %d: %v with %v stored as record %v (user %q), more %v (%v)", step, o, want, kept, rec.user, more, hasMore)
+			}
+			if _, one := s.byIngress[o]; one != single {
+				t.Fatalf("step %d: %v with %v: single name stored %v", step, o, want, one)
+			}
 		}
 	}
 }
