@@ -165,11 +165,11 @@ func ParsePEM(key types.NamespacedName, certPEM, keyPEM, caPEM []byte) (*Certifi
 	}
 	normChain = canonical(certPEM, normChain)
 
+	var sum [sha256.Size]byte
 	h := sha256.New()
 	h.Write(normChain)
 	h.Write(outKey)
 	h.Write(caOut)
-	var sum [sha256.Size]byte
 
 	c := &Certificate{
 		SecretKey:   key,
@@ -383,8 +383,9 @@ func certificateNames(leaf *x509.Certificate) []string {
 	return packNames(names)
 }
 
-// packNames returns names with their text in one allocation: the parser allocated each name on its own,
-// amid the parse's garbage, and a certificate keeps its names for as long as it is served.
+// packNames returns a copy of names of exactly their number, with their text in one allocation: the
+// parser allocated each name on its own, amid the parse's garbage, and a certificate keeps its names for
+// as long as it is served.
 func packNames(names []string) []string {
 	if len(names) == 0 {
 		return nil
@@ -399,10 +400,11 @@ func packNames(names []string) []string {
 		b.WriteString(n)
 	}
 	all := b.String()
+	out := make([]string, len(names))
 	for i, n := range names {
-		names[i], all = all[:len(n)], all[len(n):]
+		out[i], all = all[:len(n)], all[len(n):]
 	}
-	return names
+	return out
 }
 
 // isHostName accepts lower-case names made of labels of letters, digits,

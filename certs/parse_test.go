@@ -632,6 +632,12 @@ func TestPackNames(t *testing.T) {
 		}
 		want := slices.Clone(names)
 		got := packNames(names)
+		if !slices.Equal(names, want) {
+			t.Fatalf("packNames changed its input to %q", names)
+		}
+		if cap(got) != len(got) {
+			t.Fatalf("packNames(%q) has room for %d names", want, cap(got))
+		}
 		if len(want) == 0 {
 			if got != nil {
 				t.Fatalf("packNames(%q) = %q, want nil", want, got)
