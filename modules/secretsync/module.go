@@ -125,16 +125,48 @@ type secretState struct {
 	// cert is the certificate published for the Secret, nil when it is unusable. It is the one the
 	// certificate lane serves, so holding it costs a pointer: its ContentHash tells a changed Secret, its
 	// names and expiry are the expiry series.
-	cert    *certs.Certificate
-	problem string // why the Secret is unusable; "" when it is usable
-	// warned is nil when the Secret's current content calls for no Warning Event, as for almost every
-	// Secret.
-	warned *warned
+	cert *certs.Certificate
+	// issues is nil for a usable Secret whose content calls for no Warning Event, as for almost every
+	// Secret: a pointer in the record rather than the fields, which nearly every record would hold empty.
+	issues *issues
+}
+
+// issues are a Secret's problem and the Warning Events its content calls for. They are never written
+// once in a state: a changed state gets new issues (withWarned), since a stored state may share them.
+type issues struct {
+	problem string  // why the Secret is unusable; "" when it is usable
+	warned  *warned // nil when the content calls for no Warning Event, or nobody was told yet
 }
 
 // known reports whether the state says anything: a published certificate or a problem (which is never
 // empty).
-func (st secretState) known() bool { return st.cert != nil || st.problem != "" }
+func (st secretState) known() bool { return st.cert != nil || st.problem() != "" }
+
+// problem is why the Secret is unusable; "" when it is usable (or unknown).
+func (st secretState) problem() string {
+	if st.issues == nil {
+		return ""
+	}
+	return st.issues.problem
+}
+
+// warned is the record of the Warning Events told about the Secret's content; nil when none were.
+func (st secretState) warned() *warned {
+	if st.issues == nil {
+		return nil
+	}
+	return st.issues.warned
+}
+
+// withWarned returns st with w as its record of Warning Events, in new issues.
+func (st secretState) withWarned(w *warned) secretState {
+	if w == nil && st.problem() == "" {
+		st.issues = nil
+	} else {
+		st.issues = &issues{problem: st.problem(), warned: w}
+	}
+	return st
+}
 
 // warned holds the Warning Events a Secret's current content calls for, and the Ingresses that got
 // them: each referencing Ingress hears about a problem once, also when it starts referencing the Secret
@@ -456,10 +488,10 @@ func (s *Syncer) sync(_ context.Context, key types.NamespacedName) error {
 	}
 
 	if cert == nil {
-		if prev.problem != problem || !known {
+		if prev.problem() != problem || !known {
 			s.log.Warn("TLS secret unusable", zap.Stringer("secret", key), zap.String("reason", problem))
 		}
-		next := secretState{problem: problem}
+		next := secretState{issues: &issues{problem: problem}}
 		s.tell(users, prev, &next, []notice{{reason: reason, message: problem}})
 		s.remember(key, next)
 		if !known || prev.cert != nil {
@@ -487,7 +519,7 @@ func (s *Syncer) sync(_ context.Context, key types.NamespacedName) error {
 	// The new expiry is scraped from here on, also while the users are told (the state is replaced in one
 	// step, so no scrape finds the Secret without its series); then who was told is recorded.
 	s.remember(key, next)
-	if s.tell(users, prev, &next, notices); next.warned != nil {
+	if s.tell(users, prev, &next, notices); next.warned() != nil {
 		s.remember(key, next)
 	}
 	s.log.Info("TLS certificate synced", zap.Stringer("secret", key), zap.Strings("names", cert.Names),
@@ -503,10 +535,11 @@ func (s *Syncer) tell(users []types.NamespacedName, prev secretState, next *secr
 	if len(notices) == 0 {
 		return
 	}
-	same := prev.warned != nil && slices.Equal(prev.warned.notices, notices)
+	prevWarned := prev.warned()
+	same := prevWarned != nil && slices.Equal(prevWarned.notices, notices)
 	var toldBefore []types.NamespacedName
 	if same {
-		toldBefore = prev.warned.told
+		toldBefore = prevWarned.told
 	}
 	var told []types.NamespacedName
 	for _, u := range users {
@@ -525,13 +558,13 @@ func (s *Syncer) tell(users []types.NamespacedName, prev secretState, next *secr
 	}
 	switch {
 	case len(told) == 0:
-		// next.warned stays nil: notices matter only for whom they were told to, and with nobody told the
-		// next sync tells every user either way.
+		// next's record of warnings stays nil: notices matter only for whom they were told to, and with
+		// nobody told the next sync tells every user either way.
 	case same && slices.Equal(told, toldBefore):
 		// Nobody new was told (the usual re-sync): keep the previous record instead of a copy of it.
-		next.warned = prev.warned
+		*next = next.withWarned(prevWarned)
 	default:
-		next.warned = &warned{notices: notices, told: slices.Clip(told)}
+		*next = next.withWarned(&warned{notices: notices, told: slices.Clip(told)})
 	}
 }
 
@@ -540,12 +573,12 @@ func (s *Syncer) remember(key types.NamespacedName, st secretState) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	rec := s.records[key]
-	if rec.state.problem != "" {
+	if rec.state.problem() != "" {
 		s.invalidCount--
 	}
 	rec.state = st
 	s.records[key] = rec
-	if st.problem != "" {
+	if st.problem() != "" {
 		s.invalidCount++
 	}
 	s.invalid.Set(float64(s.invalidCount))
@@ -557,7 +590,7 @@ func (s *Syncer) forget(key types.NamespacedName) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if rec, ok := s.records[key]; ok {
-		if rec.state.problem != "" {
+		if rec.state.problem() != "" {
 			s.invalidCount--
 		}
 		if rec.user == "" && len(s.moreUsers[key]) == 0 {

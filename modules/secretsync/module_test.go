@@ -832,7 +832,7 @@ func TestInvalidGaugeFollowsRandomChanges(t *testing.T) {
 		brute := 0
 		e.syncer.mu.Lock()
 		for _, rec := range e.syncer.records {
-			if rec.state.problem != "" {
+			if rec.state.problem() != "" {
 				brute++
 			}
 		}
@@ -852,13 +852,13 @@ func TestWarnedRecordOnlyWhenSomebodyWasTold(t *testing.T) {
 	e.run(key("default-tls"))
 	e.accept(ingress("shop", "a-tls"))
 	e.accept(ingress("blog", "b-tls"))
-	if w := e.syncer.records[key("a-tls")].state.warned; w != nil {
+	if w := e.syncer.records[key("a-tls")].state.warned(); w != nil {
 		t.Errorf("usable a-tls keeps notices %+v", w)
 	}
-	if w := e.syncer.records[key("default-tls")].state.warned; w != nil {
+	if w := e.syncer.records[key("default-tls")].state.warned(); w != nil {
 		t.Errorf("broken default-tls without users keeps notices %+v", w)
 	}
-	if w := e.syncer.records[key("b-tls")].state.warned; w == nil || !slices.Equal(w.told, []types.NamespacedName{key("blog")}) {
+	if w := e.syncer.records[key("b-tls")].state.warned(); w == nil || !slices.Equal(w.told, []types.NamespacedName{key("blog")}) {
 		t.Errorf("missing b-tls: told %+v, want blog", w)
 	}
 }
@@ -1019,9 +1019,9 @@ func TestIndexMatchesAModelUnderRandomChanges(t *testing.T) {
 			if referenced := len(e.syncer.ifReferenced(tlsSecret(sec, certA))) > 0; referenced != (len(want) > 0) {
 				t.Fatalf("step %d (%s): %s referenced %v with users %v", step, what, sec, referenced, want)
 			}
-			if st.known() != known[sec] || (st.problem != "") != problems[sec] || (st.cert != nil) != (known[sec] && !problems[sec]) {
+			if st.known() != known[sec] || (st.problem() != "") != problems[sec] || (st.cert != nil) != (known[sec] && !problems[sec]) {
 				t.Fatalf("step %d (%s): state of %s: known %v, problem %q, certificate %v; want known %v, problem %v",
-					step, what, sec, st.known(), st.problem, st.cert != nil, known[sec], problems[sec])
+					step, what, sec, st.known(), st.problem(), st.cert != nil, known[sec], problems[sec])
 			}
 			_, kept := e.syncer.records[key(sec)]
 			if kept != (len(want) > 0 || known[sec]) {
