@@ -133,18 +133,45 @@ func transformSecret(s *corev1.Secret) {
 	trimMeta(&s.ObjectMeta, false)
 	s.StringData, s.Labels, s.Annotations, s.Immutable = nil, nil, nil, nil
 	s.Type = corev1.SecretType(knownConstant(string(s.Type)))
-	var data map[string][]byte
-	for k, v := range s.Data {
-		if k == certs.CertKey || k == certs.PrivateKeyKey || k == certs.CAKey || k == nginx.ClientCRLKey ||
-			nginx.KeepsBasicAuthEntry(k, v) {
-			if data == nil {
-				data = make(map[string][]byte, len(s.Data))
+	if len(s.Data) > smallMapEntries {
+		// A larger map never shrinks as entries are deleted: a new one replaces it.
+		var data map[string][]byte
+		for k, v := range s.Data {
+			if keepSecretEntry(k, v) {
+				if data == nil {
+					data = make(map[string][]byte, len(s.Data))
+				}
+				data[knownConstant(k)] = v
 			}
-			data[knownConstant(k)] = v
+		}
+		s.Data = data
+		return
+	}
+	// A small decoded map is kept, without the dropped entries: a new map of up to eight entries takes as
+	// much room, and building one would leave the decoded map as garbage between the kept objects (a TLS
+	// Secret holds only kept keys). Assigning to an existing key also replaces the decoded copy of the key
+	// with the shared constant (the runtime updates string keys on assignment).
+	for k, v := range s.Data {
+		if keepSecretEntry(k, v) {
+			s.Data[knownConstant(k)] = v
+		} else {
+			delete(s.Data, k)
 		}
 	}
-	// A new map: the decoded one never shrinks, and a Helm release's would stay allocated though empty.
-	s.Data = data
+	if len(s.Data) == 0 {
+		s.Data = nil // a Helm release's map, or another Secret nothing reads, is freed
+	}
+}
+
+// smallMapEntries is the most entries a Go map holds in its first group of slots: a map of up to this many
+// entries takes the same room whatever its length.
+const smallMapEntries = 8
+
+// keepSecretEntry reports whether a Secret's data entry is one that some module reads: the certificate,
+// key and CA of TLS, the CRL that auth-tls-secret refuses, and basic authentication's entries.
+func keepSecretEntry(k string, v []byte) bool {
+	return k == certs.CertKey || k == certs.PrivateKeyKey || k == certs.CAKey || k == nginx.ClientCRLKey ||
+		nginx.KeepsBasicAuthEntry(k, v)
 }
 
 // transformConfigMap: only custom-headers and auth-proxy-set-headers read ConfigMaps (their data, at most

@@ -1,14 +1,18 @@
 package app
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"maps"
+	"math/rand/v2"
+	"reflect"
 	"slices"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
+	"unsafe"
 
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
@@ -64,6 +68,73 @@ func TestCacheTransformKeepsOnlyTLSKeysOfSecrets(t *testing.T) {
 	}
 	if a := out.(*corev1.Service).Annotations; len(a) != 1 || a[autoingress.AnnotationExpose] != "a.example.com" {
 		t.Errorf("Service annotations after the transform: %v (want autoingress's alone)", a)
+	}
+}
+
+// TestCacheTransformKeepsSmallSecretMaps: a Secret of up to eight entries keeps its decoded data map,
+// without the dropped entries and with the shared key constants; one left without entries has none.
+func TestCacheTransformKeepsSmallSecretMaps(t *testing.T) {
+	data := map[string][]byte{
+		string([]byte("tls.crt")): []byte("cert"), string([]byte("tls.key")): []byte("key"), "password": []byte("hunter2"),
+	}
+	s := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "tls", Namespace: "ns"}, Type: corev1.SecretTypeTLS, Data: data}
+	if _, err := cacheTransform(s); err != nil {
+		t.Fatal(err)
+	}
+	if reflect.ValueOf(s.Data).UnsafePointer() != reflect.ValueOf(data).UnsafePointer() {
+		t.Error("the transform replaced a small data map")
+	}
+	if keys := slices.Sorted(maps.Keys(s.Data)); !slices.Equal(keys, []string{"tls.crt", "tls.key"}) || string(s.Data["tls.crt"]) != "cert" || string(s.Data["tls.key"]) != "key" {
+		t.Errorf("data after the transform: %q", s.Data)
+	}
+	for k := range s.Data {
+		if constant := knownConstant(k); unsafe.StringData(k) != unsafe.StringData(constant) {
+			t.Errorf("key %q is the decoded copy, not the shared constant", k)
+		}
+	}
+
+	helm := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "sh.helm.release.v1.app.v1", Namespace: "ns"}, Type: "helm.sh/release.v1",
+		Data: map[string][]byte{"release": []byte("H4sIAAAAAAAC")}}
+	if _, err := cacheTransform(helm); err != nil {
+		t.Fatal(err)
+	}
+	if helm.Data != nil {
+		t.Errorf("a Secret without kept entries keeps data %q, want none", helm.Data)
+	}
+}
+
+// TestCacheTransformSecretDataMatchesAFilter: for random data maps, small and large, the transform keeps
+// exactly the entries keepSecretEntry accepts, as a plain filter into a new map would.
+func TestCacheTransformSecretDataMatchesAFilter(t *testing.T) {
+	keys := []string{"tls.crt", "tls.key", "ca.crt", "ca.crl", "auth", "release", "password", "token", "alice", "bob",
+		"carol", "dave", "erin", "frank", "grace", "heidi"}
+	values := [][]byte{[]byte("x"), []byte("$2y$05$abcdefghijklmnopqrstuuLK7U1u6pVRmL7L1BBM2aS35PSZnDXlK\n"), []byte("not a hash at all"), nil}
+	rng := rand.New(rand.NewPCG(3, 4))
+	for i := range 2000 {
+		data := map[string][]byte{}
+		for range rng.IntN(len(keys) + 1) {
+			data[keys[rng.IntN(len(keys))]] = values[rng.IntN(len(values))]
+		}
+		if rng.IntN(10) == 0 {
+			data = nil
+		}
+		var want map[string][]byte
+		for k, v := range data {
+			if keepSecretEntry(k, v) {
+				if want == nil {
+					want = map[string][]byte{}
+				}
+				want[k] = v
+			}
+		}
+		before := maps.Clone(data)
+		s := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprint("s", i), Namespace: "ns"}, Data: data}
+		if _, err := cacheTransform(s); err != nil {
+			t.Fatal(err)
+		}
+		if (s.Data == nil) != (want == nil) || !maps.EqualFunc(s.Data, want, bytes.Equal) {
+			t.Fatalf("data %q: transformed to %q, want %q", before, s.Data, want)
+		}
 	}
 }
 

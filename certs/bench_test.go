@@ -7,6 +7,8 @@ import (
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
+
+	"github.com/ingress-reactor/ingress-reactor/internal/heapstat"
 )
 
 const benchSecrets = 1000
@@ -109,7 +111,9 @@ func BenchmarkParseValidateWrite1000(b *testing.B) {
 
 // BenchmarkCertificateMemory measures the heap held by parsed certificates
 // that a module keeps in its cache: the live heap after parsing 1,000
-// Secrets and keeping the results, divided by 1,000. The Secrets themselves
+// Secrets and keeping the results, divided by 1,000 (bytes/cert), and the heap
+// spans they occupy (span-bytes/cert: the live bytes plus the free slots the
+// garbage of parsing left between them). The Secrets themselves
 // are allocated before the first measurement and are not counted; their
 // canonical PEM (as here) is shared, not copied, so pem-bytes/cert is held
 // once, by the Secrets.
@@ -120,12 +124,10 @@ func BenchmarkCertificateMemory(b *testing.B) {
 		b.Run(string(kind), func(b *testing.B) {
 			secrets := makeBenchSecrets(b, kind, benchSecrets)
 			held := make([]*Certificate, len(secrets))
-			var perCert, pemPerCert float64
-			var before, after runtime.MemStats
+			var perCert, spansPerCert, pemPerCert float64
 			for b.Loop() {
 				clear(held)
-				runtime.GC()
-				runtime.ReadMemStats(&before)
+				before, beforeSpans := heapstat.Live(), heapstat.InUse()
 				for i, s := range secrets {
 					c, err := ParseSecret(s)
 					if err != nil {
@@ -133,9 +135,8 @@ func BenchmarkCertificateMemory(b *testing.B) {
 					}
 					held[i] = c
 				}
-				runtime.GC()
-				runtime.ReadMemStats(&after)
-				perCert = float64(int64(after.HeapAlloc)-int64(before.HeapAlloc)) / float64(len(held))
+				perCert = float64(heapstat.Live()-before) / float64(len(held))
+				spansPerCert = float64(heapstat.InUse()-beforeSpans) / float64(len(held))
 				var pemBytes int
 				for _, c := range held {
 					pemBytes += len(c.ChainPEM) + len(c.KeyPEM()) + len(c.CAPEM)
@@ -144,6 +145,7 @@ func BenchmarkCertificateMemory(b *testing.B) {
 			}
 			runtime.KeepAlive(held)
 			b.ReportMetric(perCert, "bytes/cert")
+			b.ReportMetric(spansPerCert, "span-bytes/cert")
 			b.ReportMetric(pemPerCert, "pem-bytes/cert")
 		})
 	}

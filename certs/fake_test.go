@@ -21,14 +21,14 @@ func TestGenerateFakeDefault(t *testing.T) {
 	if !slices.Equal(c.Names, []string{"ingress.local"}) || !c.Matches("ingress.local") {
 		t.Errorf("Names = %q, want [ingress.local]", c.Names)
 	}
-	if c.KeyType != "ECDSA-P256" {
+	if c.KeyType.String() != "ECDSA-P256" {
 		t.Errorf("KeyType = %q, want ECDSA-P256", c.KeyType)
 	}
-	if want := now.Add(30 * 24 * time.Hour); !c.NotAfter.Equal(want) {
-		t.Errorf("NotAfter = %s, want %s (30 days)", c.NotAfter, want)
+	if want := now.Add(30 * 24 * time.Hour); !c.NotAfter().Equal(want) {
+		t.Errorf("NotAfter = %s, want %s (30 days)", c.NotAfter(), want)
 	}
 	if c.NotYetValid(now) || c.Expired(now) || c.Expired(now.Add(29*24*time.Hour)) || !c.Expired(now.Add(31*24*time.Hour)) {
-		t.Errorf("validity %s..%s does not cover the next 30 days from %s only", c.NotBefore, c.NotAfter, now)
+		t.Errorf("validity %s..%s does not cover the next 30 days from %s only", c.NotBefore(), c.NotAfter(), now)
 	}
 	// The documented renewal rule: renew once the certificate would be
 	// expired FakeDefaultRenewBefore (7 days) from now, that is after day 23.
@@ -65,7 +65,7 @@ func TestGenerateFakeDefault(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if again.Fingerprint == c.Fingerprint || string(again.KeyPEM()) == string(c.KeyPEM()) {
+	if again.Fingerprint() == c.Fingerprint() || string(again.KeyPEM()) == string(c.KeyPEM()) {
 		t.Error("two fake certificates share a certificate or key")
 	}
 

@@ -54,7 +54,7 @@ func FuzzParsePEM(f *testing.F) {
 		if err != nil {
 			t.Fatalf("normal form does not parse: %v", err)
 		}
-		if again.ContentHash != c.ContentHash || again.Fingerprint != c.Fingerprint {
+		if again.ContentHash != c.ContentHash || again.Fingerprint() != c.Fingerprint() {
 			t.Fatal("normal form is not stable")
 		}
 		for _, name := range c.Names {

@@ -77,7 +77,7 @@ func TestOCSPStaplerDiscardsFetchOfDeletedEntry(t *testing.T) {
 	}
 	s.fetched(key, oldGen, st, nil)
 	if got := s.Staple(key); got != nil {
-		t.Fatalf("the renewed certificate took the old one's staple (for %s)", got.ContentHash)
+		t.Fatalf("the renewed certificate took the old one's staple (for %x)", got.ContentHash)
 	}
 	s.mu.Lock()
 	due := s.entries[key].due

@@ -9,7 +9,6 @@ import (
 	"crypto/sha256"
 	"crypto/tls"
 	"crypto/x509"
-	"encoding/hex"
 	"encoding/pem"
 	"errors"
 	"fmt"
@@ -166,7 +165,7 @@ func ParsePEM(key types.NamespacedName, certPEM, keyPEM, caPEM []byte) (*Certifi
 	}
 	normChain = canonical(certPEM, normChain)
 
-	fp := sha256.Sum256(leaf.Raw)
+	var sum [sha256.Size]byte
 	h := sha256.New()
 	h.Write(normChain)
 	h.Write(outKey)
@@ -175,14 +174,12 @@ func ParsePEM(key types.NamespacedName, certPEM, keyPEM, caPEM []byte) (*Certifi
 	c := &Certificate{
 		SecretKey:   key,
 		Names:       certificateNames(leaf),
-		NotBefore:   leaf.NotBefore,
-		NotAfter:    leaf.NotAfter,
-		Fingerprint: hex.EncodeToString(fp[:]),
-		Issuer:      leaf.Issuer.String(),
+		notBefore:   leaf.NotBefore.Unix(),
+		notAfter:    leaf.NotAfter.Unix(),
 		KeyType:     keyType,
 		ChainPEM:    normChain,
 		CAPEM:       caOut,
-		ContentHash: hex.EncodeToString(h.Sum(nil)),
+		ContentHash: string(h.Sum(sum[:0])),
 		keyPEM:      outKey,
 	}
 	c.Warnings = chainWarnings(chain)
@@ -335,30 +332,31 @@ func publicKeyEqual(a, b crypto.PublicKey) bool {
 }
 
 // checkPrivateKey checks the key type and size and that it belongs to pub.
-// It returns a short key description, or a fixed reason for rejecting it.
-func checkPrivateKey(priv crypto.PrivateKey, pub crypto.PublicKey) (string, string) {
+// It returns the key's type, or a fixed reason for rejecting it.
+func checkPrivateKey(priv crypto.PrivateKey, pub crypto.PublicKey) (KeyType, string) {
 	var (
-		desc   string
+		kt     KeyType
 		public crypto.PublicKey
 	)
 	switch k := priv.(type) {
 	case *rsa.PrivateKey:
 		bits := k.N.BitLen()
 		if bits < MinRSABits {
-			return "", fmt.Sprintf("%s is a %d-bit RSA key; at least %d bits are required", PrivateKeyKey, bits, MinRSABits)
+			return KeyType{}, fmt.Sprintf("%s is a %d-bit RSA key; at least %d bits are required", PrivateKeyKey, bits, MinRSABits)
 		}
-		desc, public = fmt.Sprintf("RSA-%d", bits), k.Public()
+		kt, public = KeyType{alg: keyRSA, bits: uint32(bits)}, k.Public()
 	case *ecdsa.PrivateKey:
-		desc, public = "ECDSA-"+strings.ReplaceAll(k.Curve.Params().Name, "-", ""), k.Public()
+		// crypto/x509 parses the NIST curves P-224, P-256, P-384 and P-521 only, named by their size.
+		kt, public = KeyType{alg: keyECDSA, bits: uint32(k.Curve.Params().BitSize)}, k.Public()
 	case ed25519.PrivateKey:
-		desc, public = "Ed25519", k.Public()
+		kt, public = KeyType{alg: keyEd25519}, k.Public()
 	default:
-		return "", fmt.Sprintf("%s holds an unsupported key type %T; use RSA, ECDSA or Ed25519", PrivateKeyKey, priv)
+		return KeyType{}, fmt.Sprintf("%s holds an unsupported key type %T; use RSA, ECDSA or Ed25519", PrivateKeyKey, priv)
 	}
 	if !publicKeyEqual(pub, public) {
-		return "", PrivateKeyKey + " does not match the certificate in " + CertKey
+		return KeyType{}, PrivateKeyKey + " does not match the certificate in " + CertKey
 	}
-	return desc, ""
+	return kt, ""
 }
 
 // certificateNames returns the names a certificate is valid for: DNS
@@ -382,10 +380,31 @@ func certificateNames(leaf *x509.Certificate) []string {
 		seen[n] = struct{}{}
 		names = append(names, n)
 	}
+	return packNames(names)
+}
+
+// packNames returns a copy of names of exactly their number, with their text in one allocation: the
+// parser allocated each name on its own, amid the parse's garbage, and a certificate keeps its names for
+// as long as it is served.
+func packNames(names []string) []string {
 	if len(names) == 0 {
 		return nil
 	}
-	return names
+	size := 0
+	for _, n := range names {
+		size += len(n)
+	}
+	var b strings.Builder
+	b.Grow(size)
+	for _, n := range names {
+		b.WriteString(n)
+	}
+	all := b.String()
+	out := make([]string, len(names))
+	for i, n := range names {
+		out[i], all = all[:len(n)], all[len(n):]
+	}
+	return out
 }
 
 // isHostName accepts lower-case names made of labels of letters, digits,

@@ -10,11 +10,13 @@ import (
 	"encoding/pem"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"net"
 	"slices"
 	"strings"
 	"testing"
 	"time"
+	"unsafe"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -151,7 +153,7 @@ func TestParseSecretAccepts(t *testing.T) {
 			if c.SecretKey != wantKey {
 				t.Errorf("SecretKey = %v, want %v", c.SecretKey, wantKey)
 			}
-			if c.KeyType != tt.wantKeyType {
+			if c.KeyType.String() != tt.wantKeyType {
 				t.Errorf("KeyType = %q, want %q", c.KeyType, tt.wantKeyType)
 			}
 			if !slices.Equal(c.Names, tt.wantNames) {
@@ -161,11 +163,11 @@ func TestParseSecretAccepts(t *testing.T) {
 			if err != nil || len(chain) != tt.wantChain {
 				t.Fatalf("ChainPEM holds %d certificates (err %v), want %d", len(chain), err, tt.wantChain)
 			}
-			if got, want := c.Fingerprint, fingerprintOf(chain[0]); got != want {
+			if got, want := c.Fingerprint().String(), fingerprintOf(chain[0]); got != want {
 				t.Errorf("Fingerprint = %s, want SHA-256 of the leaf %s", got, want)
 			}
-			if !c.NotAfter.Equal(chain[0].NotAfter) || !c.NotBefore.Equal(chain[0].NotBefore) || !c.ExpireTime().Equal(chain[0].NotAfter) {
-				t.Errorf("validity %s..%s (expire %s), leaf has %s..%s", c.NotBefore, c.NotAfter, c.ExpireTime(), chain[0].NotBefore, chain[0].NotAfter)
+			if !c.NotAfter().Equal(chain[0].NotAfter) || !c.NotBefore().Equal(chain[0].NotBefore) || !c.ExpireTime().Equal(chain[0].NotAfter) {
+				t.Errorf("validity %s..%s (expire %s), leaf has %s..%s", c.NotBefore(), c.NotAfter(), c.ExpireTime(), chain[0].NotBefore, chain[0].NotAfter)
 			}
 			if c.Expired(testNow) != tt.expired {
 				t.Errorf("Expired(now) = %v, want %v", c.Expired(testNow), tt.expired)
@@ -373,7 +375,7 @@ func TestParsePEMNormalisesInput(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if c.ContentHash == a.ContentHash || c.Fingerprint == a.Fingerprint {
+	if c.ContentHash == a.ContentHash || c.Fingerprint() == a.Fingerprint() {
 		t.Error("a different pair has the same content hash or fingerprint")
 	}
 }
@@ -437,7 +439,7 @@ func TestCertificateServesTLS(t *testing.T) {
 			if err := <-done; err != nil {
 				t.Fatalf("server handshake: %v", err)
 			}
-			if got := client.ConnectionState().PeerCertificates; len(got) != 2 || fingerprintOf(got[0]) != c.Fingerprint {
+			if got := client.ConnectionState().PeerCertificates; len(got) != 2 || fingerprintOf(got[0]) != c.Fingerprint().String() {
 				t.Errorf("client saw %d certificates, leaf fingerprint mismatch", len(got))
 			}
 		})
@@ -575,5 +577,103 @@ func TestParsePEMSharesCanonicalInput(t *testing.T) {
 	}
 	if same(c.KeyPEM(), pk) || !bytes.HasPrefix(c.KeyPEM(), []byte("-----BEGIN PRIVATE KEY-----")) {
 		t.Errorf("a SEC 1 key was not re-encoded as PKCS#8")
+	}
+}
+
+// TestCertificateString: the description names the fingerprint in hex and the key type as text, as
+// logs and Events have always shown them.
+func TestCertificateString(t *testing.T) {
+	crt, key := leafPair(t, kindP256, pkcs8, "str.example.com")
+	c, err := ParseSecret(tlsSecret("default", "str", crt, key))
+	if err != nil {
+		t.Fatal(err)
+	}
+	block, _ := pem.Decode(crt)
+	sum := sha256.Sum256(block.Bytes)
+	want := fmt.Sprintf("certificate default/str names=[str.example.com] notAfter=%s fingerprint=%s key=ECDSA-P256",
+		c.NotAfter().UTC().Format(time.RFC3339), hex.EncodeToString(sum[:]))
+	if got := c.String(); got != want {
+		t.Errorf("String() = %q, want %q", got, want)
+	}
+}
+
+func TestKeyTypeString(t *testing.T) {
+	for _, tt := range []struct {
+		kt   KeyType
+		want string
+	}{
+		{KeyType{}, ""},
+		{KeyType{alg: keyRSA, bits: 2048}, "RSA-2048"},
+		{KeyType{alg: keyRSA, bits: 3072}, "RSA-3072"},
+		{KeyType{alg: keyRSA, bits: 4097}, "RSA-4097"},
+		{KeyType{alg: keyECDSA, bits: 224}, "ECDSA-P224"},
+		{KeyType{alg: keyECDSA, bits: 256}, "ECDSA-P256"},
+		{KeyType{alg: keyECDSA, bits: 384}, "ECDSA-P384"},
+		{KeyType{alg: keyECDSA, bits: 521}, "ECDSA-P521"},
+		{KeyType{alg: keyEd25519}, "Ed25519"},
+	} {
+		if got := tt.kt.String(); got != tt.want {
+			t.Errorf("%#v.String() = %q, want %q", tt.kt, got, tt.want)
+		}
+	}
+}
+
+// TestPackNames: packed names equal the input, in order, and their text is one allocation.
+func TestPackNames(t *testing.T) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	for range 500 {
+		names := make([]string, rng.IntN(6))
+		for i := range names {
+			b := make([]byte, rng.IntN(20))
+			for j := range b {
+				b[j] = "abc.-*0"[rng.IntN(7)]
+			}
+			names[i] = string(b)
+		}
+		want := slices.Clone(names)
+		got := packNames(names)
+		if !slices.Equal(names, want) {
+			t.Fatalf("packNames changed its input to %q", names)
+		}
+		if cap(got) != len(got) {
+			t.Fatalf("packNames(%q) has room for %d names", want, cap(got))
+		}
+		if len(want) == 0 {
+			if got != nil {
+				t.Fatalf("packNames(%q) = %q, want nil", want, got)
+			}
+			continue
+		}
+		if !slices.Equal(got, want) {
+			t.Fatalf("packNames(%q) = %q", want, got)
+		}
+		var next uintptr
+		for i, n := range got {
+			if n == "" {
+				continue
+			}
+			at := uintptr(unsafe.Pointer(unsafe.StringData(n)))
+			if next != 0 && at != next {
+				t.Fatalf("packNames(%q): name %d is not stored right after the one before", want, i)
+			}
+			next = at + uintptr(len(n))
+		}
+	}
+}
+
+// TestContentHashCoversWhatIsServed: the content hash is the SHA-256 of the chain, the key and the CA as
+// served, and a certificate without a chain has no fingerprint.
+func TestContentHashCoversWhatIsServed(t *testing.T) {
+	crt, key := leafPair(t, kindP256, pkcs8, "hash.example.com")
+	c, err := ParsePEM(types.NamespacedName{Namespace: "ns", Name: "hash"}, crt, key, crt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := sha256.Sum256(slices.Concat(c.ChainPEM, c.KeyPEM(), c.CAPEM))
+	if c.ContentHash != string(want[:]) {
+		t.Errorf("ContentHash = %x, want %x", c.ContentHash, want)
+	}
+	if fp := (&Certificate{}).Fingerprint(); fp != (Fingerprint{}) {
+		t.Errorf("fingerprint of an empty certificate = %s, want zero", fp)
 	}
 }

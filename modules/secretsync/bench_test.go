@@ -3,8 +3,8 @@ package secretsync
 import (
 	"context"
 	"fmt"
-	"github.com/ingress-reactor/ingress-reactor/internal/heapstat"
 	"runtime"
+	"sync"
 	"testing"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -19,6 +19,7 @@ import (
 
 	"github.com/ingress-reactor/ingress-reactor/certs"
 	"github.com/ingress-reactor/ingress-reactor/internal/gen"
+	"github.com/ingress-reactor/ingress-reactor/internal/heapstat"
 	"github.com/ingress-reactor/ingress-reactor/modules"
 	"github.com/ingress-reactor/ingress-reactor/pipeline"
 )
@@ -26,7 +27,9 @@ import (
 // BenchmarkSyncerMemory reports the heap the syncer keeps per referenced Secret (B/secret) once
 // 10,000 Ingresses, each with a TLS Secret of its own, are synced: "valid" with every Secret present and
 // usable, "missing" with none present (each Ingress gets a Warning Event). The informer caches are filled
-// before the first measurement, so only what the syncer adds (reference index, state, expiry series) counts.
+// before the first measurement, so only what the syncer adds (reference index, state, expiry series) and
+// the certificates it publishes count: a subscriber keeps the last certificate of each Secret, as the
+// reloader's certificate lane does, so a certificate counts once whether or not the syncer shares it.
 //
 //	go test -run '^$' -bench BenchmarkSyncerMemory -benchtime 3x ./modules/secretsync/
 func BenchmarkSyncerMemory(b *testing.B) {
@@ -76,6 +79,17 @@ func BenchmarkSyncerMemory(b *testing.B) {
 				}
 				s.secrets = listerscorev1.NewSecretLister(secrets)
 				s.ingresses = listersnetv1.NewIngressLister(ingresses)
+				// The subscriber's table is allocated before the measurement: only the certificates count.
+				held := make(map[types.NamespacedName]*certs.Certificate, n)
+				for _, k := range keys {
+					held[types.NamespacedName{Namespace: k.Namespace, Name: k.Name + "-tls"}] = nil
+				}
+				var heldMu sync.Mutex
+				s.out.Subscribe(func(c modules.CertChange) {
+					heldMu.Lock()
+					held[c.Secret] = c.Certificate
+					heldMu.Unlock()
+				})
 				before := heapstat.Live()
 				for _, k := range keys {
 					for _, sk := range s.ingressChanged(modules.IngressChange{Key: k, Accepted: true}) {
@@ -84,8 +98,14 @@ func BenchmarkSyncerMemory(b *testing.B) {
 						}
 					}
 				}
+				if err := s.out.Flush(context.Background()); err != nil {
+					b.Fatal(err)
+				}
 				after := heapstat.Live()
 				runtime.KeepAlive(s)
+				heldMu.Lock()
+				runtime.KeepAlive(held)
+				heldMu.Unlock()
 				if after > before {
 					kept += after - before
 				}

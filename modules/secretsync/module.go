@@ -92,28 +92,80 @@ type Syncer struct {
 	invalid   prometheus.Gauge
 
 	mu sync.Mutex
-	// byIngress and users index references both ways. Both hold short slices sorted by compareKeys
-	// (a Secret almost always has one user): at 10,000 Secrets a map per Secret cost several MB.
-	byIngress map[types.NamespacedName][]types.NamespacedName
-	users     map[types.NamespacedName][]types.NamespacedName
-
-	// Touched by sync only; sync never runs twice for one Secret, so per-key entries need only the lock
-	// for the map itself. invalid counts the states with a problem, kept as states come and go so that
-	// no sync walks every state.
-	stateMu      sync.Mutex
-	state        map[types.NamespacedName]secretState
+	// byIngress and records index references both ways: byIngress holds the Secrets each accepted
+	// Ingress references, records each Secret's users (beside its state). Each side is a sorted set of
+	// keys in its compact form (see compactKeys): nearly every Ingress references one Secret and nearly
+	// every Secret has one user, in the same namespace, and then the set is that key's name alone, in a
+	// map entry the owner needs anyway. The few other sets (several keys, or a key in another namespace)
+	// are slices sorted by compareKeys in moreSecrets and moreUsers.
+	byIngress   map[types.NamespacedName]string
+	moreSecrets map[types.NamespacedName][]types.NamespacedName
+	// records holds a record for each Secret that has users or a state. One map for both (they were two)
+	// keeps one key and one map slot per Secret instead of two.
+	records   map[types.NamespacedName]secretRecord
+	moreUsers map[types.NamespacedName][]types.NamespacedName
+	// invalidCount counts the states with a problem, kept as states come and go so that no sync walks
+	// every state.
 	invalidCount int
 }
 
-// secretState is what the syncer last concluded about a Secret.
+// secretRecord is what the syncer holds for one Secret: the accepted Ingresses that reference it, and
+// what sync last concluded about it. sync only writes the state; sync never runs twice for one Secret,
+// so it reads the state it wrote without holding the lock in between.
+type secretRecord struct {
+	// user is the only user's name when the Secret has one user in its own namespace, "" otherwise;
+	// moreUsers holds the users of the other Secrets that have some.
+	user  string
+	state secretState
+}
+
+// secretState is what the syncer last concluded about a Secret. The zero value is "unknown": not synced
+// since it was last referenced (or forgotten).
 type secretState struct {
-	fingerprint string   // ContentHash of the published certificate; "" when unusable
-	problem     string   // why the Secret is unusable; "" when it is usable
-	names       []string // the names the certificate covers, each an expiry series
-	notAfter    int64    // the certificate's expiry, Unix seconds
-	// warned is nil when the Secret's current content calls for no Warning Event, as for almost every
-	// Secret.
-	warned *warned
+	// cert is the certificate published for the Secret, nil when it is unusable. It is the one the
+	// certificate lane serves, so holding it costs a pointer: its ContentHash tells a changed Secret, its
+	// names and expiry are the expiry series.
+	cert *certs.Certificate
+	// issues is nil for a usable Secret whose content calls for no Warning Event, as for almost every
+	// Secret: a pointer in the record rather than the fields, which nearly every record would hold empty.
+	issues *issues
+}
+
+// issues are a Secret's problem and the Warning Events its content calls for. They are never written
+// once in a state: a changed state gets new issues (withWarned), since a stored state may share them.
+type issues struct {
+	problem string  // why the Secret is unusable; "" when it is usable
+	warned  *warned // nil when the content calls for no Warning Event, or nobody was told yet
+}
+
+// known reports whether the state says anything: a published certificate or a problem (which is never
+// empty).
+func (st secretState) known() bool { return st.cert != nil || st.problem() != "" }
+
+// problem is why the Secret is unusable; "" when it is usable (or unknown).
+func (st secretState) problem() string {
+	if st.issues == nil {
+		return ""
+	}
+	return st.issues.problem
+}
+
+// warned is the record of the Warning Events told about the Secret's content; nil when none were.
+func (st secretState) warned() *warned {
+	if st.issues == nil {
+		return nil
+	}
+	return st.issues.warned
+}
+
+// withWarned returns st with w as its record of Warning Events, in new issues.
+func (st secretState) withWarned(w *warned) secretState {
+	if w == nil && st.problem() == "" {
+		st.issues = nil
+	} else {
+		st.issues = &issues{problem: st.problem(), warned: w}
+	}
+	return st
 }
 
 // warned holds the Warning Events a Secret's current content calls for, and the Ingresses that got
@@ -152,9 +204,10 @@ func New(p Params) (*Syncer, error) {
 			Name: "ingress_reactor_ssl_invalid_secrets",
 			Help: "Referenced TLS Secrets that are missing or invalid; their hosts get the default certificate.",
 		}),
-		byIngress: map[types.NamespacedName][]types.NamespacedName{},
-		users:     map[types.NamespacedName][]types.NamespacedName{},
-		state:     map[types.NamespacedName]secretState{},
+		byIngress:   map[types.NamespacedName]string{},
+		moreSecrets: map[types.NamespacedName][]types.NamespacedName{},
+		records:     map[types.NamespacedName]secretRecord{},
+		moreUsers:   map[types.NamespacedName][]types.NamespacedName{},
 	}
 	for _, c := range []prometheus.Collector{expiryCollector{s}, s.invalid} {
 		if err := p.Registry.Register(c); err != nil {
@@ -223,7 +276,7 @@ func (s *Syncer) renewFake(ctx context.Context) {
 		case <-ctx.Done():
 			return
 		case now := <-ticker.C:
-			if now.Before(fake.NotAfter.Add(-certs.FakeDefaultRenewBefore)) {
+			if now.Before(fake.NotAfter().Add(-certs.FakeDefaultRenewBefore)) {
 				continue
 			}
 			next, err := certs.GenerateFakeDefault(now)
@@ -235,7 +288,7 @@ func (s *Syncer) renewFake(ctx context.Context) {
 				continue
 			}
 			fake = next
-			s.log.Info("generated default certificate renewed", zap.Time("notAfter", fake.NotAfter))
+			s.log.Info("generated default certificate renewed", zap.Time("notAfter", fake.NotAfter()))
 			if s.opts.DefaultCertificate.Name == "" {
 				s.out.Publish(modules.CertChange{Secret: FakeDefaultID, Certificate: fake, Default: true})
 			}
@@ -258,7 +311,7 @@ func (s *Syncer) ingressChanged(c modules.IngressChange) []types.NamespacedName 
 	now = slices.Clip(slices.Compact(now))
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	before := s.byIngress[c.Key]
+	before := expandKeys(c.Key.Namespace, s.byIngress[c.Key], s.moreSecrets[c.Key])
 	// Every Secret the Ingress uses or used is synced: one it dropped may be unreferenced now, and one
 	// it added must be written (or its problem reported on this Ingress). Both lists are sorted, so one
 	// merge finds the dropped, the added and the kept ones.
@@ -267,16 +320,12 @@ func (s *Syncer) ingressChanged(c modules.IngressChange) []types.NamespacedName 
 		switch {
 		case j == len(now) || i < len(before) && compareKeys(before[i], now[j]) < 0:
 			k := before[i]
-			if users := removeKey(s.users[k], c.Key); len(users) == 0 {
-				delete(s.users, k)
-			} else {
-				s.users[k] = users
-			}
+			s.setUsers(k, removeKey(s.usersLocked(k), c.Key))
 			affected = append(affected, k)
 			i++
 		case i == len(before) || compareKeys(before[i], now[j]) > 0:
 			k := now[j]
-			s.users[k] = insertKey(s.users[k], c.Key)
+			s.setUsers(k, insertKey(s.usersLocked(k), c.Key))
 			affected = append(affected, k)
 			j++
 		default:
@@ -285,12 +334,71 @@ func (s *Syncer) ingressChanged(c modules.IngressChange) []types.NamespacedName 
 			j++
 		}
 	}
-	if len(now) == 0 {
-		delete(s.byIngress, c.Key)
-	} else {
-		s.byIngress[c.Key] = now
-	}
+	setCompact(s.byIngress, s.moreSecrets, c.Key, now)
 	return affected
+}
+
+// usersLocked returns the users of Secret k, sorted by compareKeys; s.mu is held. The slice may be the
+// stored one: setUsers stores what insertKey and removeKey make of it.
+func (s *Syncer) usersLocked(k types.NamespacedName) []types.NamespacedName {
+	return expandKeys(k.Namespace, s.records[k].user, s.moreUsers[k])
+}
+
+// setUsers stores the users of Secret k, sorted by compareKeys; s.mu is held. A record with neither
+// users nor a state goes.
+func (s *Syncer) setUsers(k types.NamespacedName, users []types.NamespacedName) {
+	rec := s.records[k]
+	var more []types.NamespacedName
+	rec.user, more = compactKeys(k.Namespace, users)
+	if more != nil {
+		s.moreUsers[k] = more
+	} else {
+		delete(s.moreUsers, k)
+	}
+	if len(users) == 0 && !rec.state.known() {
+		delete(s.records, k)
+	} else {
+		s.records[k] = rec
+	}
+}
+
+// compactKeys turns a set of keys, sorted by compareKeys, into its compact form for an owner in
+// namespace ns: one key in ns is its name alone (name, nil); any other set, but the empty one, is
+// ("", keys). Names are never empty, so "" tells that there is no single name.
+func compactKeys(ns string, keys []types.NamespacedName) (name string, more []types.NamespacedName) {
+	switch {
+	case len(keys) == 0:
+		return "", nil
+	case len(keys) == 1 && keys[0].Namespace == ns && keys[0].Name != "":
+		return keys[0].Name, nil
+	}
+	return "", keys
+}
+
+// expandKeys is the set that compactKeys turned into name and more. A single name comes back in a
+// new slice; otherwise more itself.
+func expandKeys(ns, name string, more []types.NamespacedName) []types.NamespacedName {
+	if name != "" {
+		return []types.NamespacedName{{Namespace: ns, Name: name}}
+	}
+	return more
+}
+
+// setCompact stores the set keys of owner in its compact form: the single name in one, the other sets
+// in more; an empty set is removed from both.
+func setCompact(one map[types.NamespacedName]string, more map[types.NamespacedName][]types.NamespacedName,
+	owner types.NamespacedName, keys []types.NamespacedName) {
+	name, rest := compactKeys(owner.Namespace, keys)
+	if name != "" {
+		one[owner] = name
+	} else {
+		delete(one, owner)
+	}
+	if rest != nil {
+		more[owner] = rest
+	} else {
+		delete(more, owner)
+	}
 }
 
 // compareKeys orders keys by namespace, then name.
@@ -334,7 +442,7 @@ func (s *Syncer) ifReferenced(obj any) []types.NamespacedName {
 		return []types.NamespacedName{k}
 	}
 	s.mu.Lock()
-	_, used := s.users[k]
+	used := s.records[k].user != "" || len(s.moreUsers[k]) > 0
 	s.mu.Unlock()
 	if !used {
 		return nil
@@ -342,20 +450,18 @@ func (s *Syncer) ifReferenced(obj any) []types.NamespacedName {
 	return []types.NamespacedName{k}
 }
 
-// usersOf returns the accepted Ingresses that reference a Secret, sorted by compareKeys: a copy, as
-// ingressChanged edits the index in place.
-func (s *Syncer) usersOf(k types.NamespacedName) []types.NamespacedName {
+// usersOf returns the accepted Ingresses that reference a Secret, sorted by compareKeys (a copy, as
+// ingressChanged edits the index in place), and the Secret's state.
+func (s *Syncer) usersOf(k types.NamespacedName) ([]types.NamespacedName, secretState) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return slices.Clone(s.users[k])
+	return slices.Clone(s.usersLocked(k)), s.records[k].state
 }
 
 func (s *Syncer) sync(_ context.Context, key types.NamespacedName) error {
 	isDefault := key == s.opts.DefaultCertificate
-	users := s.usersOf(key)
-	s.stateMu.Lock()
-	prev, known := s.state[key]
-	s.stateMu.Unlock()
+	users, prev := s.usersOf(key)
+	known := prev.known()
 
 	if len(users) == 0 && !isDefault {
 		if known {
@@ -382,13 +488,13 @@ func (s *Syncer) sync(_ context.Context, key types.NamespacedName) error {
 	}
 
 	if cert == nil {
-		if prev.problem != problem || !known {
+		if prev.problem() != problem || !known {
 			s.log.Warn("TLS secret unusable", zap.Stringer("secret", key), zap.String("reason", problem))
 		}
-		next := secretState{problem: problem}
+		next := secretState{issues: &issues{problem: problem}}
 		s.tell(users, prev, &next, []notice{{reason: reason, message: problem}})
 		s.remember(key, next)
-		if !known || prev.fingerprint != "" {
+		if !known || prev.cert != nil {
 			s.out.Publish(modules.CertChange{Secret: key, Default: isDefault})
 		}
 		return nil
@@ -399,11 +505,13 @@ func (s *Syncer) sync(_ context.Context, key types.NamespacedName) error {
 		notices = append(notices, notice{reason: ReasonSecretWarning, message: fmt.Sprintf("TLS secret %s: %s", key, w)})
 	}
 	if cert.Expired(time.Now()) {
-		notices = append(notices, notice{reason: ReasonSecretWarning, message: fmt.Sprintf("TLS secret %s: certificate expired at %s; it is still served", key, cert.NotAfter.UTC().Format(time.RFC3339))})
+		notices = append(notices, notice{reason: ReasonSecretWarning, message: fmt.Sprintf("TLS secret %s: certificate expired at %s; it is still served", key, cert.NotAfter().Format(time.RFC3339))})
 	}
-	next := secretState{fingerprint: cert.ContentHash, names: cert.Names, notAfter: cert.ExpireTime().Unix()}
-	if cert.ContentHash == prev.fingerprint {
+	next := secretState{cert: cert}
+	if prev.cert != nil && cert.ContentHash == prev.cert.ContentHash {
 		// Nothing to write or publish; an Ingress that started using the Secret may still need telling.
+		// The state keeps the published certificate (the one the lane holds), not this equal copy.
+		next.cert = prev.cert
 		s.tell(users, prev, &next, notices)
 		s.remember(key, next)
 		return nil
@@ -411,11 +519,11 @@ func (s *Syncer) sync(_ context.Context, key types.NamespacedName) error {
 	// The new expiry is scraped from here on, also while the users are told (the state is replaced in one
 	// step, so no scrape finds the Secret without its series); then who was told is recorded.
 	s.remember(key, next)
-	if s.tell(users, prev, &next, notices); next.warned != nil {
+	if s.tell(users, prev, &next, notices); next.warned() != nil {
 		s.remember(key, next)
 	}
 	s.log.Info("TLS certificate synced", zap.Stringer("secret", key), zap.Strings("names", cert.Names),
-		zap.Time("notAfter", cert.NotAfter), zap.String("fingerprint", cert.Fingerprint))
+		zap.Time("notAfter", cert.NotAfter()), zap.Stringer("fingerprint", cert.Fingerprint()))
 	s.out.Publish(modules.CertChange{Secret: key, Certificate: cert, Default: isDefault})
 	return nil
 }
@@ -427,10 +535,11 @@ func (s *Syncer) tell(users []types.NamespacedName, prev secretState, next *secr
 	if len(notices) == 0 {
 		return
 	}
-	same := prev.warned != nil && slices.Equal(prev.warned.notices, notices)
+	prevWarned := prev.warned()
+	same := prevWarned != nil && slices.Equal(prevWarned.notices, notices)
 	var toldBefore []types.NamespacedName
 	if same {
-		toldBefore = prev.warned.told
+		toldBefore = prevWarned.told
 	}
 	var told []types.NamespacedName
 	for _, u := range users {
@@ -449,39 +558,47 @@ func (s *Syncer) tell(users []types.NamespacedName, prev secretState, next *secr
 	}
 	switch {
 	case len(told) == 0:
-		// next.warned stays nil: notices matter only for whom they were told to, and with nobody told the
-		// next sync tells every user either way.
+		// next's record of warnings stays nil: notices matter only for whom they were told to, and with
+		// nobody told the next sync tells every user either way.
 	case same && slices.Equal(told, toldBefore):
 		// Nobody new was told (the usual re-sync): keep the previous record instead of a copy of it.
-		next.warned = prev.warned
+		*next = next.withWarned(prevWarned)
 	default:
-		next.warned = &warned{notices: notices, told: slices.Clip(told)}
+		*next = next.withWarned(&warned{notices: notices, told: slices.Clip(told)})
 	}
 }
 
-// remember records a Secret's state and keeps the invalid-secrets gauge.
+// remember records a Secret's state (a known one) and keeps the invalid-secrets gauge.
 func (s *Syncer) remember(key types.NamespacedName, st secretState) {
-	s.stateMu.Lock()
-	defer s.stateMu.Unlock()
-	if old, ok := s.state[key]; ok && old.problem != "" {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	rec := s.records[key]
+	if rec.state.problem() != "" {
 		s.invalidCount--
 	}
-	s.state[key] = st
-	if st.problem != "" {
+	rec.state = st
+	s.records[key] = rec
+	if st.problem() != "" {
 		s.invalidCount++
 	}
 	s.invalid.Set(float64(s.invalidCount))
 }
 
-// forget drops a Secret's state, and with it its expiry series.
+// forget drops a Secret's state, and with it its expiry series; the record goes unless the Secret has
+// gained users since its sync began (their IngressChange queued another sync).
 func (s *Syncer) forget(key types.NamespacedName) {
-	s.stateMu.Lock()
-	defer s.stateMu.Unlock()
-	if old, ok := s.state[key]; ok {
-		if old.problem != "" {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if rec, ok := s.records[key]; ok {
+		if rec.state.problem() != "" {
 			s.invalidCount--
 		}
-		delete(s.state, key)
+		if rec.user == "" && len(s.moreUsers[key]) == 0 {
+			delete(s.records, key)
+		} else {
+			rec.state = secretState{}
+			s.records[key] = rec
+		}
 	}
 	s.invalid.Set(float64(s.invalidCount))
 }
@@ -493,19 +610,26 @@ type expiryCollector struct{ s *Syncer }
 // Describe implements prometheus.Collector.
 func (c expiryCollector) Describe(ch chan<- *prometheus.Desc) { ch <- c.s.expire }
 
-// Collect implements prometheus.Collector. It sends after unlocking, so a slow scrape never holds up a
-// sync.
+// Collect implements prometheus.Collector. It only copies the certificates under the lock, and builds
+// and sends the series after unlocking, so a scrape holds up neither a sync nor an Ingress change for
+// long.
 func (c expiryCollector) Collect(ch chan<- prometheus.Metric) {
-	var out []prometheus.Metric
-	c.s.stateMu.Lock()
-	for k, st := range c.s.state {
-		for _, name := range st.names {
-			out = append(out, prometheus.MustNewConstMetric(c.s.expire, prometheus.GaugeValue, float64(st.notAfter),
-				k.Namespace, k.Name, name))
+	type published struct {
+		secret types.NamespacedName
+		cert   *certs.Certificate
+	}
+	c.s.mu.Lock()
+	all := make([]published, 0, len(c.s.records))
+	for k, rec := range c.s.records {
+		if rec.state.cert != nil {
+			all = append(all, published{k, rec.state.cert})
 		}
 	}
-	c.s.stateMu.Unlock()
-	for _, m := range out {
-		ch <- m
+	c.s.mu.Unlock()
+	for _, p := range all {
+		expiry := float64(p.cert.ExpireTime().Unix())
+		for _, name := range p.cert.Names {
+			ch <- prometheus.MustNewConstMetric(c.s.expire, prometheus.GaugeValue, expiry, p.secret.Namespace, p.secret.Name, name)
+		}
 	}
 }

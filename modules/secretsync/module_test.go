@@ -29,6 +29,9 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
+	listerscorev1 "k8s.io/client-go/listers/core/v1"
+	listersnetv1 "k8s.io/client-go/listers/networking/v1"
+	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/record"
 
 	"github.com/ingress-reactor/ingress-reactor/certs"
@@ -44,7 +47,7 @@ const ns = "apps"
 // pair is a certificate and its key, PEM encoded.
 type pair struct {
 	cert, key []byte
-	// leafSHA is the hex SHA-256 of the leaf (DER), as certs.Certificate.Fingerprint.
+	// leafSHA is the hex SHA-256 of the leaf (DER), as certs.Certificate.Fingerprint().
 	leafSHA string
 }
 
@@ -321,7 +324,7 @@ func asChanges(cs []modules.CertChange) []change {
 	for _, c := range cs {
 		ch := change{secret: c.Secret.Name, isDefault: c.Default}
 		if c.Certificate != nil {
-			ch.leaf = c.Certificate.Fingerprint
+			ch.leaf = c.Certificate.Fingerprint().String()
 		}
 		out = append(out, ch)
 	}
@@ -516,8 +519,8 @@ func TestSyncerExpiryMetricFollowsCertificate(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got, ok := e.gauge("ingress_reactor_ssl_expire_time_seconds", "namespace", ns, "secret", "a-tls", "host", "a.example"); !ok || got != float64(cert.NotAfter.Unix()) {
-		t.Errorf("expiry of a.example = %g (present %v), want %d", got, ok, cert.NotAfter.Unix())
+	if got, ok := e.gauge("ingress_reactor_ssl_expire_time_seconds", "namespace", ns, "secret", "a-tls", "host", "a.example"); !ok || got != float64(cert.NotAfter().Unix()) {
+		t.Errorf("expiry of a.example = %g (present %v), want %d", got, ok, cert.NotAfter().Unix())
 	}
 
 	// The rotated certificate also covers www.a.example.
@@ -527,8 +530,8 @@ func TestSyncerExpiryMetricFollowsCertificate(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, host := range []string{"a.example", "www.a.example"} {
-		if got, ok := e.gauge("ingress_reactor_ssl_expire_time_seconds", "namespace", ns, "secret", "a-tls", "host", host); !ok || got != float64(rotated.NotAfter.Unix()) {
-			t.Errorf("expiry of %s after rotation = %g (present %v), want %d", host, got, ok, rotated.NotAfter.Unix())
+		if got, ok := e.gauge("ingress_reactor_ssl_expire_time_seconds", "namespace", ns, "secret", "a-tls", "host", host); !ok || got != float64(rotated.NotAfter().Unix()) {
+			t.Errorf("expiry of %s after rotation = %g (present %v), want %d", host, got, ok, rotated.NotAfter().Unix())
 		}
 	}
 
@@ -558,7 +561,7 @@ func TestSyncerRunsFromInformersAndTopic(t *testing.T) {
 	}
 	withLeaf := func(name, leaf string) func(modules.CertChange) bool {
 		return func(c modules.CertChange) bool {
-			return c.Secret == key(name) && c.Certificate != nil && c.Certificate.Fingerprint == leaf
+			return c.Secret == key(name) && c.Certificate != nil && c.Certificate.Fingerprint().String() == leaf
 		}
 	}
 	next("the default certificate", withLeaf("default-tls", certB.leafSHA))
@@ -615,8 +618,8 @@ func TestFakeDefaultIsServedAndRenewed(t *testing.T) {
 		t.Fatalf("first change: want the current fake certificate as default %v, got %+v", FakeDefaultID, got[0])
 	}
 	renewed := got[1].Certificate
-	if renewed == nil || !renewed.NotAfter.After(old.NotAfter) || !got[1].Default {
-		t.Fatalf("second change: want a renewed default certificate expiring after %v, got %+v", old.NotAfter, got[1])
+	if renewed == nil || !renewed.NotAfter().After(old.NotAfter()) || !got[1].Default {
+		t.Fatalf("second change: want a renewed default certificate expiring after %v, got %+v", old.NotAfter(), got[1])
 	}
 	paths, err := e.store.Path(certs.FakeDefaultKey)
 	if err != nil {
@@ -668,7 +671,8 @@ func TestUsersAreSortedAndRemovedAcrossManyIngresses(t *testing.T) {
 		t.Helper()
 		want := slices.Sorted(maps.Keys(users))
 		var got []string
-		for _, u := range e.syncer.usersOf(shared) {
+		users, _ := e.syncer.usersOf(shared)
+		for _, u := range users {
 			if u.Namespace != ns {
 				t.Fatalf("%s: user %v in another namespace", step, u)
 			}
@@ -753,12 +757,13 @@ func TestUsersAreSortedAndRemovedAcrossManyIngresses(t *testing.T) {
 	for _, n := range order {
 		drop(n)
 	}
-	if len(e.syncer.users) != 0 || len(e.syncer.byIngress) != 0 {
-		t.Fatalf("index not empty after every Ingress dropped: users %v, byIngress %v", e.syncer.users, e.syncer.byIngress)
+	if users, st := e.syncer.usersOf(shared); len(users) != 0 || !st.known() || len(e.syncer.byIngress)+len(e.syncer.moreSecrets)+len(e.syncer.moreUsers) != 0 {
+		t.Fatalf("index not empty after every Ingress dropped: users %v (state known %v), byIngress %v %v, more users %v",
+			users, st.known(), e.syncer.byIngress, e.syncer.moreSecrets, e.syncer.moreUsers)
 	}
 	e.run(shared)
-	if _, known := e.syncer.state[shared]; known {
-		t.Fatal("state kept for a Secret nobody references")
+	if _, kept := e.syncer.records[shared]; kept {
+		t.Fatal("record kept for a Secret nobody references")
 	}
 }
 
@@ -825,13 +830,13 @@ func TestInvalidGaugeFollowsRandomChanges(t *testing.T) {
 			}
 		}
 		brute := 0
-		e.syncer.stateMu.Lock()
-		for _, st := range e.syncer.state {
-			if st.problem != "" {
+		e.syncer.mu.Lock()
+		for _, rec := range e.syncer.records {
+			if rec.state.problem() != "" {
 				brute++
 			}
 		}
-		e.syncer.stateMu.Unlock()
+		e.syncer.mu.Unlock()
 		got, _ := e.gauge("ingress_reactor_ssl_invalid_secrets")
 		if got != float64(want) || brute != want {
 			t.Fatalf("step %d (%s): gauge %g, state holds %d with a problem, want %d", step, what, got, brute, want)
@@ -847,13 +852,13 @@ func TestWarnedRecordOnlyWhenSomebodyWasTold(t *testing.T) {
 	e.run(key("default-tls"))
 	e.accept(ingress("shop", "a-tls"))
 	e.accept(ingress("blog", "b-tls"))
-	if w := e.syncer.state[key("a-tls")].warned; w != nil {
+	if w := e.syncer.records[key("a-tls")].state.warned(); w != nil {
 		t.Errorf("usable a-tls keeps notices %+v", w)
 	}
-	if w := e.syncer.state[key("default-tls")].warned; w != nil {
+	if w := e.syncer.records[key("default-tls")].state.warned(); w != nil {
 		t.Errorf("broken default-tls without users keeps notices %+v", w)
 	}
-	if w := e.syncer.state[key("b-tls")].warned; w == nil || !slices.Equal(w.told, []types.NamespacedName{key("blog")}) {
+	if w := e.syncer.records[key("b-tls")].state.warned(); w == nil || !slices.Equal(w.told, []types.NamespacedName{key("blog")}) {
 		t.Errorf("missing b-tls: told %+v, want blog", w)
 	}
 }
@@ -902,4 +907,203 @@ func certExpiry(t *testing.T, p pair) int64 {
 		t.Fatal(err)
 	}
 	return c.NotAfter.Unix()
+}
+
+// TestIndexMatchesAModelUnderRandomChanges drives the reference index and the Secrets' records through
+// random Ingress changes (several Secrets each, repeated ones, none) and syncs, and compares them after
+// every step with a plain model: a set of Secrets per accepted Ingress, and the Secrets synced while
+// referenced. It checks the Secrets each change reports, each Secret's users, whether a Secret counts as
+// referenced, and that no record outlives both its users and its state.
+func TestIndexMatchesAModelUnderRandomChanges(t *testing.T) {
+	fixtures(t)
+	e := newEnv(t, "")
+	indexers := cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc}
+	ingresses := cache.NewIndexer(cache.MetaNamespaceKeyFunc, indexers)
+	secrets := cache.NewIndexer(cache.MetaNamespaceKeyFunc, indexers)
+	e.syncer.ingresses = listersnetv1.NewIngressLister(ingresses)
+	e.syncer.secrets = listerscorev1.NewSecretLister(secrets)
+	secretNames := []string{"s0", "s1", "s2", "s3", "s4", "s5"}
+	for i, n := range secretNames {
+		switch i % 3 {
+		case 0:
+			if err := secrets.Add(tlsSecret(n, certA)); err != nil {
+				t.Fatal(err)
+			}
+		case 1:
+			if err := secrets.Add(brokenSecret(n, certA)); err != nil {
+				t.Fatal(err)
+			}
+		} // case 2: missing
+	}
+	ingressNames := []string{"i0", "i1", "i2", "i3", "i4"}
+	refs := map[string]map[string]bool{} // accepted Ingress -> the Secrets it references
+	known := map[string]bool{}           // Secrets synced while referenced, and not forgotten since
+	problems := map[string]bool{}        // of those, the unusable ones
+	usersOf := func(sec string) []string {
+		var out []string
+		for ing, set := range refs {
+			if set[sec] {
+				out = append(out, ing)
+			}
+		}
+		slices.Sort(out)
+		return out
+	}
+	rng := mrand.New(mrand.NewPCG(21, 5))
+	for step := range 600 {
+		var what string
+		switch op := rng.IntN(3); op {
+		case 0, 1:
+			ing := ingressNames[rng.IntN(len(ingressNames))]
+			before := refs[ing]
+			now := map[string]bool{}
+			accepted := op == 0
+			if accepted {
+				var use []string
+				for range rng.IntN(4) {
+					sec := secretNames[rng.IntN(len(secretNames))]
+					use = append(use, sec) // repeats allowed
+					now[sec] = true
+				}
+				if err := ingresses.Update(ingress(ing, use...)); err != nil {
+					t.Fatal(err)
+				}
+				what = fmt.Sprintf("accept %s using %v", ing, use)
+			} else {
+				if err := ingresses.Delete(ingress(ing)); err != nil {
+					t.Fatal(err)
+				}
+				what = "drop " + ing
+			}
+			var want []types.NamespacedName
+			for _, sec := range secretNames {
+				if before[sec] || now[sec] {
+					want = append(want, key(sec))
+				}
+			}
+			got := e.syncer.ingressChanged(modules.IngressChange{Key: key(ing), Accepted: accepted})
+			if !slices.Equal(got, want) && len(got)+len(want) > 0 {
+				t.Fatalf("step %d (%s): affected %v, want %v", step, what, got, want)
+			}
+			if len(now) == 0 {
+				delete(refs, ing)
+			} else {
+				refs[ing] = now
+			}
+		case 2:
+			sec := secretNames[rng.IntN(len(secretNames))]
+			if err := e.syncer.sync(context.Background(), key(sec)); err != nil {
+				t.Fatal(err)
+			}
+			if len(usersOf(sec)) > 0 {
+				known[sec] = true
+				problems[sec] = slices.Index(secretNames, sec)%3 != 0 // broken or missing
+			} else {
+				delete(known, sec)
+				delete(problems, sec)
+			}
+			what = "sync " + sec
+		}
+		e.h.Recorder.Take()
+
+		for _, sec := range secretNames {
+			want := usersOf(sec)
+			users, st := e.syncer.usersOf(key(sec))
+			var got []string
+			for _, u := range users {
+				got = append(got, u.Name)
+			}
+			if !slices.Equal(got, want) {
+				t.Fatalf("step %d (%s): users of %s %v, want %v", step, what, sec, got, want)
+			}
+			if referenced := len(e.syncer.ifReferenced(tlsSecret(sec, certA))) > 0; referenced != (len(want) > 0) {
+				t.Fatalf("step %d (%s): %s referenced %v with users %v", step, what, sec, referenced, want)
+			}
+			if st.known() != known[sec] || (st.problem() != "") != problems[sec] || (st.cert != nil) != (known[sec] && !problems[sec]) {
+				t.Fatalf("step %d (%s): state of %s: known %v, problem %q, certificate %v; want known %v, problem %v",
+					step, what, sec, st.known(), st.problem(), st.cert != nil, known[sec], problems[sec])
+			}
+			_, kept := e.syncer.records[key(sec)]
+			if kept != (len(want) > 0 || known[sec]) {
+				t.Fatalf("step %d (%s): record of %s kept %v with users %v, known %v", step, what, sec, kept, want, known[sec])
+			}
+		}
+		for _, ing := range ingressNames {
+			var want []types.NamespacedName
+			for _, sec := range secretNames {
+				if refs[ing][sec] {
+					want = append(want, key(sec))
+				}
+			}
+			if got := expandKeys(ns, e.syncer.byIngress[key(ing)], e.syncer.moreSecrets[key(ing)]); !slices.Equal(got, want) {
+				t.Fatalf("step %d (%s): %s references %v, want %v", step, what, ing, got, want)
+			}
+		}
+		invalid := 0
+		for _, p := range problems {
+			if p {
+				invalid++
+			}
+		}
+		if got, _ := e.gauge("ingress_reactor_ssl_invalid_secrets"); got != float64(invalid) {
+			t.Fatalf("step %d (%s): invalid secrets gauge %g, want %d", step, what, got, invalid)
+		}
+	}
+}
+
+// TestCompactKeySetsMatchPlainSets stores random sets of keys, over several namespaces, as a Secret's
+// users and as an Ingress's Secrets, and reads them back: they equal the plain sorted sets, and they are
+// kept in the compact form (a single key in the owner's namespace without a slice; no empty entries).
+func TestCompactKeySetsMatchPlainSets(t *testing.T) {
+	e := newEnv(t, "")
+	s := e.syncer
+	namespaces := []string{ns, "other", "z"}
+	var pool []types.NamespacedName
+	for _, n := range namespaces {
+		for _, name := range []string{"a", "b", "c"} {
+			pool = append(pool, types.NamespacedName{Namespace: n, Name: name})
+		}
+	}
+	owners := pool[:5]
+	plain := map[types.NamespacedName][]types.NamespacedName{}
+	rng := mrand.New(mrand.NewPCG(9, 9))
+	for step := range 3000 {
+		owner := owners[rng.IntN(len(owners))]
+		set := plain[owner]
+		k := pool[rng.IntN(len(pool))]
+		if rng.IntN(2) == 0 {
+			set = insertKey(slices.Clone(set), k)
+		} else {
+			set = removeKey(slices.Clone(set), k)
+		}
+		if len(set) == 0 {
+			set = nil
+		}
+		plain[owner] = set
+		s.mu.Lock()
+		s.setUsers(owner, insertKey(removeKey(slices.Clone(s.usersLocked(owner)), k), k)) // any edit, then the wanted set
+		s.setUsers(owner, slices.Clone(set))
+		setCompact(s.byIngress, s.moreSecrets, owner, slices.Clone(set))
+		s.mu.Unlock()
+
+		for _, o := range owners {
+			want := plain[o]
+			s.mu.Lock()
+			users := s.usersLocked(o)
+			secrets := expandKeys(o.Namespace, s.byIngress[o], s.moreSecrets[o])
+			rec, kept := s.records[o]
+			more, hasMore := s.moreUsers[o]
+			s.mu.Unlock()
+			if !slices.Equal(users, want) || !slices.Equal(secrets, want) {
+				t.Fatalf("step %d: %v holds users %v and secrets %v, want %v", step, o, users, secrets, want)
+			}
+			single := len(want) == 1 && want[0].Namespace == o.Namespace
+			if kept != (len(want) > 0) || (rec.user != "") != single || hasMore != (len(want) > 0 && !single) || (hasMore && len(more) == 0) {
+				t.Fatalf("step %d: %v with %v stored as record %v (user %q), more %v (%v)", step, o, want, kept, rec.user, more, hasMore)
+			}
+			if _, one := s.byIngress[o]; one != single {
+				t.Fatalf("step %d: %v with %v: single name stored %v", step, o, want, one)
+			}
+		}
+	}
 }
