@@ -2,7 +2,6 @@ package reloader
 
 import (
 	"context"
-	"maps"
 
 	"k8s.io/apimachinery/pkg/types"
 
@@ -18,8 +17,12 @@ const defaultCertificateHost nginx.Hostname = "*"
 // TLS host of the live model presents. Hosts whose Secret is not usable are left out, so they get the
 // default certificate.
 type certState struct {
-	certs         map[types.NamespacedName]*certs.Certificate
-	hosts         map[nginx.Hostname]types.NamespacedName
+	certs map[types.NamespacedName]*certs.Certificate
+	// servers are those of the latest model, sorted by host: each with TLS and a Secret presents that
+	// Secret. They are the model's own slice, not a copy (a published model is never modified, and the
+	// renderer and the route store keep it anyway): a host table of our own took about 90 bytes per TLS
+	// host.
+	servers       []nginx.Server
 	defaultSecret types.NamespacedName
 
 	// hostsFromModel is set once hosts come from an applied configuration.
@@ -41,7 +44,6 @@ type certState struct {
 func newCertState() *certState {
 	return &certState{
 		certs:       map[types.NamespacedName]*certs.Certificate{},
-		hosts:       map[nginx.Hostname]types.NamespacedName{},
 		staples:     map[types.NamespacedName]*certs.Staple{},
 		pushedCerts: map[string]string{},
 		pushedHosts: map[nginx.Hostname]string{},
@@ -84,10 +86,29 @@ func (c liveCert) hash() string {
 	return c.ContentHash + "+" + c.staple.Hash
 }
 
+// tlsSecret returns the Secret srv presents, and false when it has none (no TLS, or the default
+// certificate).
+func tlsSecret(srv *nginx.Server) (types.NamespacedName, bool) {
+	if srv.TLS == nil || srv.TLS.Secret.Name == "" {
+		return types.NamespacedName{}, false
+	}
+	return srv.TLS.Secret, true
+}
+
 // desired returns the certificate IDs with their certificates, and the host table, that should be live.
+// The host table is sized for its entries: it becomes what the data plane holds (pushedHosts).
 func (s *certState) desired() (map[string]liveCert, map[nginx.Hostname]string) {
+	n := 0
+	for i := range s.servers {
+		if secret, ok := tlsSecret(&s.servers[i]); ok && s.certs[secret] != nil {
+			n++
+		}
+	}
+	if s.defaultSecret.Name != "" && s.certs[s.defaultSecret] != nil {
+		n++
+	}
 	cs := map[string]liveCert{}
-	hosts := map[nginx.Hostname]string{}
+	hosts := make(map[nginx.Hostname]string, n)
 	use := func(host nginx.Hostname, secret types.NamespacedName) {
 		c, ok := s.certs[secret]
 		if !ok {
@@ -101,8 +122,10 @@ func (s *certState) desired() (map[string]liveCert, map[nginx.Hostname]string) {
 		cs[id] = lc
 		hosts[host] = id
 	}
-	for h, secret := range s.hosts {
-		use(h, secret)
+	for i := range s.servers {
+		if secret, ok := tlsSecret(&s.servers[i]); ok {
+			use(s.servers[i].Host, secret)
+		}
 	}
 	if s.defaultSecret.Name != "" {
 		use(defaultCertificateHost, s.defaultSecret)
@@ -142,7 +165,7 @@ func (s *certState) diff(full bool) (nginx.CertificateUpdate, map[string]string,
 			}
 		}
 	}
-	return u, nextCerts, maps.Clone(hosts)
+	return u, nextCerts, hosts
 }
 
 // certBatch is one certificate push, with what the data plane holds once it succeeded.
@@ -191,32 +214,38 @@ func (s *certState) stored(b certBatch, _ *nginx.DictFullError) {
 func (s *certState) complete() bool { return s.hostsFromModel }
 
 // useModel makes the SNI host table that of m, the configuration NGINX now runs: every server with TLS
-// and a Secret presents that Secret; other hosts use the default certificate. The table is updated in
-// place: a model that changes no host's Secret allocates nothing and leaves nothing to push (at 10,000
-// TLS hosts, a new table per model was most of what a change allocated).
+// and a Secret presents that Secret; other hosts use the default certificate. The store keeps m's
+// servers, and compares them with the last model's in one walk (both are sorted by host): a model that
+// changes no host's Secret allocates nothing and leaves nothing to push.
 func (s *certState) useModel(m *nginx.Model) {
-	if s.hosts == nil {
-		s.hosts = map[nginx.Hostname]types.NamespacedName{}
+	if !sameTLSHosts(s.servers, m.Servers) {
+		s.changed = true
 	}
-	n := 0
-	for i := range m.Servers {
-		srv := &m.Servers[i]
-		if srv.TLS == nil || srv.TLS.Secret.Name == "" {
-			continue
-		}
-		n++
-		if old, ok := s.hosts[srv.Host]; !ok || old != srv.TLS.Secret {
-			s.hosts[srv.Host] = srv.TLS.Secret
-			s.changed = true
-		}
-	}
-	if len(s.hosts) != n { // hosts that m no longer presents a Secret for
-		for h := range s.hosts {
-			if srv := m.Server(h); srv == nil || srv.TLS == nil || srv.TLS.Secret.Name == "" {
-				delete(s.hosts, h)
-				s.changed = true
-			}
-		}
-	}
+	s.servers = m.Servers
 	s.hostsFromModel = true
+}
+
+// sameTLSHosts reports whether two server lists, sorted by host, present the same Secret on the same
+// hosts.
+func sameTLSHosts(a, b []nginx.Server) bool {
+	if len(a) == len(b) && (len(a) == 0 || &a[0] == &b[0]) {
+		return true
+	}
+	next := func(ss []nginx.Server, i int) int {
+		for i < len(ss) {
+			if _, ok := tlsSecret(&ss[i]); ok {
+				break
+			}
+			i++
+		}
+		return i
+	}
+	i, j := next(a, 0), next(b, 0)
+	for i < len(a) && j < len(b) {
+		if a[i].Host != b[j].Host || a[i].TLS.Secret != b[j].TLS.Secret {
+			return false
+		}
+		i, j = next(a, i+1), next(b, j+1)
+	}
+	return i == len(a) && j == len(b)
 }

@@ -417,6 +417,8 @@ func (e *env) renderTLS(hash string, hosts map[nginx.Hostname]string) {
 	for h, name := range hosts {
 		m.Servers = append(m.Servers, nginx.Server{Host: h, TLS: &nginx.ServerTLS{Secret: secret(name)}})
 	}
+	// As in a rendered model, the servers are sorted by host.
+	slices.SortFunc(m.Servers, func(a, b nginx.Server) int { return strings.Compare(string(a.Host), string(b.Host)) })
 	e.rendered.Publish(modules.Rendered{Model: m, Config: []byte("# nginx.conf " + hash), Hash: hash})
 }
 
