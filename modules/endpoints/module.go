@@ -24,6 +24,7 @@ import (
 	listersnetv1 "k8s.io/client-go/listers/networking/v1"
 	"k8s.io/client-go/tools/cache"
 
+	"github.com/ingress-reactor/ingress-reactor/internal/sortedmap"
 	"github.com/ingress-reactor/ingress-reactor/modules"
 	"github.com/ingress-reactor/ingress-reactor/nginx"
 	"github.com/ingress-reactor/ingress-reactor/pipeline"
@@ -90,7 +91,7 @@ type Watcher struct {
 	// byIngress holds, per accepted Ingress, the upstreams it uses, sorted by name. Their upstream names
 	// are those of the watched entries they count in (the Service name is the Ingress's own string), so
 	// an Ingress costs a few words per upstream beside its map entry.
-	byIngress map[types.NamespacedName][]ingressUpstream
+	byIngress *sortedmap.Map[types.NamespacedName, []ingressUpstream]
 	// lists holds the upstream lists of the rendered model (modelReferrer) and of the stream services
 	// (streamsReferrer) as they were published, not a copy: a published list is never modified (nginx's
 	// Merger hands out its own state and makes a new list for a change, whose Upstreams it shares with
@@ -101,7 +102,7 @@ type Watcher struct {
 	// for them. An entry whose Service is no longer used stays until its sync has published the removal
 	// of what it had published. One map for all three: at 10,000 Services a map's entries and spare room
 	// take about 100 bytes per Service.
-	watched map[types.NamespacedName]*watchedService
+	watched *sortedmap.Map[types.NamespacedName, *watchedService]
 }
 
 // watchedService is what the watcher keeps about one Service. A Service has few upstreams (one per
@@ -172,8 +173,29 @@ func (s sliceNames) without(name string) sliceNames {
 // tidy drops the entry of Service key once it holds nothing. The caller holds w.mu.
 func (w *Watcher) tidy(key types.NamespacedName, s *watchedService) {
 	if len(s.refs) == 0 && len(s.last) == 0 && s.slices == "" && key != w.opts.DefaultBackend {
-		delete(w.watched, key)
+		w.watched.Delete(key)
 	}
+}
+
+// service returns the entry of Service key, or nil. The caller holds w.mu.
+func (w *Watcher) service(key types.NamespacedName) *watchedService {
+	s, _ := w.watched.Get(key)
+	return s
+}
+
+// serviceEntry returns the entry of Service key, made if there is none. The caller holds w.mu.
+func (w *Watcher) serviceEntry(key types.NamespacedName) *watchedService {
+	s, _ := w.watched.Get(key)
+	if s == nil {
+		s = &watchedService{}
+		w.watched.Set(key, s)
+	}
+	return s
+}
+
+// compareKeys orders keys by namespace, then name.
+func compareKeys(a, b types.NamespacedName) int {
+	return cmp.Or(strings.Compare(a.Namespace, b.Namespace), strings.Compare(a.Name, b.Name))
 }
 
 // inUse reports whether the Service must be watched: an upstream uses it, or it is the default backend.
@@ -277,9 +299,9 @@ func New(p Params) (*Watcher, error) {
 			Name: "ingress_reactor_endpoints_changes_total",
 			Help: "Endpoint lists published to the endpoint lane, by kind (update, remove).",
 		}, []string{"kind"}),
-		byIngress: map[types.NamespacedName][]ingressUpstream{},
+		byIngress: sortedmap.New[types.NamespacedName, []ingressUpstream](compareKeys),
 		lists:     map[types.NamespacedName][]*nginx.Upstream{},
-		watched:   map[types.NamespacedName]*watchedService{},
+		watched:   sortedmap.New[types.NamespacedName, *watchedService](compareKeys),
 	}
 	if err := p.Registry.Register(w.published); err != nil {
 		return nil, fmt.Errorf("endpoints: register metrics: %w", err)
@@ -300,7 +322,7 @@ func New(p Params) (*Watcher, error) {
 			}
 		})
 	if p.Options.DefaultBackend.Name != "" {
-		w.watched[p.Options.DefaultBackend] = &watchedService{}
+		w.watched.Set(p.Options.DefaultBackend, &watchedService{})
 	}
 
 	// One handler both indexes a slice and queues its Service, so a sync never runs on an index that
@@ -383,7 +405,7 @@ func (w *Watcher) ingressChanged(c modules.IngressChange) []types.NamespacedName
 	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	before := w.byIngress[c.Key]
+	before, _ := w.byIngress.Get(c.Key)
 	same := len(before) == len(now)
 	for i := 0; same && i < len(now); i++ {
 		same = before[i].name == now[i].Name && before[i].service == now[i].Service.Name
@@ -422,9 +444,9 @@ func (w *Watcher) ingressChanged(c modules.IngressChange) []types.NamespacedName
 		}
 	}
 	if len(next) == 0 {
-		delete(w.byIngress, c.Key)
+		w.byIngress.Delete(c.Key)
 	} else {
-		w.byIngress[c.Key] = next
+		w.byIngress.Set(c.Key, next)
 	}
 	return uniqueKeys(affected)
 }
@@ -461,11 +483,7 @@ func (w *Watcher) referencesChanged(referrer types.NamespacedName, now []*nginx.
 // hold counts one more use of up and returns its name as the Service's entry holds it, so that every
 // referrer shares one string. The caller holds w.mu.
 func (w *Watcher) hold(up nginx.Upstream) nginx.UpstreamName {
-	s := w.watched[up.Service]
-	if s == nil {
-		s = &watchedService{}
-		w.watched[up.Service] = s
-	}
+	s := w.serviceEntry(up.Service)
 	if i := refIndex(s.refs, up.Name); i >= 0 {
 		s.refs[i].n++
 		return s.refs[i].name
@@ -476,7 +494,7 @@ func (w *Watcher) hold(up nginx.Upstream) nginx.UpstreamName {
 
 // release counts one use less of the upstream name of Service svc. The caller holds w.mu.
 func (w *Watcher) release(svc types.NamespacedName, name nginx.UpstreamName) {
-	s := w.watched[svc]
+	s := w.service(svc)
 	if s == nil {
 		return
 	}
@@ -501,9 +519,7 @@ func appendKey(keys []types.NamespacedName, k types.NamespacedName) []types.Name
 
 // uniqueKeys sorts keys and drops repeats.
 func uniqueKeys(keys []types.NamespacedName) []types.NamespacedName {
-	slices.SortFunc(keys, func(a, b types.NamespacedName) int {
-		return cmp.Or(strings.Compare(a.Namespace, b.Namespace), strings.Compare(a.Name, b.Name))
-	})
+	slices.SortFunc(keys, compareKeys)
 	return slices.Compact(keys)
 }
 
@@ -549,7 +565,7 @@ func (w *Watcher) upstreamsOfService(key types.NamespacedName, svc *corev1.Servi
 
 // appendUpstreamsLocked appends upstreamsOfService to ups, for a caller that holds w.mu.
 func (w *Watcher) appendUpstreamsLocked(ups []nginx.Upstream, key types.NamespacedName, svc *corev1.Service) []nginx.Upstream {
-	s := w.watched[key]
+	s := w.service(key)
 	if !w.inUse(key, s) {
 		return ups
 	}
@@ -581,7 +597,7 @@ func (w *Watcher) sync(ctx context.Context, key types.NamespacedName) error {
 	// store it back.
 	var last []published
 	var names sliceNames
-	if s := w.watched[key]; s != nil {
+	if s := w.service(key); s != nil {
 		last, names = s.last, s.slices
 	}
 	w.mu.Unlock()
@@ -638,6 +654,14 @@ func (w *Watcher) sync(ctx context.Context, key types.NamespacedName) error {
 				zap.Stringer("service", key), zap.Int("dropped", dropped))
 			eps = kept
 		}
+		// The upstreams of a Service (its port by number and by name, say) often have the same endpoints:
+		// they share one list, which no one modifies once published.
+		for i := range last {
+			if len(eps) > 0 && slices.Equal(last[i].endpoints, eps) {
+				eps = last[i].endpoints
+				break
+			}
+		}
 		if i := lastOf(up.Name); i < 0 {
 			last = append(last, published{name: up.Name, endpoints: eps})
 		} else if slices.Equal(last[i].endpoints, eps) {
@@ -664,10 +688,9 @@ func (w *Watcher) sync(ctx context.Context, key types.NamespacedName) error {
 	last = kept
 	w.mu.Lock()
 	// The entry may have gone (its last upstream released) or come anew while the Service synced.
-	s := w.watched[key]
+	s := w.service(key)
 	if s == nil && len(last) > 0 {
-		s = &watchedService{}
-		w.watched[key] = s
+		s = w.serviceEntry(key)
 	}
 	if s != nil {
 		s.last = last
@@ -715,7 +738,7 @@ func (w *Watcher) referencedService(obj any) []types.NamespacedName {
 
 func (w *Watcher) usedService(k types.NamespacedName) []types.NamespacedName {
 	w.mu.Lock()
-	used := w.inUse(k, w.watched[k])
+	used := w.inUse(k, w.service(k))
 	w.mu.Unlock()
 	if !used {
 		return nil
@@ -730,21 +753,17 @@ func (w *Watcher) sliceChanged(oldObj, newObj any, q *pipeline.Queue[types.Names
 	newSvc, newName, hasSvc := serviceOfSlice(newObj)
 	w.mu.Lock()
 	if hadSvc && (!hasSvc || oldSvc != newSvc) {
-		if s := w.watched[oldSvc]; s != nil {
+		if s := w.service(oldSvc); s != nil {
 			s.slices = s.slices.without(oldName)
 			w.tidy(oldSvc, s)
 		}
 	}
 	if hasSvc {
-		s := w.watched[newSvc]
-		if s == nil {
-			s = &watchedService{}
-			w.watched[newSvc] = s
-		}
+		s := w.serviceEntry(newSvc)
 		s.slices = s.slices.with(newName)
 	}
-	queueOld := hadSvc && w.inUse(oldSvc, w.watched[oldSvc])
-	queueNew := hasSvc && (!hadSvc || newSvc != oldSvc) && w.inUse(newSvc, w.watched[newSvc])
+	queueOld := hadSvc && w.inUse(oldSvc, w.service(oldSvc))
+	queueNew := hasSvc && (!hadSvc || newSvc != oldSvc) && w.inUse(newSvc, w.service(newSvc))
 	w.mu.Unlock()
 	if queueOld {
 		q.Add(oldSvc)

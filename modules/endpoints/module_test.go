@@ -130,7 +130,7 @@ func TestUpstreamsOfTheRenderedModelStayWatched(t *testing.T) {
 		in.Publish(modules.IngressChange{Key: key, Accepted: true})
 		w.mu.Lock()
 		defer w.mu.Unlock()
-		now := w.byIngress[key]
+		now, _ := w.byIngress.Get(key)
 		return len(now) == 1 && now[0].name != first.Upstream.Name
 	})
 	if !watches(first.Upstream.Name) {
@@ -549,7 +549,7 @@ func (iw *idleWatcher) refCounts() map[nginx.UpstreamName]int {
 	iw.w.mu.Lock()
 	defer iw.w.mu.Unlock()
 	out := map[nginx.UpstreamName]int{}
-	for key, s := range iw.w.watched {
+	for key, s := range iw.w.watched.All() {
 		for _, r := range s.refs {
 			up := r.upstream(key)
 			var want nginx.Upstream
@@ -573,7 +573,7 @@ func (iw *idleWatcher) refCounts() map[nginx.UpstreamName]int {
 			iw.t.Errorf("Service %s kept with nothing to keep", key)
 		}
 	}
-	for key, ups := range iw.w.byIngress {
+	for key, ups := range iw.w.byIngress.All() {
 		if len(ups) == 0 {
 			iw.t.Errorf("Ingress %s kept with no upstream", key)
 		}
@@ -735,7 +735,7 @@ func TestSharedUpstreamIsRemovedWithItsLastUser(t *testing.T) {
 		t.Fatalf("published %+v after the removal", got)
 	}
 	iw.w.mu.Lock()
-	s := iw.w.watched[types.NamespacedName{Namespace: "ns", Name: "web"}]
+	s := iw.w.service(types.NamespacedName{Namespace: "ns", Name: "web"})
 	iw.w.mu.Unlock()
 	if s == nil || len(s.refs) != 0 || len(s.last) != 0 || s.slices != "web-1" {
 		t.Fatalf("kept for web: %+v, want its slice's name only", s)
