@@ -206,3 +206,79 @@ func TestCertStateMatchesAHostMap(t *testing.T) {
 		}
 	}
 }
+
+// TestRouteStoreFollowsRandomModels drives the route store with random models (hosts come, go and
+// change upstream; with and without a catch-all server; models repeated) and pushes, full or not, some
+// failing, and keeps a data-plane route table from what the pushes carry. After every successful push
+// the table must equal the encoding of the latest model's servers, with the stand-in catch-all when
+// the model has none: the store walks each model against the last one instead of keeping a map of
+// servers, and must never miss a host that came, changed or went.
+func TestRouteStoreFollowsRandomModels(t *testing.T) {
+	for seed := range uint64(30) {
+		r := rand.New(rand.NewPCG(seed, 4))
+		s := newRouteStore()
+		table := map[nginx.Hostname]string{}
+		ups := map[nginx.Hostname]nginx.UpstreamName{}
+		withCatchAll, pendingFull := true, false
+		var m *nginx.Model
+		for step := range 300 {
+			if r.IntN(3) > 0 || m == nil {
+				for range r.IntN(4) {
+					h := nginx.Hostname(fmt.Sprintf("h%02d.example", r.IntN(20)))
+					if r.IntN(3) == 0 {
+						delete(ups, h)
+					} else {
+						ups[h] = nginx.UpstreamName(fmt.Sprintf("up-%d", r.IntN(3)))
+					}
+				}
+				if r.IntN(5) == 0 {
+					withCatchAll = !withCatchAll
+				}
+				m = &nginx.Model{}
+				if withCatchAll {
+					m.Servers = append(m.Servers, nginx.Server{Host: "", Locations: routesTo("fallback", nginx.ProfileSettings{})})
+				}
+				for _, h := range slices.Sorted(maps.Keys(ups)) {
+					m.Servers = append(m.Servers, nginx.Server{Host: h, Locations: routesTo(ups[h], nginx.ProfileSettings{})})
+				}
+			} else if r.IntN(2) == 0 {
+				// The same servers again in a new list, as a model that changed something else.
+				m = &nginx.Model{Servers: slices.Clone(m.Servers)}
+			}
+			s.useModel(m)
+			full := pendingFull || r.IntN(6) == 0
+			b, send := s.take(full)
+			if !send {
+				continue
+			}
+			if r.IntN(5) == 0 {
+				s.failed(b)
+				pendingFull = full // as the lane does: a failed full push is pushed in full again
+				continue
+			}
+			pendingFull = false
+			s.stored(b, nil)
+			if full {
+				clear(table)
+			}
+			for h, e := range b.Hosts {
+				if e == nil {
+					delete(table, h)
+				} else {
+					table[h] = string(e)
+				}
+			}
+			// A push that failed leaves its hosts dirty; the table is checked once nothing is pending.
+			if len(s.dirty) > 0 {
+				continue
+			}
+			want := encodedAs(m)
+			if !withCatchAll {
+				want[""] = string(nginx.AppendRouteHostJSON(nil, catchAll))
+			}
+			if !maps.Equal(table, want) {
+				t.Fatalf("seed %d step %d: the data plane holds %d hosts %v, want %d %v", seed, step, len(table), slices.Sorted(maps.Keys(table)), len(want), slices.Sorted(maps.Keys(want)))
+			}
+		}
+	}
+}
