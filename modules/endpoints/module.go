@@ -106,12 +106,14 @@ type Watcher struct {
 }
 
 // watchedService is what the watcher keeps about one Service. A Service has few upstreams (one per
-// port an Ingress names), so short slices hold them: at 10,000 Services a map per Service would take
-// several times the memory. Its fields are guarded by Watcher.mu; last is changed only by the Service's
-// sync, which never runs twice at a time.
+// port an Ingress names), so a short slice holds them: at 10,000 Services a map per Service would take
+// several times the memory. Its fields are guarded by Watcher.mu; what was published is changed only by
+// the Service's sync, which never runs twice at a time.
 type watchedService struct {
+	// refs are the upstreams in use (n > 0) and those whose removal is not published yet (n == 0).
+	// One slice for both, rather than one of the upstreams in use and one of what was published for
+	// them: 48 bytes less per Service.
 	refs []ref
-	last []published
 	// slices names the Service's EndpointSlices (in its namespace), kept by the slice handler before it
 	// queues the Service. A client-go index would keep a set (a map) per Service: several times the
 	// memory at 10,000 Services with a slice or two each.
@@ -170,9 +172,14 @@ func (s sliceNames) without(name string) sliceNames {
 	return out
 }
 
-// tidy drops the entry of Service key once it holds nothing. The caller holds w.mu.
+// tidy drops the upstreams of Service key that are neither used nor published, and the entry once it
+// holds nothing. The caller holds w.mu.
 func (w *Watcher) tidy(key types.NamespacedName, s *watchedService) {
-	if len(s.refs) == 0 && len(s.last) == 0 && s.slices == "" && key != w.opts.DefaultBackend {
+	s.refs = slices.DeleteFunc(s.refs, func(r ref) bool { return !r.inUse() && r.flags&listPublished == 0 })
+	if len(s.refs) == 0 {
+		s.refs = nil
+	}
+	if len(s.refs) == 0 && s.slices == "" && key != w.opts.DefaultBackend {
 		w.watched.Delete(key)
 	}
 }
@@ -200,7 +207,18 @@ func compareKeys(a, b types.NamespacedName) int {
 
 // inUse reports whether the Service must be watched: an upstream uses it, or it is the default backend.
 func (w *Watcher) inUse(key types.NamespacedName, s *watchedService) bool {
-	return s != nil && (len(s.refs) > 0 || key == w.opts.DefaultBackend)
+	if s == nil {
+		return false
+	}
+	if key == w.opts.DefaultBackend {
+		return true
+	}
+	for i := range s.refs {
+		if s.refs[i].inUse() {
+			return true
+		}
+	}
+	return false
 }
 
 // published is the endpoint list last published for one upstream.
@@ -210,13 +228,17 @@ type published struct {
 }
 
 // ref is one upstream of a Service, with how many referrers (Ingresses, the rendered model, the stream
-// services) use it. It holds the upstream without its Service, which is the key it is kept under.
+// services) use it, and the endpoint list last published for it. It holds the upstream without its
+// Service, which is the key it is kept under.
 type ref struct {
 	name     nginx.UpstreamName
 	portName string // the port, when it is named (portNamed)
-	portNum  int32  // the port, when it is a number
-	n        int32
-	flags    refFlags
+	// eps is the list last published for the upstream, when one was (listPublished).
+	eps     []nginx.Endpoint
+	portNum int32 // the port, when it is a number
+	// n counts the referrers; 0 for an upstream no longer used whose removal is not published yet.
+	n     int32
+	flags refFlags
 }
 
 type refFlags uint8
@@ -225,10 +247,20 @@ const (
 	portNamed refFlags = 1 << iota
 	serviceIP
 	udp
+	// listPublished says that an endpoint list (eps) was published for the upstream, and not removed.
+	listPublished
 )
 
 func newRef(up nginx.Upstream) ref {
 	r := ref{name: up.Name, n: 1}
+	r.setUpstream(up)
+	return r
+}
+
+// setUpstream makes r stand for up (of r's Service), keeping its count and what was published.
+func (r *ref) setUpstream(up nginx.Upstream) {
+	r.flags &= listPublished
+	r.portName, r.portNum = "", 0
 	if up.Port.Type == intstr.String {
 		r.flags |= portNamed
 		r.portName = up.Port.StrVal
@@ -241,8 +273,10 @@ func newRef(up nginx.Upstream) ref {
 	if up.UDP {
 		r.flags |= udp
 	}
-	return r
 }
+
+// inUse reports whether a referrer uses the upstream.
+func (r *ref) inUse() bool { return r.n > 0 }
 
 // upstream returns the upstream r stands for, of Service svc.
 func (r *ref) upstream(svc types.NamespacedName) nginx.Upstream {
@@ -485,8 +519,12 @@ func (w *Watcher) referencesChanged(referrer types.NamespacedName, now []*nginx.
 func (w *Watcher) hold(up nginx.Upstream) nginx.UpstreamName {
 	s := w.serviceEntry(up.Service)
 	if i := refIndex(s.refs, up.Name); i >= 0 {
-		s.refs[i].n++
-		return s.refs[i].name
+		r := &s.refs[i]
+		if !r.inUse() { // kept for its published list only: it stands for up again
+			r.setUpstream(up)
+		}
+		r.n++
+		return r.name
 	}
 	s.refs = append(s.refs, newRef(up))
 	return up.Name
@@ -498,15 +536,10 @@ func (w *Watcher) release(svc types.NamespacedName, name nginx.UpstreamName) {
 	if s == nil {
 		return
 	}
-	if i := refIndex(s.refs, name); i >= 0 {
-		if s.refs[i].n--; s.refs[i].n == 0 {
-			s.refs = slices.Delete(s.refs, i, i+1)
-		}
+	if i := refIndex(s.refs, name); i >= 0 && s.refs[i].inUse() {
+		s.refs[i].n--
 	}
-	if len(s.refs) == 0 {
-		s.refs = nil
-		w.tidy(svc, s)
-	}
+	w.tidy(svc, s)
 }
 
 // appendKey appends k to keys unless it is the last one already; uniqueKeys removes the other repeats.
@@ -570,11 +603,13 @@ func (w *Watcher) appendUpstreamsLocked(ups []nginx.Upstream, key types.Namespac
 		return ups
 	}
 	for i := range s.refs {
-		ups = append(ups, s.refs[i].upstream(key))
+		if s.refs[i].inUse() {
+			ups = append(ups, s.refs[i].upstream(key))
+		}
 	}
 	if key == w.opts.DefaultBackend && svc != nil {
 		if up, ok := nginx.DefaultBackendUpstream(key, svc); ok {
-			if refIndex(s.refs, up.Name) < 0 {
+			if i := refIndex(s.refs, up.Name); i < 0 || !s.refs[i].inUse() {
 				ups = append(ups, up)
 			}
 		}
@@ -593,12 +628,18 @@ func (w *Watcher) sync(ctx context.Context, key types.NamespacedName) error {
 	w.mu.Lock()
 	var buf [4]nginx.Upstream // most Services have one or two upstreams
 	ups := w.appendUpstreamsLocked(buf[:0], key, svc)
-	// The queue never syncs one Service twice at a time, so this Service's last list is ours until we
-	// store it back.
-	var last []published
+	// What was published, as the sync changes it; stored back at its end. The queue never syncs one
+	// Service twice at a time, so only this sync changes it meanwhile.
+	var lastBuf [4]published
+	last := lastBuf[:0]
 	var names sliceNames
 	if s := w.service(key); s != nil {
-		last, names = s.last, s.slices
+		for i := range s.refs {
+			if r := &s.refs[i]; r.flags&listPublished != 0 {
+				last = append(last, published{name: r.name, endpoints: r.eps})
+			}
+		}
+		names = s.slices
 	}
 	w.mu.Unlock()
 	if svc == nil || svc.Spec.Type != corev1.ServiceTypeExternalName || len(ups) == 0 {
@@ -684,16 +725,16 @@ func (w *Watcher) sync(ctx context.Context, key types.NamespacedName) error {
 		w.published.WithLabelValues("remove").Inc()
 		w.out.Publish(modules.EndpointsChange{Upstream: nginx.Upstream{Name: p.name, Service: key}, Removed: true})
 	}
-	clear(last[len(kept):])
 	last = kept
 	w.mu.Lock()
-	// The entry may have gone (its last upstream released) or come anew while the Service synced.
+	// The entry may have gone (its last upstream released) or come anew while the Service synced, and
+	// an upstream released meanwhile may have gone from it.
 	s := w.service(key)
 	if s == nil && len(last) > 0 {
 		s = w.serviceEntry(key)
 	}
 	if s != nil {
-		s.last = last
+		w.storePublished(s, last)
 		w.tidy(key, s)
 	}
 	w.mu.Unlock()
@@ -703,6 +744,25 @@ func (w *Watcher) sync(ctx context.Context, key types.NamespacedName) error {
 		w.log.Warn("cannot resolve ExternalName service", zap.Error(resolveErr))
 	}
 	return nil
+}
+
+// storePublished records in s what a sync published: last lists the upstreams with a list published
+// and not removed. The caller holds w.mu.
+func (w *Watcher) storePublished(s *watchedService, last []published) {
+	for i := range s.refs {
+		r := &s.refs[i]
+		r.flags &^= listPublished
+		r.eps = nil
+	}
+	for _, p := range last {
+		i := refIndex(s.refs, p.name)
+		if i < 0 { // released and dropped while the sync published it: kept until its removal is
+			s.refs = append(s.refs, ref{name: p.name})
+			i = len(s.refs) - 1
+		}
+		s.refs[i].eps = p.endpoints
+		s.refs[i].flags |= listPublished
+	}
 }
 
 // externalName returns the endpoints of an ExternalName Service's port from the newest DNS answer, and

@@ -551,6 +551,9 @@ func (iw *idleWatcher) refCounts() map[nginx.UpstreamName]int {
 	out := map[nginx.UpstreamName]int{}
 	for key, s := range iw.w.watched.All() {
 		for _, r := range s.refs {
+			if r.n == 0 {
+				continue // kept until its removal is published
+			}
 			up := r.upstream(key)
 			var want nginx.Upstream
 			switch {
@@ -569,7 +572,7 @@ func (iw *idleWatcher) refCounts() map[nginx.UpstreamName]int {
 			}
 			out[r.name] = int(r.n)
 		}
-		if len(s.refs) == 0 && len(s.last) == 0 && s.slices == "" && key != iw.w.opts.DefaultBackend {
+		if len(s.refs) == 0 && s.slices == "" && key != iw.w.opts.DefaultBackend {
 			iw.t.Errorf("Service %s kept with nothing to keep", key)
 		}
 	}
@@ -737,7 +740,7 @@ func TestSharedUpstreamIsRemovedWithItsLastUser(t *testing.T) {
 	iw.w.mu.Lock()
 	s := iw.w.service(types.NamespacedName{Namespace: "ns", Name: "web"})
 	iw.w.mu.Unlock()
-	if s == nil || len(s.refs) != 0 || len(s.last) != 0 || s.slices != "web-1" {
+	if s == nil || len(s.refs) != 0 || s.slices != "web-1" {
 		t.Fatalf("kept for web: %+v, want its slice's name only", s)
 	}
 	if iw.w.usedService(types.NamespacedName{Namespace: "ns", Name: "web"}) != nil {
@@ -761,5 +764,34 @@ func TestDefaultBackendStaysWatched(t *testing.T) {
 	}
 	if iw.w.usedService(def) == nil {
 		t.Fatal("the default backend is no longer watched")
+	}
+}
+
+// An upstream released while its Service's sync publishes its endpoints (its entry dropped, as nothing
+// was published for it when the release came) is kept by what the sync stores back, and the next sync
+// publishes its removal: the data plane must not keep the endpoints of an upstream nothing uses.
+func TestUpstreamReleasedDuringItsSyncIsRemoved(t *testing.T) {
+	iw := newIdleWatcher(t, Options{}, webObjects()[0], webObjects()[2], ingressTo("a", "web"))
+	web80 := upstreamOf("web", 80)
+	key := types.NamespacedName{Namespace: "ns", Name: "web"}
+	iw.w.ingressChanged(modules.IngressChange{Key: types.NamespacedName{Namespace: "ns", Name: "a"}, Accepted: true})
+	iw.remove("a") // the release, while a sync (below) publishes the endpoints it read before it
+	iw.w.mu.Lock()
+	if s := iw.w.service(key); s != nil && len(s.refs) != 0 {
+		t.Errorf("kept %+v for an upstream neither used nor published", s.refs)
+	}
+	eps := []nginx.Endpoint{{Address: "192.0.2.1", Port: 8080}}
+	s := iw.w.serviceEntry(key)
+	iw.w.storePublished(s, []published{{name: web80.Name, endpoints: eps}})
+	iw.w.tidy(key, s)
+	iw.w.mu.Unlock()
+	got := iw.sync("web")
+	if len(got) != 1 || !got[0].Removed || got[0].Upstream.Name != web80.Name {
+		t.Fatalf("published %+v, want the removal of %s", got, web80.Name)
+	}
+	iw.w.mu.Lock()
+	defer iw.w.mu.Unlock()
+	if s := iw.w.service(key); s != nil && len(s.refs) != 0 {
+		t.Fatalf("kept %+v after the removal was published", s.refs)
 	}
 }
