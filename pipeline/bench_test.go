@@ -266,3 +266,36 @@ func BenchmarkQueueAddGetDone(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkTopicBurstRetained publishes a burst of 10,000 values of 120 bytes (the size of an
+// EndpointsChange) in rounds of 2,500 to one subscriber that is busy with the first value of each round
+// until the round is in, and reports the heap the idle subscription still holds once everything is
+// delivered (retained-B/op): the buffers it keeps for reuse.
+//
+//	go test -run '^$' -bench TopicBurstRetained -benchtime 3x ./pipeline/
+func BenchmarkTopicBurstRetained(b *testing.B) {
+	type value [120]byte
+	var retained int64
+	for range b.N {
+		topic := NewTopic[value]("bench")
+		gate := make(chan struct{})
+		before := heapstat.Live()
+		topic.Subscribe(func(v value) {
+			if v[0] == 1 { // the first of a round
+				<-gate
+			}
+		})
+		for range 4 {
+			for i := range 2_500 {
+				topic.Publish(value{0: byte(min(i, 1) ^ 1)})
+			}
+			gate <- struct{}{}
+			if err := topic.Flush(context.Background()); err != nil {
+				b.Fatal(err)
+			}
+		}
+		retained += heapstat.Live() - before
+		topic.Close()
+	}
+	b.ReportMetric(float64(retained)/float64(b.N), "retained-B/op")
+}

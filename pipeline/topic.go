@@ -6,6 +6,7 @@ import (
 	"runtime/debug"
 	"slices"
 	"sync"
+	"unsafe"
 
 	"go.uber.org/zap"
 )
@@ -33,10 +34,20 @@ func WithTopicMetrics(m *Metrics) TopicOption {
 	return func(c *topicConfig) { c.metrics = m }
 }
 
-// maxRetainedBuffer is the capacity above which a subscriber gives its
-// drained buffer back to the garbage collector instead of reusing it, so one
-// burst does not pin memory for the life of the process.
-const maxRetainedBuffer = 4096
+// maxRetainedBytes is the size above which a subscriber gives its drained
+// buffer back to the garbage collector instead of reusing it, so one burst
+// does not pin memory for the life of the process. A subscriber keeps two
+// buffers (the one it drains and the one Publish fills); a bound of 4,096
+// values kept up to a megabyte per subscriber of a topic of large values
+// (an EndpointsChange is about 120 bytes), which a start's burst left behind.
+const maxRetainedBytes = 16 << 10
+
+// maxRetained returns how many values of T a subscriber keeps room for: those
+// that fit in maxRetainedBytes, and at least 64.
+func maxRetained[T any]() int {
+	var v T
+	return max(64, maxRetainedBytes/max(1, int(unsafe.Sizeof(v))))
+}
 
 // Topic is a typed fan-out: every value published reaches every subscriber,
 // in publish order, on that subscriber's own goroutine. Each subscriber has
@@ -235,6 +246,7 @@ func (s *subscriber[T]) stop() {
 // publishing allocates nothing.
 func (s *subscriber[T]) run() {
 	var spare []T
+	keep := maxRetained[T]()
 	for {
 		select {
 		case <-s.quit:
@@ -255,7 +267,7 @@ func (s *subscriber[T]) run() {
 		}
 		s.markDelivered(len(batch))
 		clear(batch) // drop references so delivered values can be collected
-		if cap(batch) > maxRetainedBuffer {
+		if cap(batch) > keep {
 			batch = nil
 		}
 		spare = batch[:0]
