@@ -1,6 +1,7 @@
 package app
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"time"
@@ -140,6 +141,9 @@ func NewKubeSource(p KubeSourceParams) (KubeSourceResult, error) {
 	// object's key per namespace (2 MB at 10,000 Ingresses with their Services, EndpointSlices and
 	// Secrets). A List by namespace would still work, by a scan.
 	registerUnindexedInformers(s.Factory, p.Config.WatchNamespace)
+	if err := shareUnchangedSecretData(s.Factory.Core().V1().Secrets().Informer()); err != nil {
+		return KubeSourceResult{}, err
+	}
 	s.track("ingresses", s.Factory.Networking().V1().Ingresses().Informer())
 	s.track("ingressclasses", s.Factory.Networking().V1().IngressClasses().Informer())
 	s.track("services", s.Factory.Core().V1().Services().Informer())
@@ -178,6 +182,37 @@ func registerUnindexedInformers(f informers.SharedInformerFactory, namespace str
 	f.InformerFor(&corev1.ConfigMap{}, func(c kubernetes.Interface, resync time.Duration) cache.SharedIndexInformer {
 		return informerscorev1.NewFilteredConfigMapInformer(c, namespace, resync, none, nil)
 	})
+}
+
+// shareUnchangedSecretData makes the Secret informer's transform reuse the cached copy of each data value
+// that an update leaves unchanged. An update that does not change a Secret's content (a label, an
+// annotation, an owner changed) and every relist (after a watch could not resume) decode every value anew;
+// the syncer keeps serving the certificate it parsed from the cached values before, so without this each
+// such certificate's PEM would be held twice, once by the certificate and once by the cache (about 1 KB
+// per TLS Secret). It costs one comparison of the values per update.
+func shareUnchangedSecretData(inf cache.SharedIndexInformer) error {
+	store := inf.GetStore()
+	return inf.SetTransform(func(obj any) (any, error) {
+		obj, err := cacheTransform(obj)
+		if s, ok := obj.(*corev1.Secret); ok && err == nil && len(s.Data) > 0 {
+			if old, exists, _ := store.GetByKey(s.Namespace + "/" + s.Name); exists {
+				if o, ok := old.(*corev1.Secret); ok {
+					reuseEqualValues(s.Data, o.Data)
+				}
+			}
+		}
+		return obj, err
+	})
+}
+
+// reuseEqualValues points each value of data that equals the value of the same key in cached to the cached
+// one. data is a new object's, not yet in any cache; cached is never written.
+func reuseEqualValues(data, cached map[string][]byte) {
+	for k, v := range data {
+		if c, ok := cached[k]; ok && bytes.Equal(c, v) {
+			data[k] = c
+		}
+	}
 }
 
 // Track counts a module's own informer's events in ingress_reactor_informer_events_total under resource.

@@ -64,3 +64,76 @@ func TestUnindexedInformers(t *testing.T) {
 		f.Shutdown()
 	}
 }
+
+// An update that leaves a Secret's values as they were (here a label) is cached with the values the cache
+// held already, so a certificate parsed from them before keeps sharing them; a changed value is the new one.
+func TestSecretUpdateSharesUnchangedData(t *testing.T) {
+	crt, key := []byte("-----BEGIN CERTIFICATE-----\nAAAA\n-----END CERTIFICATE-----\n"), []byte("key one")
+	cs := fake.NewClientset(&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "a", Name: "tls"},
+		Type: corev1.SecretTypeTLS, Data: map[string][]byte{corev1.TLSCertKey: crt, corev1.TLSPrivateKeyKey: key}})
+	f := informers.NewSharedInformerFactoryWithOptions(cs, 0, informers.WithTransform(cacheTransform))
+	registerUnindexedInformers(f, "")
+	inf := f.Core().V1().Secrets().Informer()
+	if err := shareUnchangedSecretData(inf); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	f.Start(ctx.Done())
+	defer func() {
+		cancel()
+		f.Shutdown()
+	}()
+	if !cache.WaitForCacheSync(ctx.Done(), inf.HasSynced) {
+		t.Fatal("Secrets did not sync")
+	}
+	cached := func() *corev1.Secret {
+		o, ok, err := inf.GetStore().GetByKey("a/tls")
+		if !ok || err != nil {
+			t.Fatalf("a/tls not cached: %v", err)
+		}
+		return o.(*corev1.Secret)
+	}
+	// waitFor polls the cache until the cached Secret's resourceVersion differs from rv.
+	waitFor := func(rv string) *corev1.Secret {
+		for ctx.Err() == nil {
+			if s := cached(); s.ResourceVersion != rv {
+				return s
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+		t.Fatal("the update never reached the cache")
+		return nil
+	}
+	first := cached()
+	sameBacking := func(a, b []byte) bool { return len(a) > 0 && len(b) > 0 && &a[0] == &b[0] }
+
+	s := first.DeepCopy()
+	s.Labels = map[string]string{"renewed": "no"}
+	s.ResourceVersion = "2" // the fake clientset keeps what it is given
+	if _, err := cs.CoreV1().Secrets("a").Update(ctx, s, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	second := waitFor(first.ResourceVersion)
+	for _, k := range []string{corev1.TLSCertKey, corev1.TLSPrivateKeyKey} {
+		if !sameBacking(second.Data[k], first.Data[k]) {
+			t.Errorf("%s: an unchanged value was not shared with the cached one", k)
+		}
+	}
+
+	s = second.DeepCopy()
+	s.Data[corev1.TLSPrivateKeyKey] = []byte("key two")
+	s.ResourceVersion = "3"
+	if _, err := cs.CoreV1().Secrets("a").Update(ctx, s, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	third := waitFor(second.ResourceVersion)
+	if !sameBacking(third.Data[corev1.TLSCertKey], first.Data[corev1.TLSCertKey]) {
+		t.Error("the unchanged certificate was not shared after the key changed")
+	}
+	if string(third.Data[corev1.TLSPrivateKeyKey]) != "key two" {
+		t.Errorf("changed key cached as %q, want %q", third.Data[corev1.TLSPrivateKeyKey], "key two")
+	}
+	if sameBacking(third.Data[corev1.TLSPrivateKeyKey], first.Data[corev1.TLSPrivateKeyKey]) {
+		t.Error("a changed value shares the old one's bytes")
+	}
+}
