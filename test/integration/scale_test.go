@@ -428,17 +428,19 @@ func (b *scaleBench) goHeap(t *testing.T) string {
 	sys, _ := m.Value("go_memstats_sys_bytes", nil)
 	heapIdle, _ := m.Value("go_memstats_heap_idle_bytes", nil)
 	stacks, _ := m.Value("go_memstats_stack_inuse_bytes", nil)
-	var meta float64 // the runtime's own bookkeeping: spans, per-P caches, GC metadata, profiling buckets
-	for _, name := range []string{"go_memstats_mspan_inuse_bytes", "go_memstats_mcache_inuse_bytes", "go_memstats_gc_sys_bytes",
-		"go_memstats_other_sys_bytes", "go_memstats_buck_hash_sys_bytes"} {
-		v, _ := m.Value(name, nil)
+	// The runtime's own bookkeeping: span structures, per-P caches, GC metadata, profiling buckets, other.
+	var meta float64
+	var parts []string
+	for _, name := range []string{"mspan_inuse", "mcache_inuse", "gc_sys", "buck_hash_sys", "other_sys"} {
+		v, _ := m.Value("go_memstats_"+name+"_bytes", nil)
 		meta += v
+		parts = append(parts, fmt.Sprintf("%s %.1f", strings.TrimSuffix(strings.TrimSuffix(name, "_inuse"), "_sys"), v/mib))
 	}
 	goroutines, _ := m.Value("go_goroutines", nil)
 	idle, _ := m.Value("ingress_reactor_idle_memory_releases_total", nil)
 	return fmt.Sprintf("Go heap in use %.0f MiB, free not released %.0f MiB, next GC at %.0f MiB, released %.0f MiB, "+
-		"stacks %.1f MiB (%.0f goroutines), runtime metadata %.1f MiB, runtime total %.0f MiB, %.0f idle releases so far",
-		inuse/mib, (heapIdle-released)/mib, next/mib, released/mib, stacks/mib, goroutines, meta/mib, sys/mib, idle)
+		"stacks %.1f MiB (%.0f goroutines), runtime metadata %.1f MiB (%s), runtime total %.0f MiB, %.0f idle releases so far",
+		inuse/mib, (heapIdle-released)/mib, next/mib, released/mib, stacks/mib, goroutines, meta/mib, strings.Join(parts, ", "), sys/mib, idle)
 }
 
 // percentiles formats the 50th and 99th percentiles (nearest rank) and the maximum of ds.
