@@ -1,6 +1,8 @@
 package endpoints
 
 import (
+	"strings"
+
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -107,21 +109,55 @@ func (c conditions) serving() bool {
 // terminating is the Terminating condition, false when unset.
 func (c conditions) terminating() bool { return c&terminatingTrue != 0 }
 
-// NewSliceRecord returns the record of s. It shares s's strings (names, addresses), so values that the
-// caller interned in s before the call (the namespace, port names) stay shared; nothing else of s is kept.
+// NewSliceRecord returns the record of s. It keeps s's namespace and port names as they are, so values
+// that the caller interned in s before the call stay shared; its own strings (name, resource version,
+// Service name, addresses) are copied into one allocation: kept where the decoder put them, each would
+// pin a small slot amid the garbage the rest of the decoded slice leaves behind. Nothing of s is kept.
 func NewSliceRecord(s *discoveryv1.EndpointSlice) *SliceRecord {
-	r := &SliceRecord{
-		namespace:       s.Namespace,
-		name:            s.Name,
-		resourceVersion: s.ResourceVersion,
-		service:         s.Labels[discoveryv1.LabelServiceName],
+	svc := s.Labels[discoveryv1.LabelServiceName]
+	// A slice named after its Service (the EndpointSlice controller's "<service>-<suffix>") takes the
+	// Service's name from its own.
+	svcInName := len(svc) <= len(s.Name) && s.Name[:len(svc)] == svc
+	ip := s.AddressType == discoveryv1.AddressTypeIPv4 || s.AddressType == discoveryv1.AddressTypeIPv6
+	size, endpoints := len(s.Name)+len(s.ResourceVersion), 0
+	if !svcInName {
+		size += len(svc)
 	}
-	// A slice named after its Service (the EndpointSlice controller's "<service>-<suffix>") shares the
-	// name's bytes for the Service's name.
-	if svc := r.service; len(svc) < len(r.name) && r.name[:len(svc)] == svc {
+	if ip {
+		for i := range s.Endpoints {
+			if a := s.Endpoints[i].Addresses; len(a) > 0 {
+				size += len(a[0])
+				endpoints++
+			}
+		}
+	}
+	var b strings.Builder
+	b.Grow(size)
+	b.WriteString(s.Name)
+	b.WriteString(s.ResourceVersion)
+	if !svcInName {
+		b.WriteString(svc)
+	}
+	if ip {
+		for i := range s.Endpoints {
+			if a := s.Endpoints[i].Addresses; len(a) > 0 {
+				b.WriteString(a[0])
+			}
+		}
+	}
+	text := b.String()
+	take := func(n int) string {
+		t := text[:n]
+		text = text[n:]
+		return t
+	}
+	r := &SliceRecord{namespace: s.Namespace, name: take(len(s.Name)), resourceVersion: take(len(s.ResourceVersion))}
+	if svcInName {
 		r.service = r.name[:len(svc)]
+	} else {
+		r.service = take(len(svc))
 	}
-	if s.AddressType != discoveryv1.AddressTypeIPv4 && s.AddressType != discoveryv1.AddressTypeIPv6 {
+	if !ip {
 		return r
 	}
 	if len(s.Ports) > 0 {
@@ -139,17 +175,11 @@ func NewSliceRecord(s *discoveryv1.EndpointSlice) *SliceRecord {
 			}
 		}
 	}
-	n := 0
-	for i := range s.Endpoints {
-		if len(s.Endpoints[i].Addresses) > 0 {
-			n++
-		}
-	}
-	if n > 0 {
-		r.endpoints = make([]sliceEndpoint, 0, n)
+	if endpoints > 0 {
+		r.endpoints = make([]sliceEndpoint, 0, endpoints)
 		for i := range s.Endpoints {
 			if e := &s.Endpoints[i]; len(e.Addresses) > 0 {
-				r.endpoints = append(r.endpoints, sliceEndpoint{address: e.Addresses[0], conditions: conditionsFrom(e.Conditions)})
+				r.endpoints = append(r.endpoints, sliceEndpoint{address: take(len(e.Addresses[0])), conditions: conditionsFrom(e.Conditions)})
 			}
 		}
 	}

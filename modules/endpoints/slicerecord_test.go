@@ -38,6 +38,9 @@ func TestSliceRecord(t *testing.T) {
 	if r.ServiceName() != "web" || unsafe.StringData(r.service) != unsafe.StringData(r.name) {
 		t.Errorf("Service %q, want web sharing the slice name's bytes", r.ServiceName())
 	}
+	if unsafe.StringData(r.name) == unsafe.StringData(s.Name) || unsafe.StringData(r.endpoints[0].address) == unsafe.StringData(s.Endpoints[0].Addresses[0]) {
+		t.Error("the record keeps the decoded slice's strings, and the slots they sit in")
+	}
 	if key, err := cache.MetaNamespaceKeyFunc(r); err != nil || key != "ns/web-x7k2p" {
 		t.Errorf("key %q (%v), want ns/web-x7k2p", key, err)
 	}
