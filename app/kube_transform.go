@@ -22,7 +22,7 @@ import (
 // and Secrets of settings and streams come from informers of their own, untouched by this):
 //
 //   - every object: managedFields and the last-applied annotation (pipeline.StripTransform);
-//   - Services, EndpointSlices, Secrets and ConfigMaps: generateName, finalizers and owner references;
+//   - Services, Secrets and ConfigMaps: generateName, finalizers and owner references;
 //     the UID too, except a Service's (autoingress writes it into owner references and Events);
 //   - a Service: its labels, every annotation but autoingress's (ingress-reactor.io/expose*), its status
 //     and every field of its spec but type, ports, clusterIP and externalName (and a port's appProtocol);
@@ -30,8 +30,8 @@ import (
 //     Service, and of its ports and endpoints what endpoint resolution reads (a port's name, protocol and
 //     number; an endpoint's first address and conditions), in value slices of exact length. A decoded
 //     slice keeps a labels map, pointers for every port field and a struct with an addresses slice per
-//     endpoint (and in a cluster each endpoint's pod reference, node and zone); its record is a fifth of
-//     its size;
+//     endpoint (and in a cluster each endpoint's pod reference, node and zone); its record takes about a
+//     quarter of that;
 //   - a Secret: its labels and annotations (cert-manager writes half a dozen on each), and every data key
 //     other than the certificate, key and CA that TLS uses (and ca.crl, which auth-tls-secret refuses)
 //     and the entries of basic authentication (the key "auth", and values that are password hashes:
