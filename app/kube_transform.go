@@ -1,7 +1,6 @@
 package app
 
 import (
-	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -13,6 +12,7 @@ import (
 
 	"github.com/ingress-reactor/ingress-reactor/certs"
 	"github.com/ingress-reactor/ingress-reactor/modules/autoingress"
+	"github.com/ingress-reactor/ingress-reactor/modules/endpoints"
 	"github.com/ingress-reactor/ingress-reactor/nginx"
 	"github.com/ingress-reactor/ingress-reactor/pipeline"
 )
@@ -22,13 +22,16 @@ import (
 // and Secrets of settings and streams come from informers of their own, untouched by this):
 //
 //   - every object: managedFields and the last-applied annotation (pipeline.StripTransform);
-//   - Services, EndpointSlices, Secrets and ConfigMaps: generateName, finalizers and owner references;
+//   - Services, Secrets and ConfigMaps: generateName, finalizers and owner references;
 //     the UID too, except a Service's (autoingress writes it into owner references and Events);
 //   - a Service: its labels, every annotation but autoingress's (ingress-reactor.io/expose*), its status
 //     and every field of its spec but type, ports, clusterIP and externalName (and a port's appProtocol);
-//   - an EndpointSlice: its annotations, every label but the service name, and of each endpoint all but
-//     its addresses and conditions: in a cluster each endpoint's pod reference, node and zone take more
-//     than its address;
+//   - an EndpointSlice becomes an endpoints.SliceRecord: its namespace, name, resource version and
+//     Service, and of its ports and endpoints what endpoint resolution reads (a port's name, protocol and
+//     number; an endpoint's first address and conditions), in value slices of exact length. A decoded
+//     slice keeps a labels map, pointers for every port field and a struct with an addresses slice per
+//     endpoint (and in a cluster each endpoint's pod reference, node and zone); its record takes about a
+//     quarter of that;
 //   - a Secret: its labels and annotations (cert-manager writes half a dozen on each), and every data key
 //     other than the certificate, key and CA that TLS uses (and ca.crl, which auth-tls-secret refuses)
 //     and the entries of basic authentication (the key "auth", and values that are password hashes:
@@ -40,9 +43,18 @@ import (
 //
 // Values that repeat across objects are shared rather than copied into each: namespaces, port names and
 // protocols, Service and Secret types, published load-balancer addresses, and the pointed-to values of an
-// EndpointSlice's conditions and ports and of an Ingress's pathType and class. Nothing may write into a
-// cached object, so sharing is invisible to readers.
+// Ingress's pathType and class. Nothing may write into a cached object, so sharing is invisible to
+// readers.
+//
+// The informer may hand the transform its own output again (client-go requires it to be idempotent):
+// a record is returned as it is, and the other kinds' trimming leaves a trimmed object unchanged.
 func cacheTransform(obj any) (any, error) {
+	switch o := obj.(type) {
+	case *endpoints.SliceRecord:
+		return o, nil
+	case *discoveryv1.EndpointSlice:
+		return transformEndpointSlice(o), nil
+	}
 	obj, err := pipeline.StripTransform(obj)
 	if err != nil {
 		return obj, err
@@ -50,8 +62,6 @@ func cacheTransform(obj any) (any, error) {
 	switch o := obj.(type) {
 	case *corev1.Service:
 		transformService(o)
-	case *discoveryv1.EndpointSlice:
-		transformEndpointSlice(o)
 	case *corev1.Secret:
 		transformSecret(o)
 	case *corev1.ConfigMap:
@@ -100,33 +110,17 @@ func transformService(s *corev1.Service) {
 	s.Status = corev1.ServiceStatus{}
 }
 
-func transformEndpointSlice(s *discoveryv1.EndpointSlice) {
-	trimMeta(&s.ObjectMeta, false)
-	s.Annotations = nil
-	// Slices carry their Service's labels too (copied by Kubernetes); the service-name label alone is read.
-	if svc, ok := s.Labels[discoveryv1.LabelServiceName]; ok {
-		s.Labels = map[string]string{discoveryv1.LabelServiceName: svc}
-	} else {
-		s.Labels = nil
-	}
-	s.AddressType = discoveryv1.AddressType(knownConstant(string(s.AddressType)))
+// transformEndpointSlice returns the record the cache keeps of s, with its namespace and port names
+// shared with the other records'. s is the decoded object, the transform's own: its port names are
+// replaced in place with the shared copies before the record takes them.
+func transformEndpointSlice(s *discoveryv1.EndpointSlice) *endpoints.SliceRecord {
+	s.Namespace = sharedNamespaces.intern(s.Namespace)
 	for i := range s.Ports {
-		p := &s.Ports[i]
-		p.Name = sharedStringPtrs.intern(p.Name)
-		p.Protocol = sharedProtocol(p.Protocol)
-		p.Port = sharedInt32Ptrs.intern(p.Port)
-		p.AppProtocol = nil
+		if n := s.Ports[i].Name; n != nil {
+			*n = sharedNames.intern(*n)
+		}
 	}
-	// The decoder grows the list by appending; a copy of the exact length gives back the unused tail.
-	if cap(s.Endpoints) > len(s.Endpoints) {
-		s.Endpoints = slices.Clone(s.Endpoints)
-	}
-	for i := range s.Endpoints {
-		e := &s.Endpoints[i]
-		e.Hostname, e.TargetRef, e.NodeName, e.Zone, e.Hints, e.DeprecatedTopology = nil, nil, nil, nil, nil, nil
-		c := &e.Conditions
-		c.Ready, c.Serving, c.Terminating = sharedBool(c.Ready), sharedBool(c.Serving), sharedBool(c.Terminating)
-	}
+	return endpoints.NewSliceRecord(s)
 }
 
 func transformSecret(s *corev1.Secret) {
@@ -276,8 +270,6 @@ func knownConstant(s string) string {
 
 // The values shared pointers point at. Nothing writes through a cached object's pointers.
 var (
-	sharedTrue, sharedFalse                 = true, false
-	sharedTCP, sharedUDP, sharedSCTP        = corev1.ProtocolTCP, corev1.ProtocolUDP, corev1.ProtocolSCTP
 	sharedPrefix, sharedExact, sharedImplSp = networkingv1.PathTypePrefix, networkingv1.PathTypeExact, networkingv1.PathTypeImplementationSpecific
 )
 
@@ -292,12 +284,6 @@ func sharedPtr[T comparable](p *T, shared ...*T) *T {
 		}
 	}
 	return p
-}
-
-func sharedBool(b *bool) *bool { return sharedPtr(b, &sharedTrue, &sharedFalse) }
-
-func sharedProtocol(p *corev1.Protocol) *corev1.Protocol {
-	return sharedPtr(p, &sharedTCP, &sharedUDP, &sharedSCTP)
 }
 
 func sharedPathType(p *networkingv1.PathType) *networkingv1.PathType {
@@ -315,10 +301,9 @@ const maxSharedLen = 256
 
 var (
 	sharedNamespaces = &stringTable{}
-	sharedNames      = &stringTable{}            // port names
+	sharedNames      = &stringTable{}            // port names (of Services and EndpointSlices)
 	sharedAddresses  = &stringTable{}            // load-balancer addresses in Ingress status
-	sharedStringPtrs = &ptrInternTable[string]{} // EndpointSlice port names, IngressClass names
-	sharedInt32Ptrs  = &ptrInternTable[int32]{}  // EndpointSlice port numbers
+	sharedStringPtrs = &ptrInternTable[string]{} // IngressClass names
 )
 
 // internTable maps a value to the one copy of it that objects share, for at most maxShared values. It is

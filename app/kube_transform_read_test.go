@@ -34,6 +34,16 @@ func cached[T runtime.Object](t *testing.T, obj T) T {
 	return out.(T)
 }
 
+// cachedSlice returns the record the informer cache holds for a copy of s (s itself is left as it is).
+func cachedSlice(t *testing.T, s *discoveryv1.EndpointSlice) *endpoints.SliceRecord {
+	t.Helper()
+	out, err := cacheTransform(s.DeepCopy())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out.(*endpoints.SliceRecord)
+}
+
 // readFixtures is a cluster as the API server returns it: an Ingress with TLS, basic authentication and
 // custom headers, its Service (with labels, selector, Helm annotations, dual IP fields), EndpointSlice
 // (pod references, nodes, zones, owner), TLS Secret (cert-manager's labels and annotations), basic-auth
@@ -132,7 +142,7 @@ func (f readFixtures) lookups(svcs []*corev1.Service, secrets []*corev1.Secret, 
 func TestCacheTransformKeepsWhatModulesRead(t *testing.T) {
 	f := newReadFixtures(t)
 	ing, svc, exposed, extName, hdl := cached(t, f.ing), cached(t, f.svc), cached(t, f.exposed), cached(t, f.extName), cached(t, f.hdl)
-	slice, tls, auth, headers, owned := cached(t, f.slice), cached(t, f.tls), cached(t, f.auth), cached(t, f.headers), cached(t, f.owned)
+	slice, tls, auth, headers, owned := cachedSlice(t, f.slice), cached(t, f.tls), cached(t, f.auth), cached(t, f.headers), cached(t, f.owned)
 
 	t.Run("translation", func(t *testing.T) {
 		opts := nginx.DefaultTranslateOptions()
@@ -154,8 +164,8 @@ func TestCacheTransformKeepsWhatModulesRead(t *testing.T) {
 
 	t.Run("endpoints", func(t *testing.T) {
 		for _, port := range []intstr.IntOrString{intstr.FromString("http"), intstr.FromInt32(80), intstr.FromString("metrics"), intstr.FromInt32(81)} {
-			want := endpoints.Resolve(f.svc, port, []*discoveryv1.EndpointSlice{f.slice})
-			got := endpoints.Resolve(svc, port, []*discoveryv1.EndpointSlice{slice})
+			want := endpoints.Resolve(f.svc, port, []*endpoints.SliceRecord{endpoints.NewSliceRecord(f.slice)})
+			got := endpoints.Resolve(svc, port, []*endpoints.SliceRecord{slice})
 			if !reflect.DeepEqual(got, want) {
 				t.Errorf("endpoints of port %s: %v, want %v", port.String(), got, want)
 			}
@@ -164,19 +174,14 @@ func TestCacheTransformKeepsWhatModulesRead(t *testing.T) {
 			}
 		}
 		// Ready, and serving while terminating (used only when nothing is ready).
-		if got := endpoints.Resolve(svc, intstr.FromString("http"), []*discoveryv1.EndpointSlice{slice}); len(got) != 1 {
+		if got := endpoints.Resolve(svc, intstr.FromString("http"), []*endpoints.SliceRecord{slice}); len(got) != 1 {
 			t.Errorf("ready endpoints from the cache: %v, want the first endpoint alone", got)
 		}
-		if got, want := slice.Labels, map[string]string{discoveryv1.LabelServiceName: f.svc.Name}; !reflect.DeepEqual(got, want) {
-			t.Errorf("slice labels %v, want %v", got, want)
+		if got := slice.ServiceName(); got != f.svc.Name {
+			t.Errorf("slice of Service %q, want %q", got, f.svc.Name)
 		}
-		if slice.AddressType != discoveryv1.AddressTypeIPv4 || !reflect.DeepEqual(slice.Ports, f.slice.Ports) {
-			t.Errorf("slice address type %q, ports %v; want %q, %v", slice.AddressType, slice.Ports, discoveryv1.AddressTypeIPv4, f.slice.Ports)
-		}
-		for i, e := range slice.Endpoints {
-			if !reflect.DeepEqual(e.Addresses, f.slice.Endpoints[i].Addresses) || !reflect.DeepEqual(e.Conditions, f.slice.Endpoints[i].Conditions) {
-				t.Errorf("endpoint %d: %v %+v, want %v %+v", i, e.Addresses, e.Conditions, f.slice.Endpoints[i].Addresses, f.slice.Endpoints[i].Conditions)
-			}
+		if want := endpoints.NewSliceRecord(f.slice); !reflect.DeepEqual(slice, want) {
+			t.Errorf("cached record %+v, want the record of the slice as sent, %+v", slice, want)
 		}
 		for _, s := range []struct{ got, want *corev1.Service }{{extName, f.extName}, {hdl, f.hdl}} {
 			if s.got.Spec.Type != s.want.Spec.Type || s.got.Spec.ExternalName != s.want.Spec.ExternalName ||
@@ -251,7 +256,7 @@ func TestCacheTransformKeepsWhatModulesRead(t *testing.T) {
 			got, want metav1.Object
 			uid       bool
 		}
-		for _, m := range []meta{{ing, f.ing, true}, {svc, f.svc, true}, {exposed, f.exposed, true}, {slice, f.slice, false},
+		for _, m := range []meta{{ing, f.ing, true}, {svc, f.svc, true}, {exposed, f.exposed, true},
 			{tls, f.tls, false}, {auth, f.auth, false}, {headers, f.headers, false}, {owned, f.owned, true}} {
 			g, w := m.got, m.want
 			if g.GetName() != w.GetName() || g.GetNamespace() != w.GetNamespace() || g.GetResourceVersion() != w.GetResourceVersion() ||
@@ -262,8 +267,12 @@ func TestCacheTransformKeepsWhatModulesRead(t *testing.T) {
 				t.Errorf("%s: UID %q, want %q", w.GetName(), g.GetUID(), w.GetUID())
 			}
 		}
+		// A slice's record keeps the key and resource version alone: nothing reads its other metadata.
+		if g := slice.GetObjectMeta(); g.GetName() != f.slice.Name || g.GetNamespace() != f.slice.Namespace || g.GetResourceVersion() != f.slice.ResourceVersion {
+			t.Errorf("%s: name, namespace or resourceVersion changed", f.slice.Name)
+		}
 		if svc.Labels != nil || svc.Spec.Selector != nil || svc.Spec.ClusterIPs != nil || svc.Status.LoadBalancer.Ingress != nil ||
-			slice.OwnerReferences != nil || slice.UID != "" || tls.Labels != nil || tls.Annotations != nil || headers.OwnerReferences != nil {
+			tls.Labels != nil || tls.Annotations != nil || headers.OwnerReferences != nil {
 			t.Error("fields nothing reads are still cached")
 		}
 	})
@@ -288,25 +297,10 @@ func TestInterningKeepsValues(t *testing.T) {
 	if unsafe.StringData(sharedNamespaces.intern(a)) != unsafe.StringData(sharedNamespaces.intern(b)) {
 		t.Error("two equal namespaces are not shared")
 	}
-	for _, v := range []*bool{nil, ptr.To(true), ptr.To(false)} {
-		if got := sharedBool(v); !reflect.DeepEqual(got, v) {
-			t.Errorf("sharedBool(%v) = %v", v, got)
-		}
-	}
-	for _, p := range []*corev1.Protocol{nil, ptr.To(corev1.ProtocolTCP), ptr.To(corev1.ProtocolUDP), ptr.To(corev1.ProtocolSCTP), ptr.To(corev1.Protocol("QUIC"))} {
-		if got := sharedProtocol(p); !reflect.DeepEqual(got, p) {
-			t.Errorf("sharedProtocol(%v) = %v", p, got)
-		}
-	}
 	for _, p := range []*networkingv1.PathType{nil, ptr.To(networkingv1.PathTypePrefix), ptr.To(networkingv1.PathTypeExact),
 		ptr.To(networkingv1.PathTypeImplementationSpecific), ptr.To(networkingv1.PathType("Regex"))} {
 		if got := sharedPathType(p); !reflect.DeepEqual(got, p) {
 			t.Errorf("sharedPathType(%v) = %v", p, got)
-		}
-	}
-	for _, n := range []int32{0, 80, 8080, -1} {
-		if got := sharedInt32Ptrs.intern(ptr.To(n)); *got != n {
-			t.Errorf("shared pointer to %d points at %d", n, *got)
 		}
 	}
 
@@ -334,9 +328,8 @@ func TestCacheTransformConcurrent(t *testing.T) {
 			for i := range 200 {
 				n := g*1000 + i
 				want := benchEndpointSlice(n)
-				got := cached(t, want)
-				if got.Namespace != want.Namespace || *got.Ports[0].Name != "http" || *got.Ports[1].Port != 9090 ||
-					got.Endpoints[2].Addresses[0] != want.Endpoints[2].Addresses[0] {
+				got := cachedSlice(t, want)
+				if !reflect.DeepEqual(got, endpoints.NewSliceRecord(want)) {
 					t.Errorf("slice %d changed: %+v", n, got)
 					return
 				}

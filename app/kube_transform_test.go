@@ -16,11 +16,13 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
-	"k8s.io/apimachinery/pkg/api/equality"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/tools/cache"
 
 	"github.com/ingress-reactor/ingress-reactor/internal/localapi"
 	"github.com/ingress-reactor/ingress-reactor/modules/autoingress"
+	"github.com/ingress-reactor/ingress-reactor/modules/endpoints"
 	"github.com/ingress-reactor/ingress-reactor/nginx"
 	"github.com/ingress-reactor/ingress-reactor/pipeline"
 )
@@ -138,9 +140,9 @@ func TestCacheTransformSecretDataMatchesAFilter(t *testing.T) {
 	}
 }
 
-// TestCacheTransformKeepsWhatTheEndpointLaneReads: an EndpointSlice in the cache keeps its service-name
-// label, ports and each endpoint's addresses and conditions, and loses the pod references, nodes, zones,
-// owner references, annotations and other labels nothing reads.
+// TestCacheTransformKeepsWhatTheEndpointLaneReads: an EndpointSlice is cached as its record (its key,
+// resource version, Service, ports and each endpoint's first address and conditions), which the informer
+// can key and which the transform, given it again, returns as it is.
 func TestCacheTransformKeepsWhatTheEndpointLaneReads(t *testing.T) {
 	ready, tcp, port, name := true, corev1.ProtocolTCP, int32(8080), "http"
 	pod := "web-7d9f"
@@ -162,16 +164,27 @@ func TestCacheTransformKeepsWhatTheEndpointLaneReads(t *testing.T) {
 			Hints:      &discoveryv1.EndpointHints{ForZones: []discoveryv1.ForZone{{Name: "a"}}},
 		}},
 	}
-	want := s.DeepCopy()
-	want.OwnerReferences, want.Annotations = nil, nil
-	want.Labels = map[string]string{discoveryv1.LabelServiceName: "web"}
-	want.Endpoints[0] = discoveryv1.Endpoint{Addresses: []string{"10.0.0.1"}, Conditions: discoveryv1.EndpointConditions{Ready: &ready}}
+	s.ResourceVersion = "42"
+	want := endpoints.NewSliceRecord(s.DeepCopy())
 	out, err := cacheTransform(s)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := out.(*discoveryv1.EndpointSlice); !equality.Semantic.DeepEqual(got, want) {
-		t.Errorf("EndpointSlice after the transform:\n%+v\nwant\n%+v", got, want)
+	got, ok := out.(*endpoints.SliceRecord)
+	if !ok || !reflect.DeepEqual(got, want) {
+		t.Fatalf("EndpointSlice after the transform: %#v, want the record %+v", out, want)
+	}
+	if key, err := cache.MetaNamespaceKeyFunc(got); err != nil || key != "ns/web-abc" {
+		t.Errorf("informer key %q (%v), want ns/web-abc", key, err)
+	}
+	if m, err := meta.Accessor(got); err != nil || m.GetResourceVersion() != "42" {
+		t.Errorf("resource version through meta.Accessor: %v", err)
+	}
+	if got.ServiceName() != "web" {
+		t.Errorf("Service %q, want web", got.ServiceName())
+	}
+	if again, err := cacheTransform(got); err != nil || again != any(got) {
+		t.Errorf("the transform given its own output returned %#v (%v), want it unchanged", again, err)
 	}
 }
 

@@ -74,6 +74,7 @@ func newWatcherAtScale(b *testing.B) *watcherAtScale {
 	}
 	addService(benchIngresses, "svc-other")
 	s := &watcherAtScale{h: moduletest.New(b, objs...)}
+	cacheRecords(b, s.h)
 	s.model = nginx.Model{Upstreams: sortedByName(ups)}
 	s.rendered = pipeline.NewTopic[modules.Rendered]("rendered")
 	s.out = pipeline.NewTopic[modules.EndpointsChange]("out")

@@ -649,12 +649,12 @@ func (w *Watcher) sync(ctx context.Context, key types.NamespacedName) error {
 	lastOf := func(name nginx.UpstreamName) int {
 		return slices.IndexFunc(last, func(p published) bool { return p.name == name })
 	}
-	var slicesOfSvc []*discoveryv1.EndpointSlice
+	var slicesOfSvc []*SliceRecord
 	if svc != nil && svc.Spec.Type != corev1.ServiceTypeExternalName {
 		for name := range names.all() {
 			o, exists, _ := w.slices.GetByKey(key.Namespace + "/" + name)
-			if s, ok := o.(*discoveryv1.EndpointSlice); exists && ok {
-				slicesOfSvc = append(slicesOfSvc, s)
+			if r := sliceRecordOf(o); exists && r != nil {
+				slicesOfSvc = append(slicesOfSvc, r)
 			}
 		}
 	}
@@ -839,13 +839,22 @@ func serviceOfSlice(obj any) (svc types.NamespacedName, name string, ok bool) {
 	if d, isTomb := obj.(cache.DeletedFinalStateUnknown); isTomb {
 		obj = d.Obj
 	}
-	s, isSlice := obj.(*discoveryv1.EndpointSlice)
-	if !isSlice {
+	r := sliceRecordOf(obj)
+	if r == nil || r.service == "" {
 		return types.NamespacedName{}, "", false
 	}
-	svcName := s.Labels[discoveryv1.LabelServiceName]
-	if svcName == "" {
-		return types.NamespacedName{}, "", false
+	return types.NamespacedName{Namespace: r.namespace, Name: r.service}, r.name, true
+}
+
+// sliceRecordOf returns the record of an object of the EndpointSlice cache, or nil for anything else.
+// The app's cache transform stores records; a slice stored as it was decoded (an informer factory without
+// that transform, as in this package's tests) is converted on each read.
+func sliceRecordOf(obj any) *SliceRecord {
+	switch o := obj.(type) {
+	case *SliceRecord:
+		return o
+	case *discoveryv1.EndpointSlice:
+		return NewSliceRecord(o)
 	}
-	return types.NamespacedName{Namespace: s.Namespace, Name: svcName}, s.Name, true
+	return nil
 }

@@ -71,6 +71,21 @@ func externalName(name, host string) *corev1.Service {
 	return gen.Service("ns", name, gen.ExternalName(host), gen.Port("", 80))
 }
 
+// cacheRecords makes h's EndpointSlice cache hold records, as the app's cache transform does; call it
+// before h starts.
+func cacheRecords(tb testing.TB, h *moduletest.Harness) {
+	tb.Helper()
+	err := h.Factory.Discovery().V1().EndpointSlices().Informer().SetTransform(func(obj any) (any, error) {
+		if s, ok := obj.(*discoveryv1.EndpointSlice); ok {
+			return NewSliceRecord(s), nil
+		}
+		return obj, nil
+	})
+	if err != nil {
+		tb.Fatal(err)
+	}
+}
+
 // runWatcher starts a watcher over objs and returns the topic it reads IngressChanges from and what it
 // publishes. It is stopped when the test ends.
 func runWatcher(t *testing.T, opts Options, objs ...runtime.Object) (*pipeline.Topic[modules.IngressChange], *moduletest.Collector[modules.EndpointsChange]) {
@@ -83,6 +98,7 @@ func runWatcher(t *testing.T, opts Options, objs ...runtime.Object) (*pipeline.T
 func runWatcherWithClient(t *testing.T, opts Options, objs ...runtime.Object) (*pipeline.Topic[modules.IngressChange], *pipeline.Topic[modules.Rendered], *moduletest.Collector[modules.EndpointsChange], *fake.Clientset, *Watcher) {
 	t.Helper()
 	h := moduletest.New(t, objs...)
+	cacheRecords(t, h)
 	rendered := pipeline.NewTopic[modules.Rendered]("rendered")
 	out := pipeline.NewTopic[modules.EndpointsChange]("out")
 	t.Cleanup(func() { // after the watcher stops: cleanups run last registered first
@@ -407,6 +423,7 @@ func TestStreamUpstreamsAreWatched(t *testing.T) {
 				e.Ports = append(e.Ports, discoveryv1.EndpointPort{Name: ptr.To("dns"), Port: ptr.To(int32(5353)), Protocol: ptr.To(corev1.ProtocolUDP)})
 			}), gen.Endpoint("192.0.2.7")),
 	)
+	cacheRecords(t, h)
 	streams := pipeline.NewTopic[modules.StreamUpstreams]("streams")
 	out := pipeline.NewTopic[modules.EndpointsChange]("out")
 	t.Cleanup(func() { streams.Close(); out.Close() })
@@ -442,6 +459,7 @@ func TestStreamUpstreamsAreWatched(t *testing.T) {
 // gets that port's number.
 func TestUDPStreamUpstreamOfAnExternalNameService(t *testing.T) {
 	h := moduletest.New(t, gen.Service("ns", "dns", gen.ExternalName("dns.example.com"), gen.Port("dns-tcp", 5300), gen.UDPPort("dns", 5353)))
+	cacheRecords(t, h)
 	streams := pipeline.NewTopic[modules.StreamUpstreams]("streams")
 	out := pipeline.NewTopic[modules.EndpointsChange]("out")
 	t.Cleanup(func() { streams.Close(); out.Close() })
@@ -497,8 +515,9 @@ func newIdleWatcher(t *testing.T, opts Options, objs ...runtime.Object) *idleWat
 		case *corev1.Service:
 			err = services.Add(o)
 		case *discoveryv1.EndpointSlice:
-			err = slices.Add(o)
-			w.sliceChanged(nil, o, w.ctrl.Queue())
+			r := NewSliceRecord(o)
+			err = slices.Add(r)
+			w.sliceChanged(nil, r, w.ctrl.Queue())
 		}
 		if err != nil {
 			t.Fatal(err)

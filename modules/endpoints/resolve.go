@@ -13,7 +13,6 @@ import (
 	"strconv"
 
 	corev1 "k8s.io/api/core/v1"
-	discoveryv1 "k8s.io/api/discovery/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 
 	"github.com/ingress-reactor/ingress-reactor/nginx"
@@ -34,49 +33,39 @@ func ServiceIPEndpoints(svc *corev1.Service, port intstr.IntOrString) []nginx.En
 }
 
 // Resolve returns the endpoints of svc's port (a number or a name, as an Ingress backend names it) from
-// the Service's EndpointSlices. Ready, non-terminating endpoints are used; when there is none, serving ones
-// are used instead, as kube-proxy does, so connections drain to terminating pods rather than failing.
-// The port of each endpoint comes from the slice port whose name equals the Service port's name, so named
-// and numeric target ports both work. The result is sorted and de-duplicated.
-func Resolve(svc *corev1.Service, port intstr.IntOrString, slicesOfService []*discoveryv1.EndpointSlice) []nginx.Endpoint {
+// the records of the Service's EndpointSlices. Ready, non-terminating endpoints are used; when there is
+// none, serving ones are used instead, as kube-proxy does, so connections drain to terminating pods rather
+// than failing. The port of each endpoint comes from the slice port whose name equals the Service port's
+// name, so named and numeric target ports both work. The result is sorted and de-duplicated.
+func Resolve(svc *corev1.Service, port intstr.IntOrString, slicesOfService []*SliceRecord) []nginx.Endpoint {
 	return ResolveProtocol(svc, port, corev1.ProtocolTCP, slicesOfService)
 }
 
 // ResolveProtocol is Resolve for the Service port of protocol proto (TCP or UDP) with that number or name.
-func ResolveProtocol(svc *corev1.Service, port intstr.IntOrString, proto corev1.Protocol, slicesOfService []*discoveryv1.EndpointSlice) []nginx.Endpoint {
+func ResolveProtocol(svc *corev1.Service, port intstr.IntOrString, proto corev1.Protocol, slicesOfService []*SliceRecord) []nginx.Endpoint {
 	sp, ok := servicePort(svc, port, proto)
 	if !ok {
 		return nil
 	}
+	want := protocolFrom(proto)
+	if want == protocolOther {
+		return nil
+	}
 	var ready, serving []nginx.Endpoint
 	for _, slice := range slicesOfService {
-		if slice.AddressType != discoveryv1.AddressTypeIPv4 && slice.AddressType != discoveryv1.AddressTypeIPv6 {
-			continue
-		}
-		target, ok := slicePort(slice, sp.Name, proto)
+		target, ok := slice.port(sp.Name, want)
 		if !ok {
-			continue
+			continue // no such port, or not IP addresses (FQDN): NewSliceRecord keeps no ports then
 		}
-		for i := range slice.Endpoints {
-			ep := &slice.Endpoints[i]
-			if len(ep.Addresses) == 0 {
-				continue
-			}
-			// Consumers use the first address only: the others are the same endpoint (API contract).
-			e := nginx.Endpoint{Address: ep.Addresses[0], Port: target}
+		for _, ep := range slice.endpoints {
+			e := nginx.Endpoint{Address: ep.address, Port: target}
 			if e.Validate() != nil {
 				continue
 			}
-			isReady := ep.Conditions.Ready == nil || *ep.Conditions.Ready
-			terminating := ep.Conditions.Terminating != nil && *ep.Conditions.Terminating
-			isServing := isReady
-			if ep.Conditions.Serving != nil {
-				isServing = *ep.Conditions.Serving
-			}
-			switch {
-			case isReady && !terminating:
+			switch c := ep.conditions; {
+			case c.ready() && !c.terminating():
 				ready = append(ready, e)
-			case isServing:
+			case c.serving():
 				serving = append(serving, e)
 			}
 		}
@@ -107,15 +96,12 @@ func protocolOf(p corev1.Protocol) corev1.Protocol {
 	return p
 }
 
-// slicePort returns the endpoint port of the slice port of protocol proto named like the Service port ("" for unnamed).
-func slicePort(slice *discoveryv1.EndpointSlice, name string, proto corev1.Protocol) (int32, bool) {
-	for _, p := range slice.Ports {
-		pn := ""
-		if p.Name != nil {
-			pn = *p.Name
-		}
-		if pn == name && p.Port != nil && (p.Protocol == nil && proto == corev1.ProtocolTCP || p.Protocol != nil && protocolOf(*p.Protocol) == proto) {
-			return *p.Port, true
+// port returns the endpoint port of the slice port of protocol proto named like the Service port ("" for
+// unnamed).
+func (r *SliceRecord) port(name string, proto protocol) (int32, bool) {
+	for _, p := range r.ports {
+		if p.name == name && p.hasPort && p.protocol == proto {
+			return p.port, true
 		}
 	}
 	return 0, false

@@ -43,6 +43,15 @@ func slice(portName string, port int32, eps ...discoveryv1.Endpoint) *discoveryv
 	}
 }
 
+// records returns the cache records of ss, as the informer cache holds them.
+func records(ss ...*discoveryv1.EndpointSlice) []*SliceRecord {
+	out := make([]*SliceRecord, len(ss))
+	for i, s := range ss {
+		out[i] = NewSliceRecord(s)
+	}
+	return out
+}
+
 func TestResolve(t *testing.T) {
 	web := corev1.ServicePort{Name: "web", Port: 80, TargetPort: intstr.FromString("http")}
 	metrics := corev1.ServicePort{Name: "metrics", Port: 9100}
@@ -112,10 +121,43 @@ func TestResolve(t *testing.T) {
 			},
 			want: []nginx.Endpoint{{Address: "192.0.2.5", Port: 8080}},
 		},
+		"IPv6 slices; the first address of an endpoint only; endpoints without an address are skipped": {
+			svc: service(web), port: intstr.FromString("web"),
+			slices: []*discoveryv1.EndpointSlice{
+				{AddressType: discoveryv1.AddressTypeIPv6, Ports: []discoveryv1.EndpointPort{{Name: ptr.To("web"), Port: ptr.To(int32(8080))}},
+					Endpoints: []discoveryv1.Endpoint{{Addresses: []string{"2001:db8::2", "2001:db8::3"}}, {}}},
+				slice("web", 8080, discoveryv1.Endpoint{Conditions: discoveryv1.EndpointConditions{Ready: ptr.To(true)}}),
+			},
+			want: []nginx.Endpoint{{Address: "2001:db8::2", Port: 8080}},
+		},
+		"a slice port without a number is skipped": {
+			svc: service(web), port: intstr.FromString("web"),
+			slices: []*discoveryv1.EndpointSlice{
+				{AddressType: discoveryv1.AddressTypeIPv4, Ports: []discoveryv1.EndpointPort{{Name: ptr.To("web")}}, Endpoints: []discoveryv1.Endpoint{ep("192.0.2.1")}},
+				slice("web", 8080, ep("192.0.2.2")),
+			},
+			want: []nginx.Endpoint{{Address: "192.0.2.2", Port: 8080}},
+		},
+		"an unset ready condition is ready; an unset serving condition follows ready": {
+			svc: service(web), port: intstr.FromString("web"),
+			slices: []*discoveryv1.EndpointSlice{slice("web", 8080,
+				discoveryv1.Endpoint{Addresses: []string{"192.0.2.1"}, Conditions: discoveryv1.EndpointConditions{Ready: ptr.To(false), Terminating: ptr.To(true)}},
+				discoveryv1.Endpoint{Addresses: []string{"192.0.2.2"}, Conditions: discoveryv1.EndpointConditions{Terminating: ptr.To(true)}},
+			)},
+			want: []nginx.Endpoint{{Address: "192.0.2.2", Port: 8080}},
+		},
+		"when no slice has a ready endpoint, the serving ones of every slice are used": {
+			svc: service(web), port: intstr.FromString("web"),
+			slices: []*discoveryv1.EndpointSlice{
+				slice("web", 8080, ep("192.0.2.1", notReady, terminating, serving)),
+				slice("web", 8080, ep("192.0.2.2", terminating, notServing), ep("192.0.2.3", terminating, serving)),
+			},
+			want: []nginx.Endpoint{{Address: "192.0.2.1", Port: 8080}, {Address: "192.0.2.3", Port: 8080}},
+		},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
-			got := Resolve(tc.svc, tc.port, tc.slices)
+			got := Resolve(tc.svc, tc.port, records(tc.slices...))
 			if !slices.Equal(got, tc.want) {
 				t.Fatalf("Resolve = %v, want %v", got, tc.want)
 			}
@@ -203,7 +245,7 @@ func TestResolveProtocol(t *testing.T) {
 		{corev1.ProtocolUDP, intstr.FromString("dns-tcp"), nil},
 		{corev1.ProtocolTCP, intstr.FromString("dns"), nil},
 	} {
-		got := ResolveProtocol(svc, tc.port, tc.proto, []*discoveryv1.EndpointSlice{s})
+		got := ResolveProtocol(svc, tc.port, tc.proto, records(s))
 		if !slices.Equal(got, tc.want) {
 			t.Errorf("%s port %s: got %v, want %v", tc.proto, tc.port.String(), got, tc.want)
 		}
