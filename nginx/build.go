@@ -286,9 +286,6 @@ func (b *ModelBuilder) set(key types.NamespacedName, ing *networkingv1.Ingress, 
 					if good != nil && good.UID == ing.UID && !refused.writes(good) && !good.staleAuthUsers(&lk) &&
 						(tr == nil || !tr.Profile.restrictsAccess() || good.Profile.restrictsAccess()) {
 						e.served, e.lastGood = good, good
-						for _, s := range good.Services {
-							e.services = append(e.services, s.Key)
-						}
 						break
 					}
 				}
@@ -299,9 +296,6 @@ func (b *ModelBuilder) set(key types.NamespacedName, ing *networkingv1.Ingress, 
 				e.previousGood = old.lastGood
 			} else if old != nil {
 				e.previousGood = old.previousGood
-			}
-			for _, s := range tr.Services {
-				e.services = append(e.services, s.Key)
 			}
 		case old != nil && old.lastGood != nil && old.lastGood.UID == ing.UID && !errors.Is(err, ErrWithdrawn) && errors.Is(err, errGlobalAuthInvalid) &&
 			!old.lastGood.Profile.restrictsAccess():
@@ -316,15 +310,10 @@ func (b *ModelBuilder) set(key types.NamespacedName, ing *networkingv1.Ingress, 
 			// The update is rejected: the last good version stays served (a new object of the same name
 			// starts without a past).
 			e.err, e.served, e.lastGood, e.previousGood = err, old.lastGood, old.lastGood, old.previousGood
-			for _, s := range old.lastGood.Services {
-				e.services = append(e.services, s.Key)
-			}
 		default:
 			e.err = err
 		}
-		e.services = append(e.services, named...)
-		slices.SortFunc(e.services, compareKeys)
-		e.services = slices.Compact(e.services)
+		e.services = serviceKeys(named, e.served)
 		e.objects = namedObjects
 		if e.served != nil {
 			for _, o := range e.served.Objects {
@@ -365,6 +354,29 @@ func (b *ModelBuilder) set(key types.NamespacedName, ing *networkingv1.Ingress, 
 	if before != after {
 		changes[key] = after
 	}
+}
+
+// serviceKeys returns the Services an entry depends on: those its Ingress names (sorted and unique) and
+// those its served translation (nil for none) looked at, sorted and unique, in a slice of their own
+// size, which the entry keeps. A translation usually looks only at the Services its Ingress names.
+func serviceKeys(named []types.NamespacedName, served *IngressTranslation) []types.NamespacedName {
+	var out []types.NamespacedName
+	if served != nil {
+		for _, s := range served.Services {
+			if _, found := slices.BinarySearchFunc(named, s.Key, compareKeys); !found {
+				out = append(out, s.Key)
+			}
+		}
+	}
+	if len(out) == 0 {
+		if len(named) == cap(named) {
+			return named
+		}
+		return append([]types.NamespacedName(nil), named...)
+	}
+	out = append(out, named...)
+	slices.SortFunc(out, compareKeys)
+	return slices.Clip(slices.Compact(out))
 }
 
 // link lists key as a user of the Services in add, then as no longer a user of those in drop that add

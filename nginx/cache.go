@@ -13,7 +13,7 @@ import (
 // renderer can re-translate every Ingress after one changed. It is safe for concurrent use.
 type TranslationCache struct {
 	mu      sync.Mutex
-	entries map[types.NamespacedName]*cacheEntry
+	entries map[types.NamespacedName]cacheEntry
 	// opts is the options of the latest translation, shared by the entries made with them: they are the
 	// same for every Ingress between two changes of the controller's settings, and 336 bytes each.
 	opts   *TranslateOptions
@@ -21,20 +21,69 @@ type TranslationCache struct {
 	misses uint64
 }
 
+// cacheEntry is the translation of one Ingress, or its rejection. It is held in the map as a value of
+// three words: a translation already carries what the entry is checked against (the Ingress's UID and
+// resourceVersion, the versions of the objects it read), so only a rejection needs a record of its own.
 type cacheEntry struct {
-	uid  types.UID
-	rv   string
 	opts *TranslateOptions
+	t    *IngressTranslation
+	// rejected is set instead of t when the translation failed.
+	rejected *cachedRejection
+}
+
+// cachedRejection is a failed translation: what it depended on and its error.
+type cachedRejection struct {
+	uid types.UID
+	rv  string
 	// services are the Services the translation looked at, with their versions then.
 	services []ServiceVersion
 	objects  []ObjectVersion
-	t        *IngressTranslation
 	err      error
+}
+
+// fresh reports whether the entry still answers for ing translated with opts (shared is the cache's
+// pointer to opts), the Services and objects lk finds now.
+func (e *cacheEntry) fresh(ing *networkingv1.Ingress, lk *Lookups, opts *TranslateOptions, shared *TranslateOptions) bool {
+	if e.opts == nil || (e.opts != shared && *e.opts != *opts) {
+		return false
+	}
+	var (
+		uid      types.UID
+		rv       string
+		services []ServiceVersion
+		objects  []ObjectVersion
+	)
+	switch {
+	case e.t != nil:
+		uid, rv, services, objects = e.t.UID, e.t.ResourceVersion, e.t.Services, e.t.Objects
+	case e.rejected != nil:
+		r := e.rejected
+		uid, rv, services, objects = r.uid, r.rv, r.services, r.objects
+	default:
+		return false
+	}
+	return uid == ing.UID && rv == ing.ResourceVersion && servicesUnchanged(services, lk.Services) && objectsUnchanged(objects, lk)
+}
+
+// result returns the entry's translation or rejection.
+func (e *cacheEntry) result() (*IngressTranslation, error) {
+	if e.rejected != nil {
+		return nil, e.rejected.err
+	}
+	return e.t, nil
+}
+
+// newCacheEntry records the result of translate.
+func newCacheEntry(ing *networkingv1.Ingress, shared *TranslateOptions, t *IngressTranslation, services []ServiceVersion, objects []ObjectVersion, err error) cacheEntry {
+	if err != nil || t == nil {
+		return cacheEntry{opts: shared, rejected: &cachedRejection{uid: ing.UID, rv: ing.ResourceVersion, services: services, objects: objects, err: err}}
+	}
+	return cacheEntry{opts: shared, t: t}
 }
 
 // NewTranslationCache returns an empty cache.
 func NewTranslationCache() *TranslationCache {
-	return &TranslationCache{entries: make(map[types.NamespacedName]*cacheEntry)}
+	return &TranslationCache{entries: make(map[types.NamespacedName]cacheEntry)}
 }
 
 // Translate returns the cached translation of ing when nothing it depends on changed, and translates it
@@ -47,7 +96,6 @@ func (c *TranslationCache) Translate(ing *networkingv1.Ingress, svc ServiceLooku
 // TranslateWith is Translate with the Secrets that annotations may name; a change of one of those
 // that the translation read translates again too.
 func (c *TranslationCache) TranslateWith(ing *networkingv1.Ingress, lk Lookups, opts TranslateOptions) (*IngressTranslation, error) {
-	svc := lk.Services
 	key := types.NamespacedName{Namespace: ing.Namespace, Name: ing.Name}
 	c.mu.Lock()
 	e := c.entries[key]
@@ -57,14 +105,14 @@ func (c *TranslationCache) TranslateWith(ing *networkingv1.Ingress, lk Lookups, 
 	}
 	shared := c.opts
 	c.mu.Unlock()
-	if e != nil && e.uid == ing.UID && e.rv == ing.ResourceVersion && (e.opts == shared || *e.opts == opts) && servicesUnchanged(e.services, svc) && objectsUnchanged(e.objects, &lk) {
+	if e.fresh(ing, &lk, &opts, shared) {
 		c.mu.Lock()
 		c.hits++
 		c.mu.Unlock()
-		return e.t, e.err
+		return e.result()
 	}
 	t, services, objects, err := translate(ing, lk, opts)
-	e = &cacheEntry{uid: ing.UID, rv: ing.ResourceVersion, opts: shared, services: services, objects: objects, t: t, err: err}
+	e = newCacheEntry(ing, shared, t, services, objects, err)
 	c.mu.Lock()
 	c.entries[key] = e
 	c.misses++

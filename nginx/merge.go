@@ -203,8 +203,9 @@ type hostProblems struct {
 type hostMerge struct {
 	server Server
 	hostProblems
-	// upstreams are the distinct upstreams the server's locations use.
-	upstreams []Upstream
+	// upstreams are the distinct upstreams the server's locations use, in the translations that name
+	// them (IngressTranslation.upstreamRef).
+	upstreams []*Upstream
 }
 
 // reset forgets every earlier merge: the next one starts from nothing, with opts.
@@ -321,7 +322,7 @@ func (m *Merger) Apply(changes map[types.NamespacedName]*IngressTranslation, opt
 	}
 	slices.Sort(dirtyHosts)
 	merged := make([]*Server, len(dirtyHosts)) // nil: the host is gone
-	var addedUpstreams []Upstream
+	var addedUpstreams []*Upstream
 	var removedUpstreams map[UpstreamName]bool
 	added, removed := 0, 0
 	problemsChanged, profilesChanged := false, false
@@ -411,18 +412,14 @@ func (m *Merger) Apply(changes map[types.NamespacedName]*IngressTranslation, opt
 	if len(addedUpstreams) > 0 || len(removedUpstreams) > 0 {
 		// An upstream can drop to no user on one host and come back on another within one merge, or
 		// the other way round: what counts is whether it is used now.
-		added := slices.DeleteFunc(addedUpstreams, func(u Upstream) bool { return m.upstreams[u.Name] == 0 })
-		slices.SortFunc(added, func(a, b Upstream) int { return strings.Compare(string(a.Name), string(b.Name)) })
-		added = slices.CompactFunc(added, func(a, b Upstream) bool { return a.Name == b.Name })
-		// Each new upstream is allocated here, once; the upstreams kept are the pointers of the previous
-		// list. The list itself is made anew (published models must not change) in one pass, at its final
-		// size: at 10,000 Ingresses, 160 KB of pointers for a change that adds or removes an upstream.
-		fresh := make([]*Upstream, len(added))
-		for i := range added {
-			u := added[i]
-			fresh[i] = &u
-		}
-		m.upstreamList = mergeSorted(m.upstreamList, fresh, func(a, b *Upstream) int { return strings.Compare(string(a.Name), string(b.Name)) },
+		added := slices.DeleteFunc(addedUpstreams, func(u *Upstream) bool { return m.upstreams[u.Name] == 0 })
+		slices.SortFunc(added, func(a, b *Upstream) int { return strings.Compare(string(a.Name), string(b.Name)) })
+		added = slices.CompactFunc(added, func(a, b *Upstream) bool { return a.Name == b.Name })
+		// A new upstream is the translation's own (translations never change once merged), not a copy;
+		// the upstreams kept are the pointers of the previous list. The list itself is made anew
+		// (published models must not change) in one pass, at its final size: at 10,000 Ingresses, 160 KB
+		// of pointers for a change that adds or removes an upstream.
+		m.upstreamList = mergeSorted(m.upstreamList, added, func(a, b *Upstream) int { return strings.Compare(string(a.Name), string(b.Name)) },
 			len(m.upstreams), func(u *Upstream) bool { return removedUpstreams[u.Name] })
 	}
 	if profilesChanged {
@@ -694,8 +691,8 @@ func (m *Merger) mergeHost(host Hostname) *hostMerge {
 				s.Locations[len(s.Locations)-1].Backend = &up
 			}
 		}
-		if w.r.Upstream != "" && !slices.ContainsFunc(out.upstreams, func(u Upstream) bool { return u.Name == w.r.Upstream }) {
-			out.upstreams = append(out.upstreams, w.t.upstream(w.r.Upstream))
+		if w.r.Upstream != "" && !slices.ContainsFunc(out.upstreams, func(u *Upstream) bool { return u.Name == w.r.Upstream }) {
+			out.upstreams = append(out.upstreams, w.t.upstreamRef(w.r.Upstream))
 		}
 	}
 	slices.SortFunc(s.Locations, func(a, b Location) int {
@@ -753,8 +750,8 @@ func (m *Merger) hostCanaries(out *hostMerge) {
 				}
 			default:
 				l.Canary = &LocationCanary{Upstream: r.Upstream, Ingress: c.Ingress, Rule: c.Canary, Balance: canaryBalance(c.Canary, l.Options)}
-				if !slices.ContainsFunc(out.upstreams, func(u Upstream) bool { return u.Name == r.Upstream }) {
-					out.upstreams = append(out.upstreams, c.upstream(r.Upstream))
+				if !slices.ContainsFunc(out.upstreams, func(u *Upstream) bool { return u.Name == r.Upstream }) {
+					out.upstreams = append(out.upstreams, c.upstreamRef(r.Upstream))
 				}
 			}
 		}
@@ -804,8 +801,8 @@ func (m *Merger) aliasCanaries(out *hostMerge) {
 			}
 			up := c.Routes[ri].Upstream
 			l.Canary = &LocationCanary{Upstream: up, Ingress: c.Ingress, Rule: c.Canary}
-			if !slices.ContainsFunc(out.upstreams, func(u Upstream) bool { return u.Name == up }) {
-				out.upstreams = append(out.upstreams, c.upstream(up))
+			if !slices.ContainsFunc(out.upstreams, func(u *Upstream) bool { return u.Name == up }) {
+				out.upstreams = append(out.upstreams, c.upstreamRef(up))
 			}
 			break
 		}
@@ -898,8 +895,8 @@ func (m *Merger) hostDefaultBackend(out *hostMerge, ts []*IngressTranslation, ol
 			continue
 		}
 		name := t.Options.DefaultBackend
-		if !slices.ContainsFunc(out.upstreams, func(u Upstream) bool { return u.Name == name }) {
-			out.upstreams = append(out.upstreams, t.upstream(name))
+		if !slices.ContainsFunc(out.upstreams, func(u *Upstream) bool { return u.Name == name }) {
+			out.upstreams = append(out.upstreams, t.upstreamRef(name))
 		}
 		if t.Ingress.Namespace == oldest.Ingress.Namespace && (chosen == nil || olderFirst(t, chosen) < 0) {
 			chosen = t
@@ -1048,15 +1045,21 @@ func (t *IngressTranslation) routesHost(host Hostname) bool {
 // upstream returns the translation's upstream named n. TranslateIngress sorts Upstreams; a translation
 // built by hand may not be sorted, or lack the upstream.
 func (t *IngressTranslation) upstream(n UpstreamName) Upstream {
+	return *t.upstreamRef(n)
+}
+
+// upstreamRef is upstream as a pointer into t.Upstreams, which the models share (translations never
+// change once merged); an upstream that t lacks is allocated.
+func (t *IngressTranslation) upstreamRef(n UpstreamName) *Upstream {
 	if i, ok := slices.BinarySearchFunc(t.Upstreams, n, func(u Upstream, n UpstreamName) int { return strings.Compare(string(u.Name), string(n)) }); ok {
-		return t.Upstreams[i]
+		return &t.Upstreams[i]
 	}
-	for _, u := range t.Upstreams {
-		if u.Name == n {
-			return u
+	for i := range t.Upstreams {
+		if t.Upstreams[i].Name == n {
+			return &t.Upstreams[i]
 		}
 	}
-	return Upstream{Name: n}
+	return &Upstream{Name: n}
 }
 
 // olderFirst orders translations as OlderFirst orders their Ingresses.

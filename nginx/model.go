@@ -21,10 +21,11 @@ type Model struct {
 	// Servers are sorted by host; the catch-all server (Host "") is always first.
 	Servers []Server
 	// Upstreams lists every upstream a location or the default backend refers to, sorted by name.
-	// The endpoint lane fills exactly these names. An Upstream is allocated once, when it is first
-	// used, and every later model shares it: a change that adds or removes an upstream copies a pointer
-	// per upstream, not the Upstream (at 10,000 Ingresses, 160 KB instead of 1.76 MB). Neither the list
-	// nor the Upstreams it points to are ever modified once published.
+	// The endpoint lane fills exactly these names. An Upstream is the one in the translation that first
+	// used it (IngressTranslation.Upstreams; the default backend's is the Merger's copy), and every later
+	// model shares it: a change that adds or removes an upstream copies a pointer per upstream, not the
+	// Upstream (at 10,000 Ingresses, 160 KB instead of 1.76 MB). Neither the list nor the Upstreams it
+	// points to are ever modified once published.
 	Upstreams []*Upstream
 	// DefaultBackend answers requests that no rule matches. Empty means a built-in 404.
 	DefaultBackend UpstreamName

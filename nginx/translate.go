@@ -119,24 +119,25 @@ type IngressTranslation struct {
 	authSource *basicAuthSource
 }
 
-// Route is one (host, path) of an Ingress.
+// Route is one (host, path) of an Ingress. Its flags come last, packed into one word (96 bytes where
+// interleaving them took 112; an Ingress usually has a few routes, and 10,000 Ingresses keep theirs).
 type Route struct {
 	// Host is "" for rules without host: they are served by the catch-all server.
 	Host     Hostname
 	Path     string
 	PathType PathType
 	Upstream UpstreamName
-	// FromDefaultBackend marks the "/" route that spec.defaultBackend adds to each of the Ingress's hosts.
-	// It yields, without a conflict, to any path an Ingress states explicitly.
-	FromDefaultBackend bool
-	// Regex is set when the path is matched as a regular expression (use-regex or rewrite-target).
-	Regex *PathRegex
-	// Alias marks a route on a host of server-alias or from-to-www-redirect (ann_hosts.go): it yields to
-	// every Ingress whose rules name the host.
-	Alias bool
 	// RedirectHost, when set, answers the route's requests with a 308 to the same URL on this host
 	// (from-to-www-redirect); Upstream is then empty.
 	RedirectHost Hostname
+	// Regex is set when the path is matched as a regular expression (use-regex or rewrite-target).
+	Regex *PathRegex
+	// FromDefaultBackend marks the "/" route that spec.defaultBackend adds to each of the Ingress's hosts.
+	// It yields, without a conflict, to any path an Ingress states explicitly.
+	FromDefaultBackend bool
+	// Alias marks a route on a host of server-alias or from-to-www-redirect (ann_hosts.go): it yields to
+	// every Ingress whose rules name the host.
+	Alias bool
 	// NoGlobalAuth marks a route of an Ingress with the global auth whose path no-auth-locations lists:
 	// its location gets the Ingress's profile without the external auth.
 	NoGlobalAuth bool
@@ -216,9 +217,20 @@ func translate(ing *networkingv1.Ingress, lk Lookups, opts TranslateOptions) (*I
 		}
 		return nil, tr.out.Services, tr.out.Objects, err
 	}
-	tr.out.Upstreams = sortUpstreams(tr.out.Upstreams)
+	tr.out.Upstreams = fit(sortUpstreams(tr.out.Upstreams))
+	tr.out.Routes = fit(tr.out.Routes)
 	tr.finishProfile()
 	return tr.out, tr.out.Services, tr.out.Objects, nil
+}
+
+// fit returns s in an array of its own length when appends left it room: a translation lives as long
+// as its Ingress, and the two paths of an Ingress to one Service port leave room for a second
+// upstream that deduplication dropped.
+func fit[S ~[]E, E any](s S) S {
+	if len(s) == cap(s) {
+		return s
+	}
+	return append(S(nil), s...)
 }
 
 type routeKey struct {
