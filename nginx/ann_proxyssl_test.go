@@ -378,9 +378,9 @@ func TestModelBuilderSecretUsers(t *testing.T) {
 		t.Fatalf("after the rotation: files %v, profiles %+v", build.BackendTLS, build.Model.Profiles)
 	}
 	// An unrelated object's change translates nothing again.
-	hits, misses := b.cache.Stats()
+	hits, misses := b.cacheStats()
 	build = update(ObjectRef{Kind: KindSecret, Key: nn("default", "unused")})
-	if h, m := b.cache.Stats(); h != hits || m != misses {
+	if h, m := b.cacheStats(); h != hits || m != misses {
 		t.Errorf("an unrelated Secret's change looked at Ingresses (cache hits %d->%d, misses %d->%d)", hits, h, misses, m)
 	}
 	// The Secret is deleted: a is rejected, and its last good version is not served either (it would go

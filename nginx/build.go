@@ -10,8 +10,9 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 )
 
-// ModelBuilder builds the model from the accepted Ingresses: each is translated (through a
-// TranslationCache, so unchanged Ingresses cost a lookup), the translations are merged (by a Merger, so
+// ModelBuilder builds the model from the accepted Ingresses: each is translated (with a cache entry of
+// the kind a TranslationCache holds, kept in the Ingress's own entry, so unchanged Ingresses cost a
+// lookup), the translations are merged (by a Merger, so
 // only the hosts of changed Ingresses are merged again), and the Ingresses rejected, warned about or
 // losing a conflict are listed for the caller to report. Build looks at every Ingress; Update, for a
 // caller that knows which Ingresses and Services changed, looks only at those, so that a change
@@ -22,9 +23,11 @@ import (
 // so that a typo never hands its host or paths to another Ingress; only a valid update, its deletion or
 // its leaving our class replaces it.
 type ModelBuilder struct {
-	cache  *TranslationCache
 	merger Merger
-	// entries are the Ingresses of the latest build, by key.
+	// opts are the options of the latest translation, shared by the cache entries made with them.
+	opts *TranslateOptions
+	// entries are the Ingresses of the latest build, by key, each with its translation cache entry:
+	// one map of the Ingresses rather than two (at 10,000 Ingresses, a map of cache entries took 1 MB).
 	entries map[types.NamespacedName]*builtIngress
 	// users indexes, per Service, the Ingresses whose translation depends on it. mu guards it alone:
 	// DependsOn may be asked while a build runs.
@@ -38,24 +41,52 @@ type ModelBuilder struct {
 	problems map[types.NamespacedName]struct{}
 	served   int
 	stale    int
+	// hits and misses count the translations answered by an entry and made again (TranslationCache.Stats).
+	hits, misses uint64
 }
 
-// builtIngress is what the latest build made of one Ingress.
+// builtIngress is what the latest build made of one Ingress. It is 80 bytes: what most Ingresses
+// lack (a rejection, objects other than Services) is behind one pointer.
 type builtIngress struct {
 	ing *networkingv1.Ingress
 	// served is the translation in the model: the current one, or the last good one when the current
-	// version is rejected; nil when the Ingress is not served.
-	served   *IngressTranslation
-	lastGood *IngressTranslation
-	// previousGood is the good translation that lastGood replaced, kept for a quarantine: when the data
-	// plane refuses what lastGood wrote, previousGood is what it last took.
+	// version is rejected; nil when the Ingress is not served. It is also the last good translation
+	// that a rejected update keeps serving: a version that is not served is no good one to keep.
+	served *IngressTranslation
+	// previousGood is the good translation that served replaced, kept for a quarantine: when the data
+	// plane refuses what served wrote, previousGood is what it last took.
 	previousGood *IngressTranslation
-	err          error
 	// services are the Services the build depended on for this Ingress, sorted and unique.
 	services []types.NamespacedName
+	// translated is the translation (or rejection) of ing, as a TranslationCache holds it.
+	translated cacheEntry
+	// rare is nil unless the Ingress is rejected or depends on objects other than Services.
+	rare *builtRare
+}
+
+// builtRare is the part of a builtIngress that most Ingresses lack.
+type builtRare struct {
+	// err rejects the current version.
+	err error
 	// objects are the other objects it depended on (ObjectsOf and what the served translation read),
 	// sorted and unique.
 	objects []ObjectRef
+}
+
+// err returns the rejection of the entry's current version, or nil.
+func (e *builtIngress) err() error {
+	if e.rare == nil {
+		return nil
+	}
+	return e.rare.err
+}
+
+// objects returns the objects other than Services that the entry depends on.
+func (e *builtIngress) objects() []ObjectRef {
+	if e.rare == nil {
+		return nil
+	}
+	return e.rare.objects
 }
 
 // backendTLSCount is the material of one set of backend TLS files and how many served translations
@@ -68,7 +99,6 @@ type backendTLSCount struct {
 // NewModelBuilder returns a builder with an empty cache.
 func NewModelBuilder() *ModelBuilder {
 	return &ModelBuilder{
-		cache:       NewTranslationCache(),
 		entries:     map[types.NamespacedName]*builtIngress{},
 		users:       map[types.NamespacedName]userSet{},
 		objectUsers: map[ObjectRef]userSet{},
@@ -250,7 +280,7 @@ func (b *ModelBuilder) set(key types.NamespacedName, ing *networkingv1.Ingress, 
 	var linked []types.NamespacedName // the Services key is listed as a user of
 	var linkedObjects []ObjectRef
 	if old != nil {
-		linked, linkedObjects = old.services, old.objects
+		linked, linkedObjects = old.services, old.objects()
 	}
 	if ing != nil {
 		// The Ingress becomes a user of the Services it names before they are read, so that a change to
@@ -262,73 +292,85 @@ func (b *ModelBuilder) set(key types.NamespacedName, ing *networkingv1.Ingress, 
 		linked = append(slices.Clip(linked), named...)
 		linkedObjects = append(slices.Clip(linkedObjects), namedObjects...)
 		e = &builtIngress{ing: ing}
+		var lastGood, previousGood *IngressTranslation // the old entry's
+		if old != nil {
+			e.translated = old.translated
+			lastGood, previousGood = old.served, old.previousGood
+		}
 		var refused *Refusal
 		if in.Quarantine != nil {
 			refused = in.Quarantine(ing)
 		}
 		lk := Lookups{Services: in.Services, Secrets: in.Secrets, ConfigMaps: in.ConfigMaps}
-		tr, err := b.cache.TranslateWith(ing, lk, in.Options)
+		tr, err, hit := e.translated.translate(ing, &lk, &in.Options, b.sharedOptions(in.Options))
+		if hit {
+			b.hits++
+		} else {
+			b.misses++
+		}
 		if refused != nil && tr != nil && !refused.writes(tr) {
 			// The same object translated with other options (the ConfigMap changed, such as a fixed
 			// global-auth-url) no longer has what the data plane refused.
 			refused = nil
 		}
+		var rejected error
 		switch {
 		case refused != nil:
 			// Quarantined: the newest good version of this object that the data plane did not refuse
 			// stays served, so that the Ingress's host and paths go to nobody else.
-			e.err = refused.Err
-			if old != nil {
-				for _, good := range []*IngressTranslation{old.lastGood, old.previousGood} {
-					// A version whose users the Secret no longer lists is not served (basic authentication), nor
-					// one without the external auth that the refused version has (its own auth-url, or the
-					// ConfigMap's global auth): that would open what the configuration closes.
-					if good != nil && good.UID == ing.UID && !refused.writes(good) && !good.staleAuthUsers(&lk) &&
-						(tr == nil || !tr.Profile.restrictsAccess() || good.Profile.restrictsAccess()) {
-						e.served, e.lastGood = good, good
-						break
-					}
+			rejected = refused.Err
+			for _, good := range []*IngressTranslation{lastGood, previousGood} {
+				// A version whose users the Secret no longer lists is not served (basic authentication), nor
+				// one without the external auth that the refused version has (its own auth-url, or the
+				// ConfigMap's global auth): that would open what the configuration closes.
+				if good != nil && good.UID == ing.UID && !refused.writes(good) && !good.staleAuthUsers(&lk) &&
+					(tr == nil || !tr.Profile.restrictsAccess() || good.Profile.restrictsAccess()) {
+					e.served = good
+					break
 				}
 			}
 		case err == nil:
-			e.served, e.lastGood = tr, tr
-			if old != nil && old.lastGood != tr {
-				e.previousGood = old.lastGood
-			} else if old != nil {
-				e.previousGood = old.previousGood
+			e.served = tr
+			if lastGood != tr {
+				e.previousGood = lastGood
+			} else {
+				e.previousGood = previousGood
 			}
-		case old != nil && old.lastGood != nil && old.lastGood.UID == ing.UID && !errors.Is(err, ErrWithdrawn) && errors.Is(err, errGlobalAuthInvalid) &&
-			!old.lastGood.Profile.restrictsAccess():
+		case lastGood != nil && lastGood.UID == ing.UID && !errors.Is(err, ErrWithdrawn) && errors.Is(err, errGlobalAuthInvalid) &&
+			!lastGood.Profile.restrictsAccess():
 			// The ConfigMap turns a global auth on that is invalid: a last good version without external
 			// auth would keep the Ingress open, which the rejection is there to prevent.
-			e.err = errors.Join(err, ErrWithdrawn)
-		case old != nil && old.lastGood != nil && old.lastGood.UID == ing.UID && !errors.Is(err, ErrWithdrawn) && old.lastGood.staleAuthUsers(&lk):
+			rejected = errors.Join(err, ErrWithdrawn)
+		case lastGood != nil && lastGood.UID == ing.UID && !errors.Is(err, ErrWithdrawn) && lastGood.staleAuthUsers(&lk):
 			// The last good version admits users (basic authentication) that its Secret no longer lists:
 			// withdrawn, not served, so that a removed user or an old password never keeps its access.
-			e.err = errors.Join(err, ErrWithdrawn)
-		case old != nil && old.lastGood != nil && old.lastGood.UID == ing.UID && !errors.Is(err, ErrWithdrawn):
+			rejected = errors.Join(err, ErrWithdrawn)
+		case lastGood != nil && lastGood.UID == ing.UID && !errors.Is(err, ErrWithdrawn):
 			// The update is rejected: the last good version stays served (a new object of the same name
 			// starts without a past).
-			e.err, e.served, e.lastGood, e.previousGood = err, old.lastGood, old.lastGood, old.previousGood
+			rejected, e.served, e.previousGood = err, lastGood, previousGood
 		default:
-			e.err = err
+			rejected = err
 		}
 		e.services = serviceKeys(named, e.served)
-		e.objects = namedObjects
+		objects := namedObjects
 		if e.served != nil {
 			for _, o := range e.served.Objects {
-				e.objects = append(e.objects, o.ObjectRef)
+				objects = append(objects, o.ObjectRef)
 			}
 		}
-		slices.SortFunc(e.objects, compareObjectRefs)
-		e.objects = slices.Compact(e.objects)
-		if old != nil && old.served == e.served && old.lastGood == e.lastGood && old.previousGood == e.previousGood && old.err == e.err &&
-			slices.Equal(old.services, e.services) && slices.Equal(old.objects, e.objects) {
-			old.ing = ing // nothing changed but the object reported in Events
+		slices.SortFunc(objects, compareObjectRefs)
+		objects = slices.Compact(objects)
+		if rejected != nil || len(objects) > 0 {
+			e.rare = &builtRare{err: rejected, objects: objects}
+		}
+		if old != nil && old.served == e.served && old.previousGood == e.previousGood && old.err() == e.err() &&
+			slices.Equal(old.services, e.services) && slices.Equal(old.objects(), e.objects()) {
+			// Nothing changed but the object reported in Events, and the translation of this version
+			// when it is not the one served.
+			old.ing, old.translated = ing, e.translated
 			return
 		}
-	} else {
-		b.cache.Evict(key)
 	}
 
 	if old != nil {
@@ -338,7 +380,7 @@ func (b *ModelBuilder) set(key types.NamespacedName, ing *networkingv1.Ingress, 
 		b.entries[key] = e
 		b.count(key, e, 1)
 		b.link(key, e.services, linked)
-		b.linkObjects(key, e.objects, linkedObjects)
+		b.linkObjects(key, e.objects(), linkedObjects)
 	} else {
 		delete(b.entries, key)
 		b.link(key, nil, linked)
@@ -354,6 +396,15 @@ func (b *ModelBuilder) set(key types.NamespacedName, ing *networkingv1.Ingress, 
 	if before != after {
 		changes[key] = after
 	}
+}
+
+// sharedOptions returns a pointer to opts that the entries translated with them share (only a change
+// of options allocates).
+func (b *ModelBuilder) sharedOptions(opts TranslateOptions) *TranslateOptions {
+	if b.opts == nil || *b.opts != opts {
+		b.opts = &opts
+	}
+	return b.opts
 }
 
 // serviceKeys returns the Services an entry depends on: those its Ingress names (sorted and unique) and
@@ -482,10 +533,10 @@ func (b *ModelBuilder) count(key types.NamespacedName, e *builtIngress, sign int
 			}
 		}
 	}
-	if e.err != nil && e.served != nil {
+	if e.err() != nil && e.served != nil {
 		b.stale += sign
 	}
-	if sign > 0 && (e.err != nil || len(e.served.Warnings) > 0) {
+	if sign > 0 && (e.err() != nil || len(e.served.Warnings) > 0) {
 		b.problems[key] = struct{}{}
 	} else if sign < 0 {
 		delete(b.problems, key)
@@ -502,8 +553,8 @@ func (b *ModelBuilder) finish(in *BuildInput, changes map[types.NamespacedName]*
 	slices.SortFunc(keys, compareKeys)
 	for _, k := range keys {
 		e := b.entries[k]
-		if e.err != nil {
-			out.Rejected = append(out.Rejected, Rejection{Ingress: e.ing, Err: e.err, Stale: e.served != nil})
+		if err := e.err(); err != nil {
+			out.Rejected = append(out.Rejected, Rejection{Ingress: e.ing, Err: err, Stale: e.served != nil})
 		} else {
 			out.Warnings = append(out.Warnings, IngressWarnings{Ingress: e.ing, Warnings: e.served.Warnings})
 		}
@@ -563,5 +614,9 @@ func (b *ModelBuilder) DependsOnObject(ref ObjectRef) bool {
 	return ok
 }
 
-// Cached returns how many Ingresses the builder's cache holds.
-func (b *ModelBuilder) Cached() int { return b.cache.Len() }
+// cacheStats returns how many translations an entry answered and how many were made again.
+func (b *ModelBuilder) cacheStats() (hits, misses uint64) { return b.hits, b.misses }
+
+// Cached returns how many Ingresses the builder's cache holds: every Ingress of the latest build has
+// its entry, and one that left has none.
+func (b *ModelBuilder) Cached() int { return len(b.entries) }

@@ -73,12 +73,21 @@ func (e *cacheEntry) result() (*IngressTranslation, error) {
 	return e.t, nil
 }
 
-// newCacheEntry records the result of translate.
-func newCacheEntry(ing *networkingv1.Ingress, shared *TranslateOptions, t *IngressTranslation, services []ServiceVersion, objects []ObjectVersion, err error) cacheEntry {
-	if err != nil || t == nil {
-		return cacheEntry{opts: shared, rejected: &cachedRejection{uid: ing.UID, rv: ing.ResourceVersion, services: services, objects: objects, err: err}}
+// translate returns the entry's translation of ing (hit) when nothing it depends on changed, and
+// otherwise translates ing and makes e its entry. shared is the owner's pointer to opts, which the
+// entries made with the same options share.
+func (e *cacheEntry) translate(ing *networkingv1.Ingress, lk *Lookups, opts, shared *TranslateOptions) (t *IngressTranslation, err error, hit bool) {
+	if e.fresh(ing, lk, opts, shared) {
+		t, err = e.result()
+		return t, err, true
 	}
-	return cacheEntry{opts: shared, t: t}
+	t, services, objects, err := translate(ing, *lk, *opts)
+	if err != nil || t == nil {
+		*e = cacheEntry{opts: shared, rejected: &cachedRejection{uid: ing.UID, rv: ing.ResourceVersion, services: services, objects: objects, err: err}}
+	} else {
+		*e = cacheEntry{opts: shared, t: t}
+	}
+	return t, err, false
 }
 
 // NewTranslationCache returns an empty cache.
@@ -105,17 +114,14 @@ func (c *TranslationCache) TranslateWith(ing *networkingv1.Ingress, lk Lookups, 
 	}
 	shared := c.opts
 	c.mu.Unlock()
-	if e.fresh(ing, &lk, &opts, shared) {
-		c.mu.Lock()
-		c.hits++
-		c.mu.Unlock()
-		return e.result()
-	}
-	t, services, objects, err := translate(ing, lk, opts)
-	e = newCacheEntry(ing, shared, t, services, objects, err)
+	t, err, hit := e.translate(ing, &lk, &opts, shared)
 	c.mu.Lock()
-	c.entries[key] = e
-	c.misses++
+	if hit {
+		c.hits++
+	} else {
+		c.entries[key] = e
+		c.misses++
+	}
 	c.mu.Unlock()
 	return t, err
 }
