@@ -176,10 +176,14 @@ type Merger struct {
 	tlsFor map[Hostname][]*IngressTranslation
 	// servers are the merged hosts, sorted by host ("" first): the Servers of the latest model.
 	servers []Server
-	// upstreams counts, per upstream, the hosts whose locations use it (and the default backend);
-	// upstreamList is the latest model's Upstreams.
-	upstreams    map[UpstreamName]int
-	upstreamList []*Upstream
+	// upstreamList is the latest model's Upstreams, sorted by name; upstreamUsers counts, at the same
+	// index, the hosts whose locations use each (and the default backend). Counts in a slice beside the
+	// list rather than in a map by name: 4 bytes an upstream instead of about 40 (at 10,000 Ingresses
+	// of two upstreams each, 0.8 MB less). spareUsers is the other buffer that a change of the list
+	// builds the counts in, so that the change allocates only the published list.
+	upstreamList  []*Upstream
+	upstreamUsers []int32
+	spareUsers    []int32
 	// profiles counts, per profile, the hosts whose locations use it; profileList is the latest
 	// model's Profiles.
 	profiles    map[ProfileSettings]int
@@ -215,15 +219,13 @@ func (m *Merger) reset(opts MergeOptions) {
 		routing:      map[Hostname][]*IngressTranslation{},
 		canaries:     map[Hostname][]*IngressTranslation{},
 		tlsFor:       map[Hostname][]*IngressTranslation{},
-		upstreams:    map[UpstreamName]int{},
 		profiles:     map[ProfileSettings]int{},
 		problems:     map[Hostname]hostProblems{},
 		upstreamList: []*Upstream{},
 	}
 	if db := opts.DefaultBackend; db != nil {
-		m.upstreams[db.Name] = 1
 		own := *db // the caller's Upstream may change; the models' must not
-		m.upstreamList = []*Upstream{&own}
+		m.upstreamList, m.upstreamUsers = []*Upstream{&own}, []int32{1}
 	}
 }
 
@@ -339,8 +341,10 @@ func (m *Merger) Apply(changes map[types.NamespacedName]*IngressTranslation, opt
 	}
 	slices.Sort(dirtyHosts)
 	merged := make([]*Server, len(dirtyHosts)) // nil: the host is gone
-	var addedUpstreams []*Upstream
-	var removedUpstreams map[UpstreamName]bool
+	// fresh are the upstreams not in the list that came into use; unused counts the list's upstreams
+	// whose users fell to none.
+	var fresh map[UpstreamName]*freshUpstream
+	unused := 0
 	added, removed := 0, 0
 	problemsChanged, profilesChanged := false, false
 	for i, h := range dirtyHosts {
@@ -363,12 +367,12 @@ func (m *Merger) Apply(changes map[types.NamespacedName]*IngressTranslation, opt
 		}
 		if old != nil {
 			for _, name := range upstreamNamesOf(old) {
-				if m.upstreams[name]--; m.upstreams[name] == 0 {
-					delete(m.upstreams, name)
-					if removedUpstreams == nil {
-						removedUpstreams = map[UpstreamName]bool{}
+				if j, ok := m.upstreamIndex(name); ok {
+					if m.upstreamUsers[j]--; m.upstreamUsers[j] == 0 {
+						unused++
 					}
-					removedUpstreams[name] = true
+				} else if f := fresh[name]; f != nil {
+					f.users--
 				}
 			}
 		}
@@ -389,8 +393,18 @@ func (m *Merger) Apply(changes map[types.NamespacedName]*IngressTranslation, opt
 		}
 		if next != nil {
 			for _, u := range next.upstreams {
-				if m.upstreams[u.Name]++; m.upstreams[u.Name] == 1 {
-					addedUpstreams = append(addedUpstreams, u)
+				switch j, ok := m.upstreamIndex(u.Name); {
+				case ok:
+					if m.upstreamUsers[j]++; m.upstreamUsers[j] == 1 {
+						unused--
+					}
+				case fresh[u.Name] != nil:
+					fresh[u.Name].users++
+				default:
+					if fresh == nil {
+						fresh = map[UpstreamName]*freshUpstream{}
+					}
+					fresh[u.Name] = &freshUpstream{u: u, users: 1}
 				}
 			}
 			merged[i] = &next.server
@@ -426,18 +440,8 @@ func (m *Merger) Apply(changes map[types.NamespacedName]*IngressTranslation, opt
 	}
 	m.servers = append(servers, rest...)
 
-	if len(addedUpstreams) > 0 || len(removedUpstreams) > 0 {
-		// An upstream can drop to no user on one host and come back on another within one merge, or
-		// the other way round: what counts is whether it is used now.
-		added := slices.DeleteFunc(addedUpstreams, func(u *Upstream) bool { return m.upstreams[u.Name] == 0 })
-		slices.SortFunc(added, func(a, b *Upstream) int { return strings.Compare(string(a.Name), string(b.Name)) })
-		added = slices.CompactFunc(added, func(a, b *Upstream) bool { return a.Name == b.Name })
-		// A new upstream is the translation's own (translations never change once merged), not a copy;
-		// the upstreams kept are the pointers of the previous list. The list itself is made anew
-		// (published models must not change) in one pass, at its final size: at 10,000 Ingresses, 160 KB
-		// of pointers for a change that adds or removes an upstream.
-		m.upstreamList = mergeSorted(m.upstreamList, added, func(a, b *Upstream) int { return strings.Compare(string(a.Name), string(b.Name)) },
-			len(m.upstreams), func(u *Upstream) bool { return removedUpstreams[u.Name] })
+	if len(fresh) > 0 || unused > 0 {
+		m.useUpstreams(fresh)
 	}
 	if profilesChanged {
 		m.profileList = nil // as a merge from scratch without profiles
@@ -579,21 +583,52 @@ func wildcardAbove(host Hostname) (Hostname, bool) {
 	return Hostname("*." + parent), true
 }
 
-// mergeSorted merges two sorted slices into a new one of capacity size, leaving out the elements of a
-// that dropA picks.
-func mergeSorted[T any](a, b []T, cmp func(T, T) int, size int, dropA func(T) bool) []T {
-	out := make([]T, 0, size)
-	for len(a) > 0 || len(b) > 0 {
-		switch {
-		case len(a) > 0 && dropA(a[0]):
-			a = a[1:]
-		case len(a) == 0 || len(b) > 0 && cmp(b[0], a[0]) < 0:
-			out, b = append(out, b[0]), b[1:]
-		default:
-			out, a = append(out, a[0]), a[1:]
+// freshUpstream is an upstream that came into use during a merge, with its users.
+type freshUpstream struct {
+	u     *Upstream
+	users int32
+}
+
+// upstreamIndex finds the upstream named n in the list.
+func (m *Merger) upstreamIndex(n UpstreamName) (int, bool) {
+	return slices.BinarySearchFunc(m.upstreamList, n, func(u *Upstream, n UpstreamName) int { return strings.Compare(string(u.Name), string(n)) })
+}
+
+// useUpstreams makes the list anew after a merge: without the upstreams no host uses any more, with
+// those of fresh that are still used (an upstream can come into use on one host and drop out on
+// another within one merge, or the other way round: what counts is whether it is used now). A fresh
+// upstream is the translation's own (translations never change once merged), not a copy; the upstreams
+// kept are the pointers of the previous list. The list itself is made anew (published models must not
+// change) in one pass, at its final size: at 10,000 Ingresses, 160 KB of pointers for a change that
+// adds or removes an upstream.
+func (m *Merger) useUpstreams(fresh map[UpstreamName]*freshUpstream) {
+	added := make([]*freshUpstream, 0, len(fresh))
+	for _, f := range fresh {
+		if f.users > 0 {
+			added = append(added, f)
 		}
 	}
-	return out
+	slices.SortFunc(added, func(a, b *freshUpstream) int { return strings.Compare(string(a.u.Name), string(b.u.Name)) })
+	size := len(added)
+	for _, n := range m.upstreamUsers {
+		if n > 0 {
+			size++
+		}
+	}
+	list := make([]*Upstream, 0, size)
+	users := slices.Grow(m.spareUsers[:0], size)
+	a, aUsers := m.upstreamList, m.upstreamUsers
+	for len(a) > 0 || len(added) > 0 {
+		switch {
+		case len(a) > 0 && aUsers[0] <= 0:
+			a, aUsers = a[1:], aUsers[1:]
+		case len(a) == 0 || len(added) > 0 && added[0].u.Name < a[0].Name:
+			list, users, added = append(list, added[0].u), append(users, added[0].users), added[1:]
+		default:
+			list, users, a, aUsers = append(list, a[0]), append(users, aUsers[0]), a[1:], aUsers[1:]
+		}
+	}
+	m.upstreamList, m.upstreamUsers, m.spareUsers = list, users, m.upstreamUsers
 }
 
 // sortConflicts puts conflicts in the order the caller reports them: by loser, then kind, host, winner

@@ -142,8 +142,40 @@ func TestMergerMatchesFullMerge(t *testing.T) {
 			if !reflect.DeepEqual(got, want) {
 				t.Fatalf("seed %d, step %d: incremental merge differs from a merge from scratch\n got: %+v\nwant: %+v", seed, step, got, want)
 			}
+			if err := checkUpstreamUsers(&m); err != nil {
+				t.Fatalf("seed %d, step %d: %v", seed, step, err)
+			}
 		}
 	}
+}
+
+// checkUpstreamUsers compares the Merger's upstream list and the counts beside it with the simple
+// representation they replace: a map from each upstream name to the hosts that use it (and the
+// default backend), counted from the servers.
+func checkUpstreamUsers(m *Merger) error {
+	want := map[UpstreamName]int32{}
+	if db := m.opts.DefaultBackend; db != nil {
+		want[db.Name]++
+	}
+	for i := range m.servers {
+		for _, n := range upstreamNamesOf(&m.servers[i]) {
+			want[n]++
+		}
+	}
+	got := map[UpstreamName]int32{}
+	if len(m.upstreamUsers) != len(m.upstreamList) {
+		return fmt.Errorf("%d upstreams, %d counts", len(m.upstreamList), len(m.upstreamUsers))
+	}
+	for i, u := range m.upstreamList {
+		if i > 0 && m.upstreamList[i-1].Name >= u.Name {
+			return fmt.Errorf("upstreams not sorted and unique at %s", u.Name)
+		}
+		got[u.Name] = m.upstreamUsers[i]
+	}
+	if !reflect.DeepEqual(got, want) {
+		return fmt.Errorf("upstream users %v, want %v", got, want)
+	}
+	return nil
 }
 
 func cmpString(a, b string) int {
@@ -175,9 +207,9 @@ func TestMergerKeepsEarlierModels(t *testing.T) {
 	}
 }
 
-// TestMergerSharesUpstreams checks that a merge allocates only the upstreams that come into use: the
-// others are the very Upstreams of the previous model (at 10,000 Ingresses a change copies pointers,
-// not 20,000 Upstreams), and the previous model's list stays as it was.
+// TestMergerSharesUpstreams checks that a merge copies no Upstream: one that comes into use is the
+// translation's own, the others are the very Upstreams of the previous model (at 10,000 Ingresses a
+// change copies pointers, not 20,000 Upstreams), and the previous model's list stays as it was.
 func TestMergerSharesUpstreams(t *testing.T) {
 	up := func(svc string) Upstream {
 		return NewUpstream(types.NamespacedName{Namespace: "default", Name: svc}, intstr.FromInt32(80))
@@ -192,7 +224,8 @@ func TestMergerSharesUpstreams(t *testing.T) {
 	var m Merger
 	first := m.Merge([]*IngressTranslation{tr("a", web), tr("b", api)}, opts).Model
 	firstList := slices.Clone(first.Upstreams)
-	second := m.Apply(map[types.NamespacedName]*IngressTranslation{{Namespace: "default", Name: "a"}: tr("a", other)}, opts).Model
+	changed := tr("a", other)
+	second := m.Apply(map[types.NamespacedName]*IngressTranslation{{Namespace: "default", Name: "a"}: changed}, opts).Model
 
 	byName := func(m Model) map[UpstreamName]*Upstream {
 		out := map[UpstreamName]*Upstream{}
@@ -204,6 +237,9 @@ func TestMergerSharesUpstreams(t *testing.T) {
 	before, after := byName(first), byName(second)
 	if want := modelUpstreams(api, db, other); !reflect.DeepEqual(second.Upstreams, want) {
 		t.Fatalf("upstreams after the change: %v, want %v", second.Upstreams, want)
+	}
+	if after[other.Name] != &changed.Upstreams[0] {
+		t.Errorf("upstream %s is a copy; want the translation's own", other.Name)
 	}
 	for _, kept := range []UpstreamName{api.Name, db.Name} {
 		if after[kept] != before[kept] {
