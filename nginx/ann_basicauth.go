@@ -181,7 +181,7 @@ func applyBasicAuth(t *translator) {
 		t.fail("metadata.annotations[%s]: secret %s %s; the Ingress is not served until it is fixed", AnnotationAuthSecret, key, reason)
 		return
 	}
-	t.out.authSource = &basicAuthSource{key: key, authMap: secretType == "auth-map"}
+	t.out.setRare().authSource = &basicAuthSource{key: key, authMap: secretType == "auth-map"}
 	o := t.options()
 	o.AuthChallenge = basicChallenge(realm)
 	o.AuthUsers = users
@@ -200,15 +200,15 @@ type basicAuthSource struct {
 // not stay served after a rejection of a newer one (last good, quarantine), or the removed user keeps
 // their access as long as the Ingress stays rejected.
 func (tr *IngressTranslation) staleAuthUsers(lk *Lookups) bool {
-	if tr == nil || tr.authSource == nil || tr.Options == nil {
+	if tr == nil || tr.rareOf().authSource == nil || tr.Options == nil {
 		return false
 	}
-	sec, ok := lk.secret(tr.authSource.key)
+	sec, ok := lk.secret(tr.rareOf().authSource.key)
 	if !ok {
 		return true
 	}
 	var users, reason string
-	if tr.authSource.authMap {
+	if tr.rareOf().authSource.authMap {
 		users, reason = authMapUsers(sec.Data)
 	} else {
 		users, reason = authFileUsers(sec.Data)

@@ -70,7 +70,7 @@ func (t *translator) globalAuthDefaults() {
 			p.AuthCacheDuration = defaultAuthCacheDuration
 		}
 	}
-	t.out.globalAuth = true
+	t.out.setRare().globalAuth = true
 	// satisfy (applied before this, with the annotations) found no authentication then: "any" with an
 	// allowlist lets allowlisted clients in without asking the global auth service, as in ingress-nginx.
 	if strings.TrimSpace(t.ing.Annotations[AnnotationSatisfy]) == "any" && t.out.Access != nil && len(t.out.Access.Allow) > 0 {
@@ -88,7 +88,7 @@ var errGlobalAuthInvalid = errors.New("the global external auth it would use is 
 
 // noAuthLocations marks the routes that the global auth skips (no-auth-locations).
 func (t *translator) noAuthLocations() {
-	if !t.out.globalAuth {
+	if !t.out.rareOf().globalAuth {
 		return
 	}
 	for i := range t.out.Routes {
@@ -107,9 +107,9 @@ func (t *translator) finishProfile() {
 	}
 	p := t.profile
 	t.out.Profile = &p
-	if t.out.globalAuth && slices.ContainsFunc(t.out.Routes, func(r Route) bool { return r.NoGlobalAuth }) {
+	if t.out.rareOf().globalAuth && slices.ContainsFunc(t.out.Routes, func(r Route) bool { return r.NoGlobalAuth }) {
 		if q := p.withoutAuth(); !q.IsZero() {
-			t.out.noAuthProfile = &q
+			t.out.setRare().noAuthProfile = &q
 		}
 	}
 }
@@ -117,8 +117,8 @@ func (t *translator) finishProfile() {
 // routeProfile is the profile of r's location: the Ingress's, without the global auth on the paths
 // that no-auth-locations lists; nil for none. Locations share the pointer; it must not be modified.
 func (t *IngressTranslation) routeProfile(r *Route) *ProfileSettings {
-	if r.NoGlobalAuth && t.globalAuth {
-		return t.noAuthProfile
+	if r.NoGlobalAuth && t.rareOf().globalAuth {
+		return t.rareOf().noAuthProfile
 	}
 	return t.Profile
 }

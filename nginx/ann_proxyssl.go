@@ -270,7 +270,7 @@ func applyProxySSL(t *translator) {
 	p.ProxySSLFiles, p.ProxySSLClientCert, p.ProxySSLCA = s.ProxySSLFiles, s.ProxySSLClientCert, s.ProxySSLCA
 	p.ProxySSLVerify, p.ProxySSLVerifyDepth, p.ProxySSLName, p.ProxySSLServerName = s.ProxySSLVerify, s.ProxySSLVerifyDepth, s.ProxySSLName, s.ProxySSLServerName
 	p.ProxySSLProtocols, p.ProxySSLCiphers = s.ProxySSLProtocols, s.ProxySSLCiphers
-	t.out.BackendTLS = files
+	t.out.setRare().backendTLS = files
 }
 
 // backendTLSSecret reads and validates the Secret of proxy-ssl-secret, or says what is wrong with it

@@ -249,8 +249,8 @@ func TestAnnotationProxySSL(t *testing.T) {
 				t.Fatalf("rejected: %v", err)
 			}
 			stem := valueOf(got.Profile).ProxySSLFiles
-			if (stem != "") != (tc.directives != nil) || (got.BackendTLS != nil) != (stem != "") || got.BackendTLS != nil && got.BackendTLS.Stem != stem {
-				t.Fatalf("files %q, material %v", stem, got.BackendTLS)
+			if (stem != "") != (tc.directives != nil) || (got.BackendTLS() != nil) != (stem != "") || got.BackendTLS() != nil && got.BackendTLS().Stem != stem {
+				t.Fatalf("files %q, material %v", stem, got.BackendTLS())
 			}
 			p := valueOf(got.Profile)
 			p.ProxySSLFiles = ""

@@ -143,7 +143,7 @@ type Refusal struct {
 // upstream and settings, so that serving t would write it again.
 func (q *Refusal) writes(t *IngressTranslation) bool {
 	if !q.Profile.IsZero() {
-		return valueOf(t.Profile) == q.Profile || (t.globalAuth && slices.ContainsFunc(t.Routes, func(r Route) bool { return r.NoGlobalAuth }) &&
+		return valueOf(t.Profile) == q.Profile || (t.rareOf().globalAuth && slices.ContainsFunc(t.Routes, func(r Route) bool { return r.NoGlobalAuth }) &&
 			valueOf(t.Profile).withoutAuth() == q.Profile)
 	}
 	l := &q.Location
@@ -523,7 +523,7 @@ func (u userSet) each(f func(types.NamespacedName)) {
 func (b *ModelBuilder) count(key types.NamespacedName, e *builtIngress, sign int) {
 	if e.served != nil {
 		b.served += sign
-		if f := e.served.BackendTLS; f != nil {
+		if f := e.served.BackendTLS(); f != nil {
 			c := b.backendTLS[f.Stem]
 			c.files, c.users = f, c.users+sign
 			if c.users <= 0 {
