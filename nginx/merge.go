@@ -641,7 +641,7 @@ func sortConflicts(cs []Conflict) {
 			strings.Compare(string(a.Host), string(b.Host)),
 			strings.Compare(a.Winner.String(), b.Winner.String()),
 			strings.Compare(a.Path, b.Path),
-			strings.Compare(string(a.PathType), string(b.PathType)),
+			cmp.Compare(a.PathType, b.PathType),
 		)
 	})
 }
@@ -731,7 +731,7 @@ func (m *Merger) mergeHost(host Hostname) *hostMerge {
 		}
 	}
 	slices.SortFunc(s.Locations, func(a, b Location) int {
-		return cmp.Or(strings.Compare(a.Path, b.Path), strings.Compare(string(a.PathType), string(b.PathType)))
+		return cmp.Or(strings.Compare(a.Path, b.Path), cmp.Compare(a.PathType, b.PathType))
 	})
 	m.hostCanaries(out)
 	m.aliasCanaries(out)
@@ -766,7 +766,7 @@ func (m *Merger) hostCanaries(out *hostMerge) {
 				continue
 			}
 			li, found := slices.BinarySearchFunc(s.Locations, r, func(l Location, r *Route) int {
-				return cmp.Or(strings.Compare(l.Path, r.Path), strings.Compare(string(l.PathType), string(r.PathType)))
+				return cmp.Or(strings.Compare(l.Path, r.Path), cmp.Compare(l.PathType, r.PathType))
 			})
 			var l *Location
 			if found {

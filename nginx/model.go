@@ -96,15 +96,13 @@ type ServerTLS struct {
 	SSLRedirect bool
 }
 
-// Location routes one path of one host to an upstream.
+// Location routes one path of one host to an upstream. Its path type and flag come last, packed into
+// one word: 152 bytes, two locations in 320 (an Ingress's two paths took 352 with a string path type).
 type Location struct {
 	Path     string
-	PathType PathType
 	Upstream UpstreamName
 	// Ingress is the Ingress the location comes from; several Ingresses may share a server.
 	Ingress types.NamespacedName
-	// SSLRedirect answers plain-HTTP requests with a 308 to HTTPS. Only set on servers with TLS.
-	SSLRedirect bool
 	// Access restricts which client addresses may use the location; nil means everyone. Locations of
 	// one Ingress share the value, which must not be modified.
 	Access *SourceRanges
@@ -128,6 +126,10 @@ type Location struct {
 	Backend *Upstream
 	// Service is the name of Upstream's Service (the service label of the request metrics), "" without one.
 	Service string
+	// PathType is how Path matches.
+	PathType PathType
+	// SSLRedirect answers plain-HTTP requests with a 308 to HTTPS. Only set on servers with TLS.
+	SSLRedirect bool
 }
 
 // SourceRanges restricts clients by address, as ingress-nginx's denylist-source-range and
@@ -145,14 +147,46 @@ type SourceRanges struct {
 }
 
 // PathType is the matching mode of a location, after ImplementationSpecific has been mapped to Prefix.
-type PathType string
+// It is one byte, not a string: every route and location carries one (at 10,000 Ingresses, 30 bytes an
+// Ingress fewer). It prints, and encodes as JSON text, as the Ingress API names it ("Exact",
+// "Prefix"), and orders as those names do; the zero value prints as "".
+type PathType uint8
 
 const (
 	// PathExact matches the path exactly, case-sensitively.
-	PathExact PathType = "Exact"
+	PathExact PathType = iota + 1
 	// PathPrefix matches element-wise: "/foo" matches "/foo" and "/foo/bar", not "/foobar".
-	PathPrefix PathType = "Prefix"
+	PathPrefix
 )
+
+// String returns the Ingress API's name of the path type.
+func (p PathType) String() string {
+	switch p {
+	case PathExact:
+		return "Exact"
+	case PathPrefix:
+		return "Prefix"
+	}
+	return ""
+}
+
+// MarshalText encodes the path type as its name.
+func (p PathType) MarshalText() ([]byte, error) { return []byte(p.String()), nil }
+
+// UnmarshalText decodes a name that MarshalText wrote.
+func (p *PathType) UnmarshalText(b []byte) error {
+	switch string(b) {
+	case "Exact":
+		*p = PathExact
+	case "Prefix":
+		*p = PathPrefix
+	case "":
+		*p = 0
+	default:
+		return fmt.Errorf("path type %q is neither Exact nor Prefix", b)
+	}
+	return nil
+}
 
 // Hostname is a validated host: a lowercase RFC 1123 name, a "*."-wildcard of one, or "" for the catch-all.
 type Hostname string

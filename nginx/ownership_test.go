@@ -76,7 +76,7 @@ func TestHostOwnership(t *testing.T) {
 			}
 			paths := map[string]string{}
 			for _, l := range s.Locations {
-				paths[l.Path+" "+string(l.PathType)] = l.Ingress.Namespace
+				paths[l.Path+" "+l.PathType.String()] = l.Ingress.Namespace
 			}
 			same(t, "paths of shop.example", paths, tc.wantPaths)
 			if _, ok := server(got.Model, "b.example"); !ok {

@@ -149,19 +149,21 @@ var noRare translationRare
 // (proxy-ssl-secret), or nil.
 func (t *IngressTranslation) BackendTLS() *BackendTLSFiles { return t.rareOf().backendTLS }
 
-// Route is one (host, path) of an Ingress. Its flags come last, packed into one word (96 bytes where
-// interleaving them took 112; an Ingress usually has a few routes, and 10,000 Ingresses keep theirs).
+// Route is one (host, path) of an Ingress. Its path type and flags come last, packed into one word (80
+// bytes where a string path type and interleaved flags took 112; an Ingress usually has a few routes,
+// and 10,000 Ingresses keep theirs).
 type Route struct {
 	// Host is "" for rules without host: they are served by the catch-all server.
 	Host     Hostname
 	Path     string
-	PathType PathType
 	Upstream UpstreamName
 	// RedirectHost, when set, answers the route's requests with a 308 to the same URL on this host
 	// (from-to-www-redirect); Upstream is then empty.
 	RedirectHost Hostname
 	// Regex is set when the path is matched as a regular expression (use-regex or rewrite-target).
 	Regex *PathRegex
+	// PathType is how Path matches.
+	PathType PathType
 	// FromDefaultBackend marks the "/" route that spec.defaultBackend adds to each of the Ingress's hosts.
 	// It yields, without a conflict, to any path an Ingress states explicitly.
 	FromDefaultBackend bool
