@@ -45,8 +45,10 @@ type ModelBuilder struct {
 	hits, misses uint64
 }
 
-// builtIngress is what the latest build made of one Ingress. It is 80 bytes: what most Ingresses
-// lack (a rejection, objects other than Services) is behind one pointer.
+// builtIngress is what the latest build made of one Ingress, in 40 bytes: what most Ingresses lack (a
+// rejection, objects other than Services, a translation that is not the one served) is behind one
+// pointer, and the Services it depends on are derived again when needed (serviceKeys) rather than
+// kept.
 type builtIngress struct {
 	ing *networkingv1.Ingress
 	// served is the translation in the model: the current one, or the last good one when the current
@@ -56,11 +58,10 @@ type builtIngress struct {
 	// previousGood is the good translation that served replaced, kept for a quarantine: when the data
 	// plane refuses what served wrote, previousGood is what it last took.
 	previousGood *IngressTranslation
-	// services are the Services the build depended on for this Ingress, sorted and unique.
-	services []types.NamespacedName
-	// translated is the translation (or rejection) of ing, as a TranslationCache holds it.
-	translated cacheEntry
-	// rare is nil unless the Ingress is rejected or depends on objects other than Services.
+	// opts are the options ing was translated with (the cache entry's, see translated).
+	opts *TranslateOptions
+	// rare is nil unless the Ingress is rejected, depends on objects other than Services, or has a
+	// translation that is not served.
 	rare *builtRare
 }
 
@@ -71,6 +72,29 @@ type builtRare struct {
 	// objects are the other objects it depended on (ObjectsOf and what the served translation read),
 	// sorted and unique.
 	objects []ObjectRef
+	// translated and rejected are the cache entry's translation and rejection of ing when it is not
+	// the translation served (a rejection, or a version the data plane refused).
+	translated *IngressTranslation
+	rejected   *cachedRejection
+}
+
+// translated returns the translation cache entry of the entry's Ingress version: usually its served
+// translation, which the entry does not keep twice.
+func (e *builtIngress) translated() cacheEntry {
+	if r := e.rare; r != nil && (r.translated != nil || r.rejected != nil) {
+		return cacheEntry{opts: e.opts, t: r.translated, rejected: r.rejected}
+	}
+	if e.opts == nil {
+		return cacheEntry{}
+	}
+	return cacheEntry{opts: e.opts, t: e.served}
+}
+
+// serviceKeys returns the Services the entry depends on, sorted and unique: those its Ingress names and
+// those its served translation looked at. The informer's objects are never modified, so this gives the
+// same keys every time.
+func (e *builtIngress) serviceKeys() []types.NamespacedName {
+	return serviceKeys(ServicesOf(e.ing), e.served)
 }
 
 // err returns the rejection of the entry's current version, or nil.
@@ -279,8 +303,10 @@ func (b *ModelBuilder) set(key types.NamespacedName, ing *networkingv1.Ingress, 
 	var e *builtIngress
 	var linked []types.NamespacedName // the Services key is listed as a user of
 	var linkedObjects []ObjectRef
+	var oldServices, services []types.NamespacedName // the Services the old and the new entry depend on
 	if old != nil {
-		linked, linkedObjects = old.services, old.objects()
+		oldServices = old.serviceKeys()
+		linked, linkedObjects = oldServices, old.objects()
 	}
 	if ing != nil {
 		// The Ingress becomes a user of the Services it names before they are read, so that a change to
@@ -293,8 +319,9 @@ func (b *ModelBuilder) set(key types.NamespacedName, ing *networkingv1.Ingress, 
 		linkedObjects = append(slices.Clip(linkedObjects), namedObjects...)
 		e = &builtIngress{ing: ing}
 		var lastGood, previousGood *IngressTranslation // the old entry's
+		var cached cacheEntry
 		if old != nil {
-			e.translated = old.translated
+			cached = old.translated()
 			lastGood, previousGood = old.served, old.previousGood
 		}
 		var refused *Refusal
@@ -302,7 +329,7 @@ func (b *ModelBuilder) set(key types.NamespacedName, ing *networkingv1.Ingress, 
 			refused = in.Quarantine(ing)
 		}
 		lk := Lookups{Services: in.Services, Secrets: in.Secrets, ConfigMaps: in.ConfigMaps}
-		tr, err, hit := e.translated.translate(ing, &lk, &in.Options, b.sharedOptions(in.Options))
+		tr, err, hit := cached.translate(ing, &lk, &in.Options, b.sharedOptions(in.Options))
 		if hit {
 			b.hits++
 		} else {
@@ -352,7 +379,7 @@ func (b *ModelBuilder) set(key types.NamespacedName, ing *networkingv1.Ingress, 
 		default:
 			rejected = err
 		}
-		e.services = serviceKeys(named, e.served)
+		services = serviceKeys(named, e.served)
 		objects := namedObjects
 		if e.served != nil {
 			for _, o := range e.served.Objects {
@@ -361,14 +388,17 @@ func (b *ModelBuilder) set(key types.NamespacedName, ing *networkingv1.Ingress, 
 		}
 		slices.SortFunc(objects, compareObjectRefs)
 		objects = slices.Compact(objects)
-		if rejected != nil || len(objects) > 0 {
+		e.opts = cached.opts
+		if cached.t != e.served || cached.rejected != nil || rejected != nil || len(objects) > 0 {
 			e.rare = &builtRare{err: rejected, objects: objects}
+			if cached.t != e.served || cached.rejected != nil {
+				e.rare.translated, e.rare.rejected = cached.t, cached.rejected
+			}
 		}
 		if old != nil && old.served == e.served && old.previousGood == e.previousGood && old.err() == e.err() &&
-			slices.Equal(old.services, e.services) && slices.Equal(old.objects(), e.objects()) {
-			// Nothing changed but the object reported in Events, and the translation of this version
-			// when it is not the one served.
-			old.ing, old.translated = ing, e.translated
+			slices.Equal(oldServices, services) && slices.Equal(old.objects(), e.objects()) {
+			// Nothing changed but the object reported in Events and the translation cache entry.
+			old.ing, old.opts, old.rare = ing, e.opts, e.rare
 			return
 		}
 	}
@@ -379,7 +409,7 @@ func (b *ModelBuilder) set(key types.NamespacedName, ing *networkingv1.Ingress, 
 	if e != nil {
 		b.entries[key] = e
 		b.count(key, e, 1)
-		b.link(key, e.services, linked)
+		b.link(key, services, linked)
 		b.linkObjects(key, e.objects(), linkedObjects)
 	} else {
 		delete(b.entries, key)
@@ -408,8 +438,8 @@ func (b *ModelBuilder) sharedOptions(opts TranslateOptions) *TranslateOptions {
 }
 
 // serviceKeys returns the Services an entry depends on: those its Ingress names (sorted and unique) and
-// those its served translation (nil for none) looked at, sorted and unique, in a slice of their own
-// size, which the entry keeps. A translation usually looks only at the Services its Ingress names.
+// those its served translation (nil for none) looked at, sorted and unique. A translation usually looks
+// only at the Services its Ingress names, which are then the result.
 func serviceKeys(named []types.NamespacedName, served *IngressTranslation) []types.NamespacedName {
 	var out []types.NamespacedName
 	if served != nil {
@@ -420,10 +450,7 @@ func serviceKeys(named []types.NamespacedName, served *IngressTranslation) []typ
 		}
 	}
 	if len(out) == 0 {
-		if len(named) == cap(named) {
-			return named
-		}
-		return append([]types.NamespacedName(nil), named...)
+		return named
 	}
 	out = append(out, named...)
 	slices.SortFunc(out, compareKeys)
