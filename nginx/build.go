@@ -218,7 +218,7 @@ type Build struct {
 // Build translates in.Ingresses and merges them into the model. An Ingress that left since the previous
 // build (deleted, or no longer ours) is forgotten, whenever it left.
 func (b *ModelBuilder) Build(in BuildInput) Build {
-	changes := map[types.NamespacedName]*IngressTranslation{}
+	changes := map[types.NamespacedName]TranslationChange{}
 	seen := make(map[types.NamespacedName]struct{}, len(in.Ingresses))
 	for _, ing := range in.Ingresses {
 		key := types.NamespacedName{Namespace: ing.Namespace, Name: ing.Name}
@@ -230,16 +230,19 @@ func (b *ModelBuilder) Build(in BuildInput) Build {
 			b.set(key, nil, &in, changes)
 		}
 	}
-	// The Merger gets every served translation, not only the changes: a full build also brings it back
-	// in step should an earlier build have stopped half way (the Merger compares by pointer, so this
-	// costs a map of the Ingresses).
+	// The Merger gets every served translation compared with what it holds, not only the changes: a full
+	// build also brings it back in step should an earlier build have stopped half way (translations
+	// compare by pointer, so this costs a map of the Ingresses).
 	clear(changes)
+	merged := b.merger.merged()
 	for key, e := range b.entries {
-		changes[key] = e.served
+		if merged[key] != e.served {
+			changes[key] = TranslationChange{Old: merged[key], New: e.served}
+		}
 	}
-	for key := range b.merger.byKey {
-		if _, ok := changes[key]; !ok {
-			changes[key] = nil
+	for key, t := range merged {
+		if e := b.entries[key]; e == nil || e.served == nil {
+			changes[key] = TranslationChange{Old: t}
 		}
 	}
 	return b.finish(&in, changes)
@@ -278,7 +281,7 @@ func (b *ModelBuilder) Update(in UpdateInput) Build {
 	for _, k := range in.Ingresses {
 		keys[k] = struct{}{}
 	}
-	changes := map[types.NamespacedName]*IngressTranslation{}
+	changes := map[types.NamespacedName]TranslationChange{}
 	b.mu.RLock()
 	for _, s := range in.Services {
 		b.users[s].each(func(k types.NamespacedName) { keys[k] = struct{}{} })
@@ -298,7 +301,7 @@ func (b *ModelBuilder) Update(in UpdateInput) Build {
 }
 
 // set builds one Ingress again (ing nil: it left) and records a change of its served translation.
-func (b *ModelBuilder) set(key types.NamespacedName, ing *networkingv1.Ingress, in *BuildInput, changes map[types.NamespacedName]*IngressTranslation) {
+func (b *ModelBuilder) set(key types.NamespacedName, ing *networkingv1.Ingress, in *BuildInput, changes map[types.NamespacedName]TranslationChange) {
 	old := b.entries[key]
 	var e *builtIngress
 	var linked []types.NamespacedName // the Services key is listed as a user of
@@ -424,7 +427,7 @@ func (b *ModelBuilder) set(key types.NamespacedName, ing *networkingv1.Ingress, 
 		after = e.served
 	}
 	if before != after {
-		changes[key] = after
+		changes[key] = TranslationChange{Old: before, New: after}
 	}
 }
 
@@ -571,7 +574,7 @@ func (b *ModelBuilder) count(key types.NamespacedName, e *builtIngress, sign int
 }
 
 // finish merges the changes and reports the build.
-func (b *ModelBuilder) finish(in *BuildInput, changes map[types.NamespacedName]*IngressTranslation) Build {
+func (b *ModelBuilder) finish(in *BuildInput, changes map[types.NamespacedName]TranslationChange) Build {
 	out := Build{Translated: b.served, Stale: b.stale}
 	keys := make([]types.NamespacedName, 0, len(b.problems))
 	for k := range b.problems {

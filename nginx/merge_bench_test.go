@@ -44,7 +44,7 @@ func BenchmarkMergerApplyOneChange(b *testing.B) {
 			b.ReportAllocs()
 			for b.Loop() {
 				i++
-				r := m.Apply(map[types.NamespacedName]*IngressTranslation{key: variants[i%2]}, MergeOptions{})
+				r := m.Apply(map[types.NamespacedName]TranslationChange{key: {Old: variants[(i+1)%2], New: variants[i%2]}}, MergeOptions{})
 				if len(r.Model.Upstreams) != upstreams {
 					b.Fatalf("the model has %d upstreams, want %d", len(r.Model.Upstreams), upstreams)
 				}

@@ -222,10 +222,11 @@ func TestMergerSharesUpstreams(t *testing.T) {
 	db := up("default-backend")
 	opts := MergeOptions{DefaultBackend: &db}
 	var m Merger
-	first := m.Merge([]*IngressTranslation{tr("a", web), tr("b", api)}, opts).Model
+	a := tr("a", web)
+	first := m.Merge([]*IngressTranslation{a, tr("b", api)}, opts).Model
 	firstList := slices.Clone(first.Upstreams)
 	changed := tr("a", other)
-	second := m.Apply(map[types.NamespacedName]*IngressTranslation{{Namespace: "default", Name: "a"}: changed}, opts).Model
+	second := m.Apply(map[types.NamespacedName]TranslationChange{{Namespace: "default", Name: "a"}: {Old: a, New: changed}}, opts).Model
 
 	byName := func(m Model) map[UpstreamName]*Upstream {
 		out := map[UpstreamName]*Upstream{}
