@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"reflect"
 	"slices"
 	"strconv"
 	"strings"
@@ -302,5 +303,44 @@ func TestQuarantineServesTheLastVersionNGINXTook(t *testing.T) {
 	s, _ = server(got.Model, "shop.example")
 	if len(s.Locations) != 1 || s.Locations[0].Ingress != nn("b", "rival") {
 		t.Errorf("a quarantined new object: shop.example serves %+v, want b/rival", s.Locations)
+	}
+}
+
+// TestUserSetMatchesMap drives a userSet (its first user inline, then a slice, then a map) through
+// random adds and removes, the zero key among them, and checks after every step that it holds what a
+// plain set holds, and says it is empty exactly when that is.
+func TestUserSetMatchesMap(t *testing.T) {
+	keys := []types.NamespacedName{{}}
+	for i := range 2*maxFewUsers + 4 {
+		keys = append(keys, nn([]string{"a", "b"}[i%2], fmt.Sprintf("i%d", i)))
+	}
+	for seed := range uint64(50) {
+		r := rand.New(rand.NewPCG(seed, 13))
+		var u userSet
+		want := map[types.NamespacedName]struct{}{}
+		// Small seeds stay among few keys, where the inline user and the slice take turns.
+		n := 2 + int(seed)%(len(keys)-1)
+		for step := range 400 {
+			k := keys[r.IntN(n)]
+			if r.IntN(2) == 0 {
+				u.add(k)
+				want[k] = struct{}{}
+			} else {
+				delete(want, k)
+				if empty := u.remove(k); empty != (len(want) == 0) {
+					t.Fatalf("seed %d, step %d: remove(%v) says empty %v with %d users left", seed, step, k, empty, len(want))
+				}
+			}
+			got := map[types.NamespacedName]struct{}{}
+			u.each(func(k types.NamespacedName) {
+				if _, dup := got[k]; dup {
+					t.Fatalf("seed %d, step %d: %v listed twice", seed, step, k)
+				}
+				got[k] = struct{}{}
+			})
+			if !reflect.DeepEqual(got, want) {
+				t.Fatalf("seed %d, step %d: users %v, want %v", seed, step, got, want)
+			}
+		}
 	}
 }
