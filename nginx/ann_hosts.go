@@ -161,6 +161,6 @@ func (t *translator) deriveTLS(a, from Hostname) {
 		}
 	}
 	if secret != nil {
-		t.out.TLS = append(t.out.TLS, TLSHost{Host: a, Secret: secret.Secret})
+		t.out.TLS = append(t.out.TLS, TLSHost{Host: a, ServerTLS: ServerTLS{Secret: secret.Secret}})
 	}
 }

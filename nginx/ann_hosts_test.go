@@ -40,7 +40,7 @@ func TestAnnotationHostAliases(t *testing.T) {
 				{Host: "alias.example.com", Path: "/", PathType: PathPrefix, Upstream: web, Alias: true},
 				{Host: "b.example.net", Path: "/", PathType: PathPrefix, Upstream: web, Alias: true},
 			},
-			tls: []TLSHost{{Host: "a.example.com", Secret: cert}, {Host: "*.example.net", Secret: nn("default", "own")}, {Host: "alias.example.com", Secret: cert}},
+			tls: []TLSHost{{Host: "a.example.com", ServerTLS: ServerTLS{Secret: cert, SSLRedirect: true}}, {Host: "*.example.net", ServerTLS: ServerTLS{Secret: nn("default", "own"), SSLRedirect: true}}, {Host: "alias.example.com", ServerTLS: ServerTLS{Secret: cert, SSLRedirect: true}}},
 		},
 		"several hosts: the first one's paths, with a warning; an alias that is an own host is ignored": {
 			ing: ingress("default", "a", rule("a.example.com", prefix("/a", "web", 80)), rule("b.example.com", prefix("/b", "api", 80)),
@@ -66,7 +66,7 @@ func TestAnnotationHostAliases(t *testing.T) {
 				{Host: "www.example.com", Path: "/", PathType: PathPrefix, Alias: true, RedirectHost: "example.com"},
 				{Host: "example.org", Path: "/", PathType: PathPrefix, Alias: true, RedirectHost: "www.example.org"},
 			},
-			tls: []TLSHost{{Host: "example.com", Secret: cert}, {Host: "www.example.com", Secret: cert}},
+			tls: []TLSHost{{Host: "example.com", ServerTLS: ServerTLS{Secret: cert, SSLRedirect: true}}, {Host: "www.example.com", ServerTLS: ServerTLS{Secret: cert, SSLRedirect: true}}},
 		},
 		"from-to-www-redirect: no twin when the Ingress routes it or has it as an alias": {
 			ing: ingress("default", "a", rule("example.com", prefix("/", "web", 80)), rule("www.example.com", prefix("/w", "web", 80)),

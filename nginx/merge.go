@@ -1036,14 +1036,14 @@ func (m *Merger) hostTLS(out *hostMerge, namespaces []string, oldest *IngressTra
 	}
 	type tlsOwner struct {
 		t *IngressTranslation
-		h TLSHost
+		h *TLSHost // in t.TLS
 	}
 	listed := make(map[string]bool, len(namespaces)) // routing namespaces whose entries cover the host
 	for _, key := range tlsKeys(host) {
 		var cands []tlsOwner // oldest Ingress first
 		for _, t := range m.tlsFor[key] {
-			for _, h := range t.TLS {
-				if h.Host == key {
+			for i := range t.TLS {
+				if h := &t.TLS[i]; h.Host == key {
 					cands = append(cands, tlsOwner{t, h})
 				}
 			}
@@ -1086,7 +1086,11 @@ func (m *Merger) hostTLS(out *hostMerge, namespaces []string, oldest *IngressTra
 				report(Conflict{Kind: ConflictTLS, Loser: c.t.Ingress, Winner: first.t.Ingress, Host: host})
 			}
 		}
-		s.TLS = &ServerTLS{Secret: first.h.Secret, SSLRedirect: first.t.SSLRedirect}
+		if first.h.SSLRedirect == first.t.SSLRedirect {
+			s.TLS = &first.h.ServerTLS // what TranslateIngress makes: the translation's own
+		} else {
+			s.TLS = &ServerTLS{Secret: first.h.Secret, SSLRedirect: first.t.SSLRedirect}
+		}
 	}
 	for i := range s.Locations {
 		l := &s.Locations[i]

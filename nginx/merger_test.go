@@ -95,7 +95,7 @@ func TestMergerMatchesFullMerge(t *testing.T) {
 		for range tlsEntries {
 			h := tlsHosts[r.IntN(len(tlsHosts))]
 			if !slices.ContainsFunc(tr.TLS, func(x TLSHost) bool { return x.Host == h }) {
-				tr.TLS = append(tr.TLS, TLSHost{Host: h, Secret: types.NamespacedName{Namespace: key.Namespace, Name: fmt.Sprintf("cert-%d", r.IntN(2))}})
+				tr.TLS = append(tr.TLS, TLSHost{Host: h, ServerTLS: ServerTLS{Secret: types.NamespacedName{Namespace: key.Namespace, Name: fmt.Sprintf("cert-%d", r.IntN(2))}, SSLRedirect: r.IntN(2) == 0}})
 			}
 		}
 		return tr

@@ -176,10 +176,14 @@ type Route struct {
 }
 
 // TLSHost is one host of spec.tls.
+//
+// Its ServerTLS is what the host's server presents when the entry chooses the host's certificate:
+// Secret is the certificate Secret (the zero value means the default certificate), and
+// TranslateIngress sets SSLRedirect to the Ingress's. The Merger points the server at it instead of
+// allocating a ServerTLS for every TLS host of the model (at 10,000 Ingresses, 0.5 MB).
 type TLSHost struct {
 	Host Hostname
-	// Secret is the certificate Secret; the zero value means the default certificate.
-	Secret types.NamespacedName
+	ServerTLS
 }
 
 // ServiceVersion records which version of a Service a translation used.
@@ -251,6 +255,9 @@ func translate(ing *networkingv1.Ingress, lk Lookups, opts TranslateOptions) (*I
 	}
 	tr.out.Upstreams = fit(sortUpstreams(tr.out.Upstreams))
 	tr.out.Routes = fit(tr.out.Routes)
+	for i := range tr.out.TLS {
+		tr.out.TLS[i].SSLRedirect = tr.out.SSLRedirect
+	}
 	tr.finishProfile()
 	return tr.out, tr.out.Services, tr.out.Objects, nil
 }
@@ -581,7 +588,7 @@ func (t *translator) tls() {
 		if len(entry.Hosts) == 0 {
 			for _, h := range t.hosts {
 				if h != "" {
-					t.addTLS(TLSHost{Host: h, Secret: secret})
+					t.addTLS(TLSHost{Host: h, ServerTLS: ServerTLS{Secret: secret}})
 				}
 			}
 			continue
@@ -591,7 +598,7 @@ func (t *translator) tls() {
 				t.fail("spec.tls[%d].hosts[%d]: %w", i, j, err)
 				continue
 			}
-			t.addTLS(TLSHost{Host: Hostname(h), Secret: secret})
+			t.addTLS(TLSHost{Host: Hostname(h), ServerTLS: ServerTLS{Secret: secret}})
 		}
 	}
 }
