@@ -15,7 +15,8 @@
 //     translations into a Model (OlderFirst: the oldest Ingress wins a conflicting path; a host's TLS
 //     comes from the namespace of its oldest rule, see MergeAll; losers are reported as Conflicts).
 //     A Merger keeps per-host indexes so that a change merges again only the hosts it touches.
-//     TranslationCache skips Ingresses whose objects did not change. ModelBuilder runs the build for
+//     TranslationCache (and the cache entries a ModelBuilder keeps per Ingress) skips Ingresses whose
+//     objects did not change. ModelBuilder runs the build for
 //     the renderer: Build looks at every Ingress, Update only at the Ingresses and Services that
 //     changed (and the Ingresses that depend on those Services), so a change translates and merges
 //     only what it touches (what stays linear, copying the server list and comparing it, costs a few
