@@ -366,7 +366,7 @@ func (m *Merger) Apply(changes map[types.NamespacedName]TranslationChange, opts 
 	merged := make([]*Server, len(dirtyHosts)) // nil: the host is gone
 	// fresh are the upstreams not in the list that came into use; unused counts the list's upstreams
 	// whose users fell to none.
-	var fresh map[UpstreamName]*freshUpstream
+	var fresh map[UpstreamName]freshUpstream
 	unused := 0
 	added, removed := 0, 0
 	problemsChanged, profilesChanged := false, false
@@ -394,8 +394,9 @@ func (m *Merger) Apply(changes map[types.NamespacedName]TranslationChange, opts 
 					if m.upstreamUsers[j]--; m.upstreamUsers[j] == 0 {
 						unused++
 					}
-				} else if f := fresh[name]; f != nil {
+				} else if f, ok := fresh[name]; ok {
 					f.users--
+					fresh[name] = f
 				}
 			}
 		}
@@ -416,19 +417,21 @@ func (m *Merger) Apply(changes map[types.NamespacedName]TranslationChange, opts 
 		}
 		if next != nil {
 			for _, u := range next.upstreams {
-				switch j, ok := m.upstreamIndex(u.Name); {
-				case ok:
+				if j, ok := m.upstreamIndex(u.Name); ok {
 					if m.upstreamUsers[j]++; m.upstreamUsers[j] == 1 {
 						unused--
 					}
-				case fresh[u.Name] != nil:
-					fresh[u.Name].users++
-				default:
-					if fresh == nil {
-						fresh = map[UpstreamName]*freshUpstream{}
-					}
-					fresh[u.Name] = &freshUpstream{u: u, users: 1}
+					continue
 				}
+				if fresh == nil {
+					fresh = map[UpstreamName]freshUpstream{}
+				}
+				f, ok := fresh[u.Name]
+				if !ok {
+					f.u = u
+				}
+				f.users++
+				fresh[u.Name] = f
 			}
 			merged[i] = &next.server
 		}
@@ -624,14 +627,14 @@ func (m *Merger) upstreamIndex(n UpstreamName) (int, bool) {
 // kept are the pointers of the previous list. The list itself is made anew (published models must not
 // change) in one pass, at its final size: at 10,000 Ingresses, 160 KB of pointers for a change that
 // adds or removes an upstream.
-func (m *Merger) useUpstreams(fresh map[UpstreamName]*freshUpstream) {
-	added := make([]*freshUpstream, 0, len(fresh))
+func (m *Merger) useUpstreams(fresh map[UpstreamName]freshUpstream) {
+	added := make([]freshUpstream, 0, len(fresh))
 	for _, f := range fresh {
 		if f.users > 0 {
 			added = append(added, f)
 		}
 	}
-	slices.SortFunc(added, func(a, b *freshUpstream) int { return strings.Compare(string(a.u.Name), string(b.u.Name)) })
+	slices.SortFunc(added, func(a, b freshUpstream) int { return strings.Compare(string(a.u.Name), string(b.u.Name)) })
 	size := len(added)
 	for _, n := range m.upstreamUsers {
 		if n > 0 {
