@@ -150,8 +150,8 @@ func TestCacheTransformKeepsWhatModulesRead(t *testing.T) {
 		if err != nil {
 			t.Fatalf("translation of the original objects: %v", err)
 		}
-		if len(want.Routes) != 2 || len(want.TLS) != 1 || len(want.Objects) != 2 {
-			t.Fatalf("fixture translates to %d routes, %d TLS hosts, %d objects; want 2, 1, 2", len(want.Routes), len(want.TLS), len(want.Objects))
+		if len(want.Routes) != 2 || len(want.TLS) != 1 || len(want.Objects()) != 2 {
+			t.Fatalf("fixture translates to %d routes, %d TLS hosts, %d objects; want 2, 1, 2", len(want.Routes), len(want.TLS), len(want.Objects()))
 		}
 		got, err := nginx.TranslateIngressWith(ing, f.lookups([]*corev1.Service{svc}, []*corev1.Secret{tls, auth}, []*corev1.ConfigMap{headers}), opts)
 		if err != nil {

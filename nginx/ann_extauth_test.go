@@ -263,10 +263,10 @@ func TestAnnotationAuthProxySetHeaders(t *testing.T) {
 				return
 			}
 			// The ConfigMap is a dependency: a change of it translates the Ingress again.
-			if !slices.ContainsFunc(got.Objects, func(o ObjectVersion) bool {
+			if !slices.ContainsFunc(got.Objects(), func(o ObjectVersion) bool {
 				return o.Kind == KindConfigMap && o.Key == nn("default", "headers") || o.Key == nn("default", "inject")
 			}) {
-				t.Fatalf("objects %+v lack the ConfigMap", got.Objects)
+				t.Fatalf("objects %+v lack the ConfigMap", got.Objects())
 			}
 			conf, _, err := Render(Model{Servers: []Server{{Host: ""}}, Profiles: []ProfileSettings{valueOf(got.Profile)}}, baseRenderConfig())
 			if err != nil {

@@ -385,7 +385,7 @@ func (b *ModelBuilder) set(key types.NamespacedName, ing *networkingv1.Ingress, 
 		services = serviceKeys(named, e.served)
 		objects := namedObjects
 		if e.served != nil {
-			for _, o := range e.served.Objects {
+			for _, o := range e.served.Objects() {
 				objects = append(objects, o.ObjectRef)
 			}
 		}

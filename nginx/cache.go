@@ -55,7 +55,7 @@ func (e *cacheEntry) fresh(ing *networkingv1.Ingress, lk *Lookups, opts *Transla
 	)
 	switch {
 	case e.t != nil:
-		uid, rv, services, objects = e.t.UID, e.t.ResourceVersion, e.t.Services, e.t.Objects
+		uid, rv, services, objects = e.t.UID, e.t.ResourceVersion, e.t.Services, e.t.Objects()
 	case e.rejected != nil:
 		r := e.rejected
 		uid, rv, services, objects = r.uid, r.rv, r.services, r.objects

@@ -120,12 +120,13 @@ func (t *translator) recordMissing(ref ObjectRef) {
 
 // recordObject notes that the translation read ref (obj nil: it does not exist).
 func (t *translator) recordObject(ref ObjectRef, rv string) {
-	for _, o := range t.out.Objects {
+	for _, o := range t.out.Objects() {
 		if o.ObjectRef == ref {
 			return
 		}
 	}
-	t.out.Objects = append(t.out.Objects, ObjectVersion{ObjectRef: ref, ResourceVersion: rv})
+	r := t.out.setRare()
+	r.objects = append(r.objects, ObjectVersion{ObjectRef: ref, ResourceVersion: rv})
 }
 
 // ObjectsOf lists the objects other than Services that an Ingress's annotations name, sorted and unique,
