@@ -825,24 +825,36 @@ func (m *Merger) hostCanaries(out *hostMerge) {
 func (m *Merger) aliasCanaries(out *hostMerge) {
 	host := out.server.Host
 	s := &out.server
+	// A location's translation routes the host, as a rule or an alias. Only those whose first host is
+	// another one with canaries can give it a canary: found in one pass over the host's translations
+	// (usually none), not by a search of that list for every location, which made a merge of a host
+	// that thousands of Ingresses share quadratic.
+	var copying map[types.NamespacedName]*IngressTranslation
+	for _, t := range m.routing[host] {
+		if t.Canary != nil || len(t.Routes) == 0 || t.Routes[0].Alias {
+			continue
+		}
+		if src := t.Routes[0].Host; src != host && len(m.canaries[src]) > 0 {
+			if copying == nil {
+				copying = map[types.NamespacedName]*IngressTranslation{}
+			}
+			copying[t.Ingress] = t
+		}
+	}
+	if copying == nil {
+		return // the common case: no canary where an alias copies from
+	}
 	var aliased map[*IngressTranslation]bool // whether a main Ingress routes host as an alias
 	for i := range s.Locations {
 		l := &s.Locations[i]
 		if l.Canary != nil || l.Upstream == "" || l.RedirectHost != "" {
 			continue
 		}
-		// The location's translation routes the host, as a rule or an alias.
-		var t *IngressTranslation
-		if i := slices.IndexFunc(m.routing[host], func(x *IngressTranslation) bool { return x.Ingress == l.Ingress }); i >= 0 {
-			t = m.routing[host][i]
-		}
-		if t == nil || t.Canary != nil || len(t.Routes) == 0 || t.Routes[0].Alias {
+		t := copying[l.Ingress]
+		if t == nil {
 			continue
 		}
 		src := t.Routes[0].Host
-		if src == host || len(m.canaries[src]) == 0 {
-			continue // the common case: no canary where the alias copies from
-		}
 		alias, ok := aliased[t]
 		if !ok {
 			if aliased == nil {

@@ -55,3 +55,42 @@ func BenchmarkMergerApplyOneChange(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkMergerApplySharedHost measures a change on a host that n Ingresses share, each routing a
+// path of its own to one Service (an API host that many teams add paths to): every change merges the
+// host again, so what a merge of one host costs per location is multiplied by n there.
+//
+//	go test -run '^$' -bench MergerApplySharedHost -benchmem ./nginx/
+func BenchmarkMergerApplySharedHost(b *testing.B) {
+	for _, n := range []int{1000, 5000} {
+		b.Run(fmt.Sprintf("ingresses=%d", n), func(b *testing.B) {
+			svcs := servicesOf(service("bench", "web", port(80, "http")))
+			ts := make([]*IngressTranslation, n)
+			for i := range ts {
+				ing := ingress("bench", fmt.Sprintf("team-%d", i), rule("api.bench.example.com", prefix(fmt.Sprintf("/team-%d", i), "web", 80)))
+				t, err := TranslateIngress(ing, svcs, DefaultTranslateOptions())
+				if err != nil {
+					b.Fatal(err)
+				}
+				ts[i] = t
+			}
+			changed, err := TranslateIngress(ingress("bench", "team-7", rule("api.bench.example.com", prefix("/team-7-v2", "web", 80))), svcs, DefaultTranslateOptions())
+			if err != nil {
+				b.Fatal(err)
+			}
+			variants := [2]*IngressTranslation{ts[7], changed}
+			key := nn("bench", "team-7")
+			m := new(Merger)
+			m.Merge(ts, MergeOptions{})
+			i := 0
+			b.ReportAllocs()
+			for b.Loop() {
+				i++
+				r := m.Apply(map[types.NamespacedName]TranslationChange{key: {Old: variants[(i+1)%2], New: variants[i%2]}}, MergeOptions{})
+				if s := r.Model.Server("api.bench.example.com"); s == nil || len(s.Locations) != n {
+					b.Fatalf("the shared host has not %d locations", n)
+				}
+			}
+		})
+	}
+}
