@@ -21,6 +21,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/ingress-reactor/ingress-reactor/internal/localapi"
+	"github.com/ingress-reactor/ingress-reactor/modules"
 	"github.com/ingress-reactor/ingress-reactor/modules/autoingress"
 	"github.com/ingress-reactor/ingress-reactor/modules/endpoints"
 	"github.com/ingress-reactor/ingress-reactor/nginx"
@@ -68,7 +69,7 @@ func TestCacheTransformKeepsOnlyTLSKeysOfSecrets(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if a := out.(*corev1.Service).Annotations; len(a) != 1 || a[autoingress.AnnotationExpose] != "a.example.com" {
+	if a := out.(*modules.ServiceRecord).Service().Annotations; len(a) != 1 || a[autoingress.AnnotationExpose] != "a.example.com" {
 		t.Errorf("Service annotations after the transform: %v (want autoingress's alone)", a)
 	}
 }

@@ -9,7 +9,6 @@ package autoingress
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"sync"
 
@@ -24,7 +23,6 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
-	listerscorev1 "k8s.io/client-go/listers/core/v1"
 	listersnetv1 "k8s.io/client-go/listers/networking/v1"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/record"
@@ -109,7 +107,7 @@ type Params struct {
 type Controller struct {
 	opts      Options
 	client    kubernetes.Interface
-	services  listerscorev1.ServiceLister
+	services  modules.Services // the shared cache holds ServiceRecords: no generated lister
 	ingresses listersnetv1.IngressLister
 	recorder  record.EventRecorder
 	ctrl      *pipeline.Controller[types.NamespacedName]
@@ -138,7 +136,7 @@ func New(p Params) (*Controller, error) {
 	c := &Controller{
 		opts:      p.Options,
 		client:    p.Client,
-		services:  svcInf.Lister(),
+		services:  modules.NewServices(p.Factory),
 		ingresses: ingInf.Lister(),
 		recorder:  p.Recorder,
 		synced:    []cache.InformerSynced{svcInf.Informer().HasSynced, ingInf.Informer().HasSynced},
@@ -165,7 +163,7 @@ func New(p Params) (*Controller, error) {
 	// enqueues the old object, so removal is seen).
 	if _, err := svcInf.Informer().AddEventHandler(pipeline.Handler[types.NamespacedName]{
 		Filter: func(obj any) bool {
-			svc, ok := obj.(*corev1.Service)
+			svc, ok := modules.ServiceOf(obj)
 			return ok && Requested(svc)
 		},
 	}.For(q)); err != nil {
@@ -210,7 +208,7 @@ func (c *Controller) servicesOfIngress(obj any) []types.NamespacedName {
 	if ref := metav1.GetControllerOfNoCopy(ing); ref != nil && isServiceRef(ref) {
 		keys = append(keys, types.NamespacedName{Namespace: ing.Namespace, Name: ref.Name})
 	}
-	if svc, err := c.services.Services(ing.Namespace).Get(ing.Name); err == nil && Requested(svc) {
+	if svc, ok := c.services.Get(types.NamespacedName{Namespace: ing.Namespace, Name: ing.Name}); ok && Requested(svc) {
 		if len(keys) == 0 || keys[0].Name != ing.Name {
 			keys = append(keys, types.NamespacedName{Namespace: ing.Namespace, Name: ing.Name})
 		}
@@ -243,14 +241,12 @@ func (c *Controller) sync(ctx context.Context, key types.NamespacedName) error {
 }
 
 func (c *Controller) reconcile(ctx context.Context, key types.NamespacedName) (string, error) {
-	svc, err := c.services.Services(key.Namespace).Get(key.Name)
+	svc, ok := c.services.Get(key)
 	switch {
-	case apierrors.IsNotFound(err):
+	case !ok:
 		// Garbage collection deletes the Ingress through its owner reference; nothing to do here.
 		c.clearWarning(key)
 		return resultUnchanged, nil
-	case err != nil:
-		return resultError, fmt.Errorf("get service %s: %w", key, err)
 	case svc.DeletionTimestamp != nil:
 		return resultUnchanged, nil
 	}
@@ -433,12 +429,9 @@ func (c *Controller) clearWarning(key types.NamespacedName) {
 func (c *Controller) gaveUp(key types.NamespacedName, lastErr error) {
 	msg := fmt.Sprintf("Gave up reconciling the Ingress after %d retries; it is retried when the Service or the Ingress changes. Last error: %v",
 		max(c.opts.MaxRetries, 0), lastErr)
-	svc, err := c.services.Services(key.Namespace).Get(key.Name)
-	if err != nil {
-		if !apierrors.IsNotFound(err) {
-			c.log.Warn("cannot report give-up on service", zap.Stringer("service", key), zap.Error(errors.Join(err, lastErr)))
-		}
-		return
+	svc, ok := c.services.Get(key)
+	if !ok {
+		return // deleted meanwhile: there is no one to tell
 	}
 	c.clearWarning(key)
 	c.recorder.Event(svc, corev1.EventTypeWarning, ReasonGaveUp, msg)

@@ -541,8 +541,8 @@ func setService(t *testing.T, e *testEnv, svc *corev1.Service) {
 		t.Fatal(err)
 	}
 	moduletest.Eventually(t, "the service cache to catch up", func() bool {
-		cur, err := e.ctrl.services.Services(testNS).Get(svc.Name)
-		return err == nil && apiequality.Semantic.DeepEqual(cur.Annotations, out.Annotations)
+		cur, ok := e.ctrl.services.Get(types.NamespacedName{Namespace: testNS, Name: svc.Name})
+		return ok && apiequality.Semantic.DeepEqual(cur.Annotations, out.Annotations)
 	})
 }
 
@@ -692,8 +692,8 @@ func waitCachesSeeIngress(t *testing.T, name string, envs ...*testEnv) {
 func waitServiceCache(t *testing.T, e *testEnv, name, class string) {
 	t.Helper()
 	moduletest.Eventually(t, "the service cache to catch up", func() bool {
-		cur, err := e.ctrl.services.Services(testNS).Get(name)
-		return err == nil && cur.Annotations[AnnotationIngressClass] == class
+		cur, ok := e.ctrl.services.Get(types.NamespacedName{Namespace: testNS, Name: name})
+		return ok && cur.Annotations[AnnotationIngressClass] == class
 	})
 }
 

@@ -16,11 +16,9 @@ import (
 	"go.uber.org/zap"
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/client-go/informers"
-	listerscorev1 "k8s.io/client-go/listers/core/v1"
 	listersnetv1 "k8s.io/client-go/listers/networking/v1"
 	"k8s.io/client-go/tools/cache"
 
@@ -78,7 +76,7 @@ type Params struct {
 type Watcher struct {
 	opts      Options
 	ingresses listersnetv1.IngressLister
-	services  listerscorev1.ServiceLister
+	services  modules.Services // the shared cache holds ServiceRecords: no generated lister
 	slices    cache.Indexer
 	out       *pipeline.Topic[modules.EndpointsChange]
 	ctrl      *pipeline.Controller[types.NamespacedName]
@@ -324,7 +322,7 @@ func New(p Params) (*Watcher, error) {
 	w := &Watcher{
 		opts:      p.Options,
 		ingresses: p.Factory.Networking().V1().Ingresses().Lister(),
-		services:  p.Factory.Core().V1().Services().Lister(),
+		services:  modules.NewServices(p.Factory),
 		slices:    sliceInf.GetIndexer(),
 		out:       p.Endpoints,
 		synced:    []cache.InformerSynced{sliceInf.HasSynced, svcInf.HasSynced, ingInf.HasSynced},
@@ -618,13 +616,7 @@ func (w *Watcher) appendUpstreamsLocked(ups []nginx.Upstream, key types.Namespac
 }
 
 func (w *Watcher) sync(ctx context.Context, key types.NamespacedName) error {
-	svc, err := w.services.Services(key.Namespace).Get(key.Name)
-	if err != nil && !apierrors.IsNotFound(err) {
-		return fmt.Errorf("get service %s: %w", key, err)
-	}
-	if err != nil {
-		svc = nil
-	}
+	svc, _ := w.services.Get(key) // nil when the Service does not exist
 	w.mu.Lock()
 	var buf [4]nginx.Upstream // most Services have one or two upstreams
 	ups := w.appendUpstreamsLocked(buf[:0], key, svc)
@@ -667,6 +659,7 @@ func (w *Watcher) sync(ctx context.Context, key types.NamespacedName) error {
 		case svc == nil:
 		case svc.Spec.Type == corev1.ServiceTypeExternalName:
 			var answered bool
+			var err error
 			eps, answered, err = w.externalName(key, svc, up)
 			if !answered {
 				continue // its lookup is under way; the answer queues the Service again

@@ -90,10 +90,13 @@ type renderKey struct{}
 
 // Renderer turns the accepted Ingresses into nginx.conf.
 type Renderer struct {
-	opts       Options
-	announced  *modules.IngressesAnnounced
-	ingresses  listersnetv1.IngressLister
-	services   listerscorev1.ServiceLister
+	opts      Options
+	announced *modules.IngressesAnnounced
+	ingresses listersnetv1.IngressLister
+	// services reads the shared Service cache, which holds ServiceRecords (no generated lister can).
+	services interface {
+		Get(types.NamespacedName) (*corev1.Service, bool)
+	}
 	secrets    listerscorev1.SecretLister
 	configMaps listerscorev1.ConfigMapLister
 	recorder   record.EventRecorder
@@ -196,7 +199,7 @@ func New(p Params) (*Renderer, error) {
 		opts:             p.Options,
 		announced:        p.Announced,
 		ingresses:        p.Factory.Networking().V1().Ingresses().Lister(),
-		services:         p.Factory.Core().V1().Services().Lister(),
+		services:         modules.NewServices(p.Factory),
 		secrets:          p.Factory.Core().V1().Secrets().Lister(),
 		configMaps:       p.Factory.Core().V1().ConfigMaps().Lister(),
 		recorder:         p.Recorder,
@@ -475,8 +478,7 @@ func (r *Renderer) acceptedIngress(key types.NamespacedName) (*networkingv1.Ingr
 }
 
 func (r *Renderer) lookupService(key types.NamespacedName) (*corev1.Service, bool) {
-	svc, err := r.services.Services(key.Namespace).Get(key.Name)
-	return svc, err == nil
+	return r.services.Get(key)
 }
 
 func (r *Renderer) sync(context.Context, renderKey) error {

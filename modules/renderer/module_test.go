@@ -25,7 +25,6 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
-	listerscorev1 "k8s.io/client-go/listers/core/v1"
 
 	"github.com/ingress-reactor/ingress-reactor/internal/gen"
 	"github.com/ingress-reactor/ingress-reactor/modules"
@@ -148,8 +147,8 @@ func (e *env) updateService(svc *corev1.Service) {
 		e.t.Fatal(err)
 	}
 	moduletest.Eventually(e.t, "the service cache to show "+svc.Name+"@"+svc.ResourceVersion, func() bool {
-		got, err := e.r.services.Services(ns).Get(svc.Name)
-		return err == nil && got.ResourceVersion == svc.ResourceVersion
+		got, ok := e.r.services.Get(types.NamespacedName{Namespace: ns, Name: svc.Name})
+		return ok && got.ResourceVersion == svc.ResourceVersion
 	})
 }
 
@@ -544,17 +543,17 @@ func TestDefaultBackendUsesTheFirstTCPPort(t *testing.T) {
 	}
 }
 
-// hookedServices is a Service lister that calls hook (once) on the first lookup of a Service, in the
+// hookedServices is a Service lookup that calls hook (once) on the first lookup of a Service, in the
 // middle of a render's translation.
 type hookedServices struct {
-	listerscorev1.ServiceLister
+	modules.Services
 	once sync.Once
 	hook func()
 }
 
-func (h *hookedServices) Services(namespace string) listerscorev1.ServiceNamespaceLister {
+func (h *hookedServices) Get(key types.NamespacedName) (*corev1.Service, bool) {
 	h.once.Do(h.hook)
-	return h.ServiceLister.Services(namespace)
+	return h.Services.Get(key)
 }
 
 // TestIngressLeavingDuringARenderLeavesNoCacheEntry: an Ingress that stops being ours while a render is
@@ -562,7 +561,7 @@ func (h *hookedServices) Services(namespace string) listerscorev1.ServiceNamespa
 // entry the racing render stored used to stay forever: nothing evicted it again).
 func TestIngressLeavingDuringARenderLeavesNoCacheEntry(t *testing.T) {
 	e := newEnv(t, service("web", "1", 80), ingress("a", "a.example", "/", "web", 80))
-	e.r.services = &hookedServices{ServiceLister: e.r.services, hook: func() {
+	e.r.services = &hookedServices{Services: modules.NewServices(e.h.Factory), hook: func() {
 		e.changes.Publish(modules.IngressChange{Key: key("a"), Accepted: false})
 		ctx, cancel := context.WithTimeout(context.Background(), moduletest.WaitLimit)
 		defer cancel()

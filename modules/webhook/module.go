@@ -89,7 +89,7 @@ type Webhook struct {
 	opts       Options
 	ingresses  listersnetv1.IngressLister
 	indexer    cache.Indexer
-	services   listerscorev1.ServiceLister
+	services   modules.Services // the shared cache holds ServiceRecords: no generated lister
 	secrets    listerscorev1.SecretLister
 	configMaps listerscorev1.ConfigMapLister
 	synced     []cache.InformerSynced
@@ -145,7 +145,7 @@ func New(p Params) (Result, error) {
 		opts:       p.Options,
 		ingresses:  ingInf.Lister(),
 		indexer:    ingInf.Informer().GetIndexer(),
-		services:   p.Factory.Core().V1().Services().Lister(),
+		services:   modules.NewServices(p.Factory),
 		secrets:    p.Factory.Core().V1().Secrets().Lister(),
 		configMaps: p.Factory.Core().V1().ConfigMaps().Lister(),
 		synced: []cache.InformerSynced{
@@ -318,8 +318,7 @@ func (w *Webhook) indexed(key string) []*networkingv1.Ingress {
 }
 
 func (w *Webhook) lookupService(key types.NamespacedName) (*corev1.Service, bool) {
-	s, err := w.services.Services(key.Namespace).Get(key.Name)
-	return s, err == nil
+	return w.services.Get(key)
 }
 
 func (w *Webhook) lookupSecret(key types.NamespacedName) (*corev1.Secret, bool) {
