@@ -25,29 +25,39 @@ import (
 	"github.com/ingress-reactor/ingress-reactor/pipeline"
 )
 
-// sliceWatch lists and watches EndpointSlices through a clientset, and lets a test lose watch events and
-// then make the informer list again, as after a watch that expired: what it lost it then learns from the
-// new list, deletions as tombstones (cache.DeletedFinalStateUnknown).
-type sliceWatch struct {
-	client kubernetes.Interface
-	mu     sync.Mutex
-	losing bool
+// lossyWatch lists and watches objects of one kind through a clientset, and lets a test lose watch events
+// and then make the informer list again, as after a watch that expired: what it lost it then learns from
+// the new list, deletions as tombstones (cache.DeletedFinalStateUnknown).
+type lossyWatch struct {
+	client  kubernetes.Interface
+	list    func(context.Context, metav1.ListOptions) (runtime.Object, error)
+	watchFn func(context.Context, metav1.ListOptions) (watch.Interface, error)
+	mu      sync.Mutex
+	losing  bool
 	// expire ends the current watch with a "resource version too old" error, as the API server does when
 	// a watch falls behind: the informer lists again.
 	expire chan struct{}
 }
 
-func (s *sliceWatch) listWatch() cache.ListerWatcher {
-	return cache.ToListWatcherWithWatchListSemantics(&cache.ListWatch{
-		ListWithContextFunc: func(ctx context.Context, opts metav1.ListOptions) (runtime.Object, error) {
-			return s.client.DiscoveryV1().EndpointSlices("").List(ctx, opts)
+// newSliceWatch is a lossyWatch of every EndpointSlice.
+func newSliceWatch(client kubernetes.Interface) *lossyWatch {
+	return &lossyWatch{client: client, expire: make(chan struct{}, 1),
+		list: func(ctx context.Context, opts metav1.ListOptions) (runtime.Object, error) {
+			return client.DiscoveryV1().EndpointSlices("").List(ctx, opts)
 		},
+		watchFn: client.DiscoveryV1().EndpointSlices("").Watch,
+	}
+}
+
+func (s *lossyWatch) listWatch() cache.ListerWatcher {
+	return cache.ToListWatcherWithWatchListSemantics(&cache.ListWatch{
+		ListWithContextFunc:  s.list,
 		WatchFuncWithContext: s.watch,
 	}, s.client)
 }
 
-func (s *sliceWatch) watch(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error) {
-	in, err := s.client.DiscoveryV1().EndpointSlices("").Watch(ctx, opts)
+func (s *lossyWatch) watch(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error) {
+	in, err := s.watchFn(ctx, opts)
 	if err != nil {
 		return nil, err
 	}
@@ -89,7 +99,7 @@ func (s *sliceWatch) watch(ctx context.Context, opts metav1.ListOptions) (watch.
 }
 
 // lose makes the current watch drop its events until the informer watches again.
-func (s *sliceWatch) lose() {
+func (s *lossyWatch) lose() {
 	s.mu.Lock()
 	s.losing = true
 	s.mu.Unlock()
@@ -106,7 +116,7 @@ func TestEndpointSliceCacheOfRecords(t *testing.T) {
 		gen.EndpointSlice("ns", "web-1", "web", gen.SlicePort("http", 8080), gen.Endpoint("192.0.2.1")),
 	)
 	factory := informers.NewSharedInformerFactoryWithOptions(client, 0, informers.WithTransform(cacheTransform))
-	sw := &sliceWatch{client: client, expire: make(chan struct{}, 1)}
+	sw := newSliceWatch(client)
 	sliceInf := factory.InformerFor(&discoveryv1.EndpointSlice{}, func(kubernetes.Interface, time.Duration) cache.SharedIndexInformer {
 		return cache.NewSharedIndexInformer(sw.listWatch(), &discoveryv1.EndpointSlice{}, 0, cache.Indexers{})
 	})

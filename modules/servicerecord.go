@@ -238,9 +238,13 @@ func ServiceOf(obj any) (svc *corev1.Service, ok bool) {
 	}
 	switch o := obj.(type) {
 	case *ServiceRecord:
-		return o.Service(), true
+		if o != nil {
+			return o.Service(), true
+		}
 	case *corev1.Service:
-		return o, true
+		if o != nil {
+			return o, true
+		}
 	}
 	return nil, false
 }
