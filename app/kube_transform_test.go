@@ -18,6 +18,8 @@ import (
 	discoveryv1 "k8s.io/api/discovery/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/ingress-reactor/ingress-reactor/internal/localapi"
@@ -238,5 +240,50 @@ func TestForgetActions(t *testing.T) {
 	<-done
 	if n := len(cs.Actions()); n != 0 {
 		t.Errorf("%d actions still recorded", n)
+	}
+}
+
+// TestCacheTransformMakesServiceRecords: a Service is cached as its record, which the informer keys as
+// the Service, which the transform given it again returns as it is, and whose namespace, port names and
+// target port names are shared with every other record's.
+func TestCacheTransformMakesServiceRecords(t *testing.T) {
+	// Each string its own copy, as the decoder makes them.
+	own := strings.Clone
+	service := func(name string) *corev1.Service {
+		return &corev1.Service{
+			ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: own("team-shared-svc"), UID: "u-" + types.UID(name), ResourceVersion: "42",
+				Labels: map[string]string{"app": name}, Annotations: map[string]string{"meta.helm.sh/release-name": name},
+				ManagedFields: []metav1.ManagedFieldsEntry{{Manager: "helm"}}},
+			Spec: corev1.ServiceSpec{Type: corev1.ServiceTypeClusterIP, ClusterIP: "10.96.0.1", Selector: map[string]string{"app": name},
+				Ports: []corev1.ServicePort{{Name: own("web-port"), Protocol: corev1.ProtocolTCP, Port: 80, TargetPort: intstr.FromString(own("web-port")), NodePort: 30080}}},
+		}
+	}
+	a, b := service("a"), service("b")
+	want := modules.NewServiceRecord(a.DeepCopy()).Service()
+	want.Annotations = nil // not autoingress's
+	outA, err := cacheTransform(a)
+	if err != nil {
+		t.Fatal(err)
+	}
+	outB, _ := cacheTransform(b)
+	ra, ok := outA.(*modules.ServiceRecord)
+	rb, okB := outB.(*modules.ServiceRecord)
+	if !ok || !okB {
+		t.Fatalf("the transform returned %T, %T; want records", outA, outB)
+	}
+	if got := ra.Service(); !reflect.DeepEqual(got, want) {
+		t.Errorf("cached Service %+v, want %+v", got, want)
+	}
+	sa, sb := ra.Service(), rb.Service()
+	same := func(x, y string) bool { return unsafe.StringData(x) == unsafe.StringData(y) }
+	if !same(sa.Namespace, sb.Namespace) || !same(sa.Spec.Ports[0].Name, sb.Spec.Ports[0].Name) ||
+		!same(sa.Spec.Ports[0].TargetPort.StrVal, sb.Spec.Ports[0].TargetPort.StrVal) {
+		t.Error("the namespace, port name or target port name of two records are not one shared copy")
+	}
+	if key, err := cache.MetaNamespaceKeyFunc(ra); err != nil || key != "team-shared-svc/a" {
+		t.Errorf("informer key %q (%v), want team-shared-svc/a", key, err)
+	}
+	if again, err := cacheTransform(ra); err != nil || again != any(ra) {
+		t.Errorf("the transform given its own output returned %#v (%v), want it unchanged", again, err)
 	}
 }

@@ -12,7 +12,9 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/tools/reference"
 )
 
 // fullService is a Service as the API server sends it, with every field a cluster sets.
@@ -169,6 +171,15 @@ func TestServiceRecordKeysLikeItsService(t *testing.T) {
 	}
 	if r.GetName() != s.Name || r.GetNamespace() != s.Namespace || r.GetUID() != s.UID || r.GetResourceVersion() != s.ResourceVersion {
 		t.Error("the record's getters differ from the Service")
+	}
+	// An Event recorder refers to the Service it is given as to the Service itself.
+	got, err := reference.GetReference(scheme.Scheme, r.Service())
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, _ := reference.GetReference(scheme.Scheme, s)
+	if *got != *want {
+		t.Errorf("Event reference %+v, want %+v", got, want)
 	}
 }
 
