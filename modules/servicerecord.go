@@ -17,8 +17,8 @@ import (
 // (informers tell updates from resyncs by it), deletion timestamp (autoingress leaves a Service that is
 // being deleted alone) and the annotations the app's transform kept (autoingress's, nil for nearly every Service); of its spec the type, cluster IP, external
 // name and ports (name, protocol, number and target port). Nothing reads a Service's node ports, labels,
-// selector or status. A decoded Service trimmed to those fields still kept about 930 bytes (a 592-byte
-// struct, 88 bytes per port); its record keeps a quarter of that (BenchmarkCacheTransformRetained in app).
+// selector or status. A decoded Service of two ports trimmed to those fields still kept 928 bytes (a
+// 592-byte struct, 88 bytes per port); its record keeps 264 (BenchmarkCacheTransformRetained in app).
 //
 // The app's cache transform converts each Service with NewServiceRecord; that is the one place that does.
 // The cache then holds no *corev1.Service, so the informer's generated lister must not be used on it (it
