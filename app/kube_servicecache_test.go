@@ -197,6 +197,12 @@ func TestServiceCacheOfRecords(t *testing.T) {
 	if _, exists, _ := svcInf.GetIndexer().GetByKey("ns/web"); exists {
 		t.Error("the Service deleted while the watch was losing events is still cached")
 	}
+	// Each handler has its own goroutine: this one may see the tombstone after the modules did.
+	moduletest.Eventually(t, "the tombstone of web", func() bool {
+		tombMu.Lock()
+		defer tombMu.Unlock()
+		return len(tombstones) > 0
+	})
 	tombMu.Lock()
 	if len(tombstones) != 1 {
 		t.Errorf("%d tombstones, want the one of web", len(tombstones))

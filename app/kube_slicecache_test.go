@@ -198,6 +198,12 @@ func TestEndpointSliceCacheOfRecords(t *testing.T) {
 	if _, exists, _ := sliceInf.GetIndexer().GetByKey("ns/web-1"); exists {
 		t.Error("the slice deleted while the watch was losing events is still cached")
 	}
+	// Each handler has its own goroutine: this one may see the tombstone after the module did.
+	moduletest.Eventually(t, "the tombstone of web-1", func() bool {
+		tombMu.Lock()
+		defer tombMu.Unlock()
+		return len(tombstones) > 0
+	})
 	tombMu.Lock()
 	defer tombMu.Unlock()
 	if len(tombstones) != 1 {

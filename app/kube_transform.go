@@ -26,7 +26,7 @@ import (
 //   - every object: managedFields and the last-applied annotation (pipeline.StripTransform);
 //   - Secrets and ConfigMaps: generateName, finalizers, owner references and the UID;
 //   - a Service becomes a modules.ServiceRecord: its namespace, name, UID (autoingress writes it into
-//     owner references and Events), resource version, whether it is being deleted and autoingress's
+//     owner references and Events), resource version, deletion timestamp and autoingress's
 //     annotations (ingress-reactor.io/expose*; nil for nearly every Service); its type, clusterIP,
 //     externalName and ports (name, protocol, number, target port), in a value slice of exact length, the
 //     record's own strings in one allocation. A trimmed decoded Service kept a 592-byte struct and 88
@@ -47,9 +47,9 @@ import (
 //     transformConfigMap).
 //
 // Values that repeat across objects are shared rather than copied into each: namespaces, port names (and
-// a Service port's target port name) and protocols, Secret types, published load-balancer addresses, and the pointed-to values of an
-// Ingress's pathType and class. Nothing may write into a cached object, so sharing is invisible to
-// readers.
+// a Service port's target port name), Secret types, published load-balancer addresses, and the
+// pointed-to values of an Ingress's pathType and class. Nothing may write into a cached object, so
+// sharing is invisible to readers.
 //
 // The informer may hand the transform its own output again (client-go requires it to be idempotent):
 // a record is returned as it is, and the other kinds' trimming leaves a trimmed object unchanged.
