@@ -19,6 +19,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/ingress-reactor/ingress-reactor/certs"
+	"github.com/ingress-reactor/ingress-reactor/modules"
 	"github.com/ingress-reactor/ingress-reactor/modules/autoingress"
 	"github.com/ingress-reactor/ingress-reactor/modules/endpoints"
 	"github.com/ingress-reactor/ingress-reactor/nginx"
@@ -42,6 +43,17 @@ func cachedSlice(t *testing.T, s *discoveryv1.EndpointSlice) *endpoints.SliceRec
 		t.Fatal(err)
 	}
 	return out.(*endpoints.SliceRecord)
+}
+
+// cachedSecret returns the Secret that lookups in the informer cache return for a copy of s: the one its
+// record builds.
+func cachedSecret(t *testing.T, s *corev1.Secret) *corev1.Secret {
+	t.Helper()
+	out, err := cacheTransform(s.DeepCopy())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out.(*modules.SecretRecord).Secret()
 }
 
 // readFixtures is a cluster as the API server returns it: an Ingress with TLS, basic authentication and
@@ -142,7 +154,7 @@ func (f readFixtures) lookups(svcs []*corev1.Service, secrets []*corev1.Secret, 
 func TestCacheTransformKeepsWhatModulesRead(t *testing.T) {
 	f := newReadFixtures(t)
 	ing, svc, exposed, extName, hdl := cached(t, f.ing), cached(t, f.svc), cached(t, f.exposed), cached(t, f.extName), cached(t, f.hdl)
-	slice, tls, auth, headers, owned := cachedSlice(t, f.slice), cached(t, f.tls), cached(t, f.auth), cached(t, f.headers), cached(t, f.owned)
+	slice, tls, auth, headers, owned := cachedSlice(t, f.slice), cachedSecret(t, f.tls), cachedSecret(t, f.auth), cached(t, f.headers), cached(t, f.owned)
 
 	t.Run("translation", func(t *testing.T) {
 		opts := nginx.DefaultTranslateOptions()
@@ -255,13 +267,17 @@ func TestCacheTransformKeepsWhatModulesRead(t *testing.T) {
 		type meta struct {
 			got, want metav1.Object
 			uid       bool
+			created   bool // kept: nothing reads a Secret's creation time, which its record drops
 		}
-		for _, m := range []meta{{ing, f.ing, true}, {svc, f.svc, true}, {exposed, f.exposed, true},
-			{tls, f.tls, false}, {auth, f.auth, false}, {headers, f.headers, false}, {owned, f.owned, true}} {
+		for _, m := range []meta{{ing, f.ing, true, true}, {svc, f.svc, true, true}, {exposed, f.exposed, true, true},
+			{tls, f.tls, false, false}, {auth, f.auth, false, false}, {headers, f.headers, false, true}, {owned, f.owned, true, true}} {
 			g, w := m.got, m.want
 			if g.GetName() != w.GetName() || g.GetNamespace() != w.GetNamespace() || g.GetResourceVersion() != w.GetResourceVersion() ||
-				!ptr.To(g.GetCreationTimestamp()).Equal(ptr.To(w.GetCreationTimestamp())) || !g.GetDeletionTimestamp().Equal(w.GetDeletionTimestamp()) {
-				t.Errorf("%s: name, namespace, resourceVersion, creation or deletion time changed", w.GetName())
+				!g.GetDeletionTimestamp().Equal(w.GetDeletionTimestamp()) {
+				t.Errorf("%s: name, namespace, resourceVersion or deletion time changed", w.GetName())
+			}
+			if m.created && !ptr.To(g.GetCreationTimestamp()).Equal(ptr.To(w.GetCreationTimestamp())) {
+				t.Errorf("%s: creation time changed", w.GetName())
 			}
 			if m.uid && g.GetUID() != w.GetUID() {
 				t.Errorf("%s: UID %q, want %q", w.GetName(), g.GetUID(), w.GetUID())
@@ -336,6 +352,11 @@ func TestCacheTransformConcurrent(t *testing.T) {
 				svc := cached(t, benchService(n))
 				if svc.Namespace != benchNamespace(n) || svc.Spec.Ports[1].Name != "metrics" {
 					t.Errorf("service %d changed: %+v", n, svc)
+					return
+				}
+				sec := cachedSecret(t, benchTLSSecret(n, []byte("cert"), []byte("key")))
+				if sec.Namespace != benchNamespace(n) || sec.Name != fmt.Sprintf("app-%05d-tls", n) || string(sec.Data[corev1.TLSCertKey]) != "cert" {
+					t.Errorf("secret %d changed: %+v", n, sec)
 					return
 				}
 			}

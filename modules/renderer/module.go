@@ -94,7 +94,7 @@ type Renderer struct {
 	announced  *modules.IngressesAnnounced
 	ingresses  listersnetv1.IngressLister
 	services   listerscorev1.ServiceLister
-	secrets    listerscorev1.SecretLister
+	secrets    modules.Secrets // the shared cache holds SecretRecords: no generated lister
 	configMaps listerscorev1.ConfigMapLister
 	recorder   record.EventRecorder
 	out        *pipeline.Topic[modules.Rendered]
@@ -197,7 +197,7 @@ func New(p Params) (*Renderer, error) {
 		announced:        p.Announced,
 		ingresses:        p.Factory.Networking().V1().Ingresses().Lister(),
 		services:         p.Factory.Core().V1().Services().Lister(),
-		secrets:          p.Factory.Core().V1().Secrets().Lister(),
+		secrets:          modules.NewSecrets(p.Factory),
 		configMaps:       p.Factory.Core().V1().ConfigMaps().Lister(),
 		recorder:         p.Recorder,
 		out:              p.Rendered,
@@ -342,8 +342,7 @@ func (r *Renderer) objectChanged(kind nginx.ObjectKind, obj any) []renderKey {
 }
 
 func (r *Renderer) lookupSecret(key types.NamespacedName) (*corev1.Secret, bool) {
-	s, err := r.secrets.Secrets(key.Namespace).Get(key.Name)
-	return s, err == nil
+	return r.secrets.Get(key)
 }
 
 func (r *Renderer) lookupConfigMap(key types.NamespacedName) (*corev1.ConfigMap, bool) {
