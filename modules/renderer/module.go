@@ -304,7 +304,8 @@ func New(p Params) (*Renderer, error) {
 		return nil, fmt.Errorf("renderer: service handler: %w", err)
 	}
 	// Secrets that annotations name (proxy-ssl-secret). The informer is the one secretsync reads TLS
-	// Secrets from, trimmed to the certificate, key and CA (app's cache transform).
+	// Secrets from; app's cache transform makes its objects modules.SecretRecords, which pipeline.KeyOf
+	// reads (tombstones too).
 	secInf := p.Factory.Core().V1().Secrets().Informer()
 	if _, err := secInf.AddEventHandler(pipeline.Handler[renderKey]{
 		Keys:         func(obj any) []renderKey { return r.objectChanged(nginx.KindSecret, obj) },
