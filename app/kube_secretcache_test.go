@@ -323,6 +323,12 @@ func TestSecretCacheOfRecords(t *testing.T) {
 	if _, exists, _ := secInf.GetIndexer().GetByKey("ns/site-tls"); exists {
 		t.Error("the Secret deleted while the watch was losing events is still cached")
 	}
+	// Each handler has its own goroutine: this one may see the tombstone after the modules did.
+	moduletest.Eventually(t, "the tombstone of site-tls", func() bool {
+		tombMu.Lock()
+		defer tombMu.Unlock()
+		return len(tombstones) > 0
+	})
 	tombMu.Lock()
 	if len(tombstones) != 1 {
 		t.Errorf("%d tombstones, want the one of site-tls", len(tombstones))
