@@ -1,5 +1,6 @@
 // Package modules holds the typed messages that flow between the controller's modules, and the few small
-// values every module shares with the application (readiness checks).
+// values every module shares with the application (readiness checks, and SecretRecord, what the shared
+// Secret informer's cache holds, with Secrets to look Secrets up in it).
 //
 // Each module lives in its own sub-package and talks to the others only through these messages,
 // published on pipeline.Topic values that the application provides. Changing a message is changing a
