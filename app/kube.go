@@ -189,27 +189,27 @@ func registerUnindexedInformers(f informers.SharedInformerFactory, namespace str
 // annotation, an owner changed) and every relist (after a watch could not resume) decode every value anew;
 // the syncer keeps serving the certificate it parsed from the cached values before, so without this each
 // such certificate's PEM would be held twice, once by the certificate and once by the cache (about 1 KB
-// per TLS Secret). It costs one comparison of the values per update.
+// per TLS Secret). It costs one comparison of the values per update. The cached record is never written:
+// the values are swapped in the decoded Secret, the transform's own, before its record is built.
 func shareUnchangedSecretData(inf cache.SharedIndexInformer) error {
 	store := inf.GetStore()
 	return inf.SetTransform(func(obj any) (any, error) {
-		obj, err := cacheTransform(obj)
-		if s, ok := obj.(*corev1.Secret); ok && err == nil && len(s.Data) > 0 {
+		if s, ok := obj.(*corev1.Secret); ok && len(s.Data) > 0 {
 			if old, exists, _ := store.GetByKey(s.Namespace + "/" + s.Name); exists {
-				if o, ok := old.(*corev1.Secret); ok {
-					reuseEqualValues(s.Data, o.Data)
+				if r, ok := old.(*modules.SecretRecord); ok {
+					reuseEqualValues(s.Data, r)
 				}
 			}
 		}
-		return obj, err
+		return cacheTransform(obj)
 	})
 }
 
 // reuseEqualValues points each value of data that equals the value of the same key in cached to the cached
 // one. data is a new object's, not yet in any cache; cached is never written.
-func reuseEqualValues(data, cached map[string][]byte) {
+func reuseEqualValues(data map[string][]byte, cached *modules.SecretRecord) {
 	for k, v := range data {
-		if c, ok := cached[k]; ok && bytes.Equal(c, v) {
+		if c, ok := cached.Value(k); ok && bytes.Equal(c, v) {
 			data[k] = c
 		}
 	}

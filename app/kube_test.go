@@ -13,6 +13,8 @@ import (
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes/fake"
 	"k8s.io/client-go/tools/cache"
+
+	"github.com/ingress-reactor/ingress-reactor/modules"
 )
 
 // The shared informers come without the namespace index, watch only --watch-namespace when it is set,
@@ -91,7 +93,11 @@ func TestSecretUpdateSharesUnchangedData(t *testing.T) {
 		if !ok || err != nil {
 			t.Fatalf("a/tls not cached: %v", err)
 		}
-		return o.(*corev1.Secret)
+		s, ok := modules.SecretOf(o)
+		if !ok {
+			t.Fatalf("a/tls is cached as %T", o)
+		}
+		return s
 	}
 	// waitFor polls the cache until the cached Secret's resourceVersion differs from rv.
 	waitFor := func(rv string) *corev1.Secret {

@@ -24,7 +24,7 @@ import (
 // and Secrets of settings and streams come from informers of their own, untouched by this):
 //
 //   - every object: managedFields and the last-applied annotation (pipeline.StripTransform);
-//   - Secrets and ConfigMaps: generateName, finalizers, owner references and the UID;
+//   - ConfigMaps: generateName, finalizers, owner references and the UID;
 //   - a Service becomes a modules.ServiceRecord: its namespace, name, UID (autoingress writes it into
 //     owner references and Events), resource version, deletion timestamp and autoingress's
 //     annotations (ingress-reactor.io/expose*; nil for nearly every Service); its type, clusterIP,
@@ -37,19 +37,22 @@ import (
 //     slice keeps a labels map, pointers for every port field and a struct with an addresses slice per
 //     endpoint (and in a cluster each endpoint's pod reference, node and zone); its record takes about a
 //     quarter of that;
-//   - a Secret: its labels and annotations (cert-manager writes half a dozen on each), and every data key
-//     other than the certificate, key and CA that TLS uses (and ca.crl, which auth-tls-secret refuses)
-//     and the entries of basic authentication (the key "auth", and values that are password hashes:
-//     nginx.KeepsBasicAuthEntry). Most Secrets in a cluster are not TLS Secrets (Helm releases, tokens,
+//   - a Secret becomes a modules.SecretRecord: its namespace, name, resource version and type, and the
+//     data entries that some module reads: the certificate, key and CA that TLS uses (and ca.crl, which
+//     auth-tls-secret refuses) and the entries of basic authentication (the key "auth", and values that
+//     are password hashes: nginx.KeepsBasicAuthEntry), in a value slice of exact length whose values are
+//     the decoded bytes. Its labels and annotations (cert-manager writes half a dozen on each) and every
+//     other entry are dropped. Most Secrets in a cluster are not TLS Secrets (Helm releases, tokens,
 //     application credentials); this bounds the memory they take and keeps credentials the controller
-//     has no use for out of its memory;
+//     has no use for out of its memory. A trimmed decoded TLS Secret kept a 304-byte struct and a map of
+//     about 400 bytes beside its values; its record takes a quarter of that;
 //   - a ConfigMap: its labels and binaryData, and data larger than nginx.MaxConfigMapData (see
 //     transformConfigMap).
 //
 // Values that repeat across objects are shared rather than copied into each: namespaces, port names (and
-// a Service port's target port name), Secret types, published load-balancer addresses, and the
-// pointed-to values of an Ingress's pathType and class. Nothing may write into a cached object, so
-// sharing is invisible to readers.
+// a Service port's target port name), published load-balancer addresses, the pointed-to values of an
+// Ingress's pathType and class, and a Secret record's well-known data keys (modules.NewSecretRecord).
+// Nothing may write into a cached object, so sharing is invisible to readers.
 //
 // The informer may hand the transform its own output again (client-go requires it to be idempotent):
 // a record is returned as it is, and the other kinds' trimming leaves a trimmed object unchanged.
@@ -57,18 +60,20 @@ func cacheTransform(obj any) (any, error) {
 	switch o := obj.(type) {
 	case *endpoints.SliceRecord, *modules.ServiceRecord:
 		return o, nil
+	case *modules.SecretRecord:
+		return o, nil
 	case *discoveryv1.EndpointSlice:
 		return transformEndpointSlice(o), nil
 	case *corev1.Service:
 		return transformService(o), nil
+	case *corev1.Secret:
+		return transformSecret(o), nil
 	}
 	obj, err := pipeline.StripTransform(obj)
 	if err != nil {
 		return obj, err
 	}
 	switch o := obj.(type) {
-	case *corev1.Secret:
-		transformSecret(o)
 	case *corev1.ConfigMap:
 		transformConfigMap(o)
 	case *networkingv1.Ingress:
@@ -121,43 +126,19 @@ func transformEndpointSlice(s *discoveryv1.EndpointSlice) *endpoints.SliceRecord
 	return endpoints.NewSliceRecord(s)
 }
 
-func transformSecret(s *corev1.Secret) {
-	trimMeta(&s.ObjectMeta)
-	s.StringData, s.Labels, s.Annotations, s.Immutable = nil, nil, nil, nil
-	s.Type = corev1.SecretType(knownConstant(string(s.Type)))
-	if len(s.Data) > smallMapEntries {
-		// A larger map never shrinks as entries are deleted: a new one replaces it.
-		var data map[string][]byte
-		for k, v := range s.Data {
-			if keepSecretEntry(k, v) {
-				if data == nil {
-					data = make(map[string][]byte, len(s.Data))
-				}
-				data[knownConstant(k)] = v
-			}
-		}
-		s.Data = data
-		return
-	}
-	// A small decoded map is kept, without the dropped entries: a new map of up to eight entries takes as
-	// much room, and building one would leave the decoded map as garbage between the kept objects (a TLS
-	// Secret holds only kept keys). Assigning to an existing key also replaces the decoded copy of the key
-	// with the shared constant (the runtime updates string keys on assignment).
+// transformSecret returns the record the cache keeps of s: its namespace shared with the other records',
+// and only the data entries that some module reads (nil for the many Secrets without any). s is the
+// decoded object, the transform's own: the dropped entries are deleted from its map before the record
+// takes the rest.
+func transformSecret(s *corev1.Secret) *modules.SecretRecord {
+	s.Namespace = sharedNamespaces.intern(s.Namespace)
 	for k, v := range s.Data {
-		if keepSecretEntry(k, v) {
-			s.Data[knownConstant(k)] = v
-		} else {
+		if !keepSecretEntry(k, v) {
 			delete(s.Data, k)
 		}
 	}
-	if len(s.Data) == 0 {
-		s.Data = nil // a Helm release's map, or another Secret nothing reads, is freed
-	}
+	return modules.NewSecretRecord(s)
 }
-
-// smallMapEntries is the most entries a Go map holds in its first group of slots: a map of up to this many
-// entries takes the same room whatever its length.
-const smallMapEntries = 8
 
 // keepSecretEntry reports whether a Secret's data entry is one that some module reads: the certificate,
 // key and CA of TLS, the CRL that auth-tls-secret refuses, and basic authentication's entries.

@@ -56,6 +56,17 @@ func cachedService(t *testing.T, s *corev1.Service) *corev1.Service {
 	return out.(*modules.ServiceRecord).Service()
 }
 
+// cachedSecret returns the Secret that lookups in the informer cache return for a copy of s: the one its
+// record builds.
+func cachedSecret(t *testing.T, s *corev1.Secret) *corev1.Secret {
+	t.Helper()
+	out, err := cacheTransform(s.DeepCopy())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out.(*modules.SecretRecord).Secret()
+}
+
 // readFixtures is a cluster as the API server returns it: an Ingress with TLS, basic authentication and
 // custom headers, its Service (with labels, selector, Helm annotations, dual IP fields), EndpointSlice
 // (pod references, nodes, zones, owner), TLS Secret (cert-manager's labels and annotations), basic-auth
@@ -155,7 +166,7 @@ func TestCacheTransformKeepsWhatModulesRead(t *testing.T) {
 	f := newReadFixtures(t)
 	ing, svc, exposed := cached(t, f.ing), cachedService(t, f.svc), cachedService(t, f.exposed)
 	extName, hdl := cachedService(t, f.extName), cachedService(t, f.hdl)
-	slice, tls, auth, headers, owned := cachedSlice(t, f.slice), cached(t, f.tls), cached(t, f.auth), cached(t, f.headers), cached(t, f.owned)
+	slice, tls, auth, headers, owned := cachedSlice(t, f.slice), cachedSecret(t, f.tls), cachedSecret(t, f.auth), cached(t, f.headers), cached(t, f.owned)
 
 	t.Run("translation", func(t *testing.T) {
 		opts := nginx.DefaultTranslateOptions()
@@ -268,10 +279,10 @@ func TestCacheTransformKeepsWhatModulesRead(t *testing.T) {
 		type meta struct {
 			got, want metav1.Object
 			uid       bool
-			created   bool // kept: nothing reads a Service's creation time, which its record drops
+			created   bool // kept: nothing reads a Service's or a Secret's creation time, which their records drop
 		}
 		for _, m := range []meta{{ing, f.ing, true, true}, {svc, f.svc, true, false}, {exposed, f.exposed, true, false},
-			{tls, f.tls, false, true}, {auth, f.auth, false, true}, {headers, f.headers, false, true}, {owned, f.owned, true, true}} {
+			{tls, f.tls, false, false}, {auth, f.auth, false, false}, {headers, f.headers, false, true}, {owned, f.owned, true, true}} {
 			g, w := m.got, m.want
 			if g.GetName() != w.GetName() || g.GetNamespace() != w.GetNamespace() || g.GetResourceVersion() != w.GetResourceVersion() ||
 				!g.GetDeletionTimestamp().Equal(w.GetDeletionTimestamp()) {
@@ -353,6 +364,11 @@ func TestCacheTransformConcurrent(t *testing.T) {
 				svc := cachedService(t, benchService(n))
 				if svc.Namespace != benchNamespace(n) || svc.Spec.Ports[1].Name != "metrics" {
 					t.Errorf("service %d changed: %+v", n, svc)
+					return
+				}
+				sec := cachedSecret(t, benchTLSSecret(n, []byte("cert"), []byte("key")))
+				if sec.Namespace != benchNamespace(n) || sec.Name != fmt.Sprintf("app-%05d-tls", n) || string(sec.Data[corev1.TLSCertKey]) != "cert" {
+					t.Errorf("secret %d changed: %+v", n, sec)
 					return
 				}
 			}

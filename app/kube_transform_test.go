@@ -52,7 +52,7 @@ func TestCacheTransformKeepsOnlyTLSKeysOfSecrets(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	got := out.(*corev1.Secret)
+	got := out.(*modules.SecretRecord).Secret()
 	if keys := slices.Sorted(maps.Keys(got.Data)); !slices.Equal(keys, []string{"auth", "bob", "ca.crl", "ca.crt", "tls.crt", "tls.key"}) {
 		t.Errorf("Secret keys after the transform: %v", keys)
 	}
@@ -76,35 +76,70 @@ func TestCacheTransformKeepsOnlyTLSKeysOfSecrets(t *testing.T) {
 	}
 }
 
-// TestCacheTransformKeepsSmallSecretMaps: a Secret of up to eight entries keeps its decoded data map,
-// without the dropped entries and with the shared key constants; one left without entries has none.
-func TestCacheTransformKeepsSmallSecretMaps(t *testing.T) {
-	data := map[string][]byte{
-		string([]byte("tls.crt")): []byte("cert"), string([]byte("tls.key")): []byte("key"), "password": []byte("hunter2"),
-	}
-	s := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "tls", Namespace: "ns"}, Type: corev1.SecretTypeTLS, Data: data}
-	if _, err := cacheTransform(s); err != nil {
+// TestCacheTransformSecretRecord: a Secret is cached as its record, which keeps the kept entries' values
+// (not copies) under the shared key constants, copies of its name and resource version (not the decoded
+// strings), and its type; the informer keys it by namespace and name, a tombstone carrying it too; given
+// to the transform again, it comes back as it is. A Secret without kept entries has no data.
+func TestCacheTransformSecretRecord(t *testing.T) {
+	crt, key := []byte("cert"), []byte("key")
+	s := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: string([]byte("tls")), Namespace: string([]byte("ns")), ResourceVersion: string([]byte("42"))},
+		Type: corev1.SecretType([]byte("kubernetes.io/tls")),
+		Data: map[string][]byte{string([]byte("tls.crt")): crt, string([]byte("tls.key")): key, "password": []byte("hunter2")}}
+	decodedName, decodedVersion := s.Name, s.ResourceVersion
+	out, err := cacheTransform(s)
+	if err != nil {
 		t.Fatal(err)
 	}
-	if reflect.ValueOf(s.Data).UnsafePointer() != reflect.ValueOf(data).UnsafePointer() {
-		t.Error("the transform replaced a small data map")
+	rec, ok := out.(*modules.SecretRecord)
+	if !ok {
+		t.Fatalf("the transform returned %T, want a record", out)
 	}
-	if keys := slices.Sorted(maps.Keys(s.Data)); !slices.Equal(keys, []string{"tls.crt", "tls.key"}) || string(s.Data["tls.crt"]) != "cert" || string(s.Data["tls.key"]) != "key" {
-		t.Errorf("data after the transform: %q", s.Data)
+	if rec.Len() != 2 {
+		t.Errorf("the record keeps %d entries, want tls.crt and tls.key", rec.Len())
 	}
-	for k := range s.Data {
-		if constant := knownConstant(k); unsafe.StringData(k) != unsafe.StringData(constant) {
-			t.Errorf("key %q is the decoded copy, not the shared constant", k)
+	got := rec.Secret()
+	if keys := slices.Sorted(maps.Keys(got.Data)); !slices.Equal(keys, []string{"tls.crt", "tls.key"}) {
+		t.Errorf("data after the transform: %q", got.Data)
+	}
+	for k, constant := range map[string]string{corev1.TLSCertKey: corev1.TLSCertKey, corev1.TLSPrivateKeyKey: corev1.TLSPrivateKeyKey} {
+		for gk := range got.Data {
+			if gk == k && unsafe.StringData(gk) != unsafe.StringData(constant) {
+				t.Errorf("key %q is the decoded copy, not the shared constant", k)
+			}
 		}
+	}
+	if &got.Data["tls.crt"][0] != &crt[0] || &got.Data["tls.key"][0] != &key[0] {
+		t.Error("the record copied a value instead of keeping the decoded bytes")
+	}
+	if got.Name != "tls" || got.ResourceVersion != "42" || got.Type != corev1.SecretTypeTLS {
+		t.Errorf("name %q, resource version %q, type %q", got.Name, got.ResourceVersion, got.Type)
+	}
+	if unsafe.StringData(rec.GetName()) == unsafe.StringData(decodedName) || unsafe.StringData(rec.GetResourceVersion()) == unsafe.StringData(decodedVersion) {
+		t.Error("the record keeps a decoded string")
+	}
+	if unsafe.StringData(string(rec.Type())) != unsafe.StringData(string(corev1.SecretTypeTLS)) {
+		t.Error("the record's type is not the shared constant")
+	}
+	if again, err := cacheTransform(rec); err != nil || again != any(rec) {
+		t.Errorf("the transform given a record again returned %p (%v), want the record %p", again, err, rec)
+	}
+	for _, obj := range []any{rec, cache.DeletedFinalStateUnknown{Key: "ns/tls", Obj: rec}} {
+		if k, err := cache.DeletionHandlingMetaNamespaceKeyFunc(obj); err != nil || k != "ns/tls" {
+			t.Errorf("key of %T: %q, %v; want ns/tls", obj, k, err)
+		}
+	}
+	if m, err := meta.Accessor(rec); err != nil || m.GetResourceVersion() != "42" {
+		t.Errorf("meta.Accessor of the record: %v, %v", m, err)
 	}
 
 	helm := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "sh.helm.release.v1.app.v1", Namespace: "ns"}, Type: "helm.sh/release.v1",
 		Data: map[string][]byte{"release": []byte("H4sIAAAAAAAC")}}
-	if _, err := cacheTransform(helm); err != nil {
+	out, err = cacheTransform(helm)
+	if err != nil {
 		t.Fatal(err)
 	}
-	if helm.Data != nil {
-		t.Errorf("a Secret without kept entries keeps data %q, want none", helm.Data)
+	if r := out.(*modules.SecretRecord); r.Len() != 0 || r.Secret().Data != nil || r.Type() != "helm.sh/release.v1" {
+		t.Errorf("a Secret without kept entries is cached with %d entries (data %q), type %q; want none", r.Len(), r.Secret().Data, r.Type())
 	}
 }
 
@@ -134,11 +169,13 @@ func TestCacheTransformSecretDataMatchesAFilter(t *testing.T) {
 		}
 		before := maps.Clone(data)
 		s := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprint("s", i), Namespace: "ns"}, Data: data}
-		if _, err := cacheTransform(s); err != nil {
+		out, err := cacheTransform(s)
+		if err != nil {
 			t.Fatal(err)
 		}
-		if (s.Data == nil) != (want == nil) || !maps.EqualFunc(s.Data, want, bytes.Equal) {
-			t.Fatalf("data %q: transformed to %q, want %q", before, s.Data, want)
+		got := out.(*modules.SecretRecord).Secret().Data
+		if (got == nil) != (want == nil) || !maps.EqualFunc(got, want, bytes.Equal) {
+			t.Fatalf("data %q: transformed to %q, want %q", before, got, want)
 		}
 	}
 }

@@ -1,6 +1,7 @@
 // Package modules holds the typed messages that flow between the controller's modules, and the few small
-// values every module shares with the application (readiness checks, and ServiceRecord, what the shared
-// Service informer's cache holds, with Services to look Services up in it).
+// values every module shares with the application (readiness checks, and ServiceRecord and SecretRecord,
+// what the shared Service and Secret informers' caches hold, with Services and Secrets to look them up
+// in it).
 //
 // Each module lives in its own sub-package and talks to the others only through these messages,
 // published on pipeline.Topic values that the application provides. Changing a message is changing a

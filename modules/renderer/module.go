@@ -97,7 +97,7 @@ type Renderer struct {
 	services interface {
 		Get(types.NamespacedName) (*corev1.Service, bool)
 	}
-	secrets    listerscorev1.SecretLister
+	secrets    modules.Secrets // the shared cache holds SecretRecords: no generated lister
 	configMaps listerscorev1.ConfigMapLister
 	recorder   record.EventRecorder
 	out        *pipeline.Topic[modules.Rendered]
@@ -200,7 +200,7 @@ func New(p Params) (*Renderer, error) {
 		announced:        p.Announced,
 		ingresses:        p.Factory.Networking().V1().Ingresses().Lister(),
 		services:         modules.NewServices(p.Factory),
-		secrets:          p.Factory.Core().V1().Secrets().Lister(),
+		secrets:          modules.NewSecrets(p.Factory),
 		configMaps:       p.Factory.Core().V1().ConfigMaps().Lister(),
 		recorder:         p.Recorder,
 		out:              p.Rendered,
@@ -307,7 +307,8 @@ func New(p Params) (*Renderer, error) {
 		return nil, fmt.Errorf("renderer: service handler: %w", err)
 	}
 	// Secrets that annotations name (proxy-ssl-secret). The informer is the one secretsync reads TLS
-	// Secrets from, trimmed to the certificate, key and CA (app's cache transform).
+	// Secrets from; app's cache transform makes its objects modules.SecretRecords, which pipeline.KeyOf
+	// reads (tombstones too).
 	secInf := p.Factory.Core().V1().Secrets().Informer()
 	if _, err := secInf.AddEventHandler(pipeline.Handler[renderKey]{
 		Keys:         func(obj any) []renderKey { return r.objectChanged(nginx.KindSecret, obj) },
@@ -345,8 +346,7 @@ func (r *Renderer) objectChanged(kind nginx.ObjectKind, obj any) []renderKey {
 }
 
 func (r *Renderer) lookupSecret(key types.NamespacedName) (*corev1.Secret, bool) {
-	s, err := r.secrets.Secrets(key.Namespace).Get(key.Name)
-	return s, err == nil
+	return r.secrets.Get(key)
 }
 
 func (r *Renderer) lookupConfigMap(key types.NamespacedName) (*corev1.ConfigMap, bool) {

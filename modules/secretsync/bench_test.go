@@ -12,7 +12,6 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes/fake"
-	listerscorev1 "k8s.io/client-go/listers/core/v1"
 	listersnetv1 "k8s.io/client-go/listers/networking/v1"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/record"
@@ -52,7 +51,8 @@ func BenchmarkSyncerMemory(b *testing.B) {
 				}
 				keys = append(keys, types.NamespacedName{Namespace: ing.Namespace, Name: ing.Name})
 				if bc.present {
-					if err := secrets.Add(gen.Secret(ns, name+"-tls", gen.TLSData(p.cert, p.key))); err != nil {
+					// As the shared cache holds them: records, read through SecretsIn.
+					if err := secrets.Add(modules.NewSecretRecord(gen.Secret(ns, name+"-tls", gen.TLSData(p.cert, p.key)))); err != nil {
 						b.Fatal(err)
 					}
 				}
@@ -77,7 +77,7 @@ func BenchmarkSyncerMemory(b *testing.B) {
 				if err != nil {
 					b.Fatal(err)
 				}
-				s.secrets = listerscorev1.NewSecretLister(secrets)
+				s.secrets = modules.SecretsIn(secrets)
 				s.ingresses = listersnetv1.NewIngressLister(ingresses)
 				// The subscriber's table is allocated before the measurement: only the certificates count.
 				held := make(map[types.NamespacedName]*certs.Certificate, n)

@@ -18,10 +18,8 @@ import (
 	"go.uber.org/fx"
 	"go.uber.org/zap"
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/informers"
-	listerscorev1 "k8s.io/client-go/listers/core/v1"
 	listersnetv1 "k8s.io/client-go/listers/networking/v1"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/record"
@@ -81,7 +79,7 @@ type Params struct {
 // Syncer is the secret syncer.
 type Syncer struct {
 	opts      Options
-	secrets   listerscorev1.SecretLister
+	secrets   modules.Secrets // the shared cache holds SecretRecords: no generated lister
 	ingresses listersnetv1.IngressLister
 	out       *pipeline.Topic[modules.CertChange]
 	recorder  record.EventRecorder
@@ -191,7 +189,7 @@ func New(p Params) (*Syncer, error) {
 	log := p.Log.Named("secretsync")
 	s := &Syncer{
 		opts:      p.Options,
-		secrets:   p.Factory.Core().V1().Secrets().Lister(),
+		secrets:   modules.NewSecrets(p.Factory),
 		ingresses: p.Factory.Networking().V1().Ingresses().Lister(),
 		out:       p.CertChanges,
 		recorder:  p.Recorder,
@@ -472,15 +470,13 @@ func (s *Syncer) sync(_ context.Context, key types.NamespacedName) error {
 		return nil
 	}
 
-	secret, err := s.secrets.Secrets(key.Namespace).Get(key.Name)
+	secret, found := s.secrets.Get(key)
 	var cert *certs.Certificate
 	var reason, problem string
-	switch {
-	case apierrors.IsNotFound(err):
+	if !found {
 		reason, problem = ReasonSecretNotFound, fmt.Sprintf("TLS secret %s not found; its hosts are served the default certificate", key)
-	case err != nil:
-		return fmt.Errorf("get secret %s: %w", key, err)
-	default:
+	} else {
+		var err error
 		cert, err = certs.ParseSecret(secret)
 		if err != nil {
 			reason, problem = ReasonSecretInvalid, fmt.Sprintf("%v; its hosts are served the default certificate", err)

@@ -29,7 +29,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
-	listerscorev1 "k8s.io/client-go/listers/core/v1"
 	listersnetv1 "k8s.io/client-go/listers/networking/v1"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/record"
@@ -203,8 +202,8 @@ func (e *env) applySecret(s *corev1.Secret) {
 		e.t.Fatal(err)
 	}
 	moduletest.Eventually(e.t, "the secret cache to show "+s.Name, func() bool {
-		got, err := e.syncer.secrets.Secrets(s.Namespace).Get(s.Name)
-		return err == nil && string(got.Data[corev1.TLSPrivateKeyKey]) == string(out.Data[corev1.TLSPrivateKeyKey]) &&
+		got, ok := e.syncer.secrets.Get(types.NamespacedName{Namespace: s.Namespace, Name: s.Name})
+		return ok && string(got.Data[corev1.TLSPrivateKeyKey]) == string(out.Data[corev1.TLSPrivateKeyKey]) &&
 			string(got.Data[corev1.TLSCertKey]) == string(out.Data[corev1.TLSCertKey])
 	})
 	e.run(e.syncer.ifReferenced(out)...)
@@ -220,8 +219,8 @@ func (e *env) deleteSecret(name string) {
 		e.t.Fatal(err)
 	}
 	moduletest.Eventually(e.t, "the secret cache to drop "+name, func() bool {
-		_, err := e.syncer.secrets.Secrets(ns).Get(name)
-		return apierrors.IsNotFound(err)
+		_, ok := e.syncer.secrets.Get(types.NamespacedName{Namespace: ns, Name: name})
+		return !ok
 	})
 	e.run(e.syncer.ifReferenced(obj)...)
 }
@@ -921,7 +920,7 @@ func TestIndexMatchesAModelUnderRandomChanges(t *testing.T) {
 	ingresses := cache.NewIndexer(cache.MetaNamespaceKeyFunc, indexers)
 	secrets := cache.NewIndexer(cache.MetaNamespaceKeyFunc, indexers)
 	e.syncer.ingresses = listersnetv1.NewIngressLister(ingresses)
-	e.syncer.secrets = listerscorev1.NewSecretLister(secrets)
+	e.syncer.secrets = modules.SecretsIn(secrets)
 	secretNames := []string{"s0", "s1", "s2", "s3", "s4", "s5"}
 	for i, n := range secretNames {
 		switch i % 3 {

@@ -90,7 +90,7 @@ type Webhook struct {
 	ingresses  listersnetv1.IngressLister
 	indexer    cache.Indexer
 	services   modules.Services // the shared cache holds ServiceRecords: no generated lister
-	secrets    listerscorev1.SecretLister
+	secrets    modules.Secrets  // the shared cache holds SecretRecords: no generated lister
 	configMaps listerscorev1.ConfigMapLister
 	synced     []cache.InformerSynced
 	// translations caches the other Ingresses' translations; it is the webhook's own, so admission
@@ -146,7 +146,7 @@ func New(p Params) (Result, error) {
 		ingresses:  ingInf.Lister(),
 		indexer:    ingInf.Informer().GetIndexer(),
 		services:   modules.NewServices(p.Factory),
-		secrets:    p.Factory.Core().V1().Secrets().Lister(),
+		secrets:    modules.NewSecrets(p.Factory),
 		configMaps: p.Factory.Core().V1().ConfigMaps().Lister(),
 		synced: []cache.InformerSynced{
 			ingInf.Informer().HasSynced,
@@ -322,8 +322,7 @@ func (w *Webhook) lookupService(key types.NamespacedName) (*corev1.Service, bool
 }
 
 func (w *Webhook) lookupSecret(key types.NamespacedName) (*corev1.Secret, bool) {
-	s, err := w.secrets.Secrets(key.Namespace).Get(key.Name)
-	return s, err == nil
+	return w.secrets.Get(key)
 }
 
 func (w *Webhook) lookupConfigMap(key types.NamespacedName) (*corev1.ConfigMap, bool) {
