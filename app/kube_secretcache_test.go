@@ -5,96 +5,32 @@ import (
 	"context"
 	"fmt"
 	"strings"
-	"sync"
 	"testing"
-	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/apimachinery/pkg/watch"
-	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/fake"
-	"k8s.io/client-go/tools/cache"
 
 	"github.com/ingress-reactor/ingress-reactor/certs"
 	"github.com/ingress-reactor/ingress-reactor/internal/gen"
 	"github.com/ingress-reactor/ingress-reactor/modules"
 	"github.com/ingress-reactor/ingress-reactor/modules/moduletest"
-	"github.com/ingress-reactor/ingress-reactor/modules/renderer"
 	"github.com/ingress-reactor/ingress-reactor/modules/secretsync"
 	"github.com/ingress-reactor/ingress-reactor/nginx"
 	"github.com/ingress-reactor/ingress-reactor/pipeline"
 )
 
-// secretWatch lists and watches Secrets through a clientset, and lets a test lose watch events and then
-// make the informer list again, as after a watch that expired: what it lost it then learns from the new
-// list, deletions as tombstones (cache.DeletedFinalStateUnknown). It is sliceWatch for Secrets.
-type secretWatch struct {
-	client kubernetes.Interface
-	mu     sync.Mutex
-	losing bool
-	expire chan struct{}
-}
-
-func (s *secretWatch) listWatch() cache.ListerWatcher {
-	return cache.ToListWatcherWithWatchListSemantics(&cache.ListWatch{
-		ListWithContextFunc: func(ctx context.Context, opts metav1.ListOptions) (runtime.Object, error) {
-			return s.client.CoreV1().Secrets("").List(ctx, opts)
+// newSecretWatch is a lossyWatch of every Secret.
+func newSecretWatch(client kubernetes.Interface) *lossyWatch {
+	return &lossyWatch{client: client, expire: make(chan struct{}, 1),
+		list: func(ctx context.Context, opts metav1.ListOptions) (runtime.Object, error) {
+			return client.CoreV1().Secrets("").List(ctx, opts)
 		},
-		WatchFuncWithContext: s.watch,
-	}, s.client)
-}
-
-func (s *secretWatch) watch(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error) {
-	in, err := s.client.CoreV1().Secrets("").Watch(ctx, opts)
-	if err != nil {
-		return nil, err
+		watchFn: client.CoreV1().Secrets("").Watch,
 	}
-	s.mu.Lock()
-	s.losing = false
-	s.mu.Unlock()
-	ch := make(chan watch.Event)
-	out := watch.NewProxyWatcher(ch)
-	go func() {
-		defer in.Stop()
-		send := func(ev watch.Event) bool {
-			select {
-			case ch <- ev:
-				return true
-			case <-out.StopChan():
-				return false
-			}
-		}
-		for {
-			select {
-			case ev, ok := <-in.ResultChan():
-				s.mu.Lock()
-				losing := s.losing
-				s.mu.Unlock()
-				if !ok || (!losing && !send(ev)) {
-					return
-				}
-			case <-s.expire:
-				send(watch.Event{Type: watch.Error, Object: &metav1.Status{
-					Status: metav1.StatusFailure, Code: 410, Reason: metav1.StatusReasonExpired, Message: "too old resource version",
-				}})
-				return
-			case <-out.StopChan():
-				return
-			}
-		}
-	}()
-	return out, nil
-}
-
-// lose makes the current watch drop its events until the informer watches again.
-func (s *secretWatch) lose() {
-	s.mu.Lock()
-	s.losing = true
-	s.mu.Unlock()
 }
 
 // TestSecretCacheOfRecords: through a real informer with the cache transform (and the app's sharing of
@@ -121,25 +57,10 @@ func TestSecretCacheOfRecords(t *testing.T) {
 			gen.Annotations("cert-manager.io/issuer-name", "letsencrypt")),
 		gen.Secret("ns", "basic-auth", gen.Data("auth", aliceLine), gen.Data("notes", []byte("rotated monthly")), gen.ResourceVersion("1")),
 	)
-	factory := informers.NewSharedInformerFactoryWithOptions(client, 0, informers.WithTransform(cacheTransform))
-	sw := &secretWatch{client: client, expire: make(chan struct{}, 1)}
-	secInf := factory.InformerFor(&corev1.Secret{}, func(kubernetes.Interface, time.Duration) cache.SharedIndexInformer {
-		return cache.NewSharedIndexInformer(sw.listWatch(), &corev1.Secret{}, 0, cache.Indexers{})
-	})
-	registerUnindexedInformers(factory, "")
+	sw := newSecretWatch(client)
+	secInf := newRecordInformer(t, client, sw, &corev1.Secret{})
+	factory := secInf.factory
 	if err := shareUnchangedSecretData(secInf); err != nil {
-		t.Fatal(err)
-	}
-
-	var tombMu sync.Mutex
-	var tombstones []any
-	if _, err := secInf.AddEventHandler(cache.ResourceEventHandlerFuncs{DeleteFunc: func(obj any) {
-		if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
-			tombMu.Lock()
-			tombstones = append(tombstones, d.Obj)
-			tombMu.Unlock()
-		}
-	}}); err != nil {
 		t.Fatal(err)
 	}
 
@@ -156,29 +77,8 @@ func TestSecretCacheOfRecords(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	rendered := pipeline.NewTopic[modules.Rendered]("rendered")
-	t.Cleanup(rendered.Close)
-	renders := moduletest.Collect(rendered)
-	r, err := renderer.New(renderer.Params{
-		Options: renderer.Options{
-			Render: nginx.RenderConfig{HTTPPort: 8080, HTTPSPort: 8443, StatusPort: 10246, StatusToken: "0123456789abcdef0123456789abcdef",
-				Paths: nginx.Paths{Prefix: "/var/lib/ingress-reactor"}, DefaultCertificate: "/ssl/default.crt", DefaultCertificateKey: "/ssl/default.key"},
-			Translate: nginx.DefaultTranslateOptions(),
-		},
-		Factory: factory, IngressChanges: h.IngressChanges, Announced: h.Announced, Rendered: rendered,
-		Recorder: h.Recorder, Metrics: h.Metrics, Registry: h.Registry, Log: h.Log,
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	stop := make(chan struct{})
-	factory.Start(stop)
-	t.Cleanup(func() { close(stop); factory.Shutdown() })
-	for typ, ok := range factory.WaitForCacheSync(ctx.Done()) {
-		if !ok {
-			t.Fatalf("cache of %v did not sync", typ)
-		}
-	}
+	r, renders := newRecordRenderer(t, h, factory)
+	secInf.start(t)
 	h.Run(syncer)
 	h.Run(r)
 	h.IngressChanges.Publish(modules.IngressChange{Key: types.NamespacedName{Namespace: "ns", Name: "site"}, Accepted: true})
@@ -323,19 +223,10 @@ func TestSecretCacheOfRecords(t *testing.T) {
 	if _, exists, _ := secInf.GetIndexer().GetByKey("ns/site-tls"); exists {
 		t.Error("the Secret deleted while the watch was losing events is still cached")
 	}
-	// Each handler has its own goroutine: this one may see the tombstone after the modules did.
-	moduletest.Eventually(t, "the tombstone of site-tls", func() bool {
-		tombMu.Lock()
-		defer tombMu.Unlock()
-		return len(tombstones) > 0
-	})
-	tombMu.Lock()
-	if len(tombstones) != 1 {
-		t.Errorf("%d tombstones, want the one of site-tls", len(tombstones))
-	} else if rec, ok := tombstones[0].(*modules.SecretRecord); !ok || rec.GetName() != "site-tls" || rec.GetResourceVersion() != "5" {
-		t.Errorf("the tombstone carries %#v, want site-tls's record", tombstones[0])
+	tomb := secInf.tombstone(t, "the tombstone of site-tls")
+	if rec, ok := tomb.(*modules.SecretRecord); !ok || rec.GetName() != "site-tls" || rec.GetResourceVersion() != "5" {
+		t.Errorf("the tombstone carries %#v, want site-tls's record", tomb)
 	}
-	tombMu.Unlock()
 
 	// Nothing logged or told holds secret material: no PEM, no key, no password hash.
 	var told []string

@@ -5,18 +5,14 @@ import (
 	"net"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
-	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/fake"
-	"k8s.io/client-go/tools/cache"
 
 	"github.com/ingress-reactor/ingress-reactor/internal/gen"
 	"github.com/ingress-reactor/ingress-reactor/modules"
@@ -58,24 +54,9 @@ func TestServiceCacheOfRecords(t *testing.T) {
 		gen.Ingress("ns", "to-web", gen.DefaultBackend(gen.Backend("web", 80))),
 		gen.EndpointSlice("ns", "web-1", "web", gen.SlicePort("http", 8080), gen.SlicePort("admin", 9090), gen.Endpoint("192.0.2.1")),
 	)
-	factory := informers.NewSharedInformerFactoryWithOptions(client, 0, informers.WithTransform(cacheTransform))
 	sw := newServiceWatch(client)
-	svcInf := factory.InformerFor(&corev1.Service{}, func(kubernetes.Interface, time.Duration) cache.SharedIndexInformer {
-		return cache.NewSharedIndexInformer(sw.listWatch(), &corev1.Service{}, 0, cache.Indexers{})
-	})
-	registerUnindexedInformers(factory, "")
-
-	var tombMu sync.Mutex
-	var tombstones []any
-	if _, err := svcInf.AddEventHandler(cache.ResourceEventHandlerFuncs{DeleteFunc: func(obj any) {
-		if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
-			tombMu.Lock()
-			tombstones = append(tombstones, d.Obj)
-			tombMu.Unlock()
-		}
-	}}); err != nil {
-		t.Fatal(err)
-	}
+	svcInf := newRecordInformer(t, client, sw, &corev1.Service{})
+	factory := svcInf.factory
 
 	h := moduletest.New(t)
 	eps := pipeline.NewTopic[modules.EndpointsChange]("endpoints")
@@ -86,34 +67,13 @@ func TestServiceCacheOfRecords(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	rendered := pipeline.NewTopic[modules.Rendered]("rendered")
-	t.Cleanup(rendered.Close)
-	renders := moduletest.Collect(rendered)
-	r, err := renderer.New(renderer.Params{
-		Options: renderer.Options{
-			Render: nginx.RenderConfig{HTTPPort: 8080, HTTPSPort: 8443, StatusPort: 10246, StatusToken: "0123456789abcdef0123456789abcdef",
-				Paths: nginx.Paths{Prefix: "/var/lib/ingress-reactor"}, DefaultCertificate: "/ssl/default.crt", DefaultCertificateKey: "/ssl/default.key"},
-			Translate: nginx.DefaultTranslateOptions(),
-		},
-		Factory: factory, IngressChanges: h.IngressChanges, Announced: h.Announced, Rendered: rendered,
-		Recorder: h.Recorder, Metrics: h.Metrics, Registry: h.Registry, Log: h.Log,
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
+	r, renders := newRecordRenderer(t, h, factory)
 	ai, err := autoingress.New(autoingress.Params{Options: autoingress.Options{IngressClass: "nginx"}, Client: client, Factory: factory,
 		Recorder: h.Recorder, Metrics: h.Metrics, Registry: h.Registry, Log: h.Log})
 	if err != nil {
 		t.Fatal(err)
 	}
-	stop := make(chan struct{})
-	factory.Start(stop)
-	t.Cleanup(func() { close(stop); factory.Shutdown() })
-	for typ, ok := range factory.WaitForCacheSync(ctx.Done()) {
-		if !ok {
-			t.Fatalf("cache of %v did not sync", typ)
-		}
-	}
+	svcInf.start(t)
 	h.Run(w)
 	h.Run(r)
 	h.Run(ai)
@@ -197,19 +157,10 @@ func TestServiceCacheOfRecords(t *testing.T) {
 	if _, exists, _ := svcInf.GetIndexer().GetByKey("ns/web"); exists {
 		t.Error("the Service deleted while the watch was losing events is still cached")
 	}
-	// Each handler has its own goroutine: this one may see the tombstone after the modules did.
-	moduletest.Eventually(t, "the tombstone of web", func() bool {
-		tombMu.Lock()
-		defer tombMu.Unlock()
-		return len(tombstones) > 0
-	})
-	tombMu.Lock()
-	if len(tombstones) != 1 {
-		t.Errorf("%d tombstones, want the one of web", len(tombstones))
-	} else if rec, ok := tombstones[0].(*modules.ServiceRecord); !ok || rec.GetName() != "web" || rec.GetResourceVersion() != "5" {
-		t.Errorf("the tombstone carries %#v, want web's record", tombstones[0])
+	tomb := svcInf.tombstone(t, "the tombstone of web")
+	if rec, ok := tomb.(*modules.ServiceRecord); !ok || rec.GetName() != "web" || rec.GetResourceVersion() != "5" {
+		t.Errorf("the tombstone carries %#v, want web's record", tomb)
 	}
-	tombMu.Unlock()
 
 	// autoingress: the Ingress it creates is owned by the Service's UID, its Events name the Service.
 	shop := gen.Service("ns", "shop", gen.Port("http", 80), gen.ResourceVersion("10"),

@@ -21,6 +21,7 @@ import (
 	"github.com/ingress-reactor/ingress-reactor/modules"
 	"github.com/ingress-reactor/ingress-reactor/modules/endpoints"
 	"github.com/ingress-reactor/ingress-reactor/modules/moduletest"
+	"github.com/ingress-reactor/ingress-reactor/modules/renderer"
 	"github.com/ingress-reactor/ingress-reactor/nginx"
 	"github.com/ingress-reactor/ingress-reactor/pipeline"
 )
@@ -105,6 +106,87 @@ func (s *lossyWatch) lose() {
 	s.mu.Unlock()
 }
 
+// recordInformer is the informer of one kind in a factory with the app's cache transform (the other kinds'
+// informers made as the app makes them), watching through a lossyWatch, and the tombstones its handlers
+// were given.
+type recordInformer struct {
+	cache.SharedIndexInformer
+	factory    informers.SharedInformerFactory
+	mu         sync.Mutex
+	tombstones []any
+}
+
+func newRecordInformer(t *testing.T, client kubernetes.Interface, lw *lossyWatch, obj runtime.Object) *recordInformer {
+	t.Helper()
+	r := &recordInformer{factory: informers.NewSharedInformerFactoryWithOptions(client, 0, informers.WithTransform(cacheTransform))}
+	r.SharedIndexInformer = r.factory.InformerFor(obj, func(kubernetes.Interface, time.Duration) cache.SharedIndexInformer {
+		return cache.NewSharedIndexInformer(lw.listWatch(), obj, 0, cache.Indexers{})
+	})
+	registerUnindexedInformers(r.factory, "")
+	if _, err := r.AddEventHandler(cache.ResourceEventHandlerFuncs{DeleteFunc: func(obj any) {
+		if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+			r.mu.Lock()
+			r.tombstones = append(r.tombstones, d.Obj)
+			r.mu.Unlock()
+		}
+	}}); err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
+// start starts the factory's informers (stopped when the test ends) and waits until their caches synced.
+func (r *recordInformer) start(t *testing.T) {
+	t.Helper()
+	stop := make(chan struct{})
+	r.factory.Start(stop)
+	t.Cleanup(func() { close(stop); r.factory.Shutdown() })
+	for typ, ok := range r.factory.WaitForCacheSync(t.Context().Done()) {
+		if !ok {
+			t.Fatalf("cache of %v did not sync", typ)
+		}
+	}
+}
+
+// tombstone waits for the informer's handlers to be given a tombstone, fails unless it is the only one, and
+// returns what it carries. Each handler has its own goroutine: this one may see the tombstone after the
+// modules did.
+func (r *recordInformer) tombstone(t *testing.T, what string) any {
+	t.Helper()
+	moduletest.Eventually(t, what, func() bool {
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		return len(r.tombstones) > 0
+	})
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if len(r.tombstones) != 1 {
+		t.Fatalf("%d tombstones, want %s", len(r.tombstones), what)
+	}
+	return r.tombstones[0]
+}
+
+// newRecordRenderer is the renderer module on factory's caches, with what it renders collected.
+func newRecordRenderer(t *testing.T, h *moduletest.Harness, factory informers.SharedInformerFactory) (*renderer.Renderer, *moduletest.Collector[modules.Rendered]) {
+	t.Helper()
+	rendered := pipeline.NewTopic[modules.Rendered]("rendered")
+	t.Cleanup(rendered.Close)
+	renders := moduletest.Collect(rendered)
+	r, err := renderer.New(renderer.Params{
+		Options: renderer.Options{
+			Render: nginx.RenderConfig{HTTPPort: 8080, HTTPSPort: 8443, StatusPort: 10246, StatusToken: "0123456789abcdef0123456789abcdef",
+				Paths: nginx.Paths{Prefix: "/var/lib/ingress-reactor"}, DefaultCertificate: "/ssl/default.crt", DefaultCertificateKey: "/ssl/default.key"},
+			Translate: nginx.DefaultTranslateOptions(),
+		},
+		Factory: factory, IngressChanges: h.IngressChanges, Announced: h.Announced, Rendered: rendered,
+		Recorder: h.Recorder, Metrics: h.Metrics, Registry: h.Registry, Log: h.Log,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r, renders
+}
+
 // TestEndpointSliceCacheOfRecords: through a real informer with the cache transform, the EndpointSlice
 // cache holds records, keyed by namespace and name, and the endpoints module publishes the endpoints of
 // slices as they are added, updated and deleted, a deletion learnt from a new list (a tombstone) too.
@@ -115,24 +197,9 @@ func TestEndpointSliceCacheOfRecords(t *testing.T) {
 		gen.Ingress("ns", "to-web", gen.DefaultBackend(gen.Backend("web", 80))),
 		gen.EndpointSlice("ns", "web-1", "web", gen.SlicePort("http", 8080), gen.Endpoint("192.0.2.1")),
 	)
-	factory := informers.NewSharedInformerFactoryWithOptions(client, 0, informers.WithTransform(cacheTransform))
 	sw := newSliceWatch(client)
-	sliceInf := factory.InformerFor(&discoveryv1.EndpointSlice{}, func(kubernetes.Interface, time.Duration) cache.SharedIndexInformer {
-		return cache.NewSharedIndexInformer(sw.listWatch(), &discoveryv1.EndpointSlice{}, 0, cache.Indexers{})
-	})
-	registerUnindexedInformers(factory, "")
-
-	var tombMu sync.Mutex
-	var tombstones []any
-	if _, err := sliceInf.AddEventHandler(cache.ResourceEventHandlerFuncs{DeleteFunc: func(obj any) {
-		if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
-			tombMu.Lock()
-			tombstones = append(tombstones, d.Obj)
-			tombMu.Unlock()
-		}
-	}}); err != nil {
-		t.Fatal(err)
-	}
+	sliceInf := newRecordInformer(t, client, sw, &discoveryv1.EndpointSlice{})
+	factory := sliceInf.factory
 
 	h := moduletest.New(t)
 	out := pipeline.NewTopic[modules.EndpointsChange]("endpoints")
@@ -143,14 +210,7 @@ func TestEndpointSliceCacheOfRecords(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	stop := make(chan struct{})
-	factory.Start(stop)
-	t.Cleanup(func() { close(stop); factory.Shutdown() })
-	for typ, ok := range factory.WaitForCacheSync(ctx.Done()) {
-		if !ok {
-			t.Fatalf("cache of %v did not sync", typ)
-		}
-	}
+	sliceInf.start(t)
 	h.Run(w)
 	h.IngressChanges.Publish(modules.IngressChange{Key: types.NamespacedName{Namespace: "ns", Name: "to-web"}, Accepted: true})
 
@@ -198,18 +258,8 @@ func TestEndpointSliceCacheOfRecords(t *testing.T) {
 	if _, exists, _ := sliceInf.GetIndexer().GetByKey("ns/web-1"); exists {
 		t.Error("the slice deleted while the watch was losing events is still cached")
 	}
-	// Each handler has its own goroutine: this one may see the tombstone after the module did.
-	moduletest.Eventually(t, "the tombstone of web-1", func() bool {
-		tombMu.Lock()
-		defer tombMu.Unlock()
-		return len(tombstones) > 0
-	})
-	tombMu.Lock()
-	defer tombMu.Unlock()
-	if len(tombstones) != 1 {
-		t.Fatalf("%d tombstones, want the one of web-1", len(tombstones))
-	}
-	if r, ok := tombstones[0].(*endpoints.SliceRecord); !ok || r.GetName() != "web-1" {
-		t.Errorf("the tombstone carries %#v, want web-1's record", tombstones[0])
+	tomb := sliceInf.tombstone(t, "the tombstone of web-1")
+	if r, ok := tomb.(*endpoints.SliceRecord); !ok || r.GetName() != "web-1" {
+		t.Errorf("the tombstone carries %#v, want web-1's record", tomb)
 	}
 }

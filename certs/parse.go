@@ -16,6 +16,8 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/ingress-reactor/ingress-reactor/internal/strpack"
 )
 
 // Data keys of a TLS Secret.
@@ -380,31 +382,9 @@ func certificateNames(leaf *x509.Certificate) []string {
 		seen[n] = struct{}{}
 		names = append(names, n)
 	}
-	return packNames(names)
-}
-
-// packNames returns a copy of names of exactly their number, with their text in one allocation: the
-// parser allocated each name on its own, amid the parse's garbage, and a certificate keeps its names for
-// as long as it is served.
-func packNames(names []string) []string {
-	if len(names) == 0 {
-		return nil
-	}
-	size := 0
-	for _, n := range names {
-		size += len(n)
-	}
-	var b strings.Builder
-	b.Grow(size)
-	for _, n := range names {
-		b.WriteString(n)
-	}
-	all := b.String()
-	out := make([]string, len(names))
-	for i, n := range names {
-		out[i], all = all[:len(n)], all[len(n):]
-	}
-	return out
+	// A copy of exactly their number, with their text in one allocation: the parser allocated each name
+	// on its own, amid the parse's garbage, and a certificate keeps its names for as long as it is served.
+	return strpack.Copy(names)
 }
 
 // isHostName accepts lower-case names made of labels of letters, digits,

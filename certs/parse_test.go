@@ -10,13 +10,11 @@ import (
 	"encoding/pem"
 	"errors"
 	"fmt"
-	"math/rand/v2"
 	"net"
 	"slices"
 	"strings"
 	"testing"
 	"time"
-	"unsafe"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -614,49 +612,6 @@ func TestKeyTypeString(t *testing.T) {
 	} {
 		if got := tt.kt.String(); got != tt.want {
 			t.Errorf("%#v.String() = %q, want %q", tt.kt, got, tt.want)
-		}
-	}
-}
-
-// TestPackNames: packed names equal the input, in order, and their text is one allocation.
-func TestPackNames(t *testing.T) {
-	rng := rand.New(rand.NewPCG(1, 2))
-	for range 500 {
-		names := make([]string, rng.IntN(6))
-		for i := range names {
-			b := make([]byte, rng.IntN(20))
-			for j := range b {
-				b[j] = "abc.-*0"[rng.IntN(7)]
-			}
-			names[i] = string(b)
-		}
-		want := slices.Clone(names)
-		got := packNames(names)
-		if !slices.Equal(names, want) {
-			t.Fatalf("packNames changed its input to %q", names)
-		}
-		if cap(got) != len(got) {
-			t.Fatalf("packNames(%q) has room for %d names", want, cap(got))
-		}
-		if len(want) == 0 {
-			if got != nil {
-				t.Fatalf("packNames(%q) = %q, want nil", want, got)
-			}
-			continue
-		}
-		if !slices.Equal(got, want) {
-			t.Fatalf("packNames(%q) = %q", want, got)
-		}
-		var next uintptr
-		for i, n := range got {
-			if n == "" {
-				continue
-			}
-			at := uintptr(unsafe.Pointer(unsafe.StringData(n)))
-			if next != 0 && at != next {
-				t.Fatalf("packNames(%q): name %d is not stored right after the one before", want, i)
-			}
-			next = at + uintptr(len(n))
 		}
 	}
 }

@@ -9,6 +9,8 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/tools/cache"
+
+	"github.com/ingress-reactor/ingress-reactor/internal/strpack"
 )
 
 // SecretRecord is what the shared Secret informer's cache holds instead of a Secret: of its metadata the
@@ -114,19 +116,7 @@ func NewSecretRecord(s *corev1.Secret) *SecretRecord {
 	if r.typ == secretTypeOther {
 		parts = all[:]
 	}
-	size := 0
-	for _, p := range parts {
-		size += len(p)
-	}
-	var b strings.Builder
-	b.Grow(size)
-	for i, p := range parts {
-		b.WriteString(p)
-		if i < len(r.ends) {
-			r.ends[i] = uint32(b.Len())
-		}
-	}
-	r.text = b.String()
+	r.text = strpack.Join(parts, r.ends[:])
 	if len(s.Data) > 0 {
 		r.data = make([]secretEntry, 0, len(s.Data))
 		for k, v := range s.Data {

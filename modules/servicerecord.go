@@ -1,7 +1,6 @@
 package modules
 
 import (
-	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -10,6 +9,8 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/tools/cache"
+
+	"github.com/ingress-reactor/ingress-reactor/internal/strpack"
 )
 
 // ServiceRecord is what the shared Service informer's cache holds instead of a Service: of its metadata
@@ -115,13 +116,6 @@ func protocolFrom(p corev1.Protocol) protocol {
 // copied into one allocation: kept where the decoder put them, each would pin a small slot amid the
 // garbage the rest of the decoded Service leaves behind. Nothing else of s is kept.
 func NewServiceRecord(s *corev1.Service) *ServiceRecord {
-	parts := [...]string{s.Name, string(s.UID), s.ResourceVersion, s.Spec.ClusterIP, s.Spec.ExternalName}
-	size := 0
-	for _, p := range parts {
-		size += len(p)
-	}
-	var b strings.Builder
-	b.Grow(size)
 	r := &ServiceRecord{
 		namespace:   s.Namespace,
 		typ:         serviceTypeFrom(s.Spec.Type),
@@ -137,13 +131,7 @@ func NewServiceRecord(s *corev1.Service) *ServiceRecord {
 			r.deletion = 1
 		}
 	}
-	for i, p := range parts {
-		b.WriteString(p)
-		if i < len(r.ends) {
-			r.ends[i] = uint32(b.Len())
-		}
-	}
-	r.text = b.String()
+	r.text = strpack.Join([]string{s.Name, string(s.UID), s.ResourceVersion, s.Spec.ClusterIP, s.Spec.ExternalName}, r.ends[:])
 	if len(s.Spec.Ports) > 0 {
 		r.ports = make([]servicePort, len(s.Spec.Ports))
 		for i := range s.Spec.Ports {
