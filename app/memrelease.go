@@ -28,18 +28,20 @@ const (
 	releaseCheckEvery = 5 * time.Second
 	// releaseMinGap is the least time between two releases: each one is a full collection.
 	releaseMinGap = 10 * time.Second
-	// releaseMinExcess is the least memory held beyond the live heap that is worth a release. With an
-	// eighth of the live heap (whichever is more), a release costs one collection per so much allocated
-	// while idle, a small fraction of what Go's own pace collects. A quarter missed the free pages left
-	// after a burst when they came to a little less (10,000 TLS Ingresses: about 25 MiB kept, no release).
-	releaseMinExcess = 16 << 20
+	// releaseMinExcess is the least memory held beyond the live heap that is worth a release. With it and
+	// a sixteenth of the live heap (whichever is more), a release costs at most one collection per so much
+	// allocated while idle (an idle controller allocates a few MB a minute: metrics scrapes, status), a
+	// small cost for holding about the live heap. A quarter of the live heap missed the free pages left
+	// after a burst when they came to a little less (10,000 TLS Ingresses: about 25 MiB kept), and an
+	// eighth with 16 MiB the 9 MiB left at 11,000 once the live heap was down to 75 MB.
+	releaseMinExcess = 8 << 20
 )
 
 func bindIdleMemoryFlags(fs *flag.FlagSet, c *Config) {
 	fs.BoolVar(&c.ReleaseIdleMemory, "release-idle-memory", c.ReleaseIdleMemory, "Once the controller is idle after a burst of work (its start, many "+
 		"changes at once), run a garbage collection and give the heap's free memory back to the kernel, so that an idle controller holds about its live "+
 		"heap instead of up to twice it. At most once every 10 s, and only when 5 s passed allocating less than a sixteenth of the live heap and "+
-		"garbage and free memory add up to an eighth of the live heap (and 16 MiB). The peak during a burst is unchanged (docs/benchmarks.md#controller-memory).")
+		"garbage and free memory add up to a sixteenth of the live heap (and 8 MiB). The peak during a burst is unchanged (docs/benchmarks.md#controller-memory).")
 }
 
 // heapStats are the runtime numbers the releaser decides on, all in bytes.
@@ -128,7 +130,7 @@ func (r *idleReleaser) check(now time.Time) bool {
 	}
 	excess := s.held - s.live
 	idle := allocated < s.live/16
-	worth := excess >= releaseMinExcess && excess >= s.live/8
+	worth := excess >= releaseMinExcess && excess >= s.live/16
 	if !idle || !worth || (!r.lastRelease.IsZero() && now.Sub(r.lastRelease) < releaseMinGap) {
 		return false
 	}

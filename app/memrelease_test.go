@@ -72,23 +72,23 @@ func TestIdleReleaserReleasesOnlyWhenIdleAndWorthIt(t *testing.T) {
 		t.Fatal("did not release releaseMinGap after the previous release")
 	}
 
-	// Not worth it: 20 MiB beyond a live heap of 200 MiB is less than an eighth.
-	h.s.live, h.s.held = 200*mib, 220*mib
+	// Not worth it: 10 MiB beyond a live heap of 200 MiB is less than a sixteenth.
+	h.s.live, h.s.held = 200*mib, 210*mib
 	now = now.Add(2 * releaseMinGap)
 	if r.check(now) {
-		t.Fatal("released 20 MiB beyond a live heap of 200 MiB")
+		t.Fatal("released 10 MiB beyond a live heap of 200 MiB")
 	}
-	// Worth it: 20 MiB beyond a live heap of 100 MiB is more than an eighth (and 16 MiB).
-	h.s.live, h.s.held = 100*mib, 120*mib
+	// Worth it: 10 MiB beyond a live heap of 100 MiB is more than a sixteenth (and 8 MiB).
+	h.s.live, h.s.held = 100*mib, 110*mib
 	now = now.Add(2 * releaseMinGap)
 	if !r.check(now) {
-		t.Fatal("did not release 20 MiB beyond a live heap of 100 MiB")
+		t.Fatal("did not release 10 MiB beyond a live heap of 100 MiB")
 	}
-	// Not worth it: a small heap's excess under 16 MiB, however large in proportion.
-	h.s.live, h.s.held = 4*mib, 12*mib
+	// Not worth it: a small heap's excess under 8 MiB, however large in proportion.
+	h.s.live, h.s.held = 4*mib, 10*mib
 	now = now.Add(2 * releaseMinGap)
 	if r.check(now) {
-		t.Fatal("released 8 MiB of excess")
+		t.Fatal("released 6 MiB of excess")
 	}
 	// Unknown numbers (a runtime without these metrics reads zeros): never.
 	h.s = heapStats{}
