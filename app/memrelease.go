@@ -30,8 +30,8 @@ const (
 	releaseMinGap = 10 * time.Second
 	// releaseMinExcess is the least memory held beyond the live heap that is worth a release. With it and
 	// a sixteenth of the live heap (whichever is more), a release costs at most one collection per so much
-	// allocated while idle (an idle controller allocates a few MB a minute: metrics scrapes, status), a
-	// small cost for holding about the live heap. A quarter of the live heap missed the free pages left
+	// allocated while idle (metrics scrapes, status updates), a small cost for holding about the live
+	// heap. A quarter of the live heap missed the free pages left
 	// after a burst when they came to a little less (10,000 TLS Ingresses: about 25 MiB kept), and an
 	// eighth with 16 MiB the 9 MiB left at 11,000 once the live heap was down to 75 MB.
 	releaseMinExcess = 8 << 20
