@@ -2,14 +2,12 @@ package app
 
 import (
 	"bytes"
-	"context"
 	"fmt"
 	"strings"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/fake"
@@ -25,12 +23,7 @@ import (
 
 // newSecretWatch is a lossyWatch of every Secret.
 func newSecretWatch(client kubernetes.Interface) *lossyWatch {
-	return &lossyWatch{client: client, expire: make(chan struct{}, 1),
-		list: func(ctx context.Context, opts metav1.ListOptions) (runtime.Object, error) {
-			return client.CoreV1().Secrets("").List(ctx, opts)
-		},
-		watchFn: client.CoreV1().Secrets("").Watch,
-	}
+	return newLossyWatch(client, client.CoreV1().Secrets("").List, client.CoreV1().Secrets("").Watch)
 }
 
 // TestSecretCacheOfRecords: through a real informer with the cache transform (and the app's sharing of
@@ -81,13 +74,7 @@ func TestSecretCacheOfRecords(t *testing.T) {
 	secInf.start(t)
 	h.Run(syncer)
 	h.Run(r)
-	h.IngressChanges.Publish(modules.IngressChange{Key: types.NamespacedName{Namespace: "ns", Name: "site"}, Accepted: true})
-	flush, cancel := context.WithTimeout(ctx, moduletest.WaitLimit)
-	defer cancel()
-	if err := h.IngressChanges.Flush(flush); err != nil {
-		t.Fatal(err)
-	}
-	h.Announced.Announce()
+	announceIngress(t, h, "ns", "site")
 
 	record := func(name, rv string) *modules.SecretRecord {
 		t.Helper()

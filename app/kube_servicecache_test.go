@@ -9,8 +9,6 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/fake"
 
@@ -26,12 +24,7 @@ import (
 
 // newServiceWatch is a lossyWatch of every Service.
 func newServiceWatch(client kubernetes.Interface) *lossyWatch {
-	return &lossyWatch{client: client, expire: make(chan struct{}, 1),
-		list: func(ctx context.Context, opts metav1.ListOptions) (runtime.Object, error) {
-			return client.CoreV1().Services("").List(ctx, opts)
-		},
-		watchFn: client.CoreV1().Services("").Watch,
-	}
+	return newLossyWatch(client, client.CoreV1().Services("").List, client.CoreV1().Services("").Watch)
 }
 
 // staticResolver answers every name with one address.
@@ -77,13 +70,7 @@ func TestServiceCacheOfRecords(t *testing.T) {
 	h.Run(w)
 	h.Run(r)
 	h.Run(ai)
-	h.IngressChanges.Publish(modules.IngressChange{Key: types.NamespacedName{Namespace: "ns", Name: "to-web"}, Accepted: true})
-	flush, cancel := context.WithTimeout(ctx, moduletest.WaitLimit)
-	defer cancel()
-	if err := h.IngressChanges.Flush(flush); err != nil {
-		t.Fatal(err)
-	}
-	h.Announced.Announce()
+	announceIngress(t, h, "ns", "to-web")
 
 	waitEps := func(what string, want ...nginx.Endpoint) {
 		t.Helper()

@@ -40,14 +40,19 @@ type lossyWatch struct {
 	expire chan struct{}
 }
 
+// newLossyWatch is a lossyWatch of the objects that a typed client's list and watch return (every
+// namespace's).
+func newLossyWatch[L runtime.Object](client kubernetes.Interface, list func(context.Context, metav1.ListOptions) (L, error),
+	watchFn func(context.Context, metav1.ListOptions) (watch.Interface, error)) *lossyWatch {
+	return &lossyWatch{client: client, expire: make(chan struct{}, 1),
+		list:    func(ctx context.Context, opts metav1.ListOptions) (runtime.Object, error) { return list(ctx, opts) },
+		watchFn: watchFn,
+	}
+}
+
 // newSliceWatch is a lossyWatch of every EndpointSlice.
 func newSliceWatch(client kubernetes.Interface) *lossyWatch {
-	return &lossyWatch{client: client, expire: make(chan struct{}, 1),
-		list: func(ctx context.Context, opts metav1.ListOptions) (runtime.Object, error) {
-			return client.DiscoveryV1().EndpointSlices("").List(ctx, opts)
-		},
-		watchFn: client.DiscoveryV1().EndpointSlices("").Watch,
-	}
+	return newLossyWatch(client, client.DiscoveryV1().EndpointSlices("").List, client.DiscoveryV1().EndpointSlices("").Watch)
 }
 
 func (s *lossyWatch) listWatch() cache.ListerWatcher {
@@ -164,6 +169,19 @@ func (r *recordInformer) tombstone(t *testing.T, what string) any {
 		t.Fatalf("%d tombstones, want %s", len(r.tombstones), what)
 	}
 	return r.tombstones[0]
+}
+
+// announceIngress tells the modules that the class filter accepted the Ingress ns/name and that every
+// Ingress of the start is announced, as the class filter does once its cache synced.
+func announceIngress(t *testing.T, h *moduletest.Harness, ns, name string) {
+	t.Helper()
+	h.IngressChanges.Publish(modules.IngressChange{Key: types.NamespacedName{Namespace: ns, Name: name}, Accepted: true})
+	flush, cancel := context.WithTimeout(t.Context(), moduletest.WaitLimit)
+	defer cancel()
+	if err := h.IngressChanges.Flush(flush); err != nil {
+		t.Fatal(err)
+	}
+	h.Announced.Announce()
 }
 
 // newRecordRenderer is the renderer module on factory's caches, with what it renders collected.

@@ -194,59 +194,6 @@ func transformIngress(ing *networkingv1.Ingress) {
 	}
 }
 
-// knownConstant returns the program's own copy of a value that Kubernetes objects repeat (a protocol, a
-// Service, Secret or address type, a Secret's TLS keys) and s itself for any other value; a decoded
-// object holds a copy of each string.
-func knownConstant(s string) string {
-	switch s {
-	case "TCP":
-		return "TCP"
-	case "UDP":
-		return "UDP"
-	case "SCTP":
-		return "SCTP"
-	case "ClusterIP":
-		return "ClusterIP"
-	case "None":
-		return "None"
-	case "NodePort":
-		return "NodePort"
-	case "LoadBalancer":
-		return "LoadBalancer"
-	case "ExternalName":
-		return "ExternalName"
-	case "IPv4":
-		return "IPv4"
-	case "IPv6":
-		return "IPv6"
-	case "FQDN":
-		return "FQDN"
-	case "kubernetes.io/tls":
-		return "kubernetes.io/tls"
-	case "Opaque":
-		return "Opaque"
-	case "kubernetes.io/service-account-token":
-		return "kubernetes.io/service-account-token"
-	case "kubernetes.io/dockerconfigjson":
-		return "kubernetes.io/dockerconfigjson"
-	case "kubernetes.io/basic-auth":
-		return "kubernetes.io/basic-auth"
-	case "helm.sh/release.v1":
-		return "helm.sh/release.v1"
-	case "tls.crt":
-		return "tls.crt"
-	case "tls.key":
-		return "tls.key"
-	case "ca.crt":
-		return "ca.crt"
-	case "ca.crl":
-		return "ca.crl"
-	case "auth":
-		return "auth"
-	}
-	return s
-}
-
 // The values shared pointers point at. Nothing writes through a cached object's pointers.
 var (
 	sharedPrefix, sharedExact, sharedImplSp = networkingv1.PathTypePrefix, networkingv1.PathTypeExact, networkingv1.PathTypeImplementationSpecific

@@ -311,9 +311,6 @@ func TestCacheTransformKeepsWhatModulesRead(t *testing.T) {
 func TestInterningKeepsValues(t *testing.T) {
 	for _, s := range []string{"", "TCP", "UDP", "tls.crt", "kubernetes.io/tls", "Opaque", "team-a", "x", "http",
 		strings.Repeat("n", maxSharedLen), strings.Repeat("n", maxSharedLen+1), "héllo"} {
-		if got := knownConstant(s); got != s {
-			t.Errorf("knownConstant(%q) = %q", s, got)
-		}
 		if got := sharedNamespaces.intern(s); got != s {
 			t.Errorf("intern(%q) = %q", s, got)
 		}
